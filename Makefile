@@ -1,0 +1,36 @@
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DATA ?= ./var
+
+.PHONY: run test lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(BIN)/leasegate serve --data $(DATA)
+
+test: $(VENV)/.installed-dev
+	$(BIN)/ruff check leasegate tests bench
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check leasegate tests bench
+	$(BIN)/mypy
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/dispatch.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache

@@ -1,0 +1,1 @@
+"""Actors: one per module, each owning its state and its tables."""

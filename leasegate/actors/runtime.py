@@ -1,0 +1,505 @@
+"""The actor runtime: mailbox, ask/reply, group commit, timers, parked waiters.
+
+An :class:`Actor` is one trio task that owns its state and its tables. Others
+reach it only through its :class:`Mailbox`. Each turn of its loop it takes
+every message already waiting (up to ``batch_limit``), applies them in one
+SQLite transaction with a savepoint per message, runs the periodic jobs that
+are due in the same transaction, commits once, and only then replies to all
+(DESIGN.md §5: durable before acknowledged, group commit)::
+
+    class Counter(Actor):
+        name = "counter"
+
+        def handle(self, conn, message):
+            conn.execute("UPDATE counter SET n = n + 1")
+            return conn.execute("SELECT n FROM counter").fetchone()[0]
+
+    async with trio.open_nursery() as nursery:
+        counter = Counter(db, clock)
+        nursery.start_soon(counter.run)
+        n = await counter.mailbox.ask(Increment())
+
+Long-polls park inside the actor: :meth:`Actor.handle` returns :data:`PARK`,
+and the runtime offers the message to :meth:`Actor.serve_parked` inside each
+later transaction in which work may have appeared. A reply that cannot be
+delivered (the caller is gone) is handed to :meth:`Actor.undelivered`, which
+may schedule compensating work (e.g. releasing a lease nobody received).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import outcome
+import trio
+
+from leasegate.clock import Clock
+from leasegate.errors import LeasegateError, Unavailable
+from leasegate.storage.connection import Database, is_storage_failure
+
+log = logging.getLogger("leasegate.actors")
+
+MAILBOX_SIZE: Final = 4096
+BATCH_LIMIT: Final = 256
+
+
+class _Park:
+    def __repr__(self) -> str:
+        return "PARK"
+
+
+PARK: Final = _Park()
+"""Returned by :meth:`Actor.handle` to hold the reply until work appears."""
+
+Reply = trio.MemorySendChannel[outcome.Outcome[Any]]
+
+
+@dataclass(eq=False)
+class Envelope:
+    """A message and the channel its reply goes to (None: no reply wanted)."""
+
+    message: Any
+    reply: Reply | None = None
+
+    def caller_gone(self) -> bool:
+        return self.reply is not None and self.reply.statistics().open_receive_channels == 0
+
+
+class Mailbox:
+    """The only way to reach an actor: ``await ask(msg)`` or ``await tell(msg)``.
+
+    Sends wait while the inbox is full (back-pressure). Asking a stopped actor
+    raises :class:`~leasegate.errors.Unavailable`.
+    """
+
+    def __init__(self, send: trio.MemorySendChannel[Envelope]) -> None:
+        self._send = send
+
+    async def tell(self, message: Any) -> None:
+        """Deliver ``message``; no reply. Cancellation: the message was not sent."""
+        try:
+            await self._send.send(Envelope(message))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise Unavailable("the gateway is shutting down") from None
+
+    def tell_nowait(self, message: Any) -> None:
+        """Deliver ``message`` now or raise ``trio.WouldBlock`` when the inbox is full."""
+        try:
+            self._send.send_nowait(Envelope(message))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise Unavailable("the gateway is shutting down") from None
+
+    async def ask(self, message: Any) -> Any:
+        """Send ``message`` and wait for the committed reply.
+
+        Raises the :class:`LeasegateError` the actor answered with.
+        Cancellation: if cancelled after the message was sent, the actor still
+        applies (and commits) it; the reply is dropped.
+        """
+        send, recv = trio.open_memory_channel[outcome.Outcome[Any]](1)
+        with recv:
+            try:
+                await self._send.send(Envelope(message, send))
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                raise Unavailable("the gateway is shutting down") from None
+            try:
+                result = await recv.receive()
+            except trio.EndOfChannel:
+                raise Unavailable("the gateway is shutting down") from None
+        return result.unwrap()
+
+    async def ask_parked(
+        self,
+        message: Any,
+        *,
+        deadline: float,
+        give_back: Callable[[Any], Any | None],
+        on_timeout: Any = None,
+    ) -> Any:
+        """Ask for something the actor may hold until ``deadline`` (a long-poll).
+
+        Returns the reply, or ``on_timeout`` if nothing came by ``deadline``.
+        Cancellation (the HTTP client went away): a reply that arrives at the
+        same moment is not lost. The channel is drained and closed with no
+        checkpoint in between, so either the actor's ``send_nowait`` fails
+        (and it gives the lease back itself) or we hold the reply and send
+        ``give_back(reply)`` to the actor, shielded for up to 5 s.
+        """
+        send, recv = trio.open_memory_channel[outcome.Outcome[Any]](1)
+        received: outcome.Outcome[Any] | None = None
+        try:
+            try:
+                await self._send.send(Envelope(message, send))
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                raise Unavailable("the gateway is shutting down") from None
+            with trio.move_on_at(deadline):
+                received = await recv.receive()
+            if received is None:
+                try:
+                    received = recv.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    return on_timeout
+            return received.unwrap()
+        except trio.EndOfChannel:
+            raise Unavailable("the gateway is shutting down") from None
+        finally:
+            if received is None:
+                # No checkpoint between these two: see the docstring.
+                try:
+                    late: outcome.Outcome[Any] | None = recv.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    late = None
+                recv.close()
+                if isinstance(late, outcome.Value):
+                    compensation = give_back(late.value)
+                    if compensation is not None:
+                        with trio.move_on_after(5, shield=True):
+                            await self.tell(compensation)
+            else:
+                recv.close()
+
+
+@dataclass
+class PeriodicJob:
+    """A job an actor runs on its own timer, in its own savepoint.
+
+    ``every`` is the interval in seconds. An exception is logged (at most once
+    per ``error_log_window`` per job, with a count and the stack tail) and the
+    job runs again next time; it never takes the actor down.
+    """
+
+    name: str
+    every: float
+    run: Callable[[sqlite3.Connection, float], Any]
+    next_at: float = 0.0
+    runs: int = 0
+    failures: int = 0
+    last_run_at: float | None = None
+    last_error_logged_at: float = -math.inf
+    errors_since_log: int = 0
+
+
+@dataclass
+class _Batch:
+    envelopes: list[Envelope]
+    jobs: list[PeriodicJob]
+    parked: list[Envelope]
+    results: list[outcome.Outcome[Any] | None] = field(default_factory=list)
+    served: list[tuple[Envelope, Any]] = field(default_factory=list)
+    effects: list[Callable[[], None]] = field(default_factory=list)
+
+
+class Actor:
+    """Base class. Subclasses implement :meth:`handle` and may override the hooks.
+
+    Everything that runs inside the transaction runs on the database thread
+    while the actor task waits for it, so there is never more than one
+    thread touching the actor's state at a time: no locks are needed.
+    """
+
+    name: str = "actor"
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        *,
+        error_log_window: float = 600.0,
+        mailbox_size: int = MAILBOX_SIZE,
+        batch_limit: int = BATCH_LIMIT,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.error_log_window = error_log_window
+        self.batch_limit = batch_limit
+        self._send, self._inbox = trio.open_memory_channel[Envelope](mailbox_size)
+        self.mailbox = Mailbox(self._send)
+        self.jobs: list[PeriodicJob] = []
+        self._parked: list[Envelope] = []
+        self._effects: list[Callable[[], None]] = []
+        self._internal: list[Any] = []
+        self._next_wakeup: float | None = None
+        self._work_may_be_available = False
+        self.draining = False
+        self.batches = 0
+
+    # ---- hooks for subclasses -------------------------------------------------
+
+    def handle(self, conn: sqlite3.Connection, message: Any) -> Any:
+        """Apply one message inside its savepoint; return the reply or :data:`PARK`.
+
+        Raise a :class:`LeasegateError` to roll back this message alone.
+        """
+        raise NotImplementedError
+
+    def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
+        """Try again to answer a parked message; ``None`` keeps it parked."""
+        return None
+
+    def drained_reply(self, message: Any) -> Any:
+        """What a parked message gets when the actor drains for shutdown."""
+        return None
+
+    def undelivered(self, message: Any, reply: Any) -> Any | None:
+        """The caller of ``message`` is gone; return internal work to undo ``reply``."""
+        return None
+
+    def next_wakeup(self, conn: sqlite3.Connection) -> float | None:
+        """The wall time of the next data-driven deadline (e.g. a lease expiry)."""
+        return None
+
+    def on_wakeup(self, conn: sqlite3.Connection, now: float) -> None:
+        """Handle every data-driven deadline that has passed (runs in the transaction)."""
+
+    def on_start(self, conn: sqlite3.Connection) -> None:
+        """Runs once in a transaction before the first message."""
+
+    # ---- helpers for subclasses ----------------------------------------------
+
+    def after_commit(self, effect: Callable[[], None]) -> None:
+        """Run ``effect`` on the trio thread once the current message commits.
+
+        Dropped if the message rolls back or the commit fails.
+        """
+        self._effects.append(effect)
+
+    def work_may_be_available(self) -> None:
+        """Offer the parked messages another try in this transaction."""
+        self._work_may_be_available = True
+
+    def add_job(self, name: str, every: float, run: Callable[[sqlite3.Connection, float], Any]) -> PeriodicJob:
+        job = PeriodicJob(name, every, run)
+        self.jobs.append(job)
+        return job
+
+    @property
+    def parked_count(self) -> int:
+        return len(self._parked)
+
+    # ---- the loop ---------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the mailbox until it is closed (see :meth:`close`).
+
+        An unexpected exception (a bug, not a domain or storage error)
+        propagates and takes the whole system down with it, on purpose.
+        """
+        now = self.clock.now()
+        for job in self.jobs:
+            job.next_at = now + job.every
+        await self._start_up()
+        task_status.started()
+        while True:
+            envelopes = await self._collect()
+            if envelopes is None:
+                break
+            await self._turn(envelopes)
+        for env in self._parked:
+            self._reply(env, outcome.Value(self.drained_reply(env.message)))
+        self._parked.clear()
+
+    async def _start_up(self) -> None:
+        def start(conn: sqlite3.Connection) -> float | None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.on_start(conn)
+                wake = self.next_wakeup(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return wake
+
+        self._next_wakeup = await self.db.run(start)
+
+    def _deadline(self) -> float:
+        if self._internal:
+            return -math.inf
+        due = [job.next_at for job in self.jobs]
+        if self._next_wakeup is not None:
+            due.append(self._next_wakeup)
+        if not due:
+            return math.inf
+        return self.clock.deadline(min(due))
+
+    async def _collect(self) -> list[Envelope] | None:
+        """Wait for messages or the next deadline; None when the mailbox is closed."""
+        envelopes: list[Envelope] = []
+        with trio.move_on_at(self._deadline()):
+            try:
+                envelopes.append(await self._inbox.receive())
+            except trio.EndOfChannel:
+                return None
+        while len(envelopes) < self.batch_limit:
+            try:
+                envelopes.append(self._inbox.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+        return envelopes
+
+    async def _turn(self, envelopes: list[Envelope]) -> None:
+        now = self.clock.now()
+        internal, self._internal = self._internal, []
+        envelopes = [Envelope(m) for m in internal] + envelopes
+        due_jobs = [job for job in self.jobs if job.next_at <= now]
+        self._parked = [env for env in self._parked if not env.caller_gone()]
+        batch = _Batch(envelopes, due_jobs, list(self._parked))
+        try:
+            wake = await self.db.run(lambda conn: self._apply(conn, batch, now))
+        except Exception as exc:
+            if not is_storage_failure(exc):
+                raise
+            log.warning("%s: storage failure, batch of %d not applied: %s",
+                        self.name, len(envelopes), exc)
+            failure = outcome.Error(Unavailable(f"storage failure: {exc}"))
+            for env in envelopes:
+                self._reply(env, failure)
+            # Try the due jobs again soon rather than at their next interval.
+            for job in due_jobs:
+                job.next_at = now + min(job.every, 1.0)
+            self._internal.extend(m for m in internal)
+            return
+        self.batches += 1
+        self._next_wakeup = wake
+        for job in due_jobs:
+            job.next_at = now + job.every
+        for effect in batch.effects:
+            effect()
+        for env, result in zip(batch.envelopes, batch.results, strict=True):
+            if result is PARK_OUTCOME:
+                self._parked.append(env)
+            elif result is not None:
+                self._reply(env, result)
+        served = {id(env) for env, _ in batch.served}
+        self._parked = [env for env in self._parked if id(env) not in served]
+        for env, reply in batch.served:
+            self._reply(env, outcome.Value(reply))
+
+    def _apply(self, conn: sqlite3.Connection, batch: _Batch, now: float) -> float | None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._effects = []
+            self._work_may_be_available = False
+            for env in batch.envelopes:
+                batch.results.append(self._apply_one(conn, env))
+            for job in batch.jobs:
+                self._run_job(conn, job, now)
+            self.on_wakeup(conn, now)
+            parked = [env for env in batch.parked]
+            parked += [
+                env for env, result in zip(batch.envelopes, batch.results, strict=True)
+                if result is PARK_OUTCOME
+            ]
+            if parked and (self._work_may_be_available or self.draining):
+                for env in parked:
+                    reply = (
+                        self.drained_reply(env.message) if self.draining
+                        else self.serve_parked(conn, env.message)
+                    )
+                    if reply is not None:
+                        batch.served.append((env, reply))
+            wake = self.next_wakeup(conn)
+            batch.effects = self._effects
+            conn.execute("COMMIT")
+        except BaseException:
+            self._effects = []
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return wake
+
+    def _apply_one(self, conn: sqlite3.Connection, env: Envelope) -> outcome.Outcome[Any] | None:
+        if isinstance(env.message, _Nudge):
+            return None
+        mark = len(self._effects)
+        conn.execute("SAVEPOINT message")
+        try:
+            reply = self.handle(conn, env.message)
+        except LeasegateError as exc:
+            self._rollback_savepoint(conn, mark)
+            return outcome.Error(exc)
+        except sqlite3.Error as exc:
+            if not is_storage_failure(exc):
+                raise
+            self._rollback_savepoint(conn, mark)
+            return outcome.Error(Unavailable(f"storage failure: {exc}"))
+        conn.execute("RELEASE message")
+        if reply is PARK:
+            if self.draining:
+                return outcome.Value(self.drained_reply(env.message))
+            return PARK_OUTCOME
+        return outcome.Value(reply) if env.reply is not None else None
+
+    def _rollback_savepoint(self, conn: sqlite3.Connection, mark: int) -> None:
+        conn.execute("ROLLBACK TO message")
+        conn.execute("RELEASE message")
+        del self._effects[mark:]
+
+    def _run_job(self, conn: sqlite3.Connection, job: PeriodicJob, now: float) -> None:
+        mark = len(self._effects)
+        conn.execute("SAVEPOINT job")
+        try:
+            job.run(conn, now)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO job")
+            conn.execute("RELEASE job")
+            del self._effects[mark:]
+            if is_storage_failure(exc):
+                raise
+            job.failures += 1
+            job.errors_since_log += 1
+            if now - job.last_error_logged_at >= self.error_log_window:
+                tail = traceback.format_exc()[-600:]
+                log.warning("%s: periodic job %s failed (%d times since last report); "
+                            "retrying next time:\n%s",
+                            self.name, job.name, job.errors_since_log, tail)
+                job.last_error_logged_at = now
+                job.errors_since_log = 0
+            return
+        conn.execute("RELEASE job")
+        job.runs += 1
+        job.last_run_at = now
+
+    def _reply(self, env: Envelope, result: outcome.Outcome[Any]) -> None:
+        if env.reply is None:
+            return
+        try:
+            env.reply.send_nowait(result)
+        except (trio.BrokenResourceError, trio.WouldBlock, trio.ClosedResourceError):
+            if isinstance(result, outcome.Value):
+                work = self.undelivered(env.message, result.value)
+                if work is not None:
+                    self._internal.append(work)
+        finally:
+            env.reply.close()
+
+    # ---- shutdown ---------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Answer parked messages with :meth:`drained_reply` at the next turn.
+
+        New messages that would park get the drained reply at once. Call
+        :meth:`close` afterwards to stop the loop once the inbox is empty.
+        """
+        self.draining = True
+        try:
+            self._send.send_nowait(Envelope(_Nudge()))
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            pass  # a full inbox means a turn is coming anyway
+
+    def close(self) -> None:
+        """Stop accepting messages; the loop ends after those already queued."""
+        self._send.close()
+
+
+class _Nudge:
+    """Internal no-op message: makes the actor take a turn now."""
+
+
+PARK_OUTCOME: Final[Any] = outcome.Value(PARK)

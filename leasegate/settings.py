@@ -1,0 +1,158 @@
+"""Settings: defaults, then a TOML file, then ``LEASEGATE_<NAME>`` variables.
+
+Unknown names and inconsistent sets stop start-up with a message naming the
+setting (:class:`SettingsError`); nothing is silently ignored or clamped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+MINUTE = 60.0
+HOUR = 3600.0
+DAY = 86400.0
+MiB = 1024 * 1024
+
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+class SettingsError(ValueError):
+    """A setting is unknown, malformed or inconsistent; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Every tunable of DESIGN.md §6. Durations are seconds."""
+
+    max_wait_seconds: float = 30.0
+    task_claim_window: float = 30.0
+    task_lease_ttl: float = 120.0
+    task_hard_timeout: float = 4 * HOUR
+    task_ttl: float = 24 * HOUR
+    task_retention: float = 7 * DAY
+    query_lease_ttl: float = 60.0
+    query_ttl: float = 600.0
+    query_max_attempts: int = 3
+    query_retention: float = 7 * DAY
+    worker_offline_after: float = 90.0
+    device_pause_after: float = 90.0
+    device_cancel_after: float = 30 * MINUTE
+    device_capacity: int = 5000
+    ledger_recover_interval: float = 60.0
+    ledger_orphan_max_age: float = 5 * HOUR
+    ledger_settled_retention: float = 90 * DAY
+    artifact_orphan_sweep_interval: float = HOUR
+    artifact_orphan_max_age: float = 24 * HOUR
+    artifact_temp_max_age: float = HOUR
+    error_log_window: float = 600.0
+    max_body_bytes: int = MiB
+    max_json_field_bytes: int = 64 * 1024
+    max_artifact_bytes: int = 64 * MiB
+    # Token bucket per API key; 0 turns rate limiting off.
+    rate_limit_per_second: float = 200.0
+    rate_limit_burst: int = 400
+    sqlite_synchronous: str = "FULL"
+    # Beyond API.md's list: how long an idle or slow socket may hold a read.
+    http_read_timeout: float = 60.0
+    # Serve /metrics without an admin key (for a scraper on a private network).
+    metrics_public: bool = False
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+                raise SettingsError(f"{field.name} must not be negative (got {value})")
+        positive = (
+            "max_wait_seconds", "task_claim_window", "task_lease_ttl", "task_hard_timeout",
+            "task_ttl", "query_lease_ttl", "query_ttl", "query_max_attempts",
+            "device_capacity", "ledger_recover_interval", "artifact_orphan_sweep_interval",
+            "error_log_window", "max_body_bytes", "max_json_field_bytes",
+            "max_artifact_bytes", "http_read_timeout",
+        )  # fmt: skip
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{name} must be greater than 0")
+        if self.max_wait_seconds > 30:
+            raise SettingsError("max_wait_seconds must be at most 30 (API.md)")
+        if self.ledger_orphan_max_age <= self.task_hard_timeout:
+            raise SettingsError(
+                "ledger_orphan_max_age must be greater than task_hard_timeout "
+                f"({self.ledger_orphan_max_age} <= {self.task_hard_timeout}): a hold would be "
+                "refunded while its task may still be running"
+            )
+        if self.device_cancel_after <= self.device_pause_after:
+            raise SettingsError("device_cancel_after must be greater than device_pause_after")
+        if self.sqlite_synchronous not in SYNCHRONOUS_MODES:
+            raise SettingsError(f"sqlite_synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
+        if self.rate_limit_per_second > 0 and self.rate_limit_burst < 1:
+            raise SettingsError("rate_limit_burst must be at least 1 when rate limiting is on")
+
+    def replace(self, **changes: Any) -> Settings:
+        return load(overrides=changes, base=self)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    kind = _FIELDS[name].type
+    try:
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if kind == "int":
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError(raw)
+            return int(raw)
+        if kind == "float":
+            if isinstance(raw, bool):
+                raise ValueError(raw)
+            return float(raw)
+        return str(raw).strip().upper()
+    except (TypeError, ValueError):
+        raise SettingsError(f"{name}: cannot read {raw!r} as {kind}") from None
+
+
+def load(
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    base: Settings | None = None,
+) -> Settings:
+    """Build settings from defaults < TOML file < environment < overrides."""
+    values: dict[str, Any] = dataclasses.asdict(base) if base else {}
+    if config_file is not None:
+        try:
+            document = tomllib.loads(Path(config_file).read_text("utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SettingsError(f"config file {config_file}: {exc}") from None
+        # Accept both a flat file and one with a [leasegate] table.
+        section = document.get("leasegate", document)
+        for name, raw in section.items():
+            if name not in _FIELDS:
+                raise SettingsError(f"unknown setting {name!r} in {config_file}")
+            values[name] = _coerce(name, raw)
+    env = os.environ if environ is None else environ
+    for key, raw in env.items():
+        if not key.startswith("LEASEGATE_"):
+            continue
+        name = key.removeprefix("LEASEGATE_").lower()
+        if name not in _FIELDS:
+            raise SettingsError(f"unknown setting {name!r} (environment variable {key})")
+        values[name] = _coerce(name, raw)
+    for name, raw in (overrides or {}).items():
+        if name not in _FIELDS:
+            raise SettingsError(f"unknown setting {name!r}")
+        values[name] = _coerce(name, raw)
+    return Settings(**values)

@@ -1,0 +1,1 @@
+"""SQLite storage: connection threads, migrations, one SQL module per actor."""
