@@ -386,11 +386,12 @@ class Actor:
         try:
             self._effects = []
             self._work_may_be_available = False
+            # Deadlines first, so every message sees the state as of `now`.
+            self.on_wakeup(conn, now)
             for env in batch.envelopes:
                 batch.results.append(self._apply_one(conn, env))
             for job in batch.jobs:
                 self._run_job(conn, job, now)
-            self.on_wakeup(conn, now)
             parked = [env for env in batch.parked]
             parked += [
                 env for env, result in zip(batch.envelopes, batch.results, strict=True)

@@ -1,0 +1,54 @@
+"""Small pieces both job channels share: ids, tokens, fingerprints, pages."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value, so equal payloads compare equal as text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(*parts: Any) -> str:
+    """A digest of a submission or a result, for idempotent replays."""
+    return hashlib.sha256(canonical_json(list(parts)).encode()).hexdigest()
+
+
+def new_id(prefix: str) -> str:
+    """A server-generated id: 96 random bits, never a replay of an existing id."""
+    return f"{prefix}-{secrets.token_hex(12)}"
+
+
+def new_lease_token() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@dataclass(frozen=True)
+class Page:
+    """A list request: ``limit`` 1–500, ``offset`` ≥ 0 (validated at the edge)."""
+
+    limit: int = 50
+    offset: int = 0
+
+
+def page_of(conn: sqlite3.Connection, table: str, where: list[str], args: list[Any],
+            page: Page, render: Any) -> dict[str, Any]:
+    """``{"items", "total", "limit", "offset"}``, newest first."""
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    total = conn.execute(f"SELECT count(*) FROM {table}{clause}", args).fetchone()[0]
+    rows = conn.execute(
+        f"SELECT * FROM {table}{clause} ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+        [*args, page.limit, page.offset],
+    ).fetchall()
+    return {"items": [render(r) for r in rows], "total": total,
+            "limit": page.limit, "offset": page.offset}

@@ -1,0 +1,331 @@
+"""The query actor: read-only work, delivered at least once.
+
+Semantics of seed ``000`` exactly (DESIGN.md §1): attempts are counted when a
+query is leased; an expired lease puts the query back to ``queued``, or to
+``failed`` once ``query_max_attempts`` leases have lapsed; a query past its
+TTL is ``expired`` first (rerunning it would be pointless); finished rows are
+purged after ``query_retention``. Queries never touch worker presence: a live
+query loop must not hide a dead task loop.
+
+Deadlines are timers: the actor wakes exactly when the next lease or TTL runs
+out, not on a coarse tick and not on the next lease call.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from leasegate.actors.common import (
+    Page,
+    canonical_json,
+    fingerprint,
+    loads,
+    new_id,
+    new_lease_token,
+    page_of,
+)
+from leasegate.actors.runtime import PARK, Actor
+from leasegate.clock import Clock, iso
+from leasegate.errors import IdempotencyConflict, QueryLeaseInvalid, QueryNotFound, Unavailable
+from leasegate.settings import Settings
+from leasegate.storage import queries_sql as sql
+from leasegate.storage.connection import Database
+
+log = logging.getLogger("leasegate.queries")
+
+PURGE_EVERY = 60.0
+
+
+# ---- messages -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SubmitQuery:
+    tenant: str
+    site: str
+    kind: str
+    params: dict[str, Any]
+    query_id: str | None = None
+    max_cost: int | None = None
+
+
+@dataclass(frozen=True)
+class GetQuery:
+    query_id: str
+    tenant: str | None = None  # None: any tenant (admin)
+    wait: bool = False  # park until the query is terminal
+
+
+@dataclass(frozen=True)
+class ListQueries:
+    tenant: str | None = None
+    status: str | None = None
+    site: str | None = None
+    kind: str | None = None
+    page: Page = Page()
+
+
+@dataclass(frozen=True)
+class LeaseQueries:
+    worker_id: str
+    sites: tuple[str, ...] | None = None  # None: every site
+    max: int = 1
+    request_id: str | None = None
+    wait: bool = False  # park until work appears
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    query_id: str
+    worker_id: str
+    lease_token: str
+    outcome: str  # "succeeded" | "failed"
+    result: Any = None
+    error_code: int | None = None
+    error_message: str | None = None
+    cost: int | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseQueryLeases:
+    """Leases handed to a caller that was already gone: back to ``queued``."""
+
+    leases: tuple[tuple[str, str], ...]  # (query_id, lease_token)
+
+
+@dataclass(frozen=True)
+class QueryStats:
+    pass
+
+
+# ---- the actor ------------------------------------------------------------------
+
+class QueryQueue(Actor):
+    name = "queries"
+
+    def __init__(self, db: Database, clock: Clock, settings: Settings) -> None:
+        super().__init__(db, clock, error_log_window=settings.error_log_window)
+        self.settings = settings
+        self.add_job("purge_queries", PURGE_EVERY, self._purge)
+
+    def handle(self, conn: sqlite3.Connection, message: Any) -> Any:
+        now = self.clock.now()
+        match message:
+            case SubmitQuery():
+                return self._submit(conn, message, now)
+            case GetQuery():
+                row = self._visible(conn, message.query_id, message.tenant)
+                if message.wait and row["status"] not in sql.TERMINAL:
+                    return PARK
+                return render(row)
+            case ListQueries():
+                return self._list(conn, message)
+            case LeaseQueries():
+                if self.draining:
+                    raise Unavailable("the gateway is shutting down")
+                leases = self._lease(conn, message, now)
+                if not leases and message.wait:
+                    return PARK
+                return leases
+            case QueryResult():
+                return self._result(conn, message, now)
+            case ReleaseQueryLeases():
+                for query_id, token in message.leases:
+                    if sql.give_back(conn, query_id, token, now):
+                        self.work_may_be_available()
+                return None
+            case QueryStats():
+                return [dict(r) for r in sql.count_by_status_and_site(conn)]
+        raise TypeError(f"queries: unknown message {message!r}")
+
+    # ---- submit / read ----
+
+    def _submit(self, conn: sqlite3.Connection, m: SubmitQuery, now: float) -> dict[str, Any]:
+        digest = fingerprint(m.tenant, m.site, m.kind, m.params, m.max_cost)
+        if m.query_id is not None:
+            existing = sql.get(conn, m.query_id)
+            if existing is not None:
+                if existing["fingerprint"] != digest:
+                    raise IdempotencyConflict(
+                        f"query {m.query_id} exists with a different payload"
+                    )
+                return {"query_id": m.query_id, "status": existing["status"], "created": False}
+            query_id = m.query_id
+        else:
+            query_id = new_id("q")
+            while sql.get(conn, query_id) is not None:  # 96 bits: never, but never a replay
+                query_id = new_id("q")
+        sql.insert(
+            conn, query_id=query_id, tenant=m.tenant, site=m.site, kind=m.kind,
+            params=canonical_json(m.params), max_cost=m.max_cost, fingerprint=digest,
+            status="queued", created_at=now, updated_at=now,
+            expires_at=now + self.settings.query_ttl,
+        )
+        self.work_may_be_available()
+        return {"query_id": query_id, "status": "queued", "created": True}
+
+    def _visible(self, conn: sqlite3.Connection, query_id: str, tenant: str | None) -> sqlite3.Row:
+        row = sql.get(conn, query_id)
+        if row is None or (tenant is not None and row["tenant"] != tenant):
+            raise QueryNotFound(f"no query {query_id}")
+        return row
+
+    def _list(self, conn: sqlite3.Connection, m: ListQueries) -> dict[str, Any]:
+        where: list[str] = []
+        args: list[Any] = []
+        for column, value in (("tenant", m.tenant), ("status", m.status), ("site", m.site),
+                              ("kind", m.kind)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        return page_of(conn, "queries", where, args, m.page, render)
+
+    # ---- lease ----
+
+    def _lease(self, conn: sqlite3.Connection, m: LeaseQueries, now: float) -> list[dict[str, Any]]:
+        if m.request_id is not None:
+            replay = sql.leased_by_request(conn, m.worker_id, m.request_id)
+            if replay:
+                return [render_lease(row) for row in replay]
+        sites = list(m.sites) if m.sites is not None else None
+        leases = []
+        expires_at = now + self.settings.query_lease_ttl
+        for row in sql.next_queued(conn, sites, now, m.max):
+            token = new_lease_token()
+            if sql.take_lease(conn, row["query_id"], m.worker_id, token, m.request_id,
+                              expires_at, now):
+                leased = sql.get(conn, row["query_id"])
+                assert leased is not None
+                leases.append(render_lease(leased))
+        return leases
+
+    def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
+        if isinstance(message, LeaseQueries):
+            return self._lease(conn, message, self.clock.now()) or None
+        if isinstance(message, GetQuery):
+            row = sql.get(conn, message.query_id)
+            if row is None:  # purged while waiting
+                return None
+            return render(row) if row["status"] in sql.TERMINAL else None
+        return None
+
+    def drained_reply(self, message: Any) -> Any:
+        if isinstance(message, LeaseQueries):
+            return []
+        return None
+
+    def undelivered(self, message: Any, reply: Any) -> Any | None:
+        if isinstance(message, LeaseQueries) and reply:
+            return release_message(reply)
+        return None
+
+    # ---- result ----
+
+    def _result(self, conn: sqlite3.Connection, m: QueryResult, now: float) -> dict[str, Any]:
+        row = sql.get(conn, m.query_id)
+        if row is None:
+            raise QueryNotFound(f"no query {m.query_id}")
+        digest = fingerprint(m.outcome, m.result, m.error_code, m.error_message, m.cost)
+        ours = row["lease_owner"] == m.worker_id and row["lease_token"] == m.lease_token
+        if row["status"] in sql.TERMINAL:
+            if ours and row["outcome_digest"] == digest:
+                return render(row)  # a retry of the accepted result
+            raise QueryLeaseInvalid(
+                f"query {m.query_id} is already {row['status']}; no further result is accepted"
+            )
+        if row["status"] != "leased" or not ours:
+            raise QueryLeaseInvalid(
+                f"worker {m.worker_id} does not hold the current lease of query {m.query_id}"
+            )
+        if m.outcome == "succeeded":
+            result = canonical_json(m.result if m.result is not None else {})
+            code, message = None, None
+        else:
+            result = None if m.result is None else canonical_json(m.result)
+            code, message = m.error_code, m.error_message or "the worker gave no reason"
+            log.warning("query failed: query_id=%s kind=%s code=%s message=%s",
+                        m.query_id, row["kind"], code, message)
+        sql.finish(conn, m.query_id, m.lease_token, m.outcome, now, result, code, message,
+                   m.cost, digest)
+        self.work_may_be_available()  # wakes GETs waiting for this query
+        updated = sql.get(conn, m.query_id)
+        assert updated is not None
+        return render(updated)
+
+    # ---- deadlines and periodic jobs ----
+
+    def next_wakeup(self, conn: sqlite3.Connection) -> float | None:
+        return sql.next_deadline(conn)
+
+    def on_wakeup(self, conn: sqlite3.Connection, now: float) -> None:
+        # TTL first: a query past its TTL is pointless to rerun.
+        for row in sql.expire_past_ttl(conn, now):
+            log.warning("query expired: query_id=%s kind=%s", row["query_id"], row["kind"])
+            self.work_may_be_available()
+        for row in sql.lapsed_leases(conn, now):
+            if row["attempts"] >= self.settings.query_max_attempts:
+                sql.fail_exhausted(conn, row["query_id"], row["attempts"], now)
+                log.warning("query attempts exhausted, failed: query_id=%s attempts=%s",
+                            row["query_id"], row["attempts"])
+            else:
+                # Read-only work is safe to run again: this is the difference from tasks.
+                sql.requeue(conn, row["query_id"], now)
+                log.info("query lease expired, redelivering: query_id=%s attempts=%s",
+                         row["query_id"], row["attempts"])
+            self.work_may_be_available()
+
+    def _purge(self, conn: sqlite3.Connection, now: float) -> None:
+        purged = sql.purge_completed_before(conn, now - self.settings.query_retention)
+        if purged:
+            log.info("purged %d finished queries past retention", purged)
+
+
+# ---- rendering ------------------------------------------------------------------
+
+def render(row: sqlite3.Row) -> dict[str, Any]:
+    """The query object of API.md."""
+    error = None
+    if row["error_code"] is not None or row["error_message"] is not None:
+        error = {"code": row["error_code"], "message": row["error_message"] or ""}
+    return {
+        "query_id": row["query_id"],
+        "tenant": row["tenant"],
+        "site": row["site"],
+        "kind": row["kind"],
+        "params": loads(row["params"]),
+        "status": row["status"],
+        "lease_owner": row["lease_owner"],
+        "lease_expires_at": iso(row["lease_expires_at"]),
+        "attempts": row["attempts"],
+        "created_at": iso(row["created_at"]),
+        "updated_at": iso(row["updated_at"]),
+        "completed_at": iso(row["completed_at"]),
+        "result": loads(row["result"]),
+        "error": error,
+        "billing": render_billing(row),
+    }
+
+
+def render_billing(row: sqlite3.Row) -> dict[str, Any] | None:
+    if row["max_cost"] is None:
+        return None
+    return {"max_cost": row["max_cost"], "charged": row["cost"], "refunded": None,
+            "hold_status": None}
+
+
+def render_lease(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "query_id": row["query_id"],
+        "site": row["site"],
+        "kind": row["kind"],
+        "params": loads(row["params"]),
+        "attempt": row["attempts"],
+        "lease_token": row["lease_token"],
+        "lease_expires_at": iso(row["lease_expires_at"]),
+    }
+
+
+def release_message(leases: list[dict[str, Any]]) -> ReleaseQueryLeases:
+    return ReleaseQueryLeases(tuple((lease["query_id"], lease["lease_token"]) for lease in leases))

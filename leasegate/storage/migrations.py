@@ -1,0 +1,55 @@
+"""Schema migrations, applied in order by version (``PRAGMA user_version``).
+
+A migration is never edited once released; a change is a new version. Each
+actor's SQL module holds the DDL of its tables; this list fixes the order.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from leasegate.storage import keys_sql, queries_sql, tasks_sql
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "api keys", keys_sql.SCHEMA),
+    (2, "queries", queries_sql.SCHEMA),
+    (3, "tasks and workers", tasks_sql.SCHEMA),
+]
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was written by a newer leasegate."""
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection) -> list[int]:
+    """Bring the schema up to date; returns the versions applied.
+
+    Each migration runs in its own ``BEGIN IMMEDIATE`` transaction together
+    with the version bump, so a crash leaves the schema at a whole version.
+    """
+    applied: list[int] = []
+    latest = MIGRATIONS[-1][0]
+    version = current_version(conn)
+    if version > latest:
+        raise SchemaTooNew(
+            f"database schema version {version} is newer than this leasegate ({latest})"
+        )
+    for number, _name, ddl in MIGRATIONS:
+        if number <= version:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in ddl.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        applied.append(number)
+    return applied

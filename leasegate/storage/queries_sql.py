@@ -1,0 +1,181 @@
+"""SQL of the queries table (owned by the query actor).
+
+Times are wall seconds (REAL). A lease is valid strictly before
+``lease_expires_at``; a query is live strictly before ``expires_at``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE queries (
+    query_id         TEXT PRIMARY KEY,
+    tenant           TEXT NOT NULL,
+    site             TEXT NOT NULL,
+    kind             TEXT NOT NULL,
+    params           TEXT NOT NULL,
+    max_cost         INTEGER,
+    fingerprint      TEXT NOT NULL,
+    status           TEXT NOT NULL
+        CHECK (status IN ('queued', 'leased', 'succeeded', 'failed', 'expired')),
+    lease_owner      TEXT,
+    lease_token      TEXT,
+    lease_request_id TEXT,
+    lease_expires_at REAL,
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    created_at       REAL NOT NULL,
+    expires_at       REAL NOT NULL,
+    updated_at       REAL NOT NULL,
+    completed_at     REAL,
+    result           TEXT,
+    error_code       INTEGER,
+    error_message    TEXT,
+    cost             INTEGER,
+    outcome_digest   TEXT
+);
+CREATE INDEX queries_queued ON queries (site) WHERE status = 'queued';
+CREATE INDEX queries_lease_expiry ON queries (lease_expires_at) WHERE status = 'leased';
+CREATE INDEX queries_ttl ON queries (expires_at) WHERE status IN ('queued', 'leased');
+CREATE INDEX queries_completed ON queries (completed_at) WHERE completed_at IS NOT NULL;
+CREATE INDEX queries_lease_request ON queries (lease_owner, lease_request_id)
+    WHERE status = 'leased';
+CREATE INDEX queries_tenant ON queries (tenant, created_at);
+"""
+
+TERMINAL = ("succeeded", "failed", "expired")
+
+
+def get(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM queries WHERE query_id = ?", (query_id,)
+    ).fetchone()
+    return row
+
+
+def insert(conn: sqlite3.Connection, **values: Any) -> None:
+    names = ", ".join(values)
+    marks = ", ".join("?" for _ in values)
+    conn.execute(f"INSERT INTO queries ({names}) VALUES ({marks})", tuple(values.values()))
+
+
+def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
+                limit: int) -> list[sqlite3.Row]:
+    """Oldest first; a query past its TTL is never handed out."""
+    sql = "SELECT * FROM queries WHERE status = 'queued' AND expires_at > ?"
+    args: list[Any] = [now]
+    if sites is not None:
+        sql += f" AND site IN ({', '.join('?' for _ in sites)})"
+        args += sites
+    sql += " ORDER BY rowid LIMIT ?"
+    return conn.execute(sql, [*args, limit]).fetchall()
+
+
+def leased_by_request(conn: sqlite3.Connection, worker_id: str,
+                      request_id: str) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT * FROM queries WHERE status = 'leased' AND lease_owner = ? "
+        "AND lease_request_id = ? ORDER BY rowid",
+        (worker_id, request_id),
+    ).fetchall()
+
+
+def take_lease(conn: sqlite3.Connection, query_id: str, worker_id: str, token: str,
+               request_id: str | None, expires_at: float, now: float) -> bool:
+    """queued → leased, counting the attempt (conditional on the status)."""
+    cur = conn.execute(
+        "UPDATE queries SET status = 'leased', lease_owner = ?, lease_token = ?, "
+        "lease_request_id = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ? "
+        "WHERE query_id = ? AND status = 'queued'",
+        (worker_id, token, request_id, expires_at, now, query_id),
+    )
+    return cur.rowcount == 1
+
+
+def give_back(conn: sqlite3.Connection, query_id: str, token: str, now: float) -> bool:
+    """leased → queued for a lease nobody received: the attempt is not counted."""
+    cur = conn.execute(
+        "UPDATE queries SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
+        "lease_request_id = NULL, lease_expires_at = NULL, attempts = attempts - 1, "
+        "updated_at = ? WHERE query_id = ? AND status = 'leased' AND lease_token = ?",
+        (now, query_id, token),
+    )
+    return cur.rowcount == 1
+
+
+def finish(conn: sqlite3.Connection, query_id: str, token: str, status: str, now: float,
+           result: str | None, error_code: int | None, error_message: str | None,
+           cost: int | None, digest: str) -> bool:
+    cur = conn.execute(
+        "UPDATE queries SET status = ?, lease_expires_at = NULL, result = ?, error_code = ?, "
+        "error_message = ?, cost = ?, outcome_digest = ?, updated_at = ?, completed_at = ? "
+        "WHERE query_id = ? AND status = 'leased' AND lease_token = ?",
+        (status, result, error_code, error_message, cost, digest, now, now, query_id, token),
+    )
+    return cur.rowcount == 1
+
+
+def expire_past_ttl(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:
+    """queued/leased past TTL → expired. The TTL is checked before redelivery."""
+    rows = conn.execute(
+        "SELECT query_id, kind, attempts FROM queries "
+        "WHERE status IN ('queued', 'leased') AND expires_at <= ?", (now,)
+    ).fetchall()
+    for row in rows:
+        conn.execute(
+            "UPDATE queries SET status = 'expired', lease_expires_at = NULL, error_code = NULL, "
+            "error_message = ?, updated_at = ?, completed_at = ? WHERE query_id = ?",
+            (f"not completed within its TTL (attempts={row['attempts']}; "
+             "most likely no worker was online)", now, now, row["query_id"]),
+        )
+    return rows
+
+
+def lapsed_leases(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT query_id, attempts FROM queries WHERE status = 'leased' "
+        "AND lease_expires_at <= ?", (now,)
+    ).fetchall()
+
+
+def requeue(conn: sqlite3.Connection, query_id: str, now: float) -> None:
+    conn.execute(
+        "UPDATE queries SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
+        "lease_request_id = NULL, lease_expires_at = NULL, updated_at = ? "
+        "WHERE query_id = ? AND status = 'leased'", (now, query_id),
+    )
+
+
+def fail_exhausted(conn: sqlite3.Connection, query_id: str, attempts: int, now: float) -> None:
+    conn.execute(
+        "UPDATE queries SET status = 'failed', lease_expires_at = NULL, error_message = ?, "
+        "updated_at = ?, completed_at = ? WHERE query_id = ? AND status = 'leased'",
+        (f"leased {attempts} times without a result; not redelivered again "
+         "(the site page may be stuck or the worker keeps crashing)", now, now, query_id),
+    )
+
+
+def next_deadline(conn: sqlite3.Connection) -> float | None:
+    row = conn.execute(
+        "SELECT min(t) FROM ("
+        " SELECT min(lease_expires_at) AS t FROM queries WHERE status = 'leased'"
+        " UNION ALL"
+        " SELECT min(expires_at) FROM queries WHERE status IN ('queued', 'leased'))"
+    ).fetchone()
+    return None if row[0] is None else float(row[0])
+
+
+def purge_completed_before(conn: sqlite3.Connection, cutoff: float, limit: int = 1000) -> int:
+    cur = conn.execute(
+        "DELETE FROM queries WHERE rowid IN (SELECT rowid FROM queries "
+        "WHERE completed_at IS NOT NULL AND completed_at <= ? LIMIT ?)", (cutoff, limit),
+    )
+    return cur.rowcount
+
+
+def count_by_status_and_site(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT status, site, count(*) AS n FROM queries "
+        "WHERE status IN ('queued', 'leased') GROUP BY status, site"
+    ).fetchall()
