@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -12,6 +13,9 @@ from leasegate.clock import Clock
 from leasegate.settings import Settings, load
 from leasegate.storage.connection import Database
 from leasegate.storage.migrations import migrate
+
+if TYPE_CHECKING:
+    from leasegate.actors.system import System
 
 # 2026-11-30T08:00:00Z: every test's wall clock starts here.
 EPOCH = 1796025600.0
@@ -43,3 +47,48 @@ async def nursery() -> AsyncIterator[trio.Nursery]:
     async with trio.open_nursery() as n:
         yield n
         n.cancel_scope.cancel()
+
+
+class Gateway:
+    """A running system and its app, with one key per role (and two tenants)."""
+
+    def __init__(self, system: "System", app: Any) -> None:
+        self.system = system
+        self.app = app
+        self.client = app.test_client()
+        self.keys: dict[str, str] = {}
+
+    def auth(self, who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[who]}"}
+
+    async def call(self, method: str, path: str, who: str | None = None,
+                   **kwargs: Any) -> tuple[int, Any]:
+        headers = dict(kwargs.pop("headers", {}))
+        if who is not None:
+            headers.update(self.auth(who))
+        response = await self.client.open(path, method=method, headers=headers, **kwargs)
+        body = await response.get_json()
+        return response.status_code, body
+
+
+async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
+                        clock: Clock) -> Gateway:
+    from leasegate.actors.keys import CreateKey
+    from leasegate.actors.system import new_system
+    from leasegate.http.app import create_app
+
+    system = new_system(path, settings, clock=clock, inline_storage=True)
+    app = create_app(system)
+    await nursery.start(system.run)
+    gateway = Gateway(system, app)
+    for who, role, tenant in (("admin", "admin", None), ("worker", "worker", None),
+                              ("t1", "client", "t1"), ("t2", "client", "t2")):
+        created = await system.keys.mailbox.ask(CreateKey(role, who, tenant))
+        gateway.keys[who] = created["key"]
+    return gateway
+
+
+@pytest.fixture
+async def gateway(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
+                  clock: Clock) -> Gateway:
+    return await start_gateway(nursery, tmp_path / "leasegate.db", settings, clock)

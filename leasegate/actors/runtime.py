@@ -184,6 +184,24 @@ class PeriodicJob:
     last_error_logged_at: float = -math.inf
     errors_since_log: int = 0
 
+    def succeeded(self, now: float) -> None:
+        self.runs += 1
+        self.last_run_at = now
+
+    def failed(self, now: float, window: float, *, owner: str) -> None:
+        """Count a failure; log it with the stack tail at most once per ``window``.
+
+        Call from inside the ``except`` block: the stack is the active exception's.
+        """
+        self.failures += 1
+        self.errors_since_log += 1
+        if now - self.last_error_logged_at >= window:
+            log.warning("%s: periodic job %s failed (%d times since the last report); "
+                        "it runs again next time:\n%s",
+                        owner, self.name, self.errors_since_log, traceback.format_exc()[-600:])
+            self.last_error_logged_at = now
+            self.errors_since_log = 0
+
 
 @dataclass
 class _Batch:
@@ -453,19 +471,10 @@ class Actor:
             del self._effects[mark:]
             if is_storage_failure(exc):
                 raise
-            job.failures += 1
-            job.errors_since_log += 1
-            if now - job.last_error_logged_at >= self.error_log_window:
-                tail = traceback.format_exc()[-600:]
-                log.warning("%s: periodic job %s failed (%d times since last report); "
-                            "retrying next time:\n%s",
-                            self.name, job.name, job.errors_since_log, tail)
-                job.last_error_logged_at = now
-                job.errors_since_log = 0
+            job.failed(now, self.error_log_window, owner=self.name)
             return
         conn.execute("RELEASE job")
-        job.runs += 1
-        job.last_run_at = now
+        job.succeeded(now)
 
     def _reply(self, env: Envelope, result: outcome.Outcome[Any]) -> None:
         if env.reply is None:

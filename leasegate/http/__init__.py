@@ -1,0 +1,1 @@
+"""The HTTP surface: routes translate requests into actor messages."""

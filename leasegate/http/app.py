@@ -1,0 +1,68 @@
+"""The Quart-Trio application: routes → actor messages → responses.
+
+The app owns no actors; it is handed a running :class:`System`
+(``app.extensions["leasegate"]``), so a crashed actor stops the process
+instead of leaving hypercorn serving 500s (DESIGN.md §7).
+"""
+
+from __future__ import annotations
+
+import time
+
+from quart import Response, g, request
+from quart_schema import QuartSchema
+from quart_trio import QuartTrio
+
+from leasegate.actors.system import System
+from leasegate.http import errors, routes_admin, routes_queries, routes_tasks
+from leasegate.http.auth import Authenticator
+from leasegate.http.metrics import Metrics
+
+PUBLIC_ENDPOINTS = {"admin.health", "openapi", "swagger_ui", "redoc_ui", "scalar_ui", "static"}
+
+
+def create_app(system: System) -> QuartTrio:
+    app = QuartTrio("leasegate")
+    app.config["MAX_CONTENT_LENGTH"] = system.settings.max_body_bytes
+    app.config["JSON_SORT_KEYS"] = False
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
+    QuartSchema(
+        app,
+        info={"title": "leasegate", "version": "1",
+              "description": "A durable task gateway: at-most-once tasks, "
+                             "at-least-once queries, long-poll workers."},
+        security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
+        security=[{"bearer": []}],
+    )
+    app.extensions["leasegate"] = system
+    authenticator = Authenticator(system)
+    app.extensions["leasegate.auth"] = authenticator
+    metrics = Metrics()
+    app.extensions["leasegate.metrics"] = metrics
+    system.add_background_job("rate_limit_buckets", 60.0, authenticator.limiter.sweep)
+
+    for blueprint in (routes_queries.bp, routes_tasks.bp, routes_admin.bp):
+        app.register_blueprint(blueprint)
+    errors.install(app)
+
+    @app.before_request
+    async def authenticate() -> None:
+        g.started = time.perf_counter()
+        if request.endpoint in PUBLIC_ENDPOINTS:
+            return
+        if request.endpoint == "admin.metrics" and system.settings.metrics_public:
+            return
+        if request.endpoint is None:
+            return  # 404/405: answered by the error handlers, no key needed
+        g.principal = await authenticator.authenticate()
+
+    @app.after_request
+    async def count(response: Response) -> Response:
+        route = request.url_rule.rule if request.url_rule else "unmatched"
+        metrics.requests.labels(request.method, route, str(response.status_code)).inc()
+        started = g.get("started")
+        if started is not None:
+            metrics.latency.labels(route).observe(time.perf_counter() - started)
+        return response
+
+    return app

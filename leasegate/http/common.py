@@ -1,0 +1,46 @@
+"""Helpers every route module shares: the system, size limits, long-polls."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+from quart import current_app
+
+from leasegate.actors.common import Page, canonical_json
+from leasegate.actors.runtime import Mailbox
+from leasegate.actors.system import System
+from leasegate.errors import PayloadTooLarge
+from leasegate.http.models import ListArgs
+
+
+def system() -> System:
+    found: System = current_app.extensions["leasegate"]
+    return found
+
+
+def check_size(name: str, value: Any) -> None:
+    """413 for a JSON field over ``max_json_field_bytes`` (never truncated)."""
+    if value is None:
+        return
+    limit = system().settings.max_json_field_bytes
+    size = len(canonical_json(value).encode())
+    if size > limit:
+        raise PayloadTooLarge(f"{name} is {size} bytes of JSON; the limit is {limit}")
+
+
+def page(args: ListArgs) -> Page:
+    return Page(limit=args.limit, offset=args.offset)
+
+
+async def long_poll(mailbox: Mailbox, message: Any, wait_seconds: float,
+                    give_back: Callable[[Any], Any | None], on_timeout: Any) -> Any:
+    """Ask, letting the actor hold the reply for up to ``wait_seconds``.
+
+    If the client disconnects (quart-trio cancels this handler), a reply that
+    was already on its way is given back to the actor (see ``ask_parked``).
+    """
+    wait = min(wait_seconds, system().settings.max_wait_seconds)
+    return await mailbox.ask_parked(message, deadline=trio.current_time() + wait,
+                                    give_back=give_back, on_timeout=on_timeout)

@@ -1,0 +1,78 @@
+"""Prometheus metrics: request counters, and a snapshot of the actors on scrape."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from leasegate.actors.queries import QueryStats
+from leasegate.actors.system import System
+from leasegate.actors.tasks import TaskHealth
+
+
+class Metrics(Collector):
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("leasegate_http_requests", "HTTP requests served",
+                                ["method", "route", "status"], registry=self.registry)
+        self.latency = Histogram("leasegate_http_request_seconds", "HTTP request latency",
+                                 ["route"], registry=self.registry,
+                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                          0.5, 1, 2.5, 5, 10, 30))
+        self._snapshot: dict[str, Any] = {}
+        self.registry.register(self)
+
+    async def refresh(self, system: System) -> None:
+        tasks = await system.tasks.mailbox.ask(TaskHealth())
+        queries = await system.queries.mailbox.ask(QueryStats())
+        self._snapshot = {
+            "tasks": tasks,
+            "queries": queries,
+            "jobs": [(owner, job.name, job.runs, job.failures) for owner, job in system.jobs()],
+            "parked": [(a.name, a.parked_count) for a in system.actors],
+            "batches": [(a.name, a.batches) for a in system.actors],
+        }
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self._snapshot
+        if not snap:
+            return
+        queued = GaugeMetricFamily("leasegate_tasks_queued", "Queued tasks", labels=["site"])
+        for site, n in snap["tasks"]["queued"].items():
+            queued.add_metric([site], n)
+        yield queued
+        yield GaugeMetricFamily("leasegate_tasks_stale", "Stale tasks waiting for an operator",
+                                value=snap["tasks"]["stale"])
+        yield GaugeMetricFamily("leasegate_lanes_blocked", "Lanes blocked by a stale task",
+                                value=len(snap["tasks"]["blocked_lanes"]))
+        queries = GaugeMetricFamily("leasegate_queries", "Live queries",
+                                    labels=["status", "site"])
+        for row in snap["queries"]:
+            queries.add_metric([row["status"], row["site"]], row["n"])
+        yield queries
+        runs = GaugeMetricFamily("leasegate_job_runs", "Completed runs of each periodic job",
+                                 labels=["owner", "job"])
+        failures = GaugeMetricFamily("leasegate_job_failures", "Failed runs of each periodic job",
+                                     labels=["owner", "job"])
+        for owner, name, n_runs, n_failures in snap["jobs"]:
+            runs.add_metric([owner, name], n_runs)
+            failures.add_metric([owner, name], n_failures)
+        yield runs
+        yield failures
+        parked = GaugeMetricFamily("leasegate_parked_requests", "Long-polls parked in an actor",
+                                   labels=["actor"])
+        for name, n in snap["parked"]:
+            parked.add_metric([name], n)
+        yield parked
+        batches = GaugeMetricFamily("leasegate_actor_commits", "Group commits per actor",
+                                    labels=["actor"])
+        for name, n in snap["batches"]:
+            batches.add_metric([name], n)
+        yield batches

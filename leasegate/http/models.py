@@ -1,0 +1,309 @@
+"""Request and response models: validation at the edge and ``/openapi.json``.
+
+Ids follow API.md: 1–64 characters of ``[A-Za-z0-9._:@-]``; anything else is
+400, never truncated. Size limits on JSON fields are checked by the routes
+(they answer 413, not 400).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:@-]{1,64}$")]
+Text = Annotated[str, StringConstraints(max_length=4096)]
+Timestamp = str  # ISO 8601 UTC, whole seconds, "Z"
+
+
+class Strict(BaseModel):
+    """Unknown fields are an error: a typo must not be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- requests -----------------------------------------------------------------------
+
+class SubmitQueryBody(Strict):
+    query_id: Id | None = None
+    site: Id
+    kind: Id
+    params: dict[str, Any] = Field(default_factory=dict)
+    max_cost: Annotated[int, Field(ge=0)] | None = None
+
+
+class SubmitTaskBody(Strict):
+    task_id: Id | None = None
+    site: Id
+    account: Id = "-"
+    kind: Id
+    params: dict[str, Any] = Field(default_factory=dict)
+    priority: Annotated[int, Field(ge=0, le=9)] = 0
+    not_before: datetime | None = None
+    device_id: Id | None = None
+    batch_total: Annotated[int, Field(gt=0)] | None = None
+    max_cost: Annotated[int, Field(ge=0)] | None = None
+
+
+class LeaseBody(Strict):
+    worker_id: Id
+    wait_seconds: Annotated[float, Field(ge=0, le=30)] = 20
+    sites: Annotated[list[Id], Field(min_length=1, max_length=100)] | None = None
+    max: Annotated[int, Field(ge=1, le=10)] = 1
+    request_id: Id | None = None
+
+
+class ErrorBody(Strict):
+    code: int | None = None
+    message: Text = ""
+
+
+class QueryResultBody(Strict):
+    worker_id: Id
+    lease_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    outcome: Literal["succeeded", "failed"]
+    result: Any = None
+    error: ErrorBody | None = None
+    cost: Annotated[int, Field(ge=0)] | None = None
+
+
+class FencedBody(Strict):
+    worker_id: Id
+    lease_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class RenewBody(FencedBody):
+    progress: dict[str, Any] | None = None
+
+
+class TaskResultBody(FencedBody):
+    outcome: Literal["succeeded", "failed", "canceled", "paused"]
+    result: Any = None
+    error: ErrorBody | None = None
+    cost: Annotated[int, Field(ge=0)] | None = None
+    progress: dict[str, Any] | None = None
+
+
+class ReclaimBody(Strict):
+    action: Literal["requeue", "succeeded", "failed"]
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+    result: Any = None
+    cost: Annotated[int, Field(ge=0)] | None = None
+
+
+class CreateKeyBody(Strict):
+    role: Literal["client", "worker", "admin"]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    tenant: Id | None = None
+    sites: Annotated[list[Id], Field(min_length=1, max_length=100)] | None = None
+
+
+class ListArgs(Strict):
+    limit: Annotated[int, Field(ge=1, le=500)] = 50
+    offset: Annotated[int, Field(ge=0)] = 0
+
+
+class QueryListArgs(ListArgs):
+    status: Literal["queued", "leased", "succeeded", "failed", "expired"] | None = None
+    site: Id | None = None
+    kind: Id | None = None
+
+
+class TaskListArgs(ListArgs):
+    status: Literal["queued", "leased", "running", "succeeded", "failed", "canceled",
+                    "paused", "stale", "expired"] | None = None
+    site: Id | None = None
+    account: Id | None = None
+    kind: Id | None = None
+
+
+class WaitArgs(Strict):
+    wait_seconds: Annotated[float, Field(ge=0, le=30)] | None = None
+
+
+# ---- responses (documentation only) -------------------------------------------------
+
+class ErrorInfo(BaseModel):
+    code: int
+    type: str
+    message: str
+
+
+class ErrorEnvelope(BaseModel):
+    error: ErrorInfo
+
+
+class Submitted(BaseModel):
+    status: str
+    created: bool
+
+
+class QuerySubmitted(Submitted):
+    query_id: str
+
+
+class TaskSubmitted(Submitted):
+    task_id: str
+
+
+class JobError(BaseModel):
+    code: int | None
+    message: str
+
+
+class Billing(BaseModel):
+    max_cost: int | None
+    charged: int | None
+    refunded: int | None
+    hold_status: str | None
+
+
+class QueryObject(BaseModel):
+    query_id: str
+    tenant: str
+    site: str
+    kind: str
+    params: dict[str, Any]
+    status: str
+    lease_owner: str | None
+    lease_expires_at: Timestamp | None
+    attempts: int
+    created_at: Timestamp
+    updated_at: Timestamp
+    completed_at: Timestamp | None
+    result: Any
+    error: JobError | None
+    billing: Billing | None
+
+
+class Reclaim(BaseModel):
+    action: str
+    reason: str
+    by: str
+    at: Timestamp
+
+
+class TaskObject(BaseModel):
+    task_id: str
+    tenant: str
+    site: str
+    account: str
+    kind: str
+    params: dict[str, Any]
+    priority: int
+    status: str
+    device_id: str | None
+    batch_total: int | None
+    progress: dict[str, Any] | None
+    lease_owner: str | None
+    lease_expires_at: Timestamp | None
+    attempts: int
+    cancel_requested: bool
+    pause_requested: bool
+    created_at: Timestamp
+    updated_at: Timestamp
+    started_at: Timestamp | None
+    completed_at: Timestamp | None
+    result: Any
+    error: JobError | None
+    stale_reason: str | None
+    reclaim: Reclaim | None
+    billing: Billing | None
+    late_result: bool
+
+
+class QueryLease(BaseModel):
+    query_id: str
+    site: str
+    kind: str
+    params: dict[str, Any]
+    attempt: int
+    lease_token: str
+    lease_expires_at: Timestamp
+
+
+class TaskLease(BaseModel):
+    task_id: str
+    site: str
+    account: str
+    kind: str
+    params: dict[str, Any]
+    progress: dict[str, Any] | None
+    attempt: int
+    lease_token: str
+    claim_expires_at: Timestamp
+
+
+class QueryLeases(BaseModel):
+    items: list[QueryLease]
+
+
+class TaskLeases(BaseModel):
+    items: list[TaskLease]
+
+
+class Started(BaseModel):
+    task_id: str
+    status: str
+    lease_expires_at: Timestamp
+
+
+class Renewed(BaseModel):
+    lease_expires_at: Timestamp
+    cancel_requested: bool
+    pause_requested: bool
+
+
+class ListPage(BaseModel):
+    total: int
+    limit: int
+    offset: int
+
+
+class QueryPage(ListPage):
+    items: list[QueryObject]
+
+
+class TaskPage(ListPage):
+    items: list[TaskObject]
+
+
+class WorkerObject(BaseModel):
+    worker_id: str
+    state: Literal["online", "offline"]
+    last_seen_at: Timestamp
+    task_ids: list[str]
+    sites: list[str] | None
+
+
+class WorkerPage(ListPage):
+    items: list[WorkerObject]
+
+
+class KeyObject(BaseModel):
+    key_id: str
+    role: str
+    name: str
+    tenant: str | None
+    sites: list[str] | None
+    created_at: Timestamp
+    revoked_at: Timestamp | None
+
+
+class CreatedKey(KeyObject):
+    key: str
+
+
+class KeyPage(ListPage):
+    items: list[KeyObject]
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    checks: dict[str, Any]
+
+
+class BackupMade(BaseModel):
+    path: str
+    bytes: int

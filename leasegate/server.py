@@ -1,0 +1,87 @@
+"""``leasegate serve``: the actors and hypercorn side by side in one nursery.
+
+Shutdown on SIGINT/SIGTERM follows DESIGN.md §7: tell the actors to drain
+(parked long-polls answer with an empty list, new ones are refused), stop
+hypercorn, then close the actors' inboxes so each finishes what it holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
+
+from leasegate.actors.keys import CountKeys, CreateKey
+from leasegate.actors.system import System, new_system
+from leasegate.http.app import create_app
+from leasegate.settings import Settings
+from leasegate.storage.datadir import DataDirLock, db_path
+
+log = logging.getLogger("leasegate.server")
+
+BOOTSTRAP_TENANT = "default"
+
+
+def hypercorn_config(settings: Settings, host: str, port: int) -> Config:
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.read_timeout = int(settings.http_read_timeout)  # default None: slowloris
+    config.graceful_timeout = 5.0
+    config.keep_alive_timeout = 75.0  # longer than a 30 s long-poll plus slack
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    return config
+
+
+async def bootstrap_keys(system: System, out: TextIO) -> None:
+    """On a fresh database, create and print one key per role, once."""
+    if await system.keys.mailbox.ask(CountKeys()):
+        return
+    print("Bootstrap keys (shown once; only their hashes are stored):", file=out)
+    for role, name, tenant in (("admin", "bootstrap admin", None),
+                               ("worker", "bootstrap worker", None),
+                               ("client", "bootstrap client", BOOTSTRAP_TENANT)):
+        created = await system.keys.mailbox.ask(CreateKey(role, name, tenant))
+        suffix = f" (tenant {tenant})" if tenant else ""
+        print(f"  {role:<6} {created['key']}{suffix}", file=out)
+    out.flush()
+
+
+async def _watch_signals(system: System, shutdown: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s: draining", signal.Signals(signum).name)
+            system.drain()
+            shutdown.set()
+            return
+
+
+async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", port: int = 8470,
+                *, bootstrap: bool = True, out: TextIO = sys.stdout,
+                on_ready: Callable[[], None] | None = None) -> None:
+    """Serve until SIGINT/SIGTERM. Raises DataDirBusy if another server holds ``data_dir``."""
+    with DataDirLock(data_dir):
+        system = new_system(db_path(data_dir), settings)
+        app = create_app(system)
+        config = hypercorn_config(settings, host, port)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(system.run)
+            if bootstrap:
+                await bootstrap_keys(system, out)
+            shutdown = trio.Event()
+            nursery.start_soon(_watch_signals, system, shutdown)
+            print(f"leasegate serving http://{host}:{port} (data: {data_dir})", file=out,
+                  flush=True)
+            if on_ready is not None:
+                on_ready()
+            await hypercorn_serve(app, config, shutdown_trigger=shutdown.wait)  # type: ignore[arg-type]
+            system.close()
+            nursery.cancel_scope.deadline = trio.current_time() + 10
+        log.info("stopped")

@@ -1,0 +1,62 @@
+"""Consistent online copies of the whole database (tasks and ledger together)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from leasegate.storage.connection import connect
+from leasegate.storage.migrations import MIGRATIONS, current_version
+
+
+class NotABackup(ValueError):
+    """The file is not a leasegate database this version can use."""
+
+
+def backup(db_file: Path, out: Path) -> int:
+    """Copy ``db_file`` to ``out`` through SQLite's backup API; returns the size.
+
+    Safe while a server writes: the copy is one consistent snapshot. The copy
+    is written next to ``out`` and renamed, so ``out`` is never half-written.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    partial.unlink(missing_ok=True)
+    source = connect(db_file)
+    try:
+        target = sqlite3.connect(str(partial))
+        try:
+            source.backup(target)
+            target.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            target.close()
+    finally:
+        source.close()
+    os.replace(partial, out)
+    return out.stat().st_size
+
+
+def check_backup(path: Path) -> None:
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            ok = conn.execute("PRAGMA integrity_check").fetchone()[0]
+            version = current_version(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise NotABackup(f"{path}: not an SQLite database ({exc})") from None
+    if ok != "ok":
+        raise NotABackup(f"{path}: integrity check failed: {ok}")
+    if not 1 <= version <= MIGRATIONS[-1][0]:
+        raise NotABackup(f"{path}: not a leasegate database (schema version {version})")
+
+
+def restore(backup_file: Path, db_file: Path) -> int:
+    """Replace ``db_file`` with a checked copy of ``backup_file`` (server stopped)."""
+    check_backup(backup_file)
+    db_file.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("-wal", "-shm"):
+        Path(str(db_file) + suffix).unlink(missing_ok=True)
+    return backup(backup_file, db_file)

@@ -1,0 +1,172 @@
+"""Auth, roles, limits and the error table: every failure is the envelope, never a 500."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+from leasegate.settings import Settings
+from tests.conftest import Gateway, start_gateway
+
+QUERY = {"site": "shop", "kind": "balance", "params": {}}
+
+
+def assert_error(status: int, body: dict, want_status: int, want_code: int) -> None:
+    assert status == want_status, body
+    assert body["error"]["code"] == want_code, body
+    assert set(body["error"]) == {"code", "type", "message"}
+
+
+@pytest.mark.parametrize("header", [None, "Bearer", "Basic abc", "Bearer nonsense",
+                                    "Bearer lg_deadbeef_nosuchsecret"])
+async def test_missing_or_unknown_key_is_401(gateway: Gateway, header: str | None) -> None:
+    headers = {} if header is None else {"Authorization": header}
+    status, body = await gateway.call("GET", "/v1/queries", headers=headers)
+    assert_error(status, body, 401, 4010)
+
+
+async def test_right_key_id_wrong_secret_is_401(gateway: Gateway) -> None:
+    key_id = gateway.keys["t1"].split("_")[1]
+    status, body = await gateway.call("GET", "/v1/queries",
+                                      headers={"Authorization": f"Bearer lg_{key_id}_guess"})
+    assert_error(status, body, 401, 4010)
+
+
+@pytest.mark.parametrize(("who", "method", "path", "body"), [
+    ("worker", "POST", "/v1/queries", QUERY),
+    ("admin", "POST", "/v1/queries", QUERY),
+    ("t1", "POST", "/v1/queries/lease", {"worker_id": "w"}),
+    ("t1", "POST", "/v1/admin/keys", {"role": "admin", "name": "x"}),
+    ("worker", "GET", "/v1/queries", None),
+    ("t1", "GET", "/v1/workers", None),
+])
+async def test_wrong_role_is_403(gateway: Gateway, who: str, method: str, path: str,
+                                 body: dict | None) -> None:
+    status, reply = await gateway.call(method, path, who, json=body)
+    assert_error(status, reply, 403, 4030)
+
+
+async def test_revocation_takes_effect_on_next_request(gateway: Gateway) -> None:
+    status, created = await gateway.call("POST", "/v1/admin/keys", "admin",
+                                         json={"role": "client", "name": "temp", "tenant": "t9"})
+    assert status == 201 and created["key"].startswith("lg_")
+    gateway.keys["temp"] = created["key"]
+    assert (await gateway.call("GET", "/v1/queries", "temp"))[0] == 200
+    _, listed = await gateway.call("GET", "/v1/admin/keys", "admin")
+    assert all("key" not in k and "secret_hash" not in k for k in listed["items"])
+    status, revoked = await gateway.call("DELETE", f"/v1/admin/keys/{created['key_id']}", "admin")
+    assert status == 200 and revoked["revoked_at"] is not None
+    status, body = await gateway.call("GET", "/v1/queries", "temp")
+    assert_error(status, body, 401, 4010)
+
+
+@pytest.mark.parametrize("body", [
+    {**QUERY, "site": "has space"},
+    {**QUERY, "site": "x" * 65},
+    {**QUERY, "kind": ""},
+    {**QUERY, "query_id": "a/b"},
+    {**QUERY, "params": [1, 2]},
+    {**QUERY, "max_cost": -1},
+    {**QUERY, "unexpected": 1},
+    {"kind": "balance"},
+])
+async def test_bad_submit_is_400_and_changes_nothing(gateway: Gateway, body: dict) -> None:
+    status, reply = await gateway.call("POST", "/v1/queries", "t1", json=body)
+    assert_error(status, reply, 400, 4000)
+    _, listed = await gateway.call("GET", "/v1/queries", "admin")
+    assert listed["total"] == 0
+
+
+async def test_malformed_json_is_400(gateway: Gateway) -> None:
+    for data in ("{not json", "[1, 2]", ""):
+        status, reply = await gateway.call("POST", "/v1/queries", "t1", data=data,
+                                           headers={"Content-Type": "application/json"})
+        assert_error(status, reply, 400, 4000)
+
+
+async def test_size_limits_are_413(gateway: Gateway) -> None:
+    huge = {"site": "shop", "kind": "k", "params": {"x": "a" * (1024 * 1024)}}
+    status, reply = await gateway.call("POST", "/v1/queries", "t1", data=json.dumps(huge),
+                                       headers={"Content-Type": "application/json"})
+    assert_error(status, reply, 413, 4130)
+    big_params = {"site": "shop", "kind": "k", "params": {"x": "a" * (65 * 1024)}}
+    status, reply = await gateway.call("POST", "/v1/queries", "t1", json=big_params)
+    assert_error(status, reply, 413, 4130)
+
+
+async def test_framework_errors_use_the_envelope(gateway: Gateway) -> None:
+    status, reply = await gateway.call("GET", "/v1/nowhere", "t1")
+    assert_error(status, reply, 404, 4040)
+    status, reply = await gateway.call("PUT", "/v1/queries", "t1", json={})
+    assert_error(status, reply, 405, 4050)
+
+
+@pytest.mark.parametrize("path", ["/v1/queries?limit=501", "/v1/queries?limit=0",
+                                  "/v1/queries?offset=-1", "/v1/queries?status=bogus",
+                                  "/v1/queries/q1?wait_seconds=31"])
+async def test_bad_query_string_is_400(gateway: Gateway, path: str) -> None:
+    status, reply = await gateway.call("GET", path, "t1")
+    assert_error(status, reply, 400, 4000)
+
+
+async def test_lease_body_limits(gateway: Gateway) -> None:
+    for body in ({"worker_id": "w", "wait_seconds": 31}, {"worker_id": "w", "max": 11},
+                 {"worker_id": "w", "max": 0}, {"worker_id": "w w"}):
+        status, reply = await gateway.call("POST", "/v1/queries/lease", "worker", json=body)
+        assert_error(status, reply, 400, 4000)
+
+
+async def test_rate_limit_is_429_with_retry_after(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: object,
+        autojump_clock: trio.testing.MockClock) -> None:
+    limited = settings.replace(rate_limit_per_second=1, rate_limit_burst=2)
+    gw = await start_gateway(nursery, tmp_path / "rl.db", limited, clock)  # type: ignore[arg-type]
+    codes = [(await gw.call("GET", "/v1/queries", "t1"))[0] for _ in range(3)]
+    assert codes == [200, 200, 429]
+    response = await gw.client.get("/v1/queries", headers=gw.auth("t1"))
+    assert response.status_code == 429 and response.headers["Retry-After"] == "1"
+    await trio.sleep(1)
+    assert (await gw.call("GET", "/v1/queries", "t1"))[0] == 200
+    # Another key has its own bucket.
+    assert (await gw.call("GET", "/v1/queries", "t2"))[0] == 200
+
+
+async def test_storage_failure_is_503_then_recovers(gateway: Gateway) -> None:
+    assert (await gateway.call("POST", "/v1/queries", "t1", json=QUERY))[0] == 201
+    queries_db = gateway.system.queries.db
+    pages = queries_db.run_sync(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+    queries_db.run_sync(lambda c: c.execute(f"PRAGMA max_page_count = {pages}"))
+    filler = {**QUERY, "params": {"x": "y" * 60000}}
+    status, reply = await gateway.call("POST", "/v1/queries", "t1", json=filler)
+    assert_error(status, reply, 503, 5030)
+    _, listed = await gateway.call("GET", "/v1/queries", "t1")
+    assert listed["total"] == 1  # nothing was changed
+    queries_db.run_sync(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+    assert (await gateway.call("POST", "/v1/queries", "t1", json=filler))[0] == 201
+
+
+async def test_openapi_describes_the_api(gateway: Gateway) -> None:
+    response = await gateway.client.get("/openapi.json")
+    assert response.status_code == 200
+    spec = await response.get_json()
+    for path in ("/v1/queries", "/v1/queries/lease", "/v1/queries/{query_id}/result",
+                 "/v1/tasks", "/v1/tasks/lease", "/v1/tasks/{task_id}/start",
+                 "/v1/tasks/{task_id}/reclaim", "/v1/admin/keys", "/health"):
+        assert path in spec["paths"], path
+
+
+async def test_health_is_public(gateway: Gateway) -> None:
+    status, body = await gateway.call("GET", "/health")
+    assert status == 200 and body["status"] == "ok"
+    assert body["checks"]["storage_writable"] is True
+
+
+async def test_metrics_need_admin(gateway: Gateway) -> None:
+    status, body = await gateway.call("GET", "/metrics", "t1")
+    assert_error(status, body, 403, 4030)
+    response = await gateway.client.get("/metrics", headers=gateway.auth("admin"))
+    text = (await response.get_data()).decode()
+    assert response.status_code == 200 and "leasegate_job_runs" in text

@@ -1,0 +1,255 @@
+"""The query actor driven directly: every rule of seed 000 under the autojump clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from leasegate.actors.queries import (
+    GetQuery,
+    LeaseQueries,
+    ListQueries,
+    QueryQueue,
+    QueryResult,
+    SubmitQuery,
+    release_message,
+)
+from leasegate.clock import Clock
+from leasegate.errors import IdempotencyConflict, QueryLeaseInvalid, QueryNotFound
+from leasegate.settings import Settings
+from leasegate.storage.connection import Database
+from tests.conftest import EPOCH
+
+
+@pytest.fixture
+async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
+                settings: Settings) -> AsyncIterator[QueryQueue]:
+    actor = QueryQueue(db, clock, settings)
+    await nursery.start(actor.run)
+    yield actor
+
+
+async def ask(q: QueryQueue, message: Any) -> Any:
+    return await q.mailbox.ask(message)
+
+
+async def submit(q: QueryQueue, query_id: str = "q1", site: str = "shop") -> dict[str, Any]:
+    reply: dict[str, Any] = await ask(q, SubmitQuery("t1", site, "balance", {"a": 1}, query_id))
+    return reply
+
+
+async def lease(q: QueryQueue, worker: str = "w1", **kw: Any) -> list[dict[str, Any]]:
+    reply: list[dict[str, Any]] = await ask(q, LeaseQueries(worker, **kw))
+    return reply
+
+
+async def status(q: QueryQueue, query_id: str = "q1") -> dict[str, Any]:
+    reply: dict[str, Any] = await ask(q, GetQuery(query_id))
+    return reply
+
+
+def elapsed(clock: Clock) -> float:
+    return clock.now() - EPOCH
+
+
+async def test_attempts_are_counted_at_lease(queue: QueryQueue) -> None:
+    await submit(queue)
+    [first] = await lease(queue)
+    assert first["attempt"] == 1
+    assert (await status(queue))["attempts"] == 1
+
+
+async def test_expired_lease_is_redelivered_at_its_deadline(
+        queue: QueryQueue, clock: Clock, autojump_clock: trio.testing.MockClock) -> None:
+    await submit(queue)
+    [first] = await lease(queue)
+    await trio.sleep(59.9)
+    assert (await status(queue))["status"] == "leased"
+    await trio.sleep(0.1)  # exactly the lease expiry: no lease call needed
+    await trio.testing.wait_all_tasks_blocked()
+    row = await status(queue)
+    assert (row["status"], row["lease_owner"], elapsed(clock)) == ("queued", None, 60)
+    [second] = await lease(queue, "w2")
+    assert second["attempt"] == 2 and second["lease_token"] != first["lease_token"]
+
+
+async def test_attempts_exhausted_fails(queue: QueryQueue,
+                                        autojump_clock: trio.testing.MockClock) -> None:
+    await submit(queue)
+    for attempt in (1, 2, 3):
+        [got] = await lease(queue)
+        assert got["attempt"] == attempt
+        await trio.sleep(60)
+    row = await status(queue)
+    assert row["status"] == "failed" and row["attempts"] == 3
+    assert "leased 3 times" in row["error"]["message"]
+    assert await lease(queue) == []
+
+
+async def test_ttl_comes_before_redelivery(queue: QueryQueue, clock: Clock,
+                                           autojump_clock: trio.testing.MockClock) -> None:
+    await submit(queue)
+    await trio.sleep(570)
+    await lease(queue)  # leased at 570 s, lease would lapse at 630 s
+    await trio.sleep(30)
+    row = await status(queue)
+    assert (row["status"], row["completed_at"]) == ("expired", "2026-11-30T08:10:00Z")
+    assert elapsed(clock) == 600
+
+
+async def test_queued_query_expires_unleased(queue: QueryQueue,
+                                             autojump_clock: trio.testing.MockClock) -> None:
+    await submit(queue)
+    await trio.sleep(600)
+    assert (await status(queue))["status"] == "expired"
+    assert await lease(queue) == []
+
+
+async def test_late_result_after_redelivery_is_rejected(
+        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+    await submit(queue)
+    [old] = await lease(queue, "w1")
+    await trio.sleep(60)
+    [new] = await lease(queue, "w2")
+    with pytest.raises(QueryLeaseInvalid):
+        await ask(queue, QueryResult("q1", "w1", old["lease_token"], "succeeded", {"x": 1}))
+    done = await ask(queue, QueryResult("q1", "w2", new["lease_token"], "succeeded", {"x": 2}))
+    assert done["result"] == {"x": 2}
+
+
+async def test_result_exactly_at_lease_expiry_is_rejected(
+        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+    await submit(queue)
+    [got] = await lease(queue)
+    await trio.sleep(60)
+    with pytest.raises(QueryLeaseInvalid):
+        await ask(queue, QueryResult("q1", "w1", got["lease_token"], "succeeded"))
+
+
+async def test_result_for_unknown_query(queue: QueryQueue) -> None:
+    with pytest.raises(QueryNotFound):
+        await ask(queue, QueryResult("nope", "w1", "t", "succeeded"))
+
+
+async def test_idempotent_submit(queue: QueryQueue) -> None:
+    assert (await submit(queue))["created"] is True
+    assert (await submit(queue))["created"] is False
+    with pytest.raises(IdempotencyConflict):
+        await ask(queue, SubmitQuery("t1", "shop", "balance", {"a": 2}, "q1"))
+    with pytest.raises(IdempotencyConflict):  # another tenant cannot replay (or read) it
+        await ask(queue, SubmitQuery("t2", "shop", "balance", {"a": 1}, "q1"))
+
+
+async def test_request_id_replays_the_same_lease(queue: QueryQueue) -> None:
+    await submit(queue, "q1")
+    await submit(queue, "q2")
+    first = await lease(queue, max=2, request_id="r1")
+    again = await lease(queue, max=2, request_id="r1")
+    assert again == first
+    assert (await status(queue, "q1"))["attempts"] == 1
+    assert await lease(queue, "w1", max=2, request_id="r2") == []
+    assert await lease(queue, "other-worker", request_id="r1") == []
+
+
+async def test_max_and_sites(queue: QueryQueue) -> None:
+    for i in range(12):
+        await submit(queue, f"q{i}", site="a" if i % 2 else "b")
+    got = await lease(queue, max=10, sites=("a",))
+    assert [g["query_id"] for g in got] == ["q1", "q3", "q5", "q7", "q9", "q11"]
+    got = await lease(queue, max=3)
+    assert [g["query_id"] for g in got] == ["q0", "q2", "q4"]
+
+
+async def test_parked_lease_is_served_in_fifo_order(
+        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+    served: list[tuple[str, str]] = []
+
+    async def waiter(name: str) -> None:
+        got = await queue.mailbox.ask_parked(
+            LeaseQueries(name, wait=True), deadline=trio.current_time() + 30,
+            give_back=release_message, on_timeout=[])
+        served.extend((name, g["query_id"]) for g in got)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter, "w1")
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(waiter, "w2")
+        await trio.testing.wait_all_tasks_blocked()
+        await submit(queue, "q1")
+        await submit(queue, "q2")
+    assert served == [("w1", "q1"), ("w2", "q2")]
+
+
+async def test_caller_gone_at_hand_off_loses_nothing(
+        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+    """Cancel a parked long-poll at every point around the hand-off: the query is
+    either delivered to it or back in the queue at once (not after the lease TTL)."""
+    for cut in range(6):
+        query_id = f"q{cut}"
+        received: list[str] = []
+
+        async def waiter(scope_box: list[trio.CancelScope]) -> None:
+            with trio.CancelScope() as scope:
+                scope_box.append(scope)
+                got = await queue.mailbox.ask_parked(
+                    LeaseQueries("w1", wait=True), deadline=trio.current_time() + 30,
+                    give_back=release_message, on_timeout=[])
+                received.extend(g["query_id"] for g in got)
+
+        async with trio.open_nursery() as nursery:
+            box: list[trio.CancelScope] = []
+            nursery.start_soon(waiter, box)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(submit, queue, query_id)
+            for _ in range(cut):
+                await trio.lowlevel.checkpoint()
+            box[0].cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        row = await status(queue, query_id)
+        if received:
+            assert row["status"] == "leased"
+        else:
+            assert (row["status"], row["attempts"]) == ("queued", 0), (cut, row)
+        # Clear the way for the next round.
+        for g in await lease(queue, "cleanup", max=10):
+            await ask(queue, QueryResult(g["query_id"], "cleanup", g["lease_token"], "succeeded"))
+
+
+async def test_retention_purge(queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+    await submit(queue)
+    [got] = await lease(queue)
+    await ask(queue, QueryResult("q1", "w1", got["lease_token"], "succeeded"))
+    await trio.sleep(7 * 86400 - 1)
+    assert (await status(queue))["status"] == "succeeded"
+    await trio.sleep(61)  # the purge job runs every minute
+    with pytest.raises(QueryNotFound):
+        await status(queue)
+    assert any(job.name == "purge_queries" and job.runs > 0 for job in queue.jobs)
+
+
+async def test_list_filters(queue: QueryQueue) -> None:
+    await submit(queue, "a", site="s1")
+    await submit(queue, "b", site="s2")
+    page = await ask(queue, ListQueries(tenant="t1", site="s2"))
+    assert [q["query_id"] for q in page["items"]] == ["b"] and page["total"] == 1
+
+
+async def test_drain_answers_parked_leases_with_empty_list(
+        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+    results: list[Any] = []
+
+    async def waiter() -> None:
+        results.append(await queue.mailbox.ask_parked(
+            LeaseQueries("w1", wait=True), deadline=trio.current_time() + 30,
+            give_back=release_message, on_timeout="timeout"))
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.sleep(3)
+        queue.drain()
+    assert results == [[]] and trio.current_time() - start == 3

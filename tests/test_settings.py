@@ -1,0 +1,44 @@
+"""Settings: defaults < TOML < environment; bad sets stop start-up naming the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from leasegate.settings import SettingsError, load
+
+
+def test_defaults_match_the_design() -> None:
+    s = load(environ={})
+    assert (s.task_claim_window, s.task_lease_ttl, s.task_hard_timeout) == (30, 120, 4 * 3600)
+    assert (s.query_lease_ttl, s.query_ttl, s.query_max_attempts) == (60, 600, 3)
+    assert (s.device_capacity, s.ledger_orphan_max_age, s.sqlite_synchronous) == (
+        5000, 5 * 3600, "FULL")
+
+
+def test_precedence(tmp_path: Path) -> None:
+    config = tmp_path / "leasegate.toml"
+    config.write_text("query_lease_ttl = 5\nquery_ttl = 100\n")
+    s = load(config, environ={"LEASEGATE_QUERY_LEASE_TTL": "2"})
+    assert (s.query_lease_ttl, s.query_ttl) == (2, 100)
+
+
+@pytest.mark.parametrize(("env", "named"), [
+    ({"LEASEGATE_NO_SUCH_THING": "1"}, "no_such_thing"),
+    ({"LEASEGATE_QUERY_TTL": "soon"}, "query_ttl"),
+    ({"LEASEGATE_LEDGER_ORPHAN_MAX_AGE": "3600"}, "ledger_orphan_max_age"),
+    ({"LEASEGATE_SQLITE_SYNCHRONOUS": "sometimes"}, "sqlite_synchronous"),
+    ({"LEASEGATE_QUERY_MAX_ATTEMPTS": "0"}, "query_max_attempts"),
+    ({"LEASEGATE_MAX_WAIT_SECONDS": "31"}, "max_wait_seconds"),
+])
+def test_bad_settings_name_the_setting(env: dict[str, str], named: str) -> None:
+    with pytest.raises(SettingsError, match=named):
+        load(environ=env)
+
+
+def test_unknown_name_in_file(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text("[leasegate]\nquery_tll = 5\n")
+    with pytest.raises(SettingsError, match="query_tll"):
+        load(config, environ={})
