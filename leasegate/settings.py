@@ -57,7 +57,9 @@ class Settings:
     rate_limit_per_second: float = 200.0
     rate_limit_burst: int = 400
     sqlite_synchronous: str = "FULL"
-    # Beyond API.md's list: how long an idle or slow socket may hold a read.
+    # Beyond API.md's list: how often retention purges and bucket sweeps run.
+    housekeeping_interval: float = 60.0
+    # How long an idle or slow socket may hold a read.
     http_read_timeout: float = 60.0
     # Serve /metrics without an admin key (for a scraper on a private network).
     metrics_public: bool = False
@@ -72,7 +74,7 @@ class Settings:
             "task_ttl", "query_lease_ttl", "query_ttl", "query_max_attempts",
             "device_capacity", "ledger_recover_interval", "artifact_orphan_sweep_interval",
             "error_log_window", "max_body_bytes", "max_json_field_bytes",
-            "max_artifact_bytes", "http_read_timeout",
+            "max_artifact_bytes", "http_read_timeout", "housekeeping_interval",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:

@@ -52,7 +52,7 @@ async def nursery() -> AsyncIterator[trio.Nursery]:
 class Gateway:
     """A running system and its app, with one key per role (and two tenants)."""
 
-    def __init__(self, system: "System", app: Any) -> None:
+    def __init__(self, system: System, app: Any) -> None:
         self.system = system
         self.app = app
         self.client = app.test_client()

@@ -54,8 +54,8 @@ async def test_long_poll_is_answered_by_a_submit(gateway: Gateway,
     got: list[tuple[float, dict]] = []
 
     async def worker() -> None:
-        status, reply = await gateway.call("POST", "/v1/queries/lease", "worker",
-                                           json={"worker_id": "w1", "wait_seconds": 30})
+        _, reply = await gateway.call("POST", "/v1/queries/lease", "worker",
+                                      json={"worker_id": "w1", "wait_seconds": 30})
         got.append((trio.current_time(), reply))
 
     start = trio.current_time()
@@ -141,7 +141,8 @@ async def test_worker_sites_filter_and_key_sites(gateway: Gateway) -> None:
 
     await submit(gateway, query_id="a", site="shop-a")
     await submit(gateway, query_id="b", site="shop-b")
-    created = await gateway.system.keys.mailbox.ask(CreateKey("worker", "b-only", None, ("shop-b",)))
+    created = await gateway.system.keys.mailbox.ask(
+        CreateKey("worker", "b-only", None, ("shop-b",)))
     gateway.keys["b-only"] = created["key"]
     status, body = await gateway.call("POST", "/v1/queries/lease", "b-only", json={
         "worker_id": "w", "wait_seconds": 0, "sites": ["shop-a"]})

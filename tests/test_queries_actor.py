@@ -192,7 +192,7 @@ async def test_caller_gone_at_hand_off_loses_nothing(
         query_id = f"q{cut}"
         received: list[str] = []
 
-        async def waiter(scope_box: list[trio.CancelScope]) -> None:
+        async def waiter(scope_box: list[trio.CancelScope], received: list[str]) -> None:
             with trio.CancelScope() as scope:
                 scope_box.append(scope)
                 got = await queue.mailbox.ask_parked(
@@ -202,7 +202,7 @@ async def test_caller_gone_at_hand_off_loses_nothing(
 
         async with trio.open_nursery() as nursery:
             box: list[trio.CancelScope] = []
-            nursery.start_soon(waiter, box)
+            nursery.start_soon(waiter, box, received)
             await trio.testing.wait_all_tasks_blocked()
             nursery.start_soon(submit, queue, query_id)
             for _ in range(cut):

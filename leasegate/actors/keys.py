@@ -74,7 +74,7 @@ class KeyStore(Actor):
             case CreateKey():
                 sites = list(message.sites) if message.sites is not None else None
                 created = sql.create(conn, role=message.role, name=message.name,
-                                     tenant=message.tenant, sites=sites, now=self.clock.now())
+                                     tenant=message.tenant, sites=sites, now=self.now)
                 row = sql.get(conn, created["key_id"])
                 assert row is not None
                 return {**render(row), "key": created["key"]}
@@ -94,7 +94,7 @@ class KeyStore(Actor):
                 row = sql.get(conn, message.key_id)
                 if row is None:
                     raise NotFound(f"no key {message.key_id}")
-                sql.revoke(conn, message.key_id, self.clock.now())
+                sql.revoke(conn, message.key_id, self.now)
                 row = sql.get(conn, message.key_id)
                 assert row is not None
                 return render(row)

@@ -36,9 +36,6 @@ from leasegate.storage.connection import Database
 
 log = logging.getLogger("leasegate.queries")
 
-PURGE_EVERY = 60.0
-
-
 # ---- messages -------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -108,10 +105,10 @@ class QueryQueue(Actor):
     def __init__(self, db: Database, clock: Clock, settings: Settings) -> None:
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
-        self.add_job("purge_queries", PURGE_EVERY, self._purge)
+        self.add_job("purge_queries", settings.housekeeping_interval, self._purge)
 
     def handle(self, conn: sqlite3.Connection, message: Any) -> Any:
-        now = self.clock.now()
+        now = self.now
         match message:
             case SubmitQuery():
                 return self._submit(conn, message, now)
@@ -203,7 +200,7 @@ class QueryQueue(Actor):
 
     def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
         if isinstance(message, LeaseQueries):
-            return self._lease(conn, message, self.clock.now()) or None
+            return self._lease(conn, message, self.now) or None
         if isinstance(message, GetQuery):
             row = sql.get(conn, message.query_id)
             if row is None:  # purged while waiting

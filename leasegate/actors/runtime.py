@@ -28,6 +28,7 @@ may schedule compensating work (e.g. releasing a lease nobody received).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sqlite3
@@ -39,6 +40,7 @@ from typing import Any, Final
 import outcome
 import trio
 
+from leasegate.actors.mailbox import Envelope, Mailbox
 from leasegate.clock import Clock
 from leasegate.errors import LeasegateError, Unavailable
 from leasegate.storage.connection import Database, is_storage_failure
@@ -56,114 +58,6 @@ class _Park:
 
 PARK: Final = _Park()
 """Returned by :meth:`Actor.handle` to hold the reply until work appears."""
-
-Reply = trio.MemorySendChannel[outcome.Outcome[Any]]
-
-
-@dataclass(eq=False)
-class Envelope:
-    """A message and the channel its reply goes to (None: no reply wanted)."""
-
-    message: Any
-    reply: Reply | None = None
-
-    def caller_gone(self) -> bool:
-        return self.reply is not None and self.reply.statistics().open_receive_channels == 0
-
-
-class Mailbox:
-    """The only way to reach an actor: ``await ask(msg)`` or ``await tell(msg)``.
-
-    Sends wait while the inbox is full (back-pressure). Asking a stopped actor
-    raises :class:`~leasegate.errors.Unavailable`.
-    """
-
-    def __init__(self, send: trio.MemorySendChannel[Envelope]) -> None:
-        self._send = send
-
-    async def tell(self, message: Any) -> None:
-        """Deliver ``message``; no reply. Cancellation: the message was not sent."""
-        try:
-            await self._send.send(Envelope(message))
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            raise Unavailable("the gateway is shutting down") from None
-
-    def tell_nowait(self, message: Any) -> None:
-        """Deliver ``message`` now or raise ``trio.WouldBlock`` when the inbox is full."""
-        try:
-            self._send.send_nowait(Envelope(message))
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            raise Unavailable("the gateway is shutting down") from None
-
-    async def ask(self, message: Any) -> Any:
-        """Send ``message`` and wait for the committed reply.
-
-        Raises the :class:`LeasegateError` the actor answered with.
-        Cancellation: if cancelled after the message was sent, the actor still
-        applies (and commits) it; the reply is dropped.
-        """
-        send, recv = trio.open_memory_channel[outcome.Outcome[Any]](1)
-        with recv:
-            try:
-                await self._send.send(Envelope(message, send))
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                raise Unavailable("the gateway is shutting down") from None
-            try:
-                result = await recv.receive()
-            except trio.EndOfChannel:
-                raise Unavailable("the gateway is shutting down") from None
-        return result.unwrap()
-
-    async def ask_parked(
-        self,
-        message: Any,
-        *,
-        deadline: float,
-        give_back: Callable[[Any], Any | None],
-        on_timeout: Any = None,
-    ) -> Any:
-        """Ask for something the actor may hold until ``deadline`` (a long-poll).
-
-        Returns the reply, or ``on_timeout`` if nothing came by ``deadline``.
-        Cancellation (the HTTP client went away): a reply that arrives at the
-        same moment is not lost. The channel is drained and closed with no
-        checkpoint in between, so either the actor's ``send_nowait`` fails
-        (and it gives the lease back itself) or we hold the reply and send
-        ``give_back(reply)`` to the actor, shielded for up to 5 s.
-        """
-        send, recv = trio.open_memory_channel[outcome.Outcome[Any]](1)
-        received: outcome.Outcome[Any] | None = None
-        try:
-            try:
-                await self._send.send(Envelope(message, send))
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                raise Unavailable("the gateway is shutting down") from None
-            with trio.move_on_at(deadline):
-                received = await recv.receive()
-            if received is None:
-                try:
-                    received = recv.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    return on_timeout
-            return received.unwrap()
-        except trio.EndOfChannel:
-            raise Unavailable("the gateway is shutting down") from None
-        finally:
-            if received is None:
-                # No checkpoint between these two: see the docstring.
-                try:
-                    late: outcome.Outcome[Any] | None = recv.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    late = None
-                recv.close()
-                if isinstance(late, outcome.Value):
-                    compensation = give_back(late.value)
-                    if compensation is not None:
-                        with trio.move_on_after(5, shield=True):
-                            await self.tell(compensation)
-            else:
-                recv.close()
-
 
 @dataclass
 class PeriodicJob:
@@ -218,7 +112,10 @@ class Actor:
 
     Everything that runs inside the transaction runs on the database thread
     while the actor task waits for it, so there is never more than one
-    thread touching the actor's state at a time: no locks are needed.
+    thread touching the actor's state at a time: no locks are needed. Code
+    there reads the time from :attr:`now` (fixed on the trio side for the
+    whole turn), never from the clock: trio's clock is not readable off its
+    thread, and one turn should see one instant.
     """
 
     name: str = "actor"
@@ -246,6 +143,7 @@ class Actor:
         self._work_may_be_available = False
         self.draining = False
         self.batches = 0
+        self.now = clock.now()
 
     # ---- hooks for subclasses -------------------------------------------------
 
@@ -291,7 +189,8 @@ class Actor:
         """Offer the parked messages another try in this transaction."""
         self._work_may_be_available = True
 
-    def add_job(self, name: str, every: float, run: Callable[[sqlite3.Connection, float], Any]) -> PeriodicJob:
+    def add_job(self, name: str, every: float,
+                run: Callable[[sqlite3.Connection, float], Any]) -> PeriodicJob:
         job = PeriodicJob(name, every, run)
         self.jobs.append(job)
         return job
@@ -334,6 +233,7 @@ class Actor:
             conn.execute("COMMIT")
             return wake
 
+        self.now = self.clock.now()
         self._next_wakeup = await self.db.run(start)
 
     def _deadline(self) -> float:
@@ -362,7 +262,7 @@ class Actor:
         return envelopes
 
     async def _turn(self, envelopes: list[Envelope]) -> None:
-        now = self.clock.now()
+        now = self.now = self.clock.now()
         internal, self._internal = self._internal, []
         envelopes = [Envelope(m) for m in internal] + envelopes
         due_jobs = [job for job in self.jobs if job.next_at <= now]
@@ -443,11 +343,9 @@ class Actor:
         except LeasegateError as exc:
             self._rollback_savepoint(conn, mark)
             return outcome.Error(exc)
-        except sqlite3.Error as exc:
-            if not is_storage_failure(exc):
-                raise
-            self._rollback_savepoint(conn, mark)
-            return outcome.Error(Unavailable(f"storage failure: {exc}"))
+        # Any other exception propagates. A storage failure fails the whole batch
+        # (SQLite may already have rolled the transaction back: SQLITE_FULL, IOERR);
+        # a bug takes the actor, and with it the process, down.
         conn.execute("RELEASE message")
         if reply is PARK:
             if self.draining:
@@ -498,10 +396,10 @@ class Actor:
         :meth:`close` afterwards to stop the loop once the inbox is empty.
         """
         self.draining = True
-        try:
+        # A full inbox means a turn is coming anyway.
+        with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError,
+                                 trio.BrokenResourceError):
             self._send.send_nowait(Envelope(_Nudge()))
-        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-            pass  # a full inbox means a turn is coming anyway
 
     def close(self) -> None:
         """Stop accepting messages; the loop ends after those already queued."""

@@ -39,7 +39,8 @@ def create_app(system: System) -> QuartTrio:
     app.extensions["leasegate.auth"] = authenticator
     metrics = Metrics()
     app.extensions["leasegate.metrics"] = metrics
-    system.add_background_job("rate_limit_buckets", 60.0, authenticator.limiter.sweep)
+    system.add_background_job("rate_limit_buckets", system.settings.housekeeping_interval,
+                              authenticator.limiter.sweep)
 
     for blueprint in (routes_queries.bp, routes_tasks.bp, routes_admin.bp):
         app.register_blueprint(blueprint)

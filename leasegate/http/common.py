@@ -9,7 +9,7 @@ import trio
 from quart import current_app
 
 from leasegate.actors.common import Page, canonical_json
-from leasegate.actors.runtime import Mailbox
+from leasegate.actors.mailbox import Mailbox
 from leasegate.actors.system import System
 from leasegate.errors import PayloadTooLarge
 from leasegate.http.models import ListArgs

@@ -6,7 +6,6 @@ import time
 from typing import Any
 
 import trio
-
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from quart import Blueprint, Response, current_app
 from quart_schema import document_response, validate_querystring, validate_request
@@ -18,7 +17,6 @@ from leasegate.clock import iso
 from leasegate.http.auth import Authenticator, require
 from leasegate.http.common import page, system
 from leasegate.http.metrics import Metrics
-from leasegate.storage.backup import backup
 from leasegate.http.models import (
     BackupMade,
     CreatedKey,
@@ -29,6 +27,7 @@ from leasegate.http.models import (
     ListArgs,
     WorkerPage,
 )
+from leasegate.storage.backup import backup
 
 bp = Blueprint("admin", __name__)
 

@@ -1,0 +1,146 @@
+"""The real ``leasegate serve`` as a subprocess: a query end to end, one writer, shutdown.
+
+These run on the wall clock (a real server), so they keep every wait short.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROLES = ("admin", "worker", "client")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    process: subprocess.Popen[str]
+    url: str
+    keys: dict[str, str]
+    data: Path
+
+    def client(self, role: str) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=10,
+                            headers={"Authorization": f"Bearer {self.keys[role]}"})
+
+
+def start(data: Path, env: dict[str, str] | None = None) -> Served:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(data),
+         "--port", str(port), "--log-level", "WARNING"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, **(env or {})},
+    )
+    keys: dict[str, str] = {}
+    assert process.stdout is not None
+    deadline = time.monotonic() + 20
+    for line in process.stdout:
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in ROLES and parts[1].startswith("lg_"):
+            keys[parts[0]] = parts[1]
+        if "serving http://" in line:
+            break
+        assert time.monotonic() < deadline, "server did not start"
+    else:
+        raise AssertionError(f"server exited: {process.wait()}")
+    return Served(process, f"http://127.0.0.1:{port}", keys, data)
+
+
+def stop(served: Served) -> int:
+    served.process.send_signal(signal.SIGTERM)
+    try:
+        return served.process.wait(timeout=15)
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    s = start(tmp_path / "var", {"LEASEGATE_HOUSEKEEPING_INTERVAL": "0.2"})
+    yield s
+    if s.process.poll() is None:
+        stop(s)
+
+
+def test_query_end_to_end(served: Served) -> None:
+    assert set(served.keys) == {"admin", "worker", "client"}
+    with served.client("client") as upstream, served.client("worker") as worker:
+        submitted = upstream.post("/v1/queries", json={
+            "site": "shop", "kind": "balance", "params": {"account": "a1"}})
+        assert submitted.status_code == 201
+        query_id = submitted.json()["query_id"]
+        leased = worker.post("/v1/queries/lease", json={"worker_id": "w1", "wait_seconds": 5})
+        [lease] = leased.json()["items"]
+        assert lease["query_id"] == query_id
+        done = worker.post(f"/v1/queries/{query_id}/result", json={
+            "worker_id": "w1", "lease_token": lease["lease_token"], "outcome": "succeeded",
+            "result": {"balance": 42}})
+        assert done.status_code == 200
+        got = upstream.get(f"/v1/queries/{query_id}", params={"wait_seconds": 1}).json()
+        assert (got["status"], got["result"]) == ("succeeded", {"balance": 42})
+    assert stop(served) == 0
+
+
+def test_every_periodic_job_runs_in_the_served_process(served: Served) -> None:
+    time.sleep(0.8)
+    health = httpx.get(f"{served.url}/health", timeout=10).json()
+    jobs = health["checks"]["jobs"]
+    assert jobs, "no periodic jobs reported"
+    assert all(job["runs"] > 0 for job in jobs.values()), jobs
+
+
+def test_second_server_on_same_data_refuses(served: Served) -> None:
+    second = subprocess.run(
+        [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(served.data),
+         "--port", str(free_port())], capture_output=True, text=True, timeout=30)
+    assert second.returncode != 0
+    assert "in use by another leasegate process" in second.stderr
+
+
+def test_restore_refuses_while_serving_and_backup_works(served: Served, tmp_path: Path) -> None:
+    out = tmp_path / "copy.db"
+    backup = subprocess.run(
+        [sys.executable, "-m", "leasegate.cli", "backup", "--out", str(out), "--data",
+         str(served.data)], capture_output=True, text=True, timeout=30)
+    assert backup.returncode == 0 and out.stat().st_size > 0
+    restore = subprocess.run(
+        [sys.executable, "-m", "leasegate.cli", "restore", str(out), "--data", str(served.data)],
+        capture_output=True, text=True, timeout=30)
+    assert restore.returncode != 0 and "stop the server first" in restore.stderr
+
+
+def test_keys_create_while_serving(served: Served) -> None:
+    made = subprocess.run(
+        [sys.executable, "-m", "leasegate.cli", "keys", "create", "--role", "client",
+         "--name", "cli", "--tenant", "acme", "--data", str(served.data)],
+        capture_output=True, text=True, timeout=30)
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip().splitlines()[-1]
+    reply = httpx.get(f"{served.url}/v1/queries", timeout=10,
+                      headers={"Authorization": f"Bearer {key}"})
+    assert reply.status_code == 200
+
+
+def test_bad_setting_stops_start_up(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(tmp_path / "v")],
+        capture_output=True, text=True, timeout=30,
+        env={**os.environ, "LEASEGATE_LEDGER_ORPHAN_MAX_AGE": "60"})
+    assert run.returncode != 0 and "ledger_orphan_max_age" in run.stderr
