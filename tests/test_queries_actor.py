@@ -253,3 +253,32 @@ async def test_drain_answers_parked_leases_with_empty_list(
         await trio.sleep(3)
         queue.drain()
     assert results == [[]] and trio.current_time() - start == 3
+
+
+async def test_round_trip_on_the_storage_thread(tmp_path: Any, clock: Clock,
+                                                settings: Settings) -> None:
+    """The served process runs SQL on a dedicated thread, not inline: same results."""
+    from tests.conftest import open_db
+
+    threaded = open_db(tmp_path / "threaded.db", inline=False)
+    actor = QueryQueue(threaded, clock, settings)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        await submit(actor)
+        [got] = await lease(actor)
+        done = await ask(actor, QueryResult("q1", "w1", got["lease_token"], "succeeded", {}))
+        assert done["status"] == "succeeded"
+        waiter = nursery.start_soon
+        results: list[Any] = []
+
+        async def parked() -> None:
+            results.append(await actor.mailbox.ask_parked(
+                LeaseQueries("w2", wait=True), deadline=trio.current_time() + 5,
+                give_back=release_message, on_timeout=[]))
+
+        waiter(parked)
+        await trio.testing.wait_all_tasks_blocked()
+        await submit(actor, "q2")
+        actor.close()
+    assert [g["query_id"] for g in results[0]] == ["q2"]
+    threaded.close()

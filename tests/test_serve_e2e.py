@@ -144,3 +144,18 @@ def test_bad_setting_stops_start_up(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=30,
         env={**os.environ, "LEASEGATE_LEDGER_ORPHAN_MAX_AGE": "60"})
     assert run.returncode != 0 and "ledger_orphan_max_age" in run.stderr
+
+
+def test_long_poll_of_a_disconnected_client_does_not_keep_the_query(served: Served) -> None:
+    with served.client("worker") as gone:
+        with pytest.raises(httpx.ReadTimeout):
+            gone.post("/v1/queries/lease", json={"worker_id": "gone", "wait_seconds": 30},
+                      timeout=0.5)
+    time.sleep(0.3)  # the server sees the disconnect and cancels the handler
+    with served.client("client") as upstream, served.client("worker") as worker:
+        query_id = upstream.post("/v1/queries", json={
+            "site": "shop", "kind": "balance", "params": {}}).json()["query_id"]
+        leased = worker.post("/v1/queries/lease",
+                             json={"worker_id": "alive", "wait_seconds": 2}).json()
+        assert [item["query_id"] for item in leased["items"]] == [query_id]
+        assert leased["items"][0]["attempt"] == 1

@@ -1,0 +1,263 @@
+"""What a worker's handler gets (a job) and what it can give back (an outcome)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any, ClassVar, Final, Literal, TypeAlias
+
+import anyio
+
+from leasegate.client._types import JSONObject
+
+Channel = Literal["tasks", "queries"]
+
+MAX_MESSAGE: Final = 4096
+"""The longest error message the gateway takes."""
+
+
+def parse_time(text: str) -> float:
+    """Seconds since the epoch of an API timestamp (``2026-11-30T08:00:00Z``)."""
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _json_copy(value: Mapping[str, Any]) -> JSONObject:
+    """A detached copy; raises ``TypeError``/``ValueError`` if it is not JSON."""
+    copied: JSONObject = json.loads(json.dumps(value))
+    return copied
+
+
+def _message(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+class Outcome(Exception):
+    """An ending other than success. A handler returns or raises one of
+    :class:`Failed`, :class:`Canceled` or :class:`Paused`."""
+
+    outcome: ClassVar[str]
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        code: int | None = None,
+        result: Any = None,
+        progress: Mapping[str, Any] | None = None,
+        cost: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.result = result
+        self.progress = progress
+        self.cost = cost
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r})"
+
+
+class Failed(Outcome):
+    """The job failed: ``Failed("out of stock", code=17, result={...}, cost=1)``.
+
+    For a task the gateway records it as final: tasks are never retried.
+    """
+
+    outcome = "failed"
+
+    def __init__(
+        self,
+        message: str,
+        code: int | None = None,
+        result: Any = None,
+        *,
+        cost: int | None = None,
+    ) -> None:
+        super().__init__(message, code=code, result=result, cost=cost)
+
+
+class Canceled(Outcome):
+    """The task stopped because it was asked to (``job.cancel_requested``). Tasks only."""
+
+    outcome = "canceled"
+
+    def __init__(self, message: str = "", *, result: Any = None, cost: int | None = None) -> None:
+        super().__init__(message, result=result, cost=cost)
+
+
+class Paused(Outcome):
+    """A batch task stops at a checkpoint (``job.pause_requested``) and frees its lane;
+    it is queued again with ``progress`` when resumed. Batch tasks only."""
+
+    outcome = "paused"
+
+    def __init__(self, progress: Mapping[str, Any], *, cost: int | None = None) -> None:
+        super().__init__(progress=progress, cost=cost)
+
+
+HandlerResult: TypeAlias = Mapping[str, Any] | Outcome | None
+"""A handler returns a result dict (succeeded), None (succeeded, no result) or an
+:class:`Outcome`; it may also raise an :class:`Outcome`."""
+
+
+class BaseJob:
+    """A leased task or query, as the handler sees it.
+
+    ``id``, ``site``, ``account`` (tasks; None for queries), ``kind``,
+    ``params``, ``attempt``, and ``progress``: the checkpoint a previous run of
+    a batch task left, then whatever :meth:`set_progress` stored. ``cost``
+    (default None) is reported with the result unless the outcome carries one.
+    The worker sets the signals ``cancel_requested``, ``pause_requested`` (from
+    lease renewals) and ``lease_lost`` (the gateway no longer counts this lease
+    as current: stop touching the site as soon as you can).
+    """
+
+    def __init__(self, channel: Channel, lease: Mapping[str, Any], worker_id: str) -> None:
+        self.channel: Channel = channel
+        self.id: str = lease["task_id"] if channel == "tasks" else lease["query_id"]
+        self.site: str = lease["site"]
+        self.account: str | None = lease.get("account")
+        self.kind: str = lease["kind"]
+        self.params: JSONObject = lease["params"]
+        self.attempt: int = lease.get("attempt", 1)
+        self.worker_id = worker_id
+        self.lease_token: str = lease["lease_token"]
+        expires = lease.get("lease_expires_at") or lease.get("claim_expires_at")
+        self.lease_expires_at: float | None = parse_time(expires) if expires else None
+        """Wall time (seconds since the epoch) the current lease or claim runs out."""
+        self.cost: int | None = None
+        self._progress: JSONObject | None = lease.get("progress")
+        self._progress_set = False
+        self._cancel = self._pause = self._lost = False
+
+    @property
+    def progress(self) -> JSONObject | None:
+        """The latest checkpoint: the previous run's, or the last :meth:`set_progress`."""
+        return self._progress
+
+    def set_progress(self, progress: Mapping[str, Any]) -> None:
+        """Store a checkpoint (a JSON object); it is sent with the next renewal and with
+        the result, and a later run of a paused or reclaimed batch task starts from it."""
+        self._progress = _json_copy(progress)
+        self._progress_set = True
+
+    @property
+    def cancel_requested(self) -> bool:
+        """The upstream asked to cancel this task: end it, e.g. ``return Canceled()``."""
+        return self._cancel
+
+    @property
+    def pause_requested(self) -> bool:
+        """The gateway asks this batch task to pause: ``return Paused(checkpoint)``."""
+        return self._pause
+
+    @property
+    def lease_lost(self) -> bool:
+        """A renewal was refused (6002): the lease ran out (the task is ``stale``) or an
+        operator took the task back. Stop touching the site and return what happened:
+        the result is still offered, and the gateway takes it only if this was the
+        task's last lease (a stale task waiting for the truth)."""
+        return self._lost
+
+    # ---- worker side ------------------------------------------------------------------
+
+    def _signal(self) -> None:
+        raise NotImplementedError
+
+    def _renewed(self, reply: Mapping[str, Any]) -> None:
+        self.lease_expires_at = parse_time(reply["lease_expires_at"])
+        if reply.get("cancel_requested") and not self._cancel:
+            self._cancel = True
+            self._signal()
+        if reply.get("pause_requested") and not self._pause:
+            self._pause = True
+            self._signal()
+
+    def _mark_lost(self) -> None:
+        self._lost = True
+        self._signal()
+
+    def _fence(self) -> JSONObject:
+        return {"worker_id": self.worker_id, "lease_token": self.lease_token}
+
+    def _renew_body(self) -> JSONObject:
+        body = self._fence()
+        if self._progress_set:
+            body["progress"] = self._progress
+        return body
+
+    def _result_body(self, ending: HandlerResult | Exception) -> JSONObject:
+        """The body of ``POST .../result`` for what the handler returned or raised; built
+        once, so every retry sends the same bytes."""
+        if isinstance(ending, Exception) and not isinstance(ending, Outcome):
+            ending = Failed(repr(ending))
+        if isinstance(ending, Outcome) and self.channel == "queries" and ending.outcome != "failed":
+            ending = Failed(f"{ending!r} is not an outcome of a query")
+        body = self._fence()
+        if isinstance(ending, Outcome):
+            body["outcome"] = ending.outcome
+            if ending.message or ending.code is not None:
+                error: JSONObject = {"message": _message(ending.message)}
+                if ending.code is not None:
+                    error["code"] = ending.code
+                body["error"] = error
+            if ending.result is not None:
+                body["result"] = ending.result
+            cost = ending.cost if ending.cost is not None else self.cost
+            progress = ending.progress
+        else:
+            body["outcome"] = "succeeded"
+            if ending is not None:
+                body["result"] = dict(ending) if isinstance(ending, Mapping) else ending
+            cost = self.cost
+            progress = None
+        if cost is not None:
+            body["cost"] = cost
+        if progress is None and self._progress_set:
+            progress = self._progress
+        if self.channel == "tasks" and progress is not None:
+            body["progress"] = progress
+        try:
+            return _json_copy(body)
+        except (TypeError, ValueError) as error:  # a result that is not JSON
+            return self._result_body(Failed(f"the handler's result is not JSON: {error!r}"))
+
+
+class Job(BaseJob):
+    """The job a :class:`Worker`'s handler gets (see :class:`BaseJob` for its fields)."""
+
+    def __init__(self, channel: Channel, lease: Mapping[str, Any], worker_id: str) -> None:
+        super().__init__(channel, lease, worker_id)
+        self._event = threading.Event()
+
+    def wait_cancel_or_pause(self, timeout: float | None = None) -> bool:
+        """Block until cancel or pause is requested or the lease is lost, or ``timeout``
+        seconds pass; True if one of those happened. Also a stoppable ``sleep``."""
+        return self._event.wait(timeout)
+
+    def _signal(self) -> None:
+        self._event.set()
+
+
+class AsyncJob(BaseJob):
+    """The job an :class:`AsyncWorker`'s handler gets (see :class:`BaseJob` for its fields)."""
+
+    def __init__(self, channel: Channel, lease: Mapping[str, Any], worker_id: str) -> None:
+        super().__init__(channel, lease, worker_id)
+        self._event = anyio.Event()
+
+    async def wait_cancel_or_pause(self) -> None:
+        """Return when cancel or pause is requested or the lease is lost. Combine with
+        ``anyio.move_on_after`` or a task group to race it against the work."""
+        await self._event.wait()
+
+    def _signal(self) -> None:
+        self._event.set()
+
+
+Handler: TypeAlias = Callable[[Job], HandlerResult]
+AsyncHandler: TypeAlias = Callable[[AsyncJob], Awaitable[HandlerResult]]

@@ -1,0 +1,170 @@
+"""The actor runtime: group commit, savepoints, timers, failure policy."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from leasegate.actors.runtime import PARK, Actor
+from leasegate.clock import Clock
+from leasegate.errors import StateConflict
+from leasegate.storage.connection import Database
+from tests.conftest import EPOCH
+
+
+@dataclass(frozen=True)
+class Add:
+    name: str
+    fail: bool = False
+
+
+@dataclass(frozen=True)
+class Count:
+    pass
+
+
+@dataclass(frozen=True)
+class WaitFor:
+    name: str
+
+
+class Ledger(Actor):
+    """A toy actor with a table, a deadline and a periodic job."""
+
+    name = "toy"
+
+    def __init__(self, db: Database, clock: Clock, **kw: Any) -> None:
+        super().__init__(db, clock, **kw)
+        self.wakeups: list[float] = []
+        self.job_calls = 0
+        self.job_fails = False
+        self.add_job("tick", 10.0, self._tick)
+        self.deadlines: list[float] = []
+
+    def on_start(self, conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY)")
+
+    def handle(self, conn: sqlite3.Connection, message: Any) -> Any:
+        match message:
+            case Add():
+                conn.execute("INSERT INTO names VALUES (?)", (message.name,))
+                if message.fail:
+                    raise StateConflict("refused after writing")
+                self.work_may_be_available()
+                return message.name
+            case Count():
+                return conn.execute("SELECT count(*) FROM names").fetchone()[0]
+            case WaitFor():
+                return self.serve_parked(conn, message) or PARK
+            case "crash":
+                raise RuntimeError("a bug")
+        raise TypeError(message)
+
+    def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
+        row = conn.execute("SELECT name FROM names WHERE name = ?", (message.name,)).fetchone()
+        return None if row is None else row[0]
+
+    def next_wakeup(self, conn: sqlite3.Connection) -> float | None:
+        future = [d for d in self.deadlines if d > self.now]
+        return min(future) if future else None
+
+    def on_wakeup(self, conn: sqlite3.Connection, now: float) -> None:
+        if any(d <= now for d in self.deadlines):
+            self.wakeups.append(now - EPOCH)
+            self.deadlines = [d for d in self.deadlines if d > now]
+
+    def _tick(self, conn: sqlite3.Connection, now: float) -> None:
+        self.job_calls += 1
+        if self.job_fails:
+            raise ValueError("job broke")
+
+
+@pytest.fixture
+async def toy(nursery: trio.Nursery, db: Database, clock: Clock) -> Ledger:
+    actor = Ledger(db, clock, error_log_window=600)
+    await nursery.start(actor.run)
+    return actor
+
+
+async def test_waiting_messages_share_one_commit(toy: Ledger) -> None:
+    before = toy.batches
+    async with trio.open_nursery() as nursery:
+        for i in range(50):
+            nursery.start_soon(toy.mailbox.ask, Add(f"n{i}"))
+    assert await toy.mailbox.ask(Count()) == 50
+    assert toy.batches - before <= 3  # 50 callers, a handful of transactions
+
+
+async def test_a_refused_message_rolls_back_alone(toy: Ledger) -> None:
+    results: dict[str, Any] = {}
+
+    async def add(message: Add) -> None:
+        try:
+            results[message.name] = await toy.mailbox.ask(message)
+        except StateConflict as exc:
+            results[message.name] = exc
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(add, Add("a"))
+        nursery.start_soon(add, Add("b", fail=True))
+        nursery.start_soon(add, Add("c"))
+    assert results["a"] == "a" and results["c"] == "c"
+    assert isinstance(results["b"], StateConflict) and results["b"].code == 6003
+    assert await toy.mailbox.ask(Count()) == 2
+
+
+async def test_parked_message_is_answered_when_work_appears(
+        toy: Ledger, autojump_clock: trio.testing.MockClock) -> None:
+    got: list[Any] = []
+
+    async def wait() -> None:
+        got.append(await toy.mailbox.ask_parked(WaitFor("x"), deadline=trio.current_time() + 9,
+                                                give_back=lambda _: None, on_timeout="late"))
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.sleep(2)
+        await toy.mailbox.ask(Add("x"))
+    assert got == ["x"] and trio.current_time() - start == 2
+
+
+async def test_timer_wakes_exactly_at_the_deadline(
+        toy: Ledger, clock: Clock, autojump_clock: trio.testing.MockClock) -> None:
+    toy.deadlines = [EPOCH + 3.25, EPOCH + 7.5]
+    await toy.mailbox.ask(Count())  # a turn recomputes the next wake-up
+    await trio.sleep(8)
+    assert toy.wakeups == [3.25, 7.5]
+
+
+async def test_failing_job_is_logged_once_per_window_and_retried(
+        toy: Ledger, autojump_clock: trio.testing.MockClock,
+        caplog: pytest.LogCaptureFixture) -> None:
+    toy.job_fails = True
+    with caplog.at_level(logging.WARNING, logger="leasegate.actors"):
+        await trio.sleep(10 * 120 + 1)  # 120 runs of a 10 s job
+    [job] = toy.jobs
+    assert toy.job_calls == 120 and job.failures == 120 and job.runs == 0
+    reports = [r for r in caplog.records if "periodic job tick failed" in r.getMessage()]
+    assert len(reports) == 2  # at 10 s and at 610 s: one per 600 s window
+    assert "ValueError: job broke" in reports[0].getMessage()
+    assert "(60 times since the last report)" in reports[1].getMessage()
+    toy.job_fails = False
+    await trio.sleep(10)
+    assert job.runs == 1
+    assert await toy.mailbox.ask(Count()) == 0  # the actor kept serving
+
+
+async def test_a_bug_in_an_actor_ends_the_whole_system(db: Database, clock: Clock) -> None:
+    actor = Ledger(db, clock)
+    with pytest.RaisesGroup(pytest.RaisesExc(RuntimeError, match="a bug"), flatten_subgroups=True):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(actor.run)
+            nursery.start_soon(actor.mailbox.ask, "crash")
+            await trio.sleep_forever()
