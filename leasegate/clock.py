@@ -37,14 +37,17 @@ class Clock:
         return wall - self._offset
 
     def iso_now(self) -> str:
-        return iso(self.now())
+        return iso_at(self.now())
+
+
+def iso_at(wall: float) -> str:
+    """``2026-11-30T08:00:00Z``: ISO 8601, UTC, whole seconds (API.md)."""
+    return datetime.fromtimestamp(int(wall), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def iso(wall: float | None) -> str | None:
-    """``2026-11-30T08:00:00Z``: ISO 8601, UTC, whole seconds (API.md)."""
-    if wall is None:
-        return None
-    return datetime.fromtimestamp(int(wall), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """:func:`iso_at`, passing ``None`` (a timestamp not set yet) through."""
+    return None if wall is None else iso_at(wall)
 
 
 def parse_iso(text: str) -> float:

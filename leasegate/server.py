@@ -81,7 +81,7 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
                   flush=True)
             if on_ready is not None:
                 on_ready()
-            await hypercorn_serve(app, config, shutdown_trigger=shutdown.wait)  # type: ignore[arg-type]
+            await hypercorn_serve(app, config, shutdown_trigger=shutdown.wait)
             system.close()
             nursery.cancel_scope.deadline = trio.current_time() + 10
         log.info("stopped")

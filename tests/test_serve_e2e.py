@@ -147,10 +147,9 @@ def test_bad_setting_stops_start_up(tmp_path: Path) -> None:
 
 
 def test_long_poll_of_a_disconnected_client_does_not_keep_the_query(served: Served) -> None:
-    with served.client("worker") as gone:
-        with pytest.raises(httpx.ReadTimeout):
-            gone.post("/v1/queries/lease", json={"worker_id": "gone", "wait_seconds": 30},
-                      timeout=0.5)
+    with served.client("worker") as gone, pytest.raises(httpx.ReadTimeout):
+        gone.post("/v1/queries/lease", json={"worker_id": "gone", "wait_seconds": 30},
+                  timeout=0.5)
     time.sleep(0.3)  # the server sees the disconnect and cancels the handler
     with served.client("client") as upstream, served.client("worker") as worker:
         query_id = upstream.post("/v1/queries", json={

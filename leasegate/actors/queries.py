@@ -182,11 +182,11 @@ class QueryQueue(Actor):
     # ---- lease ----
 
     def _lease(self, conn: sqlite3.Connection, m: LeaseQueries, now: float) -> list[dict[str, Any]]:
+        sites = list(m.sites) if m.sites is not None else None
         if m.request_id is not None:
-            replay = sql.leased_by_request(conn, m.worker_id, m.request_id)
+            replay = sql.leased_by_request(conn, m.worker_id, m.request_id, sites, m.max)
             if replay:
                 return [render_lease(row) for row in replay]
-        sites = list(m.sites) if m.sites is not None else None
         leases = []
         expires_at = now + self.settings.query_lease_ttl
         for row in sql.next_queued(conn, sites, now, m.max):
@@ -236,6 +236,7 @@ class QueryQueue(Actor):
             raise QueryLeaseInvalid(
                 f"worker {m.worker_id} does not hold the current lease of query {m.query_id}"
             )
+        result: str | None
         if m.outcome == "succeeded":
             result = canonical_json(m.result if m.result is not None else {})
             code, message = None, None

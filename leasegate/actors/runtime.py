@@ -350,7 +350,8 @@ class Actor:
         if reply is PARK:
             if self.draining:
                 return outcome.Value(self.drained_reply(env.message))
-            return PARK_OUTCOME
+            parked: outcome.Outcome[Any] = PARK_OUTCOME
+            return parked
         return outcome.Value(reply) if env.reply is not None else None
 
     def _rollback_savepoint(self, conn: sqlite3.Connection, mark: int) -> None:

@@ -72,13 +72,16 @@ def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
     return conn.execute(sql, [*args, limit]).fetchall()
 
 
-def leased_by_request(conn: sqlite3.Connection, worker_id: str,
-                      request_id: str) -> list[sqlite3.Row]:
-    return conn.execute(
-        "SELECT * FROM queries WHERE status = 'leased' AND lease_owner = ? "
-        "AND lease_request_id = ? ORDER BY rowid",
-        (worker_id, request_id),
-    ).fetchall()
+def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,
+                      sites: list[str] | None, limit: int) -> list[sqlite3.Row]:
+    """The leases of an earlier call with this request id, within this call's limits."""
+    sql = ("SELECT * FROM queries WHERE status = 'leased' AND lease_owner = ? "
+           "AND lease_request_id = ?")
+    args: list[Any] = [worker_id, request_id]
+    if sites is not None:
+        sql += f" AND site IN ({', '.join('?' for _ in sites)})"
+        args += sites
+    return conn.execute(sql + " ORDER BY rowid LIMIT ?", [*args, limit]).fetchall()
 
 
 def take_lease(conn: sqlite3.Connection, query_id: str, worker_id: str, token: str,

@@ -1,5 +1,489 @@
-"""SQL of the tasks and workers tables (owned by the task actor)."""
+"""SQL of the tasks and workers tables (owned by the task actor).
+
+Times are wall seconds (REAL). A deadline is reached when ``now >= deadline``:
+a claim is valid strictly before ``claim_expires_at``, a running lease
+strictly before ``lease_expires_at``, a queued task is live strictly before
+``expires_at`` (its ``task_ttl`` deadline) and may be leased once
+``not_before <= now``.
+
+Every transition is a conditional UPDATE on the status (and the lease token
+where there is one); callers check the returned rowcount. One task in flight
+per lane (site + account) is enforced by the partial unique index
+``tasks_one_per_lane`` as well as by the lease query.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
 
 SCHEMA = """
-CREATE TABLE tasks_placeholder (x INTEGER);
+CREATE TABLE tasks (
+    task_id          TEXT PRIMARY KEY,
+    tenant           TEXT NOT NULL,
+    site             TEXT NOT NULL,
+    account          TEXT NOT NULL,
+    kind             TEXT NOT NULL,
+    params           TEXT NOT NULL,
+    priority         INTEGER NOT NULL DEFAULT 0,
+    not_before       REAL,
+    device_id        TEXT,
+    batch_total      INTEGER,
+    max_cost         INTEGER,
+    fingerprint      TEXT NOT NULL,
+    status           TEXT NOT NULL
+        CHECK (status IN ('queued', 'leased', 'running', 'succeeded', 'failed', 'canceled',
+                          'paused', 'stale', 'expired')),
+    progress         TEXT,
+    lease_owner      TEXT,
+    lease_token      TEXT,
+    lease_request_id TEXT,
+    claim_expires_at REAL,
+    lease_expires_at REAL,
+    renewed_at       REAL,
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    pause_requested  INTEGER NOT NULL DEFAULT 0,
+    created_at       REAL NOT NULL,
+    expires_at       REAL,
+    updated_at       REAL NOT NULL,
+    started_at       REAL,
+    completed_at     REAL,
+    result           TEXT,
+    error_code       INTEGER,
+    error_message    TEXT,
+    cost             INTEGER,
+    outcome_digest   TEXT,
+    late_result      INTEGER NOT NULL DEFAULT 0,
+    stale_reason     TEXT,
+    stale_at         REAL,
+    reclaim_action   TEXT,
+    reclaim_reason   TEXT,
+    reclaim_by       TEXT,
+    reclaim_at       REAL,
+    CHECK (status NOT IN ('leased', 'running', 'stale')
+           OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL)),
+    CHECK (status <> 'leased' OR claim_expires_at IS NOT NULL),
+    CHECK (status <> 'running' OR (lease_expires_at IS NOT NULL AND started_at IS NOT NULL)),
+    CHECK (status <> 'queued' OR expires_at IS NOT NULL)
+);
+CREATE UNIQUE INDEX tasks_one_per_lane ON tasks (site, account)
+    WHERE status IN ('leased', 'running', 'stale');
+CREATE INDEX tasks_queued ON tasks (priority DESC, created_at) WHERE status = 'queued';
+CREATE INDEX tasks_not_before ON tasks (not_before) WHERE status = 'queued';
+CREATE INDEX tasks_ttl ON tasks (expires_at) WHERE status = 'queued';
+CREATE INDEX tasks_claim_expiry ON tasks (claim_expires_at) WHERE status = 'leased';
+CREATE INDEX tasks_lease_expiry ON tasks (lease_expires_at) WHERE status = 'running';
+CREATE INDEX tasks_lease_owner ON tasks (lease_owner, lease_request_id)
+    WHERE status IN ('leased', 'running', 'stale');
+CREATE INDEX tasks_completed ON tasks (completed_at) WHERE completed_at IS NOT NULL;
+CREATE INDEX tasks_tenant ON tasks (tenant, created_at);
+CREATE TABLE workers (
+    worker_id     TEXT PRIMARY KEY,
+    first_seen_at REAL NOT NULL,
+    last_seen_at  REAL NOT NULL,
+    sites         TEXT
+);
+CREATE INDEX workers_last_seen ON workers (last_seen_at);
 """
+
+STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
+          "expired")
+TERMINAL = ("succeeded", "failed", "canceled", "expired")
+IN_FLIGHT = ("leased", "running", "stale")
+
+_CLEAR_LEASE = ("lease_owner = NULL, lease_token = NULL, lease_request_id = NULL, "
+                "claim_expires_at = NULL, lease_expires_at = NULL")
+
+
+def _marks(values: list[Any] | tuple[Any, ...]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+# ---- reads ----------------------------------------------------------------------
+
+def get(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM tasks WHERE task_id = ?", (task_id,)
+    ).fetchone()
+    return row
+
+
+def insert(conn: sqlite3.Connection, **values: Any) -> None:
+    names = ", ".join(values)
+    conn.execute(f"INSERT INTO tasks ({names}) VALUES ({_marks(list(values))})",
+                 tuple(values.values()))
+
+
+def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
+                limit: int) -> list[sqlite3.Row]:
+    """The best leasable task of up to ``limit`` distinct free lanes, best first.
+
+    Leasable: queued, ``not_before`` passed, within its TTL, on an allowed
+    site, and no task of its lane leased, running or stale. Best: highest
+    priority, then oldest. The scan walks the queued index in that order and
+    stops as soon as it has ``limit`` lanes (no sort, no full scan when work is
+    available); nothing is written while the cursor is open.
+    """
+    site_clause = ""
+    args: list[Any] = [now, now]
+    if sites is not None:
+        site_clause = f" AND t.site IN ({_marks(sites)})"
+        args += sites
+    cursor = conn.execute(
+        "SELECT t.task_id, t.site, t.account FROM tasks AS t WHERE t.status = 'queued' "
+        "AND (t.not_before IS NULL OR t.not_before <= ?) AND t.expires_at > ?"
+        f"{site_clause} "
+        "AND NOT EXISTS (SELECT 1 FROM tasks AS o WHERE o.site = t.site "
+        "AND o.account = t.account AND o.status IN ('leased', 'running', 'stale')) "
+        "ORDER BY t.priority DESC, t.created_at, t.rowid",
+        args,
+    )
+    picked: list[sqlite3.Row] = []
+    lanes: set[tuple[str, str]] = set()
+    try:
+        for row in cursor:
+            lane = (row["site"], row["account"])
+            if lane in lanes:
+                continue
+            lanes.add(lane)
+            picked.append(row)
+            if len(picked) >= limit:
+                break
+    finally:
+        cursor.close()
+    return picked
+
+
+def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,
+                      sites: list[str] | None, limit: int) -> list[sqlite3.Row]:
+    """The still-unstarted claims of an earlier lease call, within this call's limits."""
+    args: list[Any] = [worker_id, request_id]
+    site_clause = ""
+    if sites is not None:
+        site_clause = f" AND site IN ({_marks(sites)})"
+        args += sites
+    return conn.execute(
+        "SELECT * FROM tasks WHERE status = 'leased' AND lease_owner = ? "
+        f"AND lease_request_id = ?{site_clause} "
+        "ORDER BY priority DESC, created_at, task_id LIMIT ?",
+        [*args, limit],
+    ).fetchall()
+
+
+def in_flight_of(conn: sqlite3.Connection, worker_ids: list[str]) -> list[sqlite3.Row]:
+    if not worker_ids:
+        return []
+    return conn.execute(
+        "SELECT lease_owner, task_id FROM tasks WHERE status IN ('leased', 'running', 'stale') "
+        f"AND lease_owner IN ({_marks(worker_ids)}) ORDER BY created_at, task_id",
+        worker_ids,
+    ).fetchall()
+
+
+# ---- transitions ------------------------------------------------------------------
+
+def take_lease(conn: sqlite3.Connection, task_id: str, worker_id: str, token: str,
+               request_id: str | None, claim_expires_at: float, now: float) -> bool:
+    """queued → leased: only a claim; no attempt is burned until the worker starts."""
+    cur = conn.execute(
+        "UPDATE tasks SET status = 'leased', lease_owner = ?, lease_token = ?, "
+        "lease_request_id = ?, claim_expires_at = ?, lease_expires_at = NULL, updated_at = ? "
+        "WHERE task_id = ? AND status = 'queued'",
+        (worker_id, token, request_id, claim_expires_at, now, task_id),
+    )
+    return cur.rowcount == 1
+
+
+def start(conn: sqlite3.Connection, task_id: str, worker_id: str, token: str,
+          lease_expires_at: float, now: float) -> bool:
+    """leased → running within the claim window; the attempt is burned here."""
+    cur = conn.execute(
+        "UPDATE tasks SET status = 'running', claim_expires_at = NULL, lease_expires_at = ?, "
+        "renewed_at = ?, started_at = ?, attempts = attempts + 1, updated_at = ? "
+        "WHERE task_id = ? AND status = 'leased' AND lease_token = ? AND lease_owner = ? "
+        "AND claim_expires_at > ?",
+        (lease_expires_at, now, now, now, task_id, token, worker_id, now),
+    )
+    return cur.rowcount == 1
+
+
+def renew(conn: sqlite3.Connection, task_id: str, worker_id: str, token: str,
+          lease_expires_at: float, progress: str | None, now: float) -> bool:
+    cur = conn.execute(
+        "UPDATE tasks SET lease_expires_at = ?, renewed_at = ?, "
+        "progress = coalesce(?, progress), updated_at = ? "
+        "WHERE task_id = ? AND status = 'running' AND lease_token = ? AND lease_owner = ? "
+        "AND lease_expires_at > ?",
+        (lease_expires_at, now, progress, now, task_id, token, worker_id, now),
+    )
+    return cur.rowcount == 1
+
+
+def back_to_queue(conn: sqlite3.Connection, task_id: str, from_status: str, token: str,
+                  to_status: str, now: float, expires_at: float | None = None) -> bool:
+    """A claim or lease that never became (or is no longer) work: clear the lease.
+
+    ``to_status`` is ``queued``, or ``paused``/``canceled`` when the client asked
+    for that meanwhile. ``expires_at`` restarts the TTL clock (None keeps it).
+    """
+    completed = now if to_status == "canceled" else None
+    pause_requested = "0" if to_status == "paused" else "pause_requested"
+    cur = conn.execute(
+        f"UPDATE tasks SET status = ?, {_CLEAR_LEASE}, renewed_at = NULL, "
+        f"pause_requested = {pause_requested}, expires_at = coalesce(?, expires_at), "
+        "completed_at = ?, updated_at = ? "
+        "WHERE task_id = ? AND status = ? AND lease_token = ?",
+        (to_status, expires_at, completed, now, task_id, from_status, token),
+    )
+    return cur.rowcount == 1
+
+
+def finish(conn: sqlite3.Connection, task_id: str, from_status: str, token: str, status: str,
+           now: float, *, result: str | None, error_code: int | None,
+           error_message: str | None, cost: int | None, progress: str | None, digest: str,
+           late: bool) -> bool:
+    """running (or stale, a late result) → a worker's outcome.
+
+    The lease owner and token stay on the row so an identical retry is
+    recognised; ``paused`` leaves the task unfinished (no ``completed_at``).
+    """
+    completed = None if status == "paused" else now
+    cur = conn.execute(
+        "UPDATE tasks SET status = ?, claim_expires_at = NULL, lease_expires_at = NULL, "
+        "result = ?, error_code = ?, error_message = ?, cost = ?, "
+        "progress = coalesce(?, progress), outcome_digest = ?, late_result = ?, "
+        "pause_requested = CASE WHEN ? = 'paused' THEN 0 ELSE pause_requested END, "
+        "updated_at = ?, completed_at = ? "
+        "WHERE task_id = ? AND status = ? AND lease_token = ?",
+        (status, result, error_code, error_message, cost, progress, digest, int(late),
+         status, now, completed, task_id, from_status, token),
+    )
+    return cur.rowcount == 1
+
+
+def cancel_unleased(conn: sqlite3.Connection, task_id: str, from_status: str,
+                    token: str | None, now: float) -> bool:
+    """queued/paused → canceled (``token``: the row's, usually None; a paused
+    task keeps the token of the lease that paused it)."""
+    cur = conn.execute(
+        "UPDATE tasks SET status = 'canceled', updated_at = ?, completed_at = ? "
+        "WHERE task_id = ? AND status = ? AND lease_token IS ?",
+        (now, now, task_id, from_status, token),
+    )
+    return cur.rowcount == 1
+
+
+def set_flag(conn: sqlite3.Connection, task_id: str, flag: str, value: bool, from_status: str,
+             token: str, now: float) -> bool:
+    """cancel_requested / pause_requested on a leased or running task."""
+    assert flag in ("cancel_requested", "pause_requested")
+    cur = conn.execute(
+        f"UPDATE tasks SET {flag} = ?, updated_at = ? "
+        "WHERE task_id = ? AND status = ? AND lease_token = ?",
+        (int(value), now, task_id, from_status, token),
+    )
+    return cur.rowcount == 1
+
+
+def pause_queued(conn: sqlite3.Connection, task_id: str, token: str | None,
+                 now: float) -> bool:
+    cur = conn.execute(
+        "UPDATE tasks SET status = 'paused', pause_requested = 0, updated_at = ? "
+        "WHERE task_id = ? AND status = 'queued' AND lease_token IS ?",
+        (now, task_id, token),
+    )
+    return cur.rowcount == 1
+
+
+def resume(conn: sqlite3.Connection, task_id: str, token: str | None, expires_at: float,
+           now: float) -> bool:
+    """paused → queued with its checkpoint; the lease is cleared, the TTL clock restarts."""
+    cur = conn.execute(
+        f"UPDATE tasks SET status = 'queued', {_CLEAR_LEASE}, renewed_at = NULL, "
+        "pause_requested = 0, expires_at = ?, updated_at = ? "
+        "WHERE task_id = ? AND status = 'paused' AND lease_token IS ?",
+        (expires_at, now, task_id, token),
+    )
+    return cur.rowcount == 1
+
+
+def make_stale(conn: sqlite3.Connection, task_id: str, token: str, reason: str,
+               now: float) -> bool:
+    cur = conn.execute(
+        "UPDATE tasks SET status = 'stale', stale_reason = ?, stale_at = ?, "
+        "lease_expires_at = NULL, updated_at = ? "
+        "WHERE task_id = ? AND status = 'running' AND lease_token = ?",
+        (reason, now, now, task_id, token),
+    )
+    return cur.rowcount == 1
+
+
+def reclaim(conn: sqlite3.Connection, task_id: str, token: str, status: str, *,
+            action: str, reason: str, by: str, now: float, result: str | None,
+            error_message: str | None, cost: int | None,
+            expires_at: float | None) -> bool:
+    """stale → queued (requeue: the lease is cleared) or terminal, recorded."""
+    if status in ("queued", "paused", "canceled"):
+        lease = f"{_CLEAR_LEASE}, renewed_at = NULL, "
+    else:
+        lease = "claim_expires_at = NULL, lease_expires_at = NULL, "
+    completed = now if status in TERMINAL else None
+    cur = conn.execute(
+        f"UPDATE tasks SET status = ?, {lease}"
+        "pause_requested = CASE WHEN ? = 'paused' THEN 0 ELSE pause_requested END, "
+        "result = coalesce(?, result), error_message = coalesce(?, error_message), "
+        "cost = coalesce(?, cost), expires_at = coalesce(?, expires_at), "
+        "reclaim_action = ?, reclaim_reason = ?, reclaim_by = ?, reclaim_at = ?, "
+        "updated_at = ?, completed_at = ? "
+        "WHERE task_id = ? AND status = 'stale' AND lease_token = ?",
+        (status, status, result, error_message, cost, expires_at, action, reason, by, now, now,
+         completed, task_id, token),
+    )
+    return cur.rowcount == 1
+
+
+# ---- deadlines ------------------------------------------------------------------------
+
+def lapsed_claims(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT * FROM tasks WHERE status = 'leased' AND claim_expires_at <= ? "
+        "ORDER BY claim_expires_at, task_id", (now,)
+    ).fetchall()
+
+
+def past_hard_timeout(conn: sqlite3.Connection, now: float,
+                      hard_timeout: float) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT * FROM tasks WHERE status = 'running' AND started_at + ? <= ? "
+        "ORDER BY started_at, task_id", (hard_timeout, now)
+    ).fetchall()
+
+
+def lapsed_leases(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT * FROM tasks WHERE status = 'running' AND lease_expires_at <= ? "
+        "ORDER BY lease_expires_at, task_id", (now,)
+    ).fetchall()
+
+
+def expire_past_ttl(conn: sqlite3.Connection, now: float, ttl: float) -> list[sqlite3.Row]:
+    """queued past its TTL → expired."""
+    rows = conn.execute(
+        "SELECT task_id, kind, site, account, attempts FROM tasks "
+        "WHERE status = 'queued' AND expires_at <= ?", (now,)
+    ).fetchall()
+    for row in rows:
+        conn.execute(
+            "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
+            "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'queued'",
+            (f"not started within task_ttl ({ttl:g} s) while queued (attempts="
+             f"{row['attempts']}; most likely no worker serves site {row['site']}, or its "
+             "lane was blocked)", now, now, row["task_id"]),
+        )
+    return rows
+
+
+def not_before_passed(conn: sqlite3.Connection, after: float, now: float) -> bool:
+    """A queued task became leasable in ``(after, now]`` because its not_before passed."""
+    row = conn.execute(
+        "SELECT 1 FROM tasks WHERE status = 'queued' AND not_before > ? AND not_before <= ? "
+        "LIMIT 1", (after, now)
+    ).fetchone()
+    return row is not None
+
+
+def next_deadline(conn: sqlite3.Connection, hard_timeout: float, now: float) -> float | None:
+    """The earliest claim expiry, lease expiry, hard timeout, TTL or future not_before."""
+    row = conn.execute(
+        "SELECT min(t) FROM ("
+        " SELECT min(claim_expires_at) AS t FROM tasks WHERE status = 'leased'"
+        " UNION ALL"
+        " SELECT min(min(lease_expires_at, started_at + ?)) FROM tasks WHERE status = 'running'"
+        " UNION ALL"
+        " SELECT min(expires_at) FROM tasks WHERE status = 'queued'"
+        " UNION ALL"
+        " SELECT min(not_before) FROM tasks WHERE status = 'queued' AND not_before > ?)",
+        (hard_timeout, now),
+    ).fetchone()
+    return None if row[0] is None else float(row[0])
+
+
+def purge_completed_before(conn: sqlite3.Connection, cutoff: float, limit: int = 1000) -> int:
+    cur = conn.execute(
+        "DELETE FROM tasks WHERE rowid IN (SELECT rowid FROM tasks "
+        "WHERE status IN ('succeeded', 'failed', 'canceled', 'expired') "
+        "AND completed_at <= ? LIMIT ?)", (cutoff, limit),
+    )
+    return cur.rowcount
+
+
+# ---- workers ------------------------------------------------------------------------
+
+def seen(conn: sqlite3.Connection, worker_id: str, now: float, *, sites: str | None = None,
+         update_sites: bool = False) -> None:
+    """Worker presence: upsert ``last_seen_at`` (and the sites filter of a lease call)."""
+    if update_sites:
+        conn.execute(
+            "INSERT INTO workers (worker_id, first_seen_at, last_seen_at, sites) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET "
+            "last_seen_at = max(last_seen_at, excluded.last_seen_at), sites = excluded.sites",
+            (worker_id, now, now, sites),
+        )
+    else:
+        conn.execute(
+            "INSERT INTO workers (worker_id, first_seen_at, last_seen_at, sites) "
+            "VALUES (?, ?, ?, NULL) ON CONFLICT (worker_id) DO UPDATE SET "
+            "last_seen_at = max(last_seen_at, excluded.last_seen_at)",
+            (worker_id, now, now),
+        )
+
+
+def workers_page(conn: sqlite3.Connection, limit: int, offset: int) -> tuple[int,
+                                                                            list[sqlite3.Row]]:
+    total = int(conn.execute("SELECT count(*) FROM workers").fetchone()[0])
+    rows = conn.execute(
+        "SELECT * FROM workers ORDER BY last_seen_at DESC, worker_id LIMIT ? OFFSET ?",
+        (limit, offset),
+    ).fetchall()
+    return total, rows
+
+
+def online_workers(conn: sqlite3.Connection, offline_after: float,
+                   now: float) -> list[sqlite3.Row]:
+    """Workers seen within ``offline_after`` (offline once ``now >= last_seen + after``)."""
+    return conn.execute(
+        "SELECT * FROM workers WHERE last_seen_at + ? > ?", (offline_after, now)
+    ).fetchall()
+
+
+def purge_workers_before(conn: sqlite3.Connection, cutoff: float) -> int:
+    """Forget workers not seen since ``cutoff`` that hold no task."""
+    cur = conn.execute(
+        "DELETE FROM workers WHERE last_seen_at <= ? AND NOT EXISTS (SELECT 1 FROM tasks "
+        "WHERE tasks.lease_owner = workers.worker_id "
+        "AND tasks.status IN ('leased', 'running', 'stale'))", (cutoff,)
+    )
+    return cur.rowcount
+
+
+# ---- health -------------------------------------------------------------------------
+
+def count_by_status(conn: sqlite3.Connection, status: str) -> int:
+    return int(conn.execute(
+        "SELECT count(*) FROM tasks WHERE status = ?", (status,)
+    ).fetchone()[0])
+
+
+def stale_lanes(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT site, account, task_id, stale_at FROM tasks WHERE status = 'stale' "
+        "ORDER BY stale_at, site, account"
+    ).fetchall()
+
+
+def queued_by_site(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT site, count(*) AS n FROM tasks WHERE status = 'queued' "
+        "GROUP BY site ORDER BY site"
+    ).fetchall()

@@ -1,0 +1,630 @@
+"""The task actor: irreversible writes, delivered at most once, one in flight per lane.
+
+DESIGN.md §1. A lease is only a *claim*: the worker must ``start`` within
+``task_claim_window`` before it touches the site; an unstarted claim returns
+to ``queued`` silently (nothing can have happened, no attempt is burned).
+Once started, the task runs under a lease renewed every ``task_lease_ttl``;
+a lease that lapses, or a run longer than ``task_hard_timeout``, makes the
+task ``stale``: never retried automatically, it blocks its lane (site +
+account) until an operator reclaims it or the last lease reports late.
+
+Every transition is a conditional UPDATE (status and lease token), and the
+database itself refuses a second task in flight on a lane (a partial unique
+index). Lease, start, renew and result are the workers' heartbeat.
+
+Deadlines are timers: the actor wakes exactly at the next claim expiry, lease
+expiry, hard timeout, TTL or ``not_before``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from leasegate.actors.common import (
+    Page,
+    canonical_json,
+    fingerprint,
+    loads,
+    new_id,
+    new_lease_token,
+    page_of,
+)
+from leasegate.actors.runtime import PARK, Actor
+from leasegate.actors.task_render import render as render
+from leasegate.actors.task_render import render_lease, render_worker
+from leasegate.clock import Clock, iso
+from leasegate.errors import (
+    IdempotencyConflict,
+    InvalidRequest,
+    LeasegateError,
+    StateConflict,
+    TaskLeaseInvalid,
+    TaskNotFound,
+    Unavailable,
+)
+from leasegate.settings import Settings
+from leasegate.storage import tasks_sql as sql
+from leasegate.storage.connection import Database
+
+log = logging.getLogger("leasegate.tasks")
+
+MAX_LEASES = 10
+OUTCOMES = ("succeeded", "failed", "canceled", "paused")
+RECLAIM_ACTIONS = ("requeue", "succeeded", "failed")
+
+
+# ---- messages -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SubmitTask:
+    tenant: str
+    site: str
+    kind: str
+    params: dict[str, Any]
+    task_id: str | None = None
+    account: str = "-"
+    priority: int = 0
+    not_before: float | None = None
+    device_id: str | None = None
+    batch_total: int | None = None
+    max_cost: int | None = None
+
+
+@dataclass(frozen=True)
+class GetTask:
+    task_id: str
+    tenant: str | None = None  # None: any tenant (admin)
+
+
+@dataclass(frozen=True)
+class ListTasks:
+    tenant: str | None = None
+    status: str | None = None
+    site: str | None = None
+    account: str | None = None
+    kind: str | None = None
+    page: Page = Page()
+
+
+@dataclass(frozen=True)
+class CancelTask:
+    task_id: str
+    tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaseTasks:
+    worker_id: str
+    sites: tuple[str, ...] | None = None  # None: every site
+    max: int = 1  # 1–10 distinct lanes
+    request_id: str | None = None
+    wait: bool = False  # park until work appears
+
+
+@dataclass(frozen=True)
+class StartTask:
+    task_id: str
+    worker_id: str
+    lease_token: str
+
+
+@dataclass(frozen=True)
+class RenewTask:
+    task_id: str
+    worker_id: str
+    lease_token: str
+    progress: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task_id: str
+    worker_id: str
+    lease_token: str
+    outcome: str  # "succeeded" | "failed" | "canceled" | "paused" (batch tasks)
+    result: Any = None
+    error_code: int | None = None
+    error_message: str | None = None
+    cost: int | None = None
+    progress: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ReclaimTask:
+    task_id: str
+    action: str  # "requeue" | "succeeded" | "failed"
+    reason: str
+    by: str  # the key (or operator) that did it
+    result: Any = None
+    cost: int | None = None
+
+
+@dataclass(frozen=True)
+class PauseTask:
+    task_id: str
+    tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class ResumeTask:
+    task_id: str
+    tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseTaskLeases:
+    """Leases handed to a caller that was already gone: back to ``queued``."""
+
+    leases: tuple[tuple[str, str], ...]  # (task_id, lease_token)
+
+
+@dataclass(frozen=True)
+class ListWorkers:
+    page: Page = Page()
+
+
+@dataclass(frozen=True)
+class TaskHealth:
+    pass
+
+
+# ---- the actor ------------------------------------------------------------------
+
+class TaskQueue(Actor):
+    name = "tasks"
+
+    def __init__(self, db: Database, clock: Clock, settings: Settings) -> None:
+        super().__init__(db, clock, error_log_window=settings.error_log_window)
+        self.settings = settings
+        # How far passed not_before times have already woken the parked leases.
+        self._not_before_seen = -math.inf
+        self.add_job("purge_tasks", settings.housekeeping_interval, self._purge)
+
+    def handle(self, conn: sqlite3.Connection, message: Any) -> Any:
+        now = self.now  # the turn's instant (trio's clock is not readable on the DB thread)
+        match message:
+            case SubmitTask():
+                return self._submit(conn, message, now)
+            case GetTask():
+                return render(self._visible(conn, message.task_id, message.tenant))
+            case ListTasks():
+                return self._list(conn, message)
+            case CancelTask():
+                return self._cancel(conn, message, now)
+            case LeaseTasks():
+                if self.draining:
+                    raise Unavailable("the gateway is shutting down")
+                if not 1 <= message.max <= MAX_LEASES:
+                    raise InvalidRequest(f"max must be 1–{MAX_LEASES} (got {message.max})")
+                self._seen(conn, message.worker_id, now, message)
+                leases = self._lease(conn, message, now)
+                if not leases and message.wait:
+                    return PARK
+                return leases
+            case StartTask():
+                return self._start(conn, message, now)
+            case RenewTask():
+                return self._renew(conn, message, now)
+            case TaskResult():
+                return self._result(conn, message, now)
+            case ReclaimTask():
+                return self._reclaim(conn, message, now)
+            case PauseTask():
+                return self._pause(conn, message, now)
+            case ResumeTask():
+                return self._resume(conn, message, now)
+            case ReleaseTaskLeases():
+                for task_id, token in message.leases:
+                    self._release(conn, task_id, token, now)
+                return None
+            case ListWorkers():
+                return self._workers(conn, message.page, now)
+            case TaskHealth():
+                return self._health(conn, now)
+        raise TypeError(f"tasks: unknown message {message!r}")
+
+    # ---- submit / read ----
+
+    def _submit(self, conn: sqlite3.Connection, m: SubmitTask, now: float) -> dict[str, Any]:
+        digest = fingerprint(m.tenant, m.site, m.account, m.kind, m.params, m.priority,
+                             m.not_before, m.device_id, m.batch_total, m.max_cost)
+        if m.task_id is not None:
+            existing = sql.get(conn, m.task_id)
+            if existing is not None:
+                if existing["fingerprint"] != digest:
+                    raise IdempotencyConflict(f"task {m.task_id} exists with a different payload")
+                return {"task_id": m.task_id, "status": existing["status"], "created": False}
+            task_id = m.task_id
+        else:
+            task_id = new_id("t")
+            while sql.get(conn, task_id) is not None:  # 96 bits: never, but never a replay
+                task_id = new_id("t")
+        sql.insert(
+            conn, task_id=task_id, tenant=m.tenant, site=m.site, account=m.account, kind=m.kind,
+            params=canonical_json(m.params), priority=m.priority, not_before=m.not_before,
+            device_id=m.device_id, batch_total=m.batch_total, max_cost=m.max_cost,
+            fingerprint=digest, status="queued", created_at=now, updated_at=now,
+            expires_at=self._ttl_deadline(m.not_before, now),
+        )
+        if m.not_before is None or m.not_before <= now:
+            self.work_may_be_available()
+        return {"task_id": task_id, "status": "queued", "created": True}
+
+    def _ttl_deadline(self, not_before: float | None, now: float) -> float:
+        """``task_ttl`` counts from now, or from ``not_before`` if that is later."""
+        start = now if not_before is None else max(now, not_before)
+        return start + self.settings.task_ttl
+
+    def _visible(self, conn: sqlite3.Connection, task_id: str, tenant: str | None) -> sqlite3.Row:
+        row = sql.get(conn, task_id)
+        if row is None or (tenant is not None and row["tenant"] != tenant):
+            raise TaskNotFound(f"no task {task_id}")
+        return row
+
+    def _current(self, conn: sqlite3.Connection, task_id: str) -> sqlite3.Row:
+        row = sql.get(conn, task_id)
+        assert row is not None, task_id
+        return row
+
+    def _list(self, conn: sqlite3.Connection, m: ListTasks) -> dict[str, Any]:
+        where: list[str] = []
+        args: list[Any] = []
+        for column, value in (("tenant", m.tenant), ("status", m.status), ("site", m.site),
+                              ("account", m.account), ("kind", m.kind)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        return page_of(conn, "tasks", where, args, m.page, render)
+
+    # ---- lease ----
+
+    def _lease(self, conn: sqlite3.Connection, m: LeaseTasks, now: float) -> list[dict[str, Any]]:
+        sites = list(m.sites) if m.sites is not None else None
+        if m.request_id is not None:
+            # A retry after a lost response: the same claims, the same tokens (never
+            # beyond this call's sites and max, whoever else used the same ids).
+            replay = sql.leased_by_request(conn, m.worker_id, m.request_id, sites, m.max)
+            if replay:
+                return [render_lease(row) for row in replay]
+        claim_expires_at = now + self.settings.task_claim_window
+        leases = []
+        for row in sql.next_queued(conn, sites, now, m.max):
+            token = new_lease_token()
+            if sql.take_lease(conn, row["task_id"], m.worker_id, token, m.request_id,
+                              claim_expires_at, now):
+                leases.append(render_lease(self._current(conn, row["task_id"])))
+        return leases
+
+    def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
+        if isinstance(message, LeaseTasks):
+            now = self.now
+            leases = self._lease(conn, message, now)
+            if leases:
+                self._seen(conn, message.worker_id, now, message)
+            return leases or None
+        return None
+
+    def drained_reply(self, message: Any) -> Any:
+        if isinstance(message, LeaseTasks):
+            return []
+        return None
+
+    def undelivered(self, message: Any, reply: Any) -> Any | None:
+        if isinstance(message, LeaseTasks) and reply:
+            return release_message(reply)
+        return None
+
+    def _release(self, conn: sqlite3.Connection, task_id: str, token: str, now: float) -> None:
+        """A claim nobody received: back to the queue, burning nothing."""
+        row = sql.get(conn, task_id)
+        if row is None or row["status"] != "leased" or row["lease_token"] != token:
+            return
+        if sql.back_to_queue(conn, task_id, "leased", token, self._requeue_status(row), now):
+            log.info("task lease released (never received): task_id=%s worker=%s",
+                     task_id, row["lease_owner"])
+            self.work_may_be_available()
+
+    @staticmethod
+    def _requeue_status(row: sqlite3.Row) -> str:
+        """Where an unstarted task goes back to: a pending pause request is honoured."""
+        if row["pause_requested"] and row["batch_total"] is not None:
+            return "paused"
+        return "queued"
+
+    # ---- the fenced worker calls ----
+
+    def _start(self, conn: sqlite3.Connection, m: StartTask, now: float) -> dict[str, Any]:
+        row = self._existing(conn, m.task_id)
+        if row["status"] == "running" and self._holds(row, m.worker_id, m.lease_token):
+            self._seen(conn, m.worker_id, now)  # a retry after a lost response
+            return {"task_id": m.task_id, "status": "running",
+                    "lease_expires_at": iso(row["lease_expires_at"])}
+        lease_expires_at = now + self.settings.task_lease_ttl
+        if not sql.start(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at, now):
+            raise self._refuse("start", row, m.worker_id, m.lease_token)
+        self._seen(conn, m.worker_id, now)
+        log.info("task started: task_id=%s worker=%s attempt=%d",
+                 m.task_id, m.worker_id, row["attempts"] + 1)
+        return {"task_id": m.task_id, "status": "running",
+                "lease_expires_at": iso(lease_expires_at)}
+
+    def _renew(self, conn: sqlite3.Connection, m: RenewTask, now: float) -> dict[str, Any]:
+        row = self._existing(conn, m.task_id)
+        progress = None if m.progress is None else canonical_json(m.progress)
+        lease_expires_at = now + self.settings.task_lease_ttl
+        if not sql.renew(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at,
+                         progress, now):
+            raise self._refuse("renew", row, m.worker_id, m.lease_token)
+        self._seen(conn, m.worker_id, now)
+        row = self._current(conn, m.task_id)
+        return {"lease_expires_at": iso(lease_expires_at),
+                "cancel_requested": bool(row["cancel_requested"]),
+                "pause_requested": bool(row["pause_requested"])}
+
+    def _result(self, conn: sqlite3.Connection, m: TaskResult, now: float) -> dict[str, Any]:
+        row = self._existing(conn, m.task_id)
+        if m.outcome not in OUTCOMES:
+            raise InvalidRequest(f"outcome must be one of {', '.join(OUTCOMES)}")
+        if m.outcome == "paused" and row["batch_total"] is None:
+            raise InvalidRequest("outcome paused is only for batch tasks (batch_total set)")
+        digest = fingerprint(m.outcome, m.result, m.error_code, m.error_message, m.cost,
+                             m.progress)
+        ours = self._holds(row, m.worker_id, m.lease_token)
+        status = row["status"]
+        if status in sql.TERMINAL or status == "paused":
+            if ours and row["outcome_digest"] == digest:
+                self._seen(conn, m.worker_id, now)
+                return render(row)  # a retry of the accepted result
+            raise self._refuse("result", row, m.worker_id, m.lease_token,
+                               f"the task is already {status}; no further result is accepted")
+        if not ours or status not in ("running", "stale"):
+            raise self._refuse("result", row, m.worker_id, m.lease_token)
+        late = status == "stale"
+        if late and m.outcome == "paused":
+            raise self._refuse("result", row, m.worker_id, m.lease_token,
+                               "a stale task accepts only a final outcome (succeeded, failed "
+                               "or canceled); otherwise an operator reclaims it")
+        result = None if m.result is None else canonical_json(m.result)
+        code, message = m.error_code, m.error_message
+        if m.outcome == "succeeded":
+            result = result if result is not None else canonical_json({})
+            code, message = None, None
+        elif m.outcome == "failed":
+            message = message or "the worker gave no reason"
+            log.warning("task failed: task_id=%s kind=%s code=%s message=%s",
+                        m.task_id, row["kind"], code, message)
+        # A batch task paused at a checkpoint while its client asked to cancel: canceled.
+        to = "canceled" if m.outcome == "paused" and row["cancel_requested"] else m.outcome
+        progress = None if m.progress is None else canonical_json(m.progress)
+        if not sql.finish(conn, m.task_id, status, m.lease_token, to, now,
+                          result=result, error_code=code, error_message=message, cost=m.cost,
+                          progress=progress, digest=digest, late=late):
+            raise self._refuse("result", row, m.worker_id, m.lease_token)
+        if late:
+            log.warning("late result accepted for stale task: task_id=%s worker=%s outcome=%s "
+                        "stale_reason=%s", m.task_id, m.worker_id, m.outcome, row["stale_reason"])
+        self._seen(conn, m.worker_id, now)
+        self.work_may_be_available()  # the lane is free
+        return render(self._current(conn, m.task_id))
+
+    def _existing(self, conn: sqlite3.Connection, task_id: str) -> sqlite3.Row:
+        row = sql.get(conn, task_id)
+        if row is None:
+            raise TaskNotFound(f"no task {task_id}")
+        return row
+
+    @staticmethod
+    def _holds(row: sqlite3.Row, worker_id: str, token: str) -> bool:
+        return bool(row["lease_owner"] == worker_id and row["lease_token"] == token)
+
+    def _refuse(self, call: str, row: sqlite3.Row, worker_id: str, token: str,
+                reason: str | None = None) -> LeasegateError:
+        """A fenced call that does not hold the task's current lease: 6002, logged."""
+        status = row["status"]
+        if reason is None:
+            if status == "queued":
+                reason = "the task is queued again: its claim expired or was given back"
+            elif row["lease_token"] != token:
+                reason = (f"the task is {status} under another lease" if row["lease_token"]
+                          else f"the task is {status} and holds no lease")
+            elif row["lease_owner"] != worker_id:
+                reason = "the lease belongs to another worker"
+            elif status == "leased" and call != "start":
+                reason = "the task was never started (start it first)"
+            elif status == "leased":
+                reason = f"the claim window ended at {iso(row['claim_expires_at'])}"
+            elif status == "running":
+                reason = f"the lease expired at {iso(row['lease_expires_at'])}"
+            else:
+                reason = f"the task is {status}"
+        log.warning("task %s refused: worker=%s task_id=%s status=%s reason=%s",
+                    call, worker_id, row["task_id"], status, reason)
+        return TaskLeaseInvalid(f"{call} of task {row['task_id']} refused: {reason}")
+
+    # ---- client and operator control ----
+
+    def _cancel(self, conn: sqlite3.Connection, m: CancelTask, now: float) -> dict[str, Any]:
+        row = self._visible(conn, m.task_id, m.tenant)
+        status, token = row["status"], row["lease_token"]
+        if status in ("queued", "paused"):
+            ok = sql.cancel_unleased(conn, m.task_id, status, token, now)
+        elif status == "leased":
+            # Never started: nothing happened yet; a later start with this token is 6002.
+            ok = sql.back_to_queue(conn, m.task_id, "leased", token, "canceled", now)
+            self.work_may_be_available()
+            log.info("task canceled while leased, claim withdrawn: task_id=%s worker=%s",
+                     m.task_id, row["lease_owner"])
+        elif status == "running":
+            ok = sql.set_flag(conn, m.task_id, "cancel_requested", True, "running", token, now)
+        else:
+            hint = " (an operator resolves a stale task by reclaim)" if status == "stale" else ""
+            raise StateConflict(f"task {m.task_id} is {status} and cannot be canceled{hint}")
+        if not ok:
+            raise StateConflict(f"task {m.task_id} changed concurrently; try again")
+        return render(self._current(conn, m.task_id))
+
+    def _pause(self, conn: sqlite3.Connection, m: PauseTask, now: float) -> dict[str, Any]:
+        row = self._batch_task(conn, m.task_id, m.tenant)
+        status, token = row["status"], row["lease_token"]
+        ok = True
+        if status == "queued":
+            ok = sql.pause_queued(conn, m.task_id, token, now)
+        elif status in ("leased", "running"):
+            ok = sql.set_flag(conn, m.task_id, "pause_requested", True, status, token, now)
+        elif status != "paused":  # pausing a paused task changes nothing
+            raise StateConflict(f"task {m.task_id} is {status} and cannot be paused")
+        if not ok:
+            raise StateConflict(f"task {m.task_id} changed concurrently; try again")
+        return render(self._current(conn, m.task_id))
+
+    def _resume(self, conn: sqlite3.Connection, m: ResumeTask, now: float) -> dict[str, Any]:
+        row = self._batch_task(conn, m.task_id, m.tenant)
+        status, token = row["status"], row["lease_token"]
+        ok = True
+        if status == "paused":
+            ok = sql.resume(conn, m.task_id, token, self._ttl_deadline(row["not_before"], now),
+                            now)
+            self.work_may_be_available()
+        elif status in ("leased", "running"):
+            if row["pause_requested"]:
+                ok = sql.set_flag(conn, m.task_id, "pause_requested", False, status, token, now)
+        elif status != "queued":  # resuming a queued task changes nothing
+            raise StateConflict(f"task {m.task_id} is {status} and cannot be resumed")
+        if not ok:
+            raise StateConflict(f"task {m.task_id} changed concurrently; try again")
+        return render(self._current(conn, m.task_id))
+
+    def _batch_task(self, conn: sqlite3.Connection, task_id: str,
+                    tenant: str | None) -> sqlite3.Row:
+        row = self._visible(conn, task_id, tenant)
+        if row["batch_total"] is None:
+            raise InvalidRequest(f"task {task_id} is not a batch task (no batch_total): "
+                                 "only batch tasks pause and resume")
+        return row
+
+    def _reclaim(self, conn: sqlite3.Connection, m: ReclaimTask, now: float) -> dict[str, Any]:
+        row = self._existing(conn, m.task_id)
+        if m.action not in RECLAIM_ACTIONS:
+            raise InvalidRequest(f"action must be one of {', '.join(RECLAIM_ACTIONS)}")
+        if row["status"] != "stale":
+            raise StateConflict(f"task {m.task_id} is {row['status']}; only a stale task "
+                                "can be reclaimed")
+        if m.action == "requeue" and (m.result is not None or m.cost is not None):
+            raise InvalidRequest("result and cost go with reclaim succeeded or failed, "
+                                 "not requeue")
+        result, error_message, expires_at = None, None, None
+        if m.action == "requeue":
+            # A cancel asked for while it ran is honoured now that nothing runs.
+            status = "canceled" if row["cancel_requested"] else self._requeue_status(row)
+            expires_at = self._ttl_deadline(row["not_before"], now)
+        elif m.action == "succeeded":
+            status = "succeeded"
+            result = canonical_json(m.result if m.result is not None else {})
+        else:
+            status = "failed"
+            result = None if m.result is None else canonical_json(m.result)
+            error_message = f"reclaimed as failed by {m.by}: {m.reason}"
+        if not sql.reclaim(conn, m.task_id, row["lease_token"], status, action=m.action,
+                           reason=m.reason, by=m.by, now=now, result=result,
+                           error_message=error_message, cost=m.cost, expires_at=expires_at):
+            raise StateConflict(f"task {m.task_id} changed concurrently; try again")
+        log.warning("task reclaimed: task_id=%s action=%s status=%s by=%s reason=%s "
+                    "stale_reason=%s", m.task_id, m.action, status, m.by, m.reason,
+                    row["stale_reason"])
+        self.work_may_be_available()  # the lane is free
+        return render(self._current(conn, m.task_id))
+
+    # ---- workers and health ----
+
+    def _seen(self, conn: sqlite3.Connection, worker_id: str, now: float,
+              lease: LeaseTasks | None = None) -> None:
+        if lease is None:
+            sql.seen(conn, worker_id, now)
+        else:
+            sites = None if lease.sites is None else canonical_json(list(lease.sites))
+            sql.seen(conn, worker_id, now, sites=sites, update_sites=True)
+
+    def _online(self, last_seen_at: float, now: float) -> bool:
+        return now < last_seen_at + self.settings.worker_offline_after
+
+    def _workers(self, conn: sqlite3.Connection, page: Page, now: float) -> dict[str, Any]:
+        total, rows = sql.workers_page(conn, page.limit, page.offset)
+        task_ids: dict[str, list[str]] = defaultdict(list)
+        for held in sql.in_flight_of(conn, [row["worker_id"] for row in rows]):
+            task_ids[held["lease_owner"]].append(held["task_id"])
+        items = [render_worker(row, task_ids[row["worker_id"]],
+                               self._online(row["last_seen_at"], now)) for row in rows]
+        return {"items": items, "total": total, "limit": page.limit, "offset": page.offset}
+
+    def _health(self, conn: sqlite3.Connection, now: float) -> dict[str, Any]:
+        queued = {row["site"]: row["n"] for row in sql.queued_by_site(conn)}
+        served: set[str] = set()
+        serves_all = False
+        for worker in sql.online_workers(conn, self.settings.worker_offline_after, now):
+            if worker["sites"] is None:
+                serves_all = True
+            else:
+                served.update(loads(worker["sites"]))
+        unserved = [] if serves_all else [site for site in queued if site not in served]
+        blocked = [{"site": row["site"], "account": row["account"], "task_id": row["task_id"],
+                    "since": iso(row["stale_at"])} for row in sql.stale_lanes(conn)]
+        return {"stale": len(blocked), "blocked_lanes": blocked, "unserved_sites": unserved,
+                "queued": queued}
+
+    # ---- deadlines and periodic jobs ----
+
+    def next_wakeup(self, conn: sqlite3.Connection) -> float | None:
+        # A not_before at or before this turn's instant has been handled (no spinning).
+        return sql.next_deadline(conn, self.settings.task_hard_timeout, self.now)
+
+    def on_wakeup(self, conn: sqlite3.Connection, now: float) -> None:
+        for row in sql.lapsed_claims(conn, now):
+            # Never started, so provably never executed: back to the queue, silently.
+            to = self._requeue_status(row)
+            if sql.back_to_queue(conn, row["task_id"], "leased", row["lease_token"], to, now):
+                log.info("task claim expired unstarted, back to %s: task_id=%s worker=%s",
+                         to, row["task_id"], row["lease_owner"])
+                self.work_may_be_available()
+        hard_timeout = self.settings.task_hard_timeout
+        for row in sql.past_hard_timeout(conn, now, hard_timeout):
+            self._make_stale(conn, row, now, (
+                f"hard_timeout: running since {iso(row['started_at'])} under worker "
+                f"{row['lease_owner']}, longer than task_hard_timeout ({hard_timeout:g} s)"))
+        for row in sql.lapsed_leases(conn, now):
+            self._make_stale(conn, row, now, (
+                f"lease_expired: worker {row['lease_owner']} stopped renewing at "
+                f"{iso(row['renewed_at'])}"))
+        for row in sql.expire_past_ttl(conn, now, self.settings.task_ttl):
+            log.warning("task expired unstarted: task_id=%s kind=%s site=%s account=%s",
+                        row["task_id"], row["kind"], row["site"], row["account"])
+        if sql.not_before_passed(conn, self._not_before_seen, now):
+            self.work_may_be_available()  # a parked lease may take it now
+        self.after_commit(lambda: self._passed_not_before(now))
+
+    def _passed_not_before(self, now: float) -> None:
+        self._not_before_seen = max(self._not_before_seen, now)
+
+    def _make_stale(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float,
+                    reason: str) -> None:
+        # Never retried automatically: the write may have happened. The lane stays blocked.
+        if sql.make_stale(conn, row["task_id"], row["lease_token"], reason, now):
+            log.warning("task stale, lane %s/%s blocked until reclaimed: task_id=%s reason=%s",
+                        row["site"], row["account"], row["task_id"], reason)
+
+    def _purge(self, conn: sqlite3.Connection, now: float) -> None:
+        cutoff = now - self.settings.task_retention
+        purged = sql.purge_completed_before(conn, cutoff)
+        if purged:
+            log.info("purged %d finished tasks past retention", purged)
+        forgotten = sql.purge_workers_before(conn, cutoff)
+        if forgotten:
+            log.info("forgot %d workers not seen within task_retention", forgotten)
+
+
+def release_message(leases: list[dict[str, Any]]) -> ReleaseTaskLeases:
+    return ReleaseTaskLeases(tuple((lease["task_id"], lease["lease_token"]) for lease in leases))
