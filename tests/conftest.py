@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +13,7 @@ from leasegate.clock import Clock
 from leasegate.settings import Settings, load
 from leasegate.storage.connection import Database
 from leasegate.storage.migrations import migrate
+from tests.served import Served, start, stop
 
 if TYPE_CHECKING:
     from leasegate.actors.system import System
@@ -92,3 +93,12 @@ async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
 async def gateway(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
                   clock: Clock) -> Gateway:
     return await start_gateway(nursery, tmp_path / "leasegate.db", settings, clock)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """A real ``leasegate serve`` subprocess on a fresh data directory."""
+    s = start(tmp_path / "var", {"LEASEGATE_HOUSEKEEPING_INTERVAL": "0.2"})
+    yield s
+    if s.process.poll() is None:
+        stop(s)
