@@ -22,7 +22,6 @@ import logging
 import math
 import sqlite3
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 from leasegate.actors.common import (
@@ -35,6 +34,25 @@ from leasegate.actors.common import (
     page_of,
 )
 from leasegate.actors.runtime import PARK, Actor
+from leasegate.actors.task_messages import (
+    MAX_LEASES,
+    OUTCOMES,
+    RECLAIM_ACTIONS,
+    CancelTask,
+    GetTask,
+    LeaseTasks,
+    ListTasks,
+    ListWorkers,
+    PauseTask,
+    ReclaimTask,
+    ReleaseTaskLeases,
+    RenewTask,
+    ResumeTask,
+    StartTask,
+    SubmitTask,
+    TaskHealth,
+    TaskResult,
+)
 from leasegate.actors.task_render import render as render
 from leasegate.actors.task_render import render_lease, render_worker
 from leasegate.clock import Clock, iso
@@ -52,126 +70,6 @@ from leasegate.storage import tasks_sql as sql
 from leasegate.storage.connection import Database
 
 log = logging.getLogger("leasegate.tasks")
-
-MAX_LEASES = 10
-OUTCOMES = ("succeeded", "failed", "canceled", "paused")
-RECLAIM_ACTIONS = ("requeue", "succeeded", "failed")
-
-
-# ---- messages -------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class SubmitTask:
-    tenant: str
-    site: str
-    kind: str
-    params: dict[str, Any]
-    task_id: str | None = None
-    account: str = "-"
-    priority: int = 0
-    not_before: float | None = None
-    device_id: str | None = None
-    batch_total: int | None = None
-    max_cost: int | None = None
-
-
-@dataclass(frozen=True)
-class GetTask:
-    task_id: str
-    tenant: str | None = None  # None: any tenant (admin)
-
-
-@dataclass(frozen=True)
-class ListTasks:
-    tenant: str | None = None
-    status: str | None = None
-    site: str | None = None
-    account: str | None = None
-    kind: str | None = None
-    page: Page = Page()
-
-
-@dataclass(frozen=True)
-class CancelTask:
-    task_id: str
-    tenant: str | None = None
-
-
-@dataclass(frozen=True)
-class LeaseTasks:
-    worker_id: str
-    sites: tuple[str, ...] | None = None  # None: every site
-    max: int = 1  # 1–10 distinct lanes
-    request_id: str | None = None
-    wait: bool = False  # park until work appears
-
-
-@dataclass(frozen=True)
-class StartTask:
-    task_id: str
-    worker_id: str
-    lease_token: str
-
-
-@dataclass(frozen=True)
-class RenewTask:
-    task_id: str
-    worker_id: str
-    lease_token: str
-    progress: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class TaskResult:
-    task_id: str
-    worker_id: str
-    lease_token: str
-    outcome: str  # "succeeded" | "failed" | "canceled" | "paused" (batch tasks)
-    result: Any = None
-    error_code: int | None = None
-    error_message: str | None = None
-    cost: int | None = None
-    progress: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class ReclaimTask:
-    task_id: str
-    action: str  # "requeue" | "succeeded" | "failed"
-    reason: str
-    by: str  # the key (or operator) that did it
-    result: Any = None
-    cost: int | None = None
-
-
-@dataclass(frozen=True)
-class PauseTask:
-    task_id: str
-    tenant: str | None = None
-
-
-@dataclass(frozen=True)
-class ResumeTask:
-    task_id: str
-    tenant: str | None = None
-
-
-@dataclass(frozen=True)
-class ReleaseTaskLeases:
-    """Leases handed to a caller that was already gone: back to ``queued``."""
-
-    leases: tuple[tuple[str, str], ...]  # (task_id, lease_token)
-
-
-@dataclass(frozen=True)
-class ListWorkers:
-    page: Page = Page()
-
-
-@dataclass(frozen=True)
-class TaskHealth:
-    pass
-
 
 # ---- the actor ------------------------------------------------------------------
 

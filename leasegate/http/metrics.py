@@ -11,7 +11,7 @@ from prometheus_client.registry import Collector
 
 from leasegate.actors.queries import QueryStats
 from leasegate.actors.system import System
-from leasegate.actors.tasks import TaskHealth
+from leasegate.actors.task_messages import TaskHealth
 
 
 class Metrics(Collector):

@@ -12,7 +12,7 @@ from quart_schema import document_response, validate_querystring, validate_reque
 
 from leasegate.actors.keys import CreateKey, ListKeys, RevokeKey
 from leasegate.actors.queries import QueryStats
-from leasegate.actors.tasks import ListWorkers, TaskHealth
+from leasegate.actors.task_messages import ListWorkers, TaskHealth
 from leasegate.clock import iso
 from leasegate.http.auth import Authenticator, require
 from leasegate.http.common import page, system

@@ -7,7 +7,7 @@ from typing import Any
 from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
-from leasegate.actors.tasks import (
+from leasegate.actors.task_messages import (
     CancelTask,
     GetTask,
     LeaseTasks,
@@ -19,8 +19,8 @@ from leasegate.actors.tasks import (
     StartTask,
     SubmitTask,
     TaskResult,
-    release_message,
 )
+from leasegate.actors.tasks import release_message
 from leasegate.http.auth import require, require_submitter, require_tenant, worker_sites
 from leasegate.http.common import check_size, long_poll, page, system
 from leasegate.http.models import (
