@@ -674,7 +674,12 @@ def test_the_readme_worker_example_works() -> None:
     namespace: dict[str, Any] = {}
     exec(compile(code, "README example", "exec"), namespace)
     placed: list[str] = []
-    namespace["checkout"] = lambda account, item: placed.append(item) or f"no-{len(placed)}"
+
+    def checkout(account: str | None, item: str) -> str:
+        placed.append(item)
+        return f"no-{len(placed)}"
+
+    namespace["checkout"] = checkout
     gateway = FakeGateway()
     gateway.add_task("b1", params={"items": ["a", "b", "c"]}, progress={"done": 1})
     with sync_worker(gateway) as worker:

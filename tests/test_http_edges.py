@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -14,7 +15,7 @@ from tests.conftest import Gateway, start_gateway
 QUERY = {"site": "shop", "kind": "balance", "params": {}}
 
 
-def assert_error(status: int, body: dict, want_status: int, want_code: int) -> None:
+def assert_error(status: int, body: dict[str, Any], want_status: int, want_code: int) -> None:
     assert status == want_status, body
     assert body["error"]["code"] == want_code, body
     assert set(body["error"]) == {"code", "type", "message"}
@@ -44,7 +45,7 @@ async def test_right_key_id_wrong_secret_is_401(gateway: Gateway) -> None:
     ("t1", "GET", "/v1/workers", None),
 ])
 async def test_wrong_role_is_403(gateway: Gateway, who: str, method: str, path: str,
-                                 body: dict | None) -> None:
+                                 body: dict[str, Any] | None) -> None:
     status, reply = await gateway.call(method, path, who, json=body)
     assert_error(status, reply, 403, 4030)
 
@@ -73,7 +74,8 @@ async def test_revocation_takes_effect_on_next_request(gateway: Gateway) -> None
     {**QUERY, "unexpected": 1},
     {"kind": "balance"},
 ])
-async def test_bad_submit_is_400_and_changes_nothing(gateway: Gateway, body: dict) -> None:
+async def test_bad_submit_is_400_and_changes_nothing(gateway: Gateway,
+                                                     body: dict[str, Any]) -> None:
     status, reply = await gateway.call("POST", "/v1/queries", "t1", json=body)
     assert_error(status, reply, 400, 4000)
     _, listed = await gateway.call("GET", "/v1/queries", "admin")

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
 from tests.conftest import Gateway
 
 
-async def submit(gw: Gateway, who: str = "t1", **body: object) -> dict:
+async def submit(gw: Gateway, who: str = "t1", **body: object) -> dict[str, Any]:
     body = {"site": "shop", "kind": "balance", "params": {"account": "a1"}, **body}
     status, reply = await gw.call("POST", "/v1/queries", who, json=body)
     assert status in (200, 201), reply
-    return reply
+    submitted: dict[str, Any] = reply
+    return submitted
 
 
 async def test_query_round_trip(gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
@@ -51,7 +54,7 @@ async def test_generated_ids_are_distinct(gateway: Gateway) -> None:
 
 async def test_long_poll_is_answered_by_a_submit(gateway: Gateway,
                                                  autojump_clock: trio.testing.MockClock) -> None:
-    got: list[tuple[float, dict]] = []
+    got: list[tuple[float, dict[str, Any]]] = []
 
     async def worker() -> None:
         _, reply = await gateway.call("POST", "/v1/queries/lease", "worker",
@@ -82,7 +85,7 @@ async def test_get_with_wait_returns_when_terminal(gateway: Gateway,
     _, leased = await gateway.call("POST", "/v1/queries/lease", "worker",
                                    json={"worker_id": "w1", "wait_seconds": 0})
     token = leased["items"][0]["lease_token"]
-    seen: list[tuple[float, dict]] = []
+    seen: list[tuple[float, dict[str, Any]]] = []
 
     async def upstream() -> None:
         _, body = await gateway.call("GET", "/v1/queries/q1?wait_seconds=30", "t1")

@@ -8,6 +8,7 @@ sending the actor a message, so they prove that the timer fired on its own.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from collections.abc import AsyncIterator
@@ -19,7 +20,7 @@ import trio
 import trio.testing
 
 from leasegate.actors.common import Page
-from leasegate.actors.tasks import (
+from leasegate.actors.task_messages import (
     CancelTask,
     GetTask,
     LeaseTasks,
@@ -33,10 +34,9 @@ from leasegate.actors.tasks import (
     StartTask,
     SubmitTask,
     TaskHealth,
-    TaskQueue,
     TaskResult,
-    release_message,
 )
+from leasegate.actors.tasks import TaskQueue, release_message
 from leasegate.clock import Clock, iso
 from leasegate.errors import (
     IdempotencyConflict,
@@ -568,7 +568,7 @@ async def test_the_database_refuses_a_second_task_in_flight_on_a_lane(
 
     for status in ("leased", "running", "stale"):
         with pytest.raises(sqlite3.IntegrityError):
-            db.run_sync(lambda conn, s=status: force(conn, s))
+            db.run_sync(functools.partial(force, status=status))
 
     def duplicate(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO tasks (task_id, tenant, site, account, kind, params, "

@@ -33,7 +33,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from leasegate.actors.tasks import (
+from leasegate.actors.task_messages import (
     CancelTask,
     LeaseTasks,
     PauseTask,
@@ -43,9 +43,9 @@ from leasegate.actors.tasks import (
     ResumeTask,
     StartTask,
     SubmitTask,
-    TaskQueue,
     TaskResult,
 )
+from leasegate.actors.tasks import TaskQueue
 from leasegate.clock import Clock
 from leasegate.errors import LeasegateError
 from leasegate.settings import load

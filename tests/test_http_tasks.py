@@ -1,0 +1,756 @@
+"""The task channel over HTTP: what upstreams, workers and operators rely on.
+
+API.md "Tasks" and DESIGN.md §1, seen from the outside: status codes, the error
+table, roles and tenants, fencing, lanes, long-polls, stale tasks and reclaim,
+worker presence and ``/health``. The task actor's own transitions and races are
+in ``test_tasks_actor.py``; this file checks that they reach a user intact.
+
+Defaults (DESIGN.md §6): claim window 30 s, lease 120 s, worker offline after
+90 s. Wall time starts at 2026-11-30T08:00:00Z; a test that asserts times runs
+under the autojump clock, so ``trio.sleep(120)`` is two virtual minutes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from tests.conftest import Gateway
+
+Json = dict[str, Any]
+
+ORDER: Json = {"site": "shop", "account": "acct-1", "kind": "place_order",
+               "params": {"sku": "X1", "qty": 2}}
+BATCH: Json = {"site": "shop", "account": "acct-b", "kind": "download",
+               "params": {"ids": [1, 2, 3]}, "batch_total": 100}
+RECLAIM: Json = {"action": "requeue", "reason": "checked the site: no order was placed"}
+
+
+# ---- helpers ------------------------------------------------------------------------
+
+def assert_error(status: int, body: Json, want_status: int, want_code: int) -> None:
+    assert status == want_status, body
+    assert body["error"]["code"] == want_code, body
+    assert set(body["error"]) == {"code", "type", "message"}
+
+
+async def submit(gw: Gateway, who: str = "t1", **fields: Any) -> Json:
+    """Submit ``ORDER`` with ``fields`` over it; it must be created."""
+    status, reply = await gw.call("POST", "/v1/tasks", who, json={**ORDER, **fields})
+    assert status == 201, reply
+    return reply
+
+
+async def lease(gw: Gateway, worker_id: str = "w1", **fields: Any) -> list[Json]:
+    """One lease call (no waiting unless ``wait_seconds`` says so); the leases."""
+    body = {"worker_id": worker_id, "wait_seconds": 0, **fields}
+    status, reply = await gw.call("POST", "/v1/tasks/lease", "worker", json=body)
+    assert status == 200, reply
+    assert set(reply) == {"items"}
+    items: list[Json] = reply["items"]
+    return items
+
+
+async def lease_one(gw: Gateway, worker_id: str = "w1", **fields: Any) -> Json:
+    items = await lease(gw, worker_id, **fields)
+    assert len(items) == 1, items
+    return items[0]
+
+
+def fence(item: Json, worker_id: str = "w1", **extra: Any) -> Json:
+    """The body of a fenced worker call for the lease ``item``."""
+    return {"worker_id": worker_id, "lease_token": item["lease_token"], **extra}
+
+
+async def act(gw: Gateway, item: Json, action: str, body: Json) -> tuple[int, Json]:
+    """A worker's ``start``/``renew``/``result`` on the task of ``item``."""
+    return await gw.call("POST", f"/v1/tasks/{item['task_id']}/{action}", "worker", json=body)
+
+
+async def start(gw: Gateway, item: Json, worker_id: str = "w1") -> Json:
+    status, reply = await act(gw, item, "start", fence(item, worker_id))
+    assert status == 200, reply
+    return reply
+
+
+async def finish(gw: Gateway, item: Json, outcome: str = "succeeded", worker_id: str = "w1",
+                 **extra: Any) -> Json:
+    status, reply = await act(gw, item, "result", fence(item, worker_id, outcome=outcome, **extra))
+    assert status == 200, reply
+    return reply
+
+
+async def get(gw: Gateway, task_id: str, who: str = "admin") -> Json:
+    status, body = await gw.call("GET", f"/v1/tasks/{task_id}", who)
+    assert status == 200, body
+    return body
+
+
+async def control(gw: Gateway, task_id: str, action: str, who: str = "t1") -> Json:
+    """A client's ``cancel``/``pause``/``resume``; it must succeed."""
+    status, body = await gw.call("POST", f"/v1/tasks/{task_id}/{action}", who)
+    assert status == 200, body
+    return body
+
+
+async def running(gw: Gateway, task_id: str, worker_id: str = "w1", **fields: Any) -> Json:
+    """Submit, lease and start one task (nothing else may be leasable); its lease."""
+    await submit(gw, task_id=task_id, **fields)
+    item = await lease_one(gw, worker_id)
+    assert item["task_id"] == task_id
+    await start(gw, item, worker_id)
+    return item
+
+
+async def health(gw: Gateway) -> Json:
+    status, body = await gw.call("GET", "/health")
+    assert status == 200, body
+    return body
+
+
+async def workers(gw: Gateway) -> dict[str, Json]:
+    status, body = await gw.call("GET", "/v1/workers", "admin")
+    assert status == 200, body
+    return {w["worker_id"]: w for w in body["items"]}
+
+
+def key_id(gw: Gateway, who: str) -> str:
+    return gw.keys[who].split("_")[1]  # lg_<key_id>_<secret>
+
+
+# ---- the happy path -------------------------------------------------------------------
+
+async def test_round_trip_with_exact_times(gateway: Gateway,
+                                           autojump_clock: trio.testing.MockClock) -> None:
+    status, created = await gateway.call("POST", "/v1/tasks", "t1",
+                                         json={**ORDER, "task_id": "order-1"})
+    assert (status, created) == (201, {"task_id": "order-1", "status": "queued",
+                                       "created": True})
+    await trio.sleep(5)
+    item = await lease_one(gateway)
+    assert item == {"task_id": "order-1", "site": "shop", "account": "acct-1",
+                    "kind": "place_order", "params": {"sku": "X1", "qty": 2}, "progress": None,
+                    "attempt": 1, "lease_token": item["lease_token"],
+                    "claim_expires_at": "2026-11-30T08:00:35Z"}
+    claimed = await get(gateway, "order-1", "t1")
+    assert (claimed["status"], claimed["lease_owner"], claimed["lease_expires_at"],
+            claimed["attempts"]) == ("leased", "w1", "2026-11-30T08:00:35Z", 0)
+
+    await trio.sleep(5)
+    assert await start(gateway, item) == {"task_id": "order-1", "status": "running",
+                                          "lease_expires_at": "2026-11-30T08:02:10Z"}
+    await trio.sleep(60)
+    status, renewed = await act(gateway, item, "renew", fence(item, progress={"step": 2}))
+    assert (status, renewed) == (200, {"lease_expires_at": "2026-11-30T08:03:10Z",
+                                       "cancel_requested": False, "pause_requested": False})
+    mid = await get(gateway, "order-1", "t1")
+    assert (mid["status"], mid["progress"], mid["lease_expires_at"], mid["attempts"]) == (
+        "running", {"step": 2}, "2026-11-30T08:03:10Z", 1)
+
+    await trio.sleep(20)
+    done = await finish(gateway, item, result={"order_no": "A-17"})
+    assert done == await get(gateway, "order-1", "t1")
+    assert done == {
+        "task_id": "order-1", "tenant": "t1", "site": "shop", "account": "acct-1",
+        "kind": "place_order", "params": {"sku": "X1", "qty": 2}, "priority": 0,
+        "status": "succeeded", "device_id": None, "batch_total": None,
+        "progress": {"step": 2}, "lease_owner": "w1", "lease_expires_at": None, "attempts": 1,
+        "cancel_requested": False, "pause_requested": False,
+        "created_at": "2026-11-30T08:00:00Z", "updated_at": "2026-11-30T08:01:30Z",
+        "started_at": "2026-11-30T08:00:10Z", "completed_at": "2026-11-30T08:01:30Z",
+        "result": {"order_no": "A-17"}, "error": None, "stale_reason": None, "reclaim": None,
+        "billing": None, "late_result": False,
+    }
+
+
+async def test_submit_replay_and_conflict(gateway: Gateway) -> None:
+    await submit(gateway, task_id="order-1")
+    status, again = await gateway.call("POST", "/v1/tasks", "t1",
+                                       json={**ORDER, "task_id": "order-1"})
+    assert (status, again) == (200, {"task_id": "order-1", "status": "queued",
+                                     "created": False})
+    await lease_one(gateway)
+    status, again = await gateway.call("POST", "/v1/tasks", "t1",
+                                       json={**ORDER, "task_id": "order-1"})
+    assert (status, again["created"], again["status"]) == (200, False, "leased")
+    for change in ({"params": {"sku": "X1", "qty": 3}}, {"priority": 5}, {"account": "other"}):
+        status, conflict = await gateway.call("POST", "/v1/tasks", "t1",
+                                              json={**ORDER, "task_id": "order-1", **change})
+        assert_error(status, conflict, 409, 6004)
+        assert conflict["error"]["type"] == "idempotency_conflict"
+    _, listed = await gateway.call("GET", "/v1/tasks", "t1")
+    assert listed["total"] == 1
+
+
+async def test_generated_ids_are_distinct(gateway: Gateway) -> None:
+    ids = {(await submit(gateway))["task_id"] for _ in range(30)}
+    assert len(ids) == 30
+
+
+# ---- the error table ------------------------------------------------------------------
+
+FAKE_FENCE: Json = {"worker_id": "w1", "lease_token": "no-such-token"}
+
+
+@pytest.mark.parametrize(("who", "method", "suffix", "body"), [
+    ("t1", "GET", "", None),
+    ("admin", "GET", "", None),
+    ("worker", "POST", "/start", FAKE_FENCE),
+    ("worker", "POST", "/renew", FAKE_FENCE),
+    ("worker", "POST", "/result", {**FAKE_FENCE, "outcome": "succeeded"}),
+    ("t1", "POST", "/cancel", None),
+    ("admin", "POST", "/reclaim", RECLAIM),
+])
+async def test_unknown_task_is_404_6001(gateway: Gateway, who: str, method: str, suffix: str,
+                                        body: Json | None) -> None:
+    status, reply = await gateway.call(method, f"/v1/tasks/nope{suffix}", who, json=body)
+    assert_error(status, reply, 404, 6001)
+    assert reply["error"]["type"] == "task_not_found"
+
+
+async def test_fenced_calls_without_the_current_lease_are_409_6002(gateway: Gateway) -> None:
+    await submit(gateway, task_id="order-1")
+    item = await lease_one(gateway)
+    forged = {**item, "lease_token": "forged"}
+    refusals = [
+        await act(gateway, forged, "start", fence(forged)),               # wrong token
+        await act(gateway, item, "start", fence(item, "w2")),              # wrong worker
+        await act(gateway, item, "renew", fence(item)),                    # not running yet
+        await act(gateway, item, "result", fence(item, outcome="succeeded")),  # never started
+    ]
+    await start(gateway, item)
+    refusals += [
+        await act(gateway, forged, "renew", fence(forged)),
+        await act(gateway, item, "renew", fence(item, "w2")),
+        await act(gateway, forged, "result", fence(forged, outcome="failed")),
+        await act(gateway, item, "result", fence(item, "w2", outcome="succeeded")),
+    ]
+    for status, reply in refusals:
+        assert_error(status, reply, 409, 6002)
+        assert reply["error"]["type"] == "task_lease_invalid"
+    task = await get(gateway, "order-1")
+    assert (task["status"], task["lease_owner"], task["attempts"]) == ("running", "w1", 1)
+    await finish(gateway, item)
+    status, reply = await act(gateway, item, "renew", fence(item))  # a finished task
+    assert_error(status, reply, 409, 6002)
+
+
+async def test_start_after_the_claim_window_is_409_6002(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    await submit(gateway, task_id="order-1")
+    item = await lease_one(gateway)
+    assert item["claim_expires_at"] == "2026-11-30T08:00:30Z"
+    await trio.sleep(30)
+    status, reply = await act(gateway, item, "start", fence(item))
+    assert_error(status, reply, 409, 6002)
+    task = await get(gateway, "order-1")
+    # Never started, so provably never executed: queued again, no attempt burned.
+    assert (task["status"], task["lease_owner"], task["attempts"]) == ("queued", None, 0)
+    again = await lease_one(gateway, "w2")
+    assert again["lease_token"] != item["lease_token"] and again["attempt"] == 1
+    assert again["claim_expires_at"] == "2026-11-30T08:01:00Z"
+
+
+async def test_state_conflicts_are_409_6003(gateway: Gateway) -> None:
+    item = await running(gateway, "running-one", account="a-r")
+    await submit(gateway, task_id="queued-one", account="a-q")
+    for task_id in ("queued-one", "running-one"):  # reclaim is only for stale tasks
+        status, reply = await gateway.call("POST", f"/v1/tasks/{task_id}/reclaim", "admin",
+                                           json=RECLAIM)
+        assert_error(status, reply, 409, 6003)
+        assert reply["error"]["type"] == "state_conflict"
+    await finish(gateway, item)
+    for path, body in (("/v1/tasks/running-one/cancel", None),
+                       ("/v1/tasks/running-one/reclaim", RECLAIM)):
+        status, reply = await gateway.call("POST", path, "admin", json=body)
+        assert_error(status, reply, 409, 6003)
+    assert (await get(gateway, "running-one"))["status"] == "succeeded"
+    assert (await get(gateway, "queued-one"))["status"] == "queued"
+
+
+async def test_paused_outcome_of_a_task_that_is_not_a_batch_is_400(gateway: Gateway) -> None:
+    item = await running(gateway, "order-1")
+    status, reply = await act(gateway, item, "result",
+                              fence(item, outcome="paused", progress={"done": 1}))
+    assert_error(status, reply, 400, 4000)
+    assert (await get(gateway, "order-1"))["status"] == "running"
+
+
+@pytest.mark.parametrize("change", [
+    {"priority": 10},
+    {"priority": -1},
+    {"batch_total": 0},
+    {"account": "has space"},
+    {"task_id": "x" * 65},
+    {"unexpected": 1},
+    {"not_before": "tomorrow"},
+    {"not_before": "2026-13-40T08:00:00Z"},
+    {"params": ["not", "an", "object"]},
+    {"max_cost": -1},
+])
+async def test_bad_submit_is_400_and_changes_nothing(gateway: Gateway, change: Json) -> None:
+    status, reply = await gateway.call("POST", "/v1/tasks", "t1", json={**ORDER, **change})
+    assert_error(status, reply, 400, 4000)
+    _, listed = await gateway.call("GET", "/v1/tasks", "admin")
+    assert listed["total"] == 0
+
+
+async def test_json_fields_over_64_kib_are_413(gateway: Gateway) -> None:
+    big = {"x": "a" * (65 * 1024)}
+    status, reply = await gateway.call("POST", "/v1/tasks", "t1", json={**ORDER, "params": big})
+    assert_error(status, reply, 413, 4130)
+    assert (await gateway.call("GET", "/v1/tasks", "t1"))[1]["total"] == 0
+    item = await running(gateway, "order-1")
+    status, reply = await act(gateway, item, "renew", fence(item, progress=big))
+    assert_error(status, reply, 413, 4130)
+    status, reply = await act(gateway, item, "result", fence(item, outcome="succeeded",
+                                                             result=big))
+    assert_error(status, reply, 413, 4130)
+    task = await get(gateway, "order-1")
+    assert (task["status"], task["progress"]) == ("running", None)
+
+
+# ---- roles and tenants ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("who", "method", "path", "body"), [
+    ("worker", "POST", "/v1/tasks", ORDER),
+    ("admin", "POST", "/v1/tasks", ORDER),  # work belongs to a tenant
+    ("worker", "POST", "/v1/tasks/order-1/cancel", None),
+    ("worker", "GET", "/v1/tasks/order-1", None),
+    ("worker", "GET", "/v1/tasks", None),
+    ("t1", "POST", "/v1/tasks/lease", {"worker_id": "w1", "wait_seconds": 0}),
+    ("t1", "POST", "/v1/tasks/order-1/start", FAKE_FENCE),
+    ("t1", "POST", "/v1/tasks/order-1/renew", FAKE_FENCE),
+    ("t1", "POST", "/v1/tasks/order-1/result", {**FAKE_FENCE, "outcome": "succeeded"}),
+    ("t1", "POST", "/v1/tasks/order-1/reclaim", RECLAIM),
+    ("worker", "POST", "/v1/tasks/order-1/reclaim", RECLAIM),
+    ("t1", "GET", "/v1/workers", None),
+    ("worker", "GET", "/v1/workers", None),
+])
+async def test_wrong_role_is_403_and_changes_nothing(gateway: Gateway, who: str, method: str,
+                                                     path: str, body: Json | None) -> None:
+    await submit(gateway, task_id="order-1")
+    status, reply = await gateway.call(method, path, who, json=body)
+    assert_error(status, reply, 403, 4030)
+    _, listed = await gateway.call("GET", "/v1/tasks", "admin")
+    assert [(t["task_id"], t["status"]) for t in listed["items"]] == [("order-1", "queued")]
+
+
+async def test_tenants_see_only_their_own_tasks(gateway: Gateway) -> None:
+    await submit(gateway, "t1", task_id="mine")
+    await submit(gateway, "t2", task_id="theirs", account="acct-2")
+    for method, suffix in (("GET", ""), ("POST", "/cancel")):
+        status, reply = await gateway.call(method, f"/v1/tasks/mine{suffix}", "t2")
+        assert_error(status, reply, 404, 6001)  # 404, never 403
+    assert (await get(gateway, "mine", "t1"))["status"] == "queued"  # not canceled
+    for who, own in (("t1", "mine"), ("t2", "theirs")):
+        _, listed = await gateway.call("GET", "/v1/tasks", who)
+        assert [t["task_id"] for t in listed["items"]] == [own] and listed["total"] == 1
+    _, everything = await gateway.call("GET", "/v1/tasks", "admin")
+    assert [t["task_id"] for t in everything["items"]] == ["theirs", "mine"]  # newest first
+    assert everything["total"] == 2
+    assert (await get(gateway, "theirs", "admin"))["tenant"] == "t2"
+    assert (await control(gateway, "theirs", "cancel", "admin"))["status"] == "canceled"
+
+
+async def test_list_filters(gateway: Gateway) -> None:
+    await submit(gateway, task_id="a", site="s1")
+    await submit(gateway, task_id="b", site="s2")
+    await submit(gateway, task_id="c", site="s2", account="acct-2", kind="refund")
+    await lease_one(gateway, sites=["s1"])
+    for query, want in (("?site=s2", ["c", "b"]), ("?status=leased", ["a"]),
+                        ("?kind=refund", ["c"]), ("?account=acct-1&status=queued", ["b"]),
+                        ("?limit=1&offset=1", ["b"])):
+        status, listed = await gateway.call("GET", f"/v1/tasks{query}", "t1")
+        assert status == 200 and [t["task_id"] for t in listed["items"]] == want, query
+    status, reply = await gateway.call("GET", "/v1/tasks?status=bogus", "t1")
+    assert_error(status, reply, 400, 4000)
+
+
+# ---- cancel ---------------------------------------------------------------------------
+
+async def test_cancel_a_queued_task(gateway: Gateway,
+                                    autojump_clock: trio.testing.MockClock) -> None:
+    await submit(gateway, task_id="order-1")
+    await trio.sleep(3)
+    canceled = await control(gateway, "order-1", "cancel")
+    assert (canceled["status"], canceled["completed_at"]) == ("canceled",
+                                                              "2026-11-30T08:00:03Z")
+    assert await lease(gateway) == []
+
+
+async def test_cancel_a_leased_task_fences_off_its_start(gateway: Gateway) -> None:
+    await submit(gateway, task_id="order-1")
+    await submit(gateway, task_id="order-2")  # same lane
+    item = await lease_one(gateway)
+    canceled = await control(gateway, "order-1", "cancel")
+    assert (canceled["status"], canceled["lease_owner"], canceled["attempts"]) == (
+        "canceled", None, 0)
+    status, reply = await act(gateway, item, "start", fence(item))
+    assert_error(status, reply, 409, 6002)
+    assert (await get(gateway, "order-1"))["status"] == "canceled"
+    assert (await lease_one(gateway))["task_id"] == "order-2"  # the lane is free
+
+
+async def test_cancel_a_running_task_asks_the_worker(gateway: Gateway) -> None:
+    item = await running(gateway, "order-1")
+    asked = await control(gateway, "order-1", "cancel")
+    assert (asked["status"], asked["cancel_requested"]) == ("running", True)
+    status, renewed = await act(gateway, item, "renew", fence(item))
+    assert status == 200
+    assert (renewed["cancel_requested"], renewed["pause_requested"]) == (True, False)
+    assert (await get(gateway, "order-1", "t1"))["cancel_requested"] is True
+    # The worker decides how it ends.
+    done = await finish(gateway, item, "canceled", error={"message": "stopped before paying"})
+    assert (done["status"], done["error"]) == ("canceled", {"code": None,
+                                                            "message": "stopped before paying"})
+
+
+# ---- retries after lost responses -------------------------------------------------------
+
+async def test_retries_with_the_same_token_are_safe(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    await submit(gateway, task_id="order-1")
+    item = await lease_one(gateway)
+    first = await start(gateway, item)
+    await trio.sleep(5)
+    assert await start(gateway, item) == first  # the same lease, not a second attempt
+    assert (await get(gateway, "order-1"))["attempts"] == 1
+
+    body = fence(item, outcome="failed", error={"code": 17, "message": "sold out"})
+    status, done = await act(gateway, item, "result", body)
+    assert status == 200 and done["error"] == {"code": 17, "message": "sold out"}
+    await trio.sleep(5)
+    assert await act(gateway, item, "result", body) == (200, done)
+    status, reply = await act(gateway, item, "result", fence(item, outcome="succeeded"))
+    assert_error(status, reply, 409, 6002)
+    assert (await get(gateway, "order-1")) == done
+
+
+async def test_another_outcome_after_success_is_409_6002(gateway: Gateway) -> None:
+    item = await running(gateway, "order-1")
+    body = fence(item, outcome="succeeded", result={"order_no": "A-1"})
+    assert (await act(gateway, item, "result", body))[0] == 200
+    assert (await act(gateway, item, "result", body))[0] == 200
+    for other in ({"outcome": "failed"}, {"result": {"order_no": "A-2"}}):
+        status, reply = await act(gateway, item, "result", {**body, **other})
+        assert_error(status, reply, 409, 6002)
+    assert (await get(gateway, "order-1"))["result"] == {"order_no": "A-1"}
+
+
+# ---- lanes ----------------------------------------------------------------------------
+
+async def test_one_task_in_flight_per_lane(gateway: Gateway) -> None:
+    await submit(gateway, task_id="first")
+    await submit(gateway, task_id="second")  # same site and account
+    item = await lease_one(gateway, max=10)
+    assert item["task_id"] == "first"
+    assert await lease(gateway, "w2", max=10) == []  # the lane is leased
+    await start(gateway, item)
+    assert await lease(gateway, "w2", max=10) == []  # the lane is running
+    await submit(gateway, task_id="elsewhere", account="acct-2")
+    assert [i["task_id"] for i in await lease(gateway, "w2", max=10)] == ["elsewhere"]
+    await finish(gateway, item)
+    assert [i["task_id"] for i in await lease(gateway, "w2", max=10)] == ["second"]
+
+
+async def test_max_ten_hands_out_distinct_lanes_only(gateway: Gateway) -> None:
+    for n in range(3):
+        await submit(gateway, task_id=f"x{n}", account="x")
+    for n in range(2):
+        await submit(gateway, task_id=f"y{n}", account="y")
+    await submit(gateway, task_id="z0", site="other-shop", account="x")
+    items = await lease(gateway, max=10)
+    assert sorted(i["task_id"] for i in items) == ["x0", "y0", "z0"]
+    assert len({(i["site"], i["account"]) for i in items}) == 3
+    assert len({i["lease_token"] for i in items}) == 3
+    assert await lease(gateway, "w2", max=10) == []
+
+
+# ---- long-polls ---------------------------------------------------------------------------
+
+async def parked_lease(gw: Gateway, got: list[tuple[float, list[Json]]],
+                       worker_id: str = "w2", wait: float = 30) -> None:
+    """A long-polling worker; appends (virtual time of the reply, its leases)."""
+    items = await lease(gw, worker_id, wait_seconds=wait)
+    got.append((trio.current_time(), items))
+
+
+async def test_long_poll_is_answered_when_a_task_is_submitted(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    got: list[tuple[float, list[Json]]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(parked_lease, gateway, got)
+        await trio.sleep(7)
+        await submit(gateway, task_id="late")
+    [(when, items)] = got
+    assert when == 7
+    assert [(i["task_id"], i["claim_expires_at"]) for i in items] == [
+        ("late", "2026-11-30T08:00:37Z")]
+
+
+async def test_long_poll_is_answered_when_a_lane_frees(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    item = await running(gateway, "first")
+    await submit(gateway, task_id="second")  # waits for the lane
+    got: list[tuple[float, list[Json]]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(parked_lease, gateway, got)
+        await trio.sleep(12)
+        assert got == []
+        await finish(gateway, item)
+    [(when, items)] = got
+    assert when == 12
+    assert [(i["task_id"], i["claim_expires_at"]) for i in items] == [
+        ("second", "2026-11-30T08:00:42Z")]
+    assert (await get(gateway, "second"))["lease_owner"] == "w2"
+
+
+async def test_long_poll_ends_with_an_empty_list(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    await running(gateway, "busy")
+    await submit(gateway, task_id="blocked")  # its lane is busy: not leasable
+    got: list[tuple[float, list[Json]]] = []
+    await parked_lease(gateway, got)
+    assert got == [(30, [])]
+    assert (await get(gateway, "blocked"))["status"] == "queued"
+
+
+# ---- stale tasks and reclaim ----------------------------------------------------------------
+
+async def make_stale(gw: Gateway, task_id: str = "order-1") -> Json:
+    """Start a task at 08:00:00 and let its lease lapse (120 s without renew)."""
+    item = await running(gw, task_id)
+    await trio.sleep(120)
+    return item
+
+
+async def test_a_lapsed_lease_makes_the_task_stale_and_reclaim_requeues_it(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    item = await make_stale(gateway)
+    stale = await get(gateway, "order-1", "t1")
+    assert (stale["status"], stale["lease_expires_at"], stale["attempts"]) == ("stale", None, 1)
+    assert stale["stale_reason"] == (
+        "lease_expired: worker w1 stopped renewing at 2026-11-30T08:00:00Z")
+    report = await health(gateway)
+    assert report["status"] == "degraded"
+    assert report["checks"]["stale_tasks"] == 1
+    assert report["checks"]["blocked_lanes"] == [{
+        "site": "shop", "account": "acct-1", "task_id": "order-1",
+        "since": "2026-11-30T08:02:00Z"}]
+    # Never retried automatically; the worker's renew is refused; the lane stays blocked.
+    status, reply = await act(gateway, item, "renew", fence(item))
+    assert_error(status, reply, 409, 6002)
+    await submit(gateway, task_id="behind")
+    assert await lease(gateway, "w2") == []
+    status, reply = await gateway.call("POST", "/v1/tasks/order-1/cancel", "t1")
+    assert_error(status, reply, 409, 6003)
+
+    await trio.sleep(30)
+    status, requeued = await gateway.call("POST", "/v1/tasks/order-1/reclaim", "admin",
+                                          json=RECLAIM)
+    assert status == 200
+    assert (requeued["status"], requeued["lease_owner"], requeued["attempts"]) == (
+        "queued", None, 1)
+    assert requeued["reclaim"] == {
+        "action": "requeue", "reason": "checked the site: no order was placed",
+        "by": f"admin ({key_id(gateway, 'admin')})", "at": "2026-11-30T08:02:30Z"}
+    assert await get(gateway, "order-1", "t1") == requeued
+    report = await health(gateway)
+    assert (report["checks"]["stale_tasks"], report["checks"]["blocked_lanes"]) == (0, [])
+
+    again = await lease_one(gateway, "w2")  # the oldest task of the lane
+    assert again["task_id"] == "order-1" and again["attempt"] == 2
+    assert again["lease_token"] != item["lease_token"]
+    assert (await start(gateway, again, "w2"))["lease_expires_at"] == "2026-11-30T08:04:30Z"
+    for who in ("w1", "w2"):  # the old token is dead, whoever presents it
+        status, reply = await act(gateway, item, "result",
+                                  fence(item, who, outcome="succeeded"))
+        assert_error(status, reply, 409, 6002)
+    task = await get(gateway, "order-1")
+    assert (task["status"], task["lease_owner"], task["attempts"]) == ("running", "w2", 2)
+
+
+@pytest.mark.parametrize(("action", "status", "result"), [
+    ("succeeded", "succeeded", {"order_no": "seen on the site"}),
+    ("failed", "failed", None),
+])
+async def test_reclaim_to_a_final_state(gateway: Gateway, autojump_clock: trio.testing.MockClock,
+                                        action: str, status: str, result: Json | None) -> None:
+    await make_stale(gateway)
+    code, done = await gateway.call("POST", "/v1/tasks/order-1/reclaim", "admin", json={
+        "action": action, "reason": "looked at the site", "result": result})
+    assert code == 200
+    assert (done["status"], done["completed_at"]) == (status, "2026-11-30T08:02:00Z")
+    assert done["reclaim"]["action"] == action
+    assert (await health(gateway))["status"] == "ok"
+
+
+async def test_a_late_result_of_the_last_lease_is_accepted(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    item = await make_stale(gateway)
+    await submit(gateway, task_id="behind")
+    await trio.sleep(10)
+    done = await finish(gateway, item, result={"order_no": "A-9"})
+    assert (done["status"], done["late_result"], done["result"], done["completed_at"]) == (
+        "succeeded", True, {"order_no": "A-9"}, "2026-11-30T08:02:10Z")
+    assert done["stale_reason"] is not None  # the history stays visible
+    assert (await health(gateway))["checks"]["blocked_lanes"] == []
+    assert (await lease_one(gateway, "w2"))["task_id"] == "behind"  # the lane is free
+
+
+async def test_a_late_result_with_another_token_is_refused(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    item = await make_stale(gateway)
+    for body in (fence({"lease_token": "older"}, outcome="succeeded"),
+                 fence(item, "w2", outcome="succeeded")):
+        status, reply = await act(gateway, item, "result", body)
+        assert_error(status, reply, 409, 6002)
+    assert (await get(gateway, "order-1"))["status"] == "stale"
+
+
+# ---- workers and /health --------------------------------------------------------------------
+
+async def test_workers_are_listed_online_then_offline(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    await submit(gateway, task_id="order-1")
+    item = await lease_one(gateway, sites=["shop"])
+    await trio.sleep(2)
+    await start(gateway, item)
+    assert await workers(gateway) == {"w1": {
+        "worker_id": "w1", "state": "online", "last_seen_at": "2026-11-30T08:00:02Z",
+        "task_ids": ["order-1"], "sites": ["shop"]}}
+    await trio.sleep(89)
+    assert (await workers(gateway))["w1"]["state"] == "online"
+    await trio.sleep(2)  # 91 s without contact
+    assert await workers(gateway) == {"w1": {
+        "worker_id": "w1", "state": "offline", "last_seen_at": "2026-11-30T08:00:02Z",
+        "task_ids": ["order-1"], "sites": ["shop"]}}
+
+
+async def test_every_worker_call_is_a_heartbeat(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    item = await running(gateway, "order-1")
+    await trio.sleep(80)
+    await act(gateway, item, "renew", fence(item))
+    await trio.sleep(80)
+    assert (await workers(gateway))["w1"]["state"] == "online"
+    await finish(gateway, item)
+    await trio.sleep(80)
+    seen = (await workers(gateway))["w1"]
+    assert (seen["state"], seen["last_seen_at"], seen["task_ids"]) == (
+        "online", "2026-11-30T08:02:40Z", [])
+
+
+async def test_query_activity_never_makes_a_worker_appear(gateway: Gateway) -> None:
+    status, _ = await gateway.call("POST", "/v1/queries", "t1", json={
+        "query_id": "q1", "site": "shop", "kind": "balance", "params": {}})
+    assert status == 201
+    status, leased = await gateway.call("POST", "/v1/queries/lease", "worker",
+                                        json={"worker_id": "qonly", "wait_seconds": 0})
+    [query] = leased["items"]
+    status, _ = await gateway.call("POST", "/v1/queries/q1/result", "worker", json={
+        "worker_id": "qonly", "lease_token": query["lease_token"], "outcome": "succeeded"})
+    assert status == 200
+    status, listed = await gateway.call("GET", "/v1/workers", "admin")
+    assert (status, listed["items"], listed["total"]) == (200, [], 0)
+
+
+async def test_health_names_sites_without_a_worker(gateway: Gateway) -> None:
+    assert (await health(gateway))["status"] == "ok"
+    await submit(gateway, task_id="busy")
+    await submit(gateway, task_id="alone", site="lonely")
+    report = await health(gateway)
+    assert report["status"] == "degraded"
+    assert sorted(report["checks"]["sites_without_worker"]) == ["lonely", "shop"]
+    assert report["checks"]["queued"]["tasks"] == {"lonely": 1, "shop": 1}
+    assert (await lease_one(gateway, "w-shop", sites=["shop"]))["task_id"] == "busy"
+    report = await health(gateway)  # a worker limited to "shop" does not serve "lonely"
+    assert (report["status"], report["checks"]["sites_without_worker"]) == (
+        "degraded", ["lonely"])
+    assert await lease(gateway, "w-any", sites=["shop"]) == []
+    await lease(gateway, "w-any")  # no sites: every site; it gets "alone" or nothing
+    report = await health(gateway)
+    assert (report["status"], report["checks"]["sites_without_worker"]) == ("ok", [])
+
+
+async def test_a_worker_serving_every_site_serves_a_site_it_never_leased(
+        gateway: Gateway) -> None:
+    await submit(gateway, task_id="first")
+    await lease_one(gateway, "w-any")  # sites null
+    await submit(gateway, task_id="alone", site="lonely")
+    report = await health(gateway)
+    assert (report["status"], report["checks"]["sites_without_worker"]) == ("ok", [])
+
+
+# ---- pause and resume (batch tasks) ----------------------------------------------------------
+
+async def test_pause_and_resume_a_queued_batch_task(gateway: Gateway) -> None:
+    await submit(gateway, task_id="batch-1", **BATCH)
+    paused = await control(gateway, "batch-1", "pause")
+    assert (paused["status"], paused["pause_requested"]) == ("paused", False)
+    assert await lease(gateway) == []  # a paused task holds no place in the queue
+    assert (await control(gateway, "batch-1", "resume"))["status"] == "queued"
+    assert (await lease_one(gateway))["task_id"] == "batch-1"
+
+
+async def test_pause_a_running_batch_task_and_resume_from_its_checkpoint(
+        gateway: Gateway) -> None:
+    item = await running(gateway, "batch-1", **BATCH)
+    asked = await control(gateway, "batch-1", "pause")
+    assert (asked["status"], asked["pause_requested"]) == ("running", True)
+    status, renewed = await act(gateway, item, "renew", fence(item, progress={"done": 30}))
+    assert status == 200
+    assert (renewed["cancel_requested"], renewed["pause_requested"]) == (False, True)
+    paused = await finish(gateway, item, "paused", progress={"done": 40})
+    assert (paused["status"], paused["progress"], paused["completed_at"],
+            paused["pause_requested"]) == ("paused", {"done": 40}, None, False)
+    await submit(gateway, task_id="next-in-lane", **{**BATCH, "params": {"ids": [4]}})
+    assert (await lease_one(gateway))["task_id"] == "next-in-lane"  # the lane was released
+    assert (await lease(gateway, "w2")) == []  # batch-1 stays paused
+    status, reply = await gateway.call("POST", "/v1/tasks/batch-1/pause", "t2")
+    assert_error(status, reply, 404, 6001)
+
+    assert (await control(gateway, "batch-1", "resume"))["status"] == "queued"
+    await submit(gateway, task_id="elsewhere", **{**BATCH, "account": "acct-c"})
+    resumed = await lease(gateway, "w2", max=10)
+    assert [i["task_id"] for i in resumed] == ["elsewhere"]  # its lane is busy again
+    await gateway.call("POST", "/v1/tasks/next-in-lane/cancel", "t1")
+    again = await lease_one(gateway, "w2")
+    assert (again["task_id"], again["progress"], again["attempt"]) == (
+        "batch-1", {"done": 40}, 2)
+
+
+async def test_pause_and_resume_need_a_batch_task(gateway: Gateway) -> None:
+    await submit(gateway, task_id="order-1")
+    for action in ("pause", "resume"):
+        status, reply = await gateway.call("POST", f"/v1/tasks/order-1/{action}", "t1")
+        assert_error(status, reply, 400, 4000)
+    await submit(gateway, task_id="batch-1", **BATCH)
+    await control(gateway, "batch-1", "cancel")
+    for action in ("pause", "resume"):
+        status, reply = await gateway.call("POST", f"/v1/tasks/batch-1/{action}", "t1")
+        assert_error(status, reply, 409, 6003)
+
+
+# ---- OpenAPI ------------------------------------------------------------------------------
+
+async def test_openapi_describes_every_task_path(gateway: Gateway) -> None:
+    response = await gateway.client.get("/openapi.json")
+    assert response.status_code == 200
+    paths = (await response.get_json())["paths"]
+    want = {
+        "/v1/tasks": {"get", "post"},
+        "/v1/tasks/{task_id}": {"get"},
+        "/v1/tasks/lease": {"post"},
+        **{f"/v1/tasks/{{task_id}}/{action}": {"post"}
+           for action in ("cancel", "pause", "resume", "start", "renew", "result", "reclaim")},
+        "/v1/workers": {"get"},
+        "/health": {"get"},
+    }
+    for path, methods in want.items():
+        assert path in paths, path
+        assert methods <= set(paths[path]), (path, paths[path])
