@@ -32,9 +32,14 @@ BOOTSTRAP_TENANT = "default"
 def hypercorn_config(settings: Settings, host: str, port: int) -> Config:
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    config.read_timeout = int(settings.http_read_timeout)  # default None: slowloris
+    # Slowloris guards. read_timeout (hypercorn's default: none) bounds the gap
+    # between bytes of a request in flight; keep_alive_timeout bounds a socket
+    # with no complete request (idle, or trickling its headers): hypercorn
+    # closes such a socket only when that timer fires. A parked long-poll is a
+    # request in flight, so neither cuts it short.
+    config.read_timeout = max(1, int(settings.http_read_timeout))
+    config.keep_alive_timeout = min(20.0, settings.http_read_timeout)
     config.graceful_timeout = 5.0
-    config.keep_alive_timeout = 75.0  # longer than a 30 s long-poll plus slack
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     return config

@@ -37,9 +37,17 @@ def assert_error(status: int, body: Json, want_status: int, want_code: int) -> N
     assert set(body["error"]) == {"code", "type", "message"}
 
 
+async def call(gw: Gateway, method: str, path: str, who: str | None = None,
+               body: Json | None = None) -> tuple[int, Json]:
+    """``gw.call`` for JSON-object replies (every reply of this API is one)."""
+    status, reply = await gw.call(method, path, who, json=body)
+    assert isinstance(reply, dict), reply
+    return status, reply
+
+
 async def submit(gw: Gateway, who: str = "t1", **fields: Any) -> Json:
     """Submit ``ORDER`` with ``fields`` over it; it must be created."""
-    status, reply = await gw.call("POST", "/v1/tasks", who, json={**ORDER, **fields})
+    status, reply = await call(gw, "POST", "/v1/tasks", who, {**ORDER, **fields})
     assert status == 201, reply
     return reply
 
@@ -67,7 +75,7 @@ def fence(item: Json, worker_id: str = "w1", **extra: Any) -> Json:
 
 async def act(gw: Gateway, item: Json, action: str, body: Json) -> tuple[int, Json]:
     """A worker's ``start``/``renew``/``result`` on the task of ``item``."""
-    return await gw.call("POST", f"/v1/tasks/{item['task_id']}/{action}", "worker", json=body)
+    return await call(gw, "POST", f"/v1/tasks/{item['task_id']}/{action}", "worker", body)
 
 
 async def start(gw: Gateway, item: Json, worker_id: str = "w1") -> Json:
@@ -84,14 +92,14 @@ async def finish(gw: Gateway, item: Json, outcome: str = "succeeded", worker_id:
 
 
 async def get(gw: Gateway, task_id: str, who: str = "admin") -> Json:
-    status, body = await gw.call("GET", f"/v1/tasks/{task_id}", who)
+    status, body = await call(gw, "GET", f"/v1/tasks/{task_id}", who)
     assert status == 200, body
     return body
 
 
 async def control(gw: Gateway, task_id: str, action: str, who: str = "t1") -> Json:
     """A client's ``cancel``/``pause``/``resume``; it must succeed."""
-    status, body = await gw.call("POST", f"/v1/tasks/{task_id}/{action}", who)
+    status, body = await call(gw, "POST", f"/v1/tasks/{task_id}/{action}", who)
     assert status == 200, body
     return body
 
@@ -106,7 +114,7 @@ async def running(gw: Gateway, task_id: str, worker_id: str = "w1", **fields: An
 
 
 async def health(gw: Gateway) -> Json:
-    status, body = await gw.call("GET", "/health")
+    status, body = await call(gw, "GET", "/health")
     assert status == 200, body
     return body
 

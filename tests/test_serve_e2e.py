@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.served import Served, free_port, stop
+from tests.served import Served, free_port, start, stop
 
 
 def test_query_end_to_end(served: Served) -> None:
@@ -96,3 +96,27 @@ def test_long_poll_of_a_disconnected_client_does_not_keep_the_query(served: Serv
                              json={"worker_id": "alive", "wait_seconds": 2}).json()
         assert [item["query_id"] for item in leased["items"]] == [query_id]
         assert leased["items"][0]["attempt"] == 1
+
+
+def test_slow_and_idle_sockets_are_closed_but_long_polls_are_not(tmp_path: Path) -> None:
+    import socket
+
+    served = start(tmp_path / "var", {"LEASEGATE_HTTP_READ_TIMEOUT": "1"})
+    try:
+        port = int(served.url.rsplit(":", 1)[1])
+        trickler = socket.create_connection(("127.0.0.1", port))
+        trickler.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # never finishes
+        idle = socket.create_connection(("127.0.0.1", port))
+        for sock in (trickler, idle):
+            sock.settimeout(5)
+            began = time.monotonic()
+            assert sock.recv(100) == b""  # closed by the server
+            assert time.monotonic() - began < 3
+            sock.close()
+        with served.client("worker") as worker:
+            began = time.monotonic()
+            reply = worker.post("/v1/queries/lease", json={"worker_id": "w", "wait_seconds": 2.5})
+            assert reply.status_code == 200 and reply.json() == {"items": []}
+            assert time.monotonic() - began >= 2.5
+    finally:
+        stop(served)
