@@ -7,7 +7,9 @@ hypercorn, then close the actors' inboxes so each finishes what it holds.
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import signal
 import sys
 from collections.abc import Callable
@@ -32,12 +34,12 @@ BOOTSTRAP_TENANT = "default"
 def hypercorn_config(settings: Settings, host: str, port: int) -> Config:
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    # Slowloris guards. read_timeout (hypercorn's default: none) bounds the gap
-    # between bytes of a request in flight; keep_alive_timeout bounds a socket
-    # with no complete request (idle, or trickling its headers): hypercorn
-    # closes such a socket only when that timer fires. A parked long-poll is a
-    # request in flight, so neither cuts it short.
-    config.read_timeout = max(1, int(settings.http_read_timeout))
+    # Slowloris guards. read_timeout (hypercorn's default: none) bounds every
+    # wait for bytes, even while a request is in flight, hence the setting
+    # must exceed max_wait_seconds. keep_alive_timeout bounds a socket with no
+    # complete request (idle, or trickling its headers): hypercorn closes such
+    # a socket only when that timer fires.
+    config.read_timeout = math.ceil(settings.http_read_timeout)
     config.keep_alive_timeout = min(20.0, settings.http_read_timeout)
     config.graceful_timeout = 5.0
     config.accesslog = None
@@ -82,11 +84,14 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
                 await bootstrap_keys(system, out)
             shutdown = trio.Event()
             nursery.start_soon(_watch_signals, system, shutdown)
-            print(f"leasegate serving http://{host}:{port} (data: {data_dir})", file=out,
-                  flush=True)
-            if on_ready is not None:
-                on_ready()
-            await hypercorn_serve(app, config, shutdown_trigger=shutdown.wait)
+            async with trio.open_nursery() as http:
+                # Ready only once hypercorn has bound the socket.
+                binds = await http.start(functools.partial(
+                    hypercorn_serve, app, config, shutdown_trigger=shutdown.wait))
+                print(f"leasegate serving {', '.join(binds)} (data: {data_dir})", file=out,
+                      flush=True)
+                if on_ready is not None:
+                    on_ready()
             system.close()
             nursery.cancel_scope.deadline = trio.current_time() + 10
         log.info("stopped")

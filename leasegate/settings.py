@@ -87,6 +87,13 @@ class Settings:
                 f"({self.ledger_orphan_max_age} <= {self.task_hard_timeout}): a hold would be "
                 "refunded while its task may still be running"
             )
+        if self.http_read_timeout <= self.max_wait_seconds:
+            # hypercorn's read timeout also runs while a request is in flight:
+            # it would cut every long-poll short.
+            raise SettingsError(
+                f"http_read_timeout ({self.http_read_timeout}) must be greater than "
+                f"max_wait_seconds ({self.max_wait_seconds}): it would cut long-polls short"
+            )
         if self.device_cancel_after <= self.device_pause_after:
             raise SettingsError("device_cancel_after must be greater than device_pause_after")
         if self.sqlite_synchronous not in SYNCHRONOUS_MODES:

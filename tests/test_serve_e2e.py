@@ -101,7 +101,8 @@ def test_long_poll_of_a_disconnected_client_does_not_keep_the_query(served: Serv
 def test_slow_and_idle_sockets_are_closed_but_long_polls_are_not(tmp_path: Path) -> None:
     import socket
 
-    served = start(tmp_path / "var", {"LEASEGATE_HTTP_READ_TIMEOUT": "1"})
+    served = start(tmp_path / "var", {"LEASEGATE_HTTP_READ_TIMEOUT": "1.5",
+                                      "LEASEGATE_MAX_WAIT_SECONDS": "1.2"})
     try:
         port = int(served.url.rsplit(":", 1)[1])
         trickler = socket.create_connection(("127.0.0.1", port))
@@ -115,8 +116,8 @@ def test_slow_and_idle_sockets_are_closed_but_long_polls_are_not(tmp_path: Path)
             sock.close()
         with served.client("worker") as worker:
             began = time.monotonic()
-            reply = worker.post("/v1/queries/lease", json={"worker_id": "w", "wait_seconds": 2.5})
+            reply = worker.post("/v1/queries/lease", json={"worker_id": "w", "wait_seconds": 1.2})
             assert reply.status_code == 200 and reply.json() == {"items": []}
-            assert time.monotonic() - began >= 2.5
+            assert time.monotonic() - began >= 1.2
     finally:
         stop(served)
