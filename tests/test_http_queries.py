@@ -156,3 +156,20 @@ async def test_worker_sites_filter_and_key_sites(gateway: Gateway) -> None:
     _, leased = await gateway.call("POST", "/v1/queries/lease", "worker", json={
         "worker_id": "w", "wait_seconds": 0, "sites": ["shop-a"]})
     assert [i["query_id"] for i in leased["items"]] == ["a"]
+
+
+async def test_a_site_limited_key_may_not_report_another_sites_query(gateway: Gateway) -> None:
+    from leasegate.actors.keys import CreateKey
+
+    await submit(gateway, query_id="a", site="shop-a")
+    _, leased = await gateway.call("POST", "/v1/queries/lease", "worker",
+                                   json={"worker_id": "w", "wait_seconds": 0})
+    token = leased["items"][0]["lease_token"]
+    created = await gateway.system.keys.mailbox.ask(
+        CreateKey("worker", "b-only", None, ("shop-b",)))
+    gateway.keys["b-only"] = created["key"]
+    status, body = await gateway.call("POST", "/v1/queries/a/result", "b-only", json={
+        "worker_id": "w", "lease_token": token, "outcome": "succeeded"})
+    assert status == 403 and body["error"]["code"] == 4030
+    _, row = await gateway.call("GET", "/v1/queries/a", "admin")
+    assert row["status"] == "leased"  # nothing changed

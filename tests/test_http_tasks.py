@@ -532,8 +532,6 @@ async def test_a_site_limited_key_leases_only_its_sites(gateway: Gateway) -> Non
     assert status == 200 and [i["task_id"] for i in leased["items"]] == ["on-b"]
 
 
-@pytest.mark.xfail(strict=True, reason="start/renew/result ignore the worker key's sites "
-                   "(routes_tasks.py: require('worker') only); API.md: wrong site is 403")
 async def test_a_site_limited_key_may_not_work_on_another_sites_task(gateway: Gateway) -> None:
     status, created = await call(gateway, "POST", "/v1/admin/keys", "admin",
                                  {"role": "worker", "name": "b-only", "sites": ["shop-b"]})
@@ -630,8 +628,6 @@ def server_in_new_york() -> Iterator[None]:
         time.tzset()
 
 
-@pytest.mark.xfail(strict=True, reason="routes_tasks.py submit_task: a naive not_before is "
-                   "converted with datetime.timestamp(), i.e. in the server's local zone")
 async def test_a_not_before_without_a_zone_is_utc_or_refused(
         gateway: Gateway, autojump_clock: trio.testing.MockClock,
         server_in_new_york: None) -> None:

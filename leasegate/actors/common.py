@@ -9,6 +9,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from leasegate.errors import Forbidden
+
 
 def canonical_json(value: Any) -> str:
     """One spelling per value, so equal payloads compare equal as text."""
@@ -27,6 +29,12 @@ def new_id(prefix: str) -> str:
 
 def new_lease_token() -> str:
     return secrets.token_urlsafe(18)
+
+
+def check_site(site: str, allowed: tuple[str, ...] | None) -> None:
+    """A key limited to some sites may not act on another site's job (403)."""
+    if allowed is not None and site not in allowed:
+        raise Forbidden(f"this key may not serve site {site}")
 
 
 def loads(text: str | None) -> Any:

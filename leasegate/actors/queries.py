@@ -21,6 +21,7 @@ from typing import Any
 from leasegate.actors.common import (
     Page,
     canonical_json,
+    check_site,
     fingerprint,
     loads,
     new_id,
@@ -83,6 +84,7 @@ class QueryResult:
     error_code: int | None = None
     error_message: str | None = None
     cost: int | None = None
+    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,7 @@ class QueryQueue(Actor):
         row = sql.get(conn, m.query_id)
         if row is None:
             raise QueryNotFound(f"no query {m.query_id}")
+        check_site(row["site"], m.sites)
         digest = fingerprint(m.outcome, m.result, m.error_code, m.error_message, m.cost)
         ours = row["lease_owner"] == m.worker_id and row["lease_token"] == m.lease_token
         if row["status"] in sql.TERMINAL:

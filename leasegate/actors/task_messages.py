@@ -67,6 +67,7 @@ class StartTask:
     task_id: str
     worker_id: str
     lease_token: str
+    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class RenewTask:
     worker_id: str
     lease_token: str
     progress: dict[str, Any] | None = None
+    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class TaskResult:
     error_message: str | None = None
     cost: int | None = None
     progress: dict[str, Any] | None = None
+    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
 
 
 @dataclass(frozen=True)

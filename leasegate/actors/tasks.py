@@ -27,6 +27,7 @@ from typing import Any
 from leasegate.actors.common import (
     Page,
     canonical_json,
+    check_site,
     fingerprint,
     loads,
     new_id,
@@ -238,6 +239,7 @@ class TaskQueue(Actor):
 
     def _start(self, conn: sqlite3.Connection, m: StartTask, now: float) -> dict[str, Any]:
         row = self._existing(conn, m.task_id)
+        check_site(row["site"], m.sites)
         if row["status"] == "running" and self._holds(row, m.worker_id, m.lease_token):
             self._seen(conn, m.worker_id, now)  # a retry after a lost response
             return {"task_id": m.task_id, "status": "running",
@@ -253,6 +255,7 @@ class TaskQueue(Actor):
 
     def _renew(self, conn: sqlite3.Connection, m: RenewTask, now: float) -> dict[str, Any]:
         row = self._existing(conn, m.task_id)
+        check_site(row["site"], m.sites)
         progress = None if m.progress is None else canonical_json(m.progress)
         lease_expires_at = now + self.settings.task_lease_ttl
         if not sql.renew(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at,
@@ -266,6 +269,7 @@ class TaskQueue(Actor):
 
     def _result(self, conn: sqlite3.Connection, m: TaskResult, now: float) -> dict[str, Any]:
         row = self._existing(conn, m.task_id)
+        check_site(row["site"], m.sites)
         if m.outcome not in OUTCOMES:
             raise InvalidRequest(f"outcome must be one of {', '.join(OUTCOMES)}")
         if m.outcome == "paused" and row["batch_total"] is None:

@@ -98,10 +98,11 @@ async def lease_queries(data: LeaseBody) -> dict[str, Any]:
 @document_response(ErrorEnvelope, 409)
 async def query_result(query_id: str, data: QueryResultBody) -> dict[str, Any]:
     """Report a query's outcome with the lease token (worker)."""
-    require("worker")
+    principal = require("worker")
     check_size("result", data.result)
     reply: dict[str, Any] = await system().queries.mailbox.ask(QueryResult(
         query_id=query_id, worker_id=data.worker_id, lease_token=data.lease_token,
+        sites=principal.sites,
         outcome=data.outcome, result=data.result,
         error_code=data.error.code if data.error else None,
         error_message=data.error.message if data.error else None, cost=data.cost))

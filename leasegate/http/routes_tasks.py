@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from quart import Blueprint
@@ -43,6 +44,11 @@ from leasegate.http.models import (
 bp = Blueprint("tasks", __name__)
 
 
+def utc_timestamp(when: datetime) -> float:
+    """API.md timestamps are UTC: one without a zone is read as UTC, never local time."""
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
 async def _ask(message: Any) -> dict[str, Any]:
     reply: dict[str, Any] = await system().tasks.mailbox.ask(message)
     return reply
@@ -59,7 +65,7 @@ async def submit_task(data: SubmitTaskBody) -> tuple[dict[str, Any], int]:
     reply = await _ask(SubmitTask(
         tenant=tenant, task_id=data.task_id, site=data.site, account=data.account,
         kind=data.kind, params=data.params, priority=data.priority,
-        not_before=data.not_before.timestamp() if data.not_before else None,
+        not_before=utc_timestamp(data.not_before) if data.not_before else None,
         device_id=data.device_id, batch_total=data.batch_total, max_cost=data.max_cost))
     return reply, 201 if reply["created"] else 200
 
@@ -132,8 +138,8 @@ async def lease_tasks(data: LeaseBody) -> dict[str, Any]:
 @document_response(ErrorEnvelope, 409)
 async def start_task(task_id: str, data: FencedBody) -> dict[str, Any]:
     """Turn a claim into a running lease; only then may the worker touch the site."""
-    require("worker")
-    return await _ask(StartTask(task_id, data.worker_id, data.lease_token))
+    principal = require("worker")
+    return await _ask(StartTask(task_id, data.worker_id, data.lease_token, principal.sites))
 
 
 @bp.post("/v1/tasks/<task_id>/renew")
@@ -142,9 +148,10 @@ async def start_task(task_id: str, data: FencedBody) -> dict[str, Any]:
 @document_response(ErrorEnvelope, 409)
 async def renew_task(task_id: str, data: RenewBody) -> dict[str, Any]:
     """Extend the running lease; the reply carries cancel and pause requests."""
-    require("worker")
+    principal = require("worker")
     check_size("progress", data.progress)
-    return await _ask(RenewTask(task_id, data.worker_id, data.lease_token, data.progress))
+    return await _ask(RenewTask(task_id, data.worker_id, data.lease_token, data.progress,
+                                sites=principal.sites))
 
 
 @bp.post("/v1/tasks/<task_id>/result")
@@ -153,11 +160,12 @@ async def renew_task(task_id: str, data: RenewBody) -> dict[str, Any]:
 @document_response(ErrorEnvelope, 409)
 async def task_result(task_id: str, data: TaskResultBody) -> dict[str, Any]:
     """Report how the task ended; a stale task accepts its last lease's result."""
-    require("worker")
+    principal = require("worker")
     check_size("result", data.result)
     check_size("progress", data.progress)
     return await _ask(TaskResult(
         task_id=task_id, worker_id=data.worker_id, lease_token=data.lease_token,
+        sites=principal.sites,
         outcome=data.outcome, result=data.result,
         error_code=data.error.code if data.error else None,
         error_message=data.error.message if data.error else None,
