@@ -42,6 +42,7 @@ def hypercorn_config(settings: Settings, host: str, port: int) -> Config:
     config.read_timeout = math.ceil(settings.http_read_timeout)
     config.keep_alive_timeout = min(20.0, settings.http_read_timeout)
     config.graceful_timeout = 5.0
+    config.backlog = 1024  # a thousand workers reconnecting after a restart
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     return config

@@ -121,3 +121,23 @@ def test_slow_and_idle_sockets_are_closed_but_long_polls_are_not(tmp_path: Path)
             assert time.monotonic() - began >= 1.2
     finally:
         stop(served)
+
+
+def test_artifact_of_several_megabytes_round_trips(served: Served) -> None:
+    import hashlib
+
+    data = os.urandom(5 * 1024 * 1024)
+    with served.client("client") as upstream, served.client("worker") as worker:
+        task_id = upstream.post("/v1/tasks", json={
+            "site": "shop", "kind": "export", "params": {}}).json()["task_id"]
+        lease = worker.post("/v1/tasks/lease", json={
+            "worker_id": "w", "wait_seconds": 2}).json()["items"][0]
+        stored = worker.put(f"/v1/tasks/{task_id}/artifacts/export.bin", content=data, headers={
+            "X-Worker-Id": "w", "X-Lease-Token": lease["lease_token"]})
+        assert stored.status_code == 201, stored.text
+        assert stored.json()["sha256"] == hashlib.sha256(data).hexdigest()
+        got = upstream.get(f"/v1/tasks/{task_id}/artifacts/export.bin")
+        assert got.status_code == 200 and got.content == data
+        too_big = worker.post("/v1/queries", content=b"x" * (2 * 1024 * 1024),
+                              headers={"Content-Type": "application/json"})
+        assert too_big.status_code == 413  # the 1 MiB body limit still holds elsewhere

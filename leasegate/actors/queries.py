@@ -143,27 +143,23 @@ class QueryQueue(Actor):
 
     def _submit(self, conn: sqlite3.Connection, m: SubmitQuery, now: float) -> dict[str, Any]:
         digest = fingerprint(m.tenant, m.site, m.kind, m.params, m.max_cost)
-        if m.query_id is not None:
-            existing = sql.get(conn, m.query_id)
-            if existing is not None:
-                if existing["fingerprint"] != digest:
-                    raise IdempotencyConflict(
-                        f"query {m.query_id} exists with a different payload"
-                    )
-                return {"query_id": m.query_id, "status": existing["status"], "created": False}
-            query_id = m.query_id
-        else:
-            query_id = new_id("q")
-            while sql.get(conn, query_id) is not None:  # 96 bits: never, but never a replay
-                query_id = new_id("q")
-        sql.insert(
-            conn, query_id=query_id, tenant=m.tenant, site=m.site, kind=m.kind,
-            params=canonical_json(m.params), max_cost=m.max_cost, fingerprint=digest,
-            status="queued", created_at=now, updated_at=now,
-            expires_at=now + self.settings.query_ttl,
-        )
-        self.work_may_be_available()
-        return {"query_id": query_id, "status": "queued", "created": True}
+        params = canonical_json(m.params)
+        while True:
+            # Insert first: the common case (a new query) costs one statement.
+            query_id = m.query_id or new_id("q")
+            if sql.insert(conn, query_id=query_id, tenant=m.tenant, site=m.site, kind=m.kind,
+                          params=params, max_cost=m.max_cost, fingerprint=digest,
+                          status="queued", created_at=now, updated_at=now,
+                          expires_at=now + self.settings.query_ttl):
+                self.work_may_be_available()
+                return {"query_id": query_id, "status": "queued", "created": True}
+            if m.query_id is None:
+                continue  # a generated id collided (96 bits: never); never a replay
+            existing = sql.get(conn, query_id)
+            assert existing is not None
+            if existing["fingerprint"] != digest:
+                raise IdempotencyConflict(f"query {query_id} exists with a different payload")
+            return {"query_id": query_id, "status": existing["status"], "created": False}
 
     def _visible(self, conn: sqlite3.Connection, query_id: str, tenant: str | None) -> sqlite3.Row:
         row = sql.get(conn, query_id)

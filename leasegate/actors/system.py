@@ -10,7 +10,7 @@ hypercorn serving 500s, while here it takes the process down loudly.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,9 @@ import trio
 from leasegate.actors.keys import KeyStore
 from leasegate.actors.queries import QueryQueue
 from leasegate.actors.runtime import Actor, PeriodicJob
+from leasegate.actors.task_messages import ExistingTasks
 from leasegate.actors.tasks import TaskQueue
+from leasegate.artifacts import ArtifactStore
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database, transaction
@@ -31,10 +33,11 @@ log = logging.getLogger("leasegate.system")
 
 @dataclass
 class BackgroundJob:
-    """A periodic job that owns no tables (e.g. the rate-limit bucket sweep)."""
+    """A periodic job that owns no tables (the rate-limit sweep, the artifact sweeps)."""
 
+    owner: str
     job: PeriodicJob
-    fn: Callable[[float], Any]
+    fn: Callable[[float], Awaitable[Any]]
 
 
 class System:
@@ -52,8 +55,13 @@ class System:
         self.probe_db = setup
         self.keys = KeyStore(self._open(), clock)
         self.queries = QueryQueue(self._open(), clock, settings)
-        self.tasks = TaskQueue(self._open(), clock, settings)
+        self.artifacts = ArtifactStore(db_path.parent / "artifacts")
+        self.tasks = TaskQueue(self._open(), clock, settings, self.artifacts)
         self.background: list[BackgroundJob] = []
+        self.add_background_job("artifacts", "sweep_staging", settings.housekeeping_interval,
+                                self._sweep_staging)
+        self.add_background_job("artifacts", "sweep_orphan_dirs",
+                                settings.artifact_orphan_sweep_interval, self._sweep_orphans)
         self.started_at = clock.now()
         self._closed = trio.Event()
 
@@ -66,8 +74,21 @@ class System:
     def actors(self) -> list[Actor]:
         return [self.keys, self.queries, self.tasks]
 
-    def add_background_job(self, name: str, every: float, fn: Callable[[float], Any]) -> None:
-        self.background.append(BackgroundJob(PeriodicJob(name, every, lambda _c, _n: None), fn))
+    def add_background_job(self, owner: str, name: str, every: float,
+                           fn: Callable[[float], Awaitable[Any]]) -> None:
+        """Run ``await fn(now)`` every ``every`` seconds once the system runs."""
+        self.background.append(
+            BackgroundJob(owner, PeriodicJob(name, every, lambda _c, _n: None), fn))
+
+    async def _sweep_staging(self, now: float) -> None:
+        await self.artifacts.sweep_staging(now, self.settings.artifact_temp_max_age)
+
+    async def _sweep_orphans(self, now: float) -> None:
+        async def existing(task_ids: list[str]) -> set[str]:
+            found: set[str] = await self.tasks.mailbox.ask(ExistingTasks(tuple(task_ids)))
+            return found
+
+        await self.artifacts.sweep_orphans(now, self.settings.artifact_orphan_max_age, existing)
 
     def jobs(self) -> Iterator[tuple[str, PeriodicJob]]:
         """Every periodic job with its owner, for /health and /metrics."""
@@ -75,7 +96,7 @@ class System:
             for job in actor.jobs:
                 yield actor.name, job
         for bg in self.background:
-            yield "http", bg.job
+            yield bg.owner, bg.job
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run every actor and job until :meth:`close`; a crash in one ends all."""
@@ -86,6 +107,7 @@ class System:
                 async with trio.open_nursery() as jobs:
                     for bg in self.background:
                         jobs.start_soon(self._run_background, bg)
+                    jobs.start_soon(self.artifacts.run_deleter)
                     task_status.started()
                     await self._closed.wait()
                     jobs.cancel_scope.cancel()  # they hold nothing worth finishing
@@ -103,9 +125,9 @@ class System:
             await trio.sleep_until(self.clock.deadline(job.next_at))
             now = self.clock.now()
             try:
-                bg.fn(now)
+                await bg.fn(now)
             except Exception:
-                job.failed(now, self.settings.error_log_window, owner="http")
+                job.failed(now, self.settings.error_log_window, owner=bg.owner)
             else:
                 job.succeeded(now)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from leasegate.actors.common import Page
+from leasegate.artifacts import Staged
 
 MAX_LEASES = 10
 OUTCOMES = ("succeeded", "failed", "canceled", "paused")
@@ -133,3 +134,39 @@ class TaskHealth:
 
 
 # ---- the actor ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordArtifact:
+    """A staged upload of the lease holder (leased or running) → ``{name, size, sha256}``."""
+
+    task_id: str
+    worker_id: str
+    lease_token: str
+    name: str
+    staged: Staged
+    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
+
+
+@dataclass(frozen=True)
+class ListArtifacts:
+    """→ ``{"items": [{name, size, sha256, created_at}]}``."""
+
+    task_id: str
+    tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class FindArtifact:
+    """→ ``{name, size, sha256, created_at}``, or ArtifactNotFound (6009)."""
+
+    task_id: str
+    name: str
+    tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class ExistingTasks:
+    """→ the subset of ``task_ids`` that have a task record (for the orphan sweep)."""
+
+    task_ids: tuple[str, ...]

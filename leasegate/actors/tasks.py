@@ -24,6 +24,7 @@ import sqlite3
 from collections import defaultdict
 from typing import Any
 
+from leasegate.actors import task_artifacts
 from leasegate.actors.common import (
     Page,
     canonical_json,
@@ -40,12 +41,16 @@ from leasegate.actors.task_messages import (
     OUTCOMES,
     RECLAIM_ACTIONS,
     CancelTask,
+    ExistingTasks,
+    FindArtifact,
     GetTask,
     LeaseTasks,
+    ListArtifacts,
     ListTasks,
     ListWorkers,
     PauseTask,
     ReclaimTask,
+    RecordArtifact,
     ReleaseTaskLeases,
     RenewTask,
     ResumeTask,
@@ -56,6 +61,7 @@ from leasegate.actors.task_messages import (
 )
 from leasegate.actors.task_render import render as render
 from leasegate.actors.task_render import render_lease, render_worker
+from leasegate.artifacts import ArtifactStore
 from leasegate.clock import Clock, iso
 from leasegate.errors import (
     IdempotencyConflict,
@@ -77,9 +83,11 @@ log = logging.getLogger("leasegate.tasks")
 class TaskQueue(Actor):
     name = "tasks"
 
-    def __init__(self, db: Database, clock: Clock, settings: Settings) -> None:
+    def __init__(self, db: Database, clock: Clock, settings: Settings,
+                 artifacts: ArtifactStore | None = None) -> None:
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
+        self.artifacts = artifacts
         # How far passed not_before times have already woken the parked leases.
         self._not_before_seen = -math.inf
         self.add_job("purge_tasks", settings.housekeeping_interval, self._purge)
@@ -123,6 +131,14 @@ class TaskQueue(Actor):
                 return None
             case ListWorkers():
                 return self._workers(conn, message.page, now)
+            case RecordArtifact():
+                return task_artifacts.record(conn, message, now, self.artifacts)
+            case ListArtifacts():
+                return task_artifacts.listing(conn, message)
+            case FindArtifact():
+                return task_artifacts.find(conn, message)
+            case ExistingTasks():
+                return sql.existing(conn, list(message.task_ids))
             case TaskHealth():
                 return self._health(conn, now)
         raise TypeError(f"tasks: unknown message {message!r}")
@@ -522,7 +538,11 @@ class TaskQueue(Actor):
         cutoff = now - self.settings.task_retention
         purged = sql.purge_completed_before(conn, cutoff)
         if purged:
-            log.info("purged %d finished tasks past retention", purged)
+            log.info("purged %d finished tasks past retention", len(purged))
+            store = self.artifacts
+            if store is not None:
+                # Files go after the commit, off this path (seed 004).
+                self.after_commit(lambda: store.discard_later(purged))
         forgotten = sql.purge_workers_before(conn, cutoff)
         if forgotten:
             log.info("forgot %d workers not seen within task_retention", forgotten)

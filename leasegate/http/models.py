@@ -307,3 +307,17 @@ class Health(BaseModel):
 class BackupMade(BaseModel):
     path: str
     bytes: int
+
+
+class ArtifactStored(BaseModel):
+    name: str
+    size: int
+    sha256: str
+
+
+class ArtifactInfo(ArtifactStored):
+    created_at: Timestamp
+
+
+class ArtifactList(BaseModel):
+    items: list[ArtifactInfo]

@@ -54,10 +54,14 @@ def get(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row | None:
     return row
 
 
-def insert(conn: sqlite3.Connection, **values: Any) -> None:
+def insert(conn: sqlite3.Connection, **values: Any) -> bool:
+    """Insert a new query; False (and nothing written) if its id exists already."""
     names = ", ".join(values)
     marks = ", ".join("?" for _ in values)
-    conn.execute(f"INSERT INTO queries ({names}) VALUES ({marks})", tuple(values.values()))
+    cur = conn.execute(
+        f"INSERT INTO queries ({names}) VALUES ({marks}) ON CONFLICT (query_id) DO NOTHING",
+        tuple(values.values()))
+    return cur.rowcount == 1
 
 
 def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,

@@ -409,13 +409,24 @@ def next_deadline(conn: sqlite3.Connection, hard_timeout: float, now: float) -> 
     return None if row[0] is None else float(row[0])
 
 
-def purge_completed_before(conn: sqlite3.Connection, cutoff: float, limit: int = 1000) -> int:
-    cur = conn.execute(
-        "DELETE FROM tasks WHERE rowid IN (SELECT rowid FROM tasks "
-        "WHERE status IN ('succeeded', 'failed', 'canceled', 'expired') "
-        "AND completed_at <= ? LIMIT ?)", (cutoff, limit),
-    )
-    return cur.rowcount
+def purge_completed_before(conn: sqlite3.Connection, cutoff: float,
+                           limit: int = 1000) -> list[str]:
+    """Delete finished tasks past retention (their artifact rows cascade); their ids."""
+    ids = [row[0] for row in conn.execute(
+        "SELECT task_id FROM tasks WHERE status IN ('succeeded', 'failed', 'canceled', 'expired') "
+        "AND completed_at <= ? LIMIT ?", (cutoff, limit))]
+    conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(i,) for i in ids])
+    return ids
+
+
+def existing(conn: sqlite3.Connection, task_ids: list[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(task_ids), 500):
+        chunk = task_ids[start:start + 500]
+        found.update(row[0] for row in conn.execute(
+            f"SELECT task_id FROM tasks WHERE task_id IN ({', '.join('?' for _ in chunk)})",
+            chunk))
+    return found
 
 
 # ---- workers ------------------------------------------------------------------------

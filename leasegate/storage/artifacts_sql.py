@@ -1,0 +1,44 @@
+"""SQL of the artifacts table (owned by the task actor: artifacts belong to tasks).
+
+Rows go with their task: purging a task deletes its rows (ON DELETE CASCADE);
+the files themselves are deleted off the actor's message path.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA = """
+CREATE TABLE artifacts (
+    task_id    TEXT NOT NULL REFERENCES tasks (task_id) ON DELETE CASCADE,
+    name       TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    sha256     TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (task_id, name)
+);
+"""
+
+
+def put(conn: sqlite3.Connection, task_id: str, name: str, size: int, sha256: str,
+        now: float) -> None:
+    """A re-upload under the same name replaces the earlier one."""
+    conn.execute(
+        "INSERT INTO artifacts (task_id, name, size, sha256, created_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (task_id, name) DO UPDATE SET size = excluded.size, "
+        "sha256 = excluded.sha256, created_at = excluded.created_at",
+        (task_id, name, size, sha256, now),
+    )
+
+
+def of_task(conn: sqlite3.Connection, task_id: str) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT * FROM artifacts WHERE task_id = ? ORDER BY name", (task_id,)
+    ).fetchall()
+
+
+def get(conn: sqlite3.Connection, task_id: str, name: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM artifacts WHERE task_id = ? AND name = ?", (task_id, name)
+    ).fetchone()
+    return row
