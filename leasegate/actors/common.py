@@ -37,6 +37,14 @@ def check_site(site: str, allowed: tuple[str, ...] | None) -> None:
         raise Forbidden(f"this key may not serve site {site}")
 
 
+def render_billing(row: sqlite3.Row) -> dict[str, Any] | None:
+    """The ``billing`` of a job object. No ledger yet: the hold's state is unknown."""
+    if row["max_cost"] is None:
+        return None
+    return {"max_cost": row["max_cost"], "charged": row["cost"], "refunded": None,
+            "hold_status": None}
+
+
 def loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
@@ -49,9 +57,14 @@ class Page:
     offset: int = 0
 
 
-def page_of(conn: sqlite3.Connection, table: str, where: list[str], args: list[Any],
-            page: Page, render: Any) -> dict[str, Any]:
-    """``{"items", "total", "limit", "offset"}``, newest first."""
+def page_of(conn: sqlite3.Connection, table: str, filters: dict[str, Any], page: Page,
+            render: Any) -> dict[str, Any]:
+    """``{"items", "total", "limit", "offset"}``, newest first; ``None`` filters are off.
+
+    Filter names are column names chosen by the caller, never by a client.
+    """
+    where = [f"{column} = ?" for column, value in filters.items() if value is not None]
+    args = [value for value in filters.values() if value is not None]
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     total = conn.execute(f"SELECT count(*) FROM {table}{clause}", args).fetchone()[0]
     rows = conn.execute(

@@ -27,6 +27,7 @@ from leasegate.actors.common import (
     new_id,
     new_lease_token,
     page_of,
+    render_billing,
 )
 from leasegate.actors.runtime import PARK, Actor
 from leasegate.clock import Clock, iso
@@ -168,14 +169,8 @@ class QueryQueue(Actor):
         return row
 
     def _list(self, conn: sqlite3.Connection, m: ListQueries) -> dict[str, Any]:
-        where: list[str] = []
-        args: list[Any] = []
-        for column, value in (("tenant", m.tenant), ("status", m.status), ("site", m.site),
-                              ("kind", m.kind)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
-        return page_of(conn, "queries", where, args, m.page, render)
+        return page_of(conn, "queries", {"tenant": m.tenant, "status": m.status,
+                                         "site": m.site, "kind": m.kind}, m.page, render)
 
     # ---- lease ----
 
@@ -303,13 +298,6 @@ def render(row: sqlite3.Row) -> dict[str, Any]:
         "error": error,
         "billing": render_billing(row),
     }
-
-
-def render_billing(row: sqlite3.Row) -> dict[str, Any] | None:
-    if row["max_cost"] is None:
-        return None
-    return {"max_cost": row["max_cost"], "charged": row["cost"], "refunded": None,
-            "hold_status": None}
 
 
 def render_lease(row: sqlite3.Row) -> dict[str, Any]:

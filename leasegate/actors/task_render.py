@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from leasegate.actors.common import loads
+from leasegate.actors.common import loads, render_billing
 from leasegate.clock import iso
 
 
@@ -57,14 +57,6 @@ def lease_expiry(row: sqlite3.Row) -> float | None:
         claim: float | None = row["claim_expires_at"]
         return claim
     return None
-
-
-def render_billing(row: sqlite3.Row) -> dict[str, Any] | None:
-    # No ledger yet: the hold's state is unknown here.
-    if row["max_cost"] is None:
-        return None
-    return {"max_cost": row["max_cost"], "charged": row["cost"], "refunded": None,
-            "hold_status": None}
 
 
 def render_lease(row: sqlite3.Row) -> dict[str, Any]:

@@ -187,14 +187,8 @@ class TaskQueue(Actor):
         return row
 
     def _list(self, conn: sqlite3.Connection, m: ListTasks) -> dict[str, Any]:
-        where: list[str] = []
-        args: list[Any] = []
-        for column, value in (("tenant", m.tenant), ("status", m.status), ("site", m.site),
-                              ("account", m.account), ("kind", m.kind)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
-        return page_of(conn, "tasks", where, args, m.page, render)
+        return page_of(conn, "tasks", {"tenant": m.tenant, "status": m.status, "site": m.site,
+                                       "account": m.account, "kind": m.kind}, m.page, render)
 
     # ---- lease ----
 

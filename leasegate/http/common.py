@@ -36,11 +36,13 @@ def page(args: ListArgs) -> Page:
 
 async def long_poll(mailbox: Mailbox, message: Any, wait_seconds: float,
                     give_back: Callable[[Any], Any | None], on_timeout: Any) -> Any:
-    """Ask, letting the actor hold the reply for up to ``wait_seconds``.
+    """Ask, letting the actor hold the reply for up to ``wait_seconds`` (0: just ask).
 
     If the client disconnects (quart-trio cancels this handler), a reply that
     was already on its way is given back to the actor (see ``ask_parked``).
     """
+    if wait_seconds <= 0:
+        return await mailbox.ask(message)
     wait = min(wait_seconds, system().settings.max_wait_seconds)
     return await mailbox.ask_parked(message, deadline=trio.current_time() + wait,
                                     give_back=give_back, on_timeout=on_timeout)

@@ -84,11 +84,8 @@ async def lease_queries(data: LeaseBody) -> dict[str, Any]:
     message = LeaseQueries(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
                            max=data.max, request_id=data.request_id,
                            wait=data.wait_seconds > 0)
-    mailbox = system().queries.mailbox
-    if message.wait:
-        items = await long_poll(mailbox, message, data.wait_seconds, release_message, [])
-    else:
-        items = await mailbox.ask(message)
+    items = await long_poll(system().queries.mailbox, message, data.wait_seconds,
+                            release_message, [])
     return {"items": items}
 
 

@@ -124,11 +124,8 @@ async def lease_tasks(data: LeaseBody) -> dict[str, Any]:
     principal = require("worker")
     message = LeaseTasks(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
                          max=data.max, request_id=data.request_id, wait=data.wait_seconds > 0)
-    mailbox = system().tasks.mailbox
-    if message.wait:
-        items = await long_poll(mailbox, message, data.wait_seconds, release_message, [])
-    else:
-        items = await mailbox.ask(message)
+    items = await long_poll(system().tasks.mailbox, message, data.wait_seconds,
+                            release_message, [])
     return {"items": items}
 
 
