@@ -530,6 +530,37 @@ async def test_a_handler_exception_is_reported_as_failed(autojump_clock: Any) ->
     assert gateway.tasks["t2"]["error"] == {"message": "out of stock", "code": 17}
 
 
+async def test_the_async_worker_starts_a_whole_batch_at_once_and_runs_it_concurrently(
+    autojump_clock: Any,
+) -> None:
+    gateway = FakeGateway(Clock().now, claim_window=30, lease_ttl=30)
+    for task_id, account in (("t1", "alice"), ("t2", "bob"), ("t3", "carol")):
+        gateway.add_task(task_id, account=account)  # three lanes
+    began = trio.current_time()
+    started_after: dict[str, float] = {}
+    running = 0
+    most_at_once = 0
+
+    async def handler(job: AsyncJob) -> dict[str, Any]:
+        nonlocal running, most_at_once
+        started_after[job.id] = trio.current_time() - began
+        running += 1
+        most_at_once = max(most_at_once, running)
+        await trio.sleep(45)  # longer than the claim window: one after another would fail
+        running -= 1
+        return {"order_no": job.id}
+
+    assert await async_worker(gateway, max=3).run_once(handler) == 3
+    assert trio.current_time() - began < 60  # together, not 3 × 45 s
+    assert most_at_once == 3
+    assert sorted(started_after) == ["t1", "t2", "t3"]
+    assert all(after < 1 for after in started_after.values())  # well within the claim window
+    for task_id in ("t1", "t2", "t3"):
+        assert len(gateway.bodies("POST", f"/v1/tasks/{task_id}/start")) == 1
+        assert gateway.bodies("POST", f"/v1/tasks/{task_id}/renew")  # each renews its own
+        assert gateway.tasks[task_id]["status"] == "succeeded"
+
+
 async def test_a_lost_lease_is_signalled_and_the_result_still_offered(
     autojump_clock: Any,
 ) -> None:
@@ -649,12 +680,28 @@ def test_the_sync_worker_resends_a_lost_result_and_never_reruns_the_handler() ->
         ran.append(job.id)
         return {"order_no": job.id}
 
-    with sync_worker(gateway, max=2) as worker:
-        assert worker.run_once(handler) == 2
+    with sync_worker(gateway) as worker:
+        assert worker.run_once(handler) == 1
+        assert worker.run_once(handler) == 1
     assert ran == ["t1", "t2"]
     first, *rest = gateway.bodies("POST", "/v1/tasks/t1/result")
     assert len(rest) == 1 and rest[0] == first
     assert gateway.tasks["t1"]["status"] == gateway.tasks["t2"]["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("channel", ["tasks", "queries"])
+def test_the_sync_worker_leases_only_what_it_can_run_at_once(channel: str) -> None:
+    """Run one after the other, a second job of a lease call would hold its lane
+    unstarted until the claim window ran out: the sync worker leases one at a time."""
+    gateway = FakeGateway()
+    with pytest.raises(ValueError, match="AsyncWorker"):
+        sync_worker(gateway, channel=channel, max=2)
+    gateway.add_task("t1")
+    gateway.add_task("t2", account="bob")
+    with sync_worker(gateway) as worker:
+        assert worker.run_once(lambda job: None) == 1
+    assert [body["max"] for body in gateway.bodies("POST", "/v1/tasks/lease")] == [1]
+    assert gateway.tasks["t2"]["status"] == "queued"  # not claimed while t1 ran
 
 
 def test_the_sync_worker_skips_a_task_whose_start_is_refused() -> None:

@@ -172,3 +172,59 @@ async def test_metrics_need_admin(gateway: Gateway) -> None:
     response = await gateway.client.get("/metrics", headers=gateway.auth("admin"))
     text = (await response.get_data()).decode()
     assert response.status_code == 200 and "leasegate_job_runs" in text
+
+
+HUGE = 10**20
+
+
+@pytest.mark.parametrize(("method", "path", "body"), [
+    ("POST", "/v1/tasks", {"site": "s", "kind": "k", "params": {}, "max_cost": HUGE}),
+    ("POST", "/v1/tasks", {"site": "s", "kind": "k", "params": {}, "batch_total": HUGE}),
+    ("POST", "/v1/queries", {"site": "s", "kind": "k", "params": {}, "max_cost": HUGE}),
+    ("GET", f"/v1/tasks?offset={HUGE}", None),
+    ("GET", f"/v1/queries?offset={HUGE}", None),
+])
+async def test_integers_past_64_bits_are_400_not_a_crash(
+        gateway: Gateway, method: str, path: str, body: dict[str, Any] | None) -> None:
+    status, reply = await gateway.call(method, path, "t1", json=body)
+    assert_error(status, reply, 400, 4000)
+    assert (await gateway.call("GET", "/v1/queries", "t1"))[0] == 200  # still serving
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("raw", [
+    '{"site": "s", "kind": "k", "params": {"x": NaN}}',
+    '{"site": "s", "kind": "k", "params": {"x": Infinity}}',
+    '{"site": "s", "kind": "k", "params": {"x": "\\ud800"}}',
+    json.dumps({"site": "s", "kind": "k", "params": {"x": nested(40)}}),
+    '{"site": "s", "kind": "k", "params": {"x": ' + "[" * 990 + "1" + "]" * 990 + "}}",
+])
+async def test_json_that_could_not_be_handed_out_again_is_400(gateway: Gateway, raw: str) -> None:
+    status, reply = await gateway.call("POST", "/v1/queries", "t1", data=raw,
+                                       headers={"Content-Type": "application/json"})
+    assert_error(status, reply, 400, 4000)
+
+
+async def test_moderate_nesting_is_fine(gateway: Gateway) -> None:
+    body = {"site": "s", "kind": "k", "params": {"x": nested(30)}}
+    assert (await gateway.call("POST", "/v1/queries", "t1", json=body))[0] == 201
+
+
+async def test_body_that_is_not_utf8_is_400(gateway: Gateway) -> None:
+    status, reply = await gateway.call("POST", "/v1/queries", "t1", data=b'{"site": "\xff"}',
+                                       headers={"Content-Type": "application/json"})
+    assert_error(status, reply, 400, 4000)
+
+
+@pytest.mark.parametrize("path", ["/v1/tasks/" + "x" * 65, "/v1/queries/" + "x" * 65,
+                                  "/v1/tasks/a%20b/cancel"])
+async def test_ids_in_paths_are_checked(gateway: Gateway, path: str) -> None:
+    method = "POST" if path.endswith("cancel") else "GET"
+    status, reply = await gateway.call(method, path, "t1")
+    assert_error(status, reply, 400, 4000)

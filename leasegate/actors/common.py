@@ -14,7 +14,8 @@ from leasegate.errors import Forbidden
 
 def canonical_json(value: Any) -> str:
     """One spelling per value, so equal payloads compare equal as text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
 
 
 def fingerprint(*parts: Any) -> str:

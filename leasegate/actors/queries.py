@@ -38,6 +38,8 @@ from leasegate.storage.connection import Database
 
 log = logging.getLogger("leasegate.queries")
 
+PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second later
+
 # ---- messages -------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -201,10 +203,10 @@ class QueryQueue(Actor):
             return render(row) if row["status"] in sql.TERMINAL else None
         return None
 
-    def drained_reply(self, message: Any) -> Any:
-        if isinstance(message, LeaseQueries):
-            return []
-        return None
+    def drained_reply(self, conn: sqlite3.Connection, message: Any) -> Any:
+        if isinstance(message, GetQuery):  # the query as it is now
+            return render(self._visible(conn, message.query_id, message.tenant))
+        return []
 
     def undelivered(self, message: Any, reply: Any) -> Any | None:
         if isinstance(message, LeaseQueries) and reply:
@@ -268,10 +270,13 @@ class QueryQueue(Actor):
                          row["query_id"], row["attempts"])
             self.work_may_be_available()
 
-    def _purge(self, conn: sqlite3.Connection, now: float) -> None:
-        purged = sql.purge_completed_before(conn, now - self.settings.query_retention)
+    def _purge(self, conn: sqlite3.Connection, now: float) -> bool:
+        """Delete finished queries past retention, a batch at a time; True if more remain."""
+        purged = sql.purge_completed_before(conn, now - self.settings.query_retention,
+                                            PURGE_BATCH)
         if purged:
             log.info("purged %d finished queries past retention", purged)
+        return purged == PURGE_BATCH
 
 
 # ---- rendering ------------------------------------------------------------------

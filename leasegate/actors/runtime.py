@@ -49,6 +49,8 @@ log = logging.getLogger("leasegate.actors")
 
 MAILBOX_SIZE: Final = 4096
 BATCH_LIMIT: Final = 256
+STORAGE_RETRY_DELAY: Final = 1.0
+CATCH_UP_DELAY: Final = 1.0
 
 
 class _Park:
@@ -63,9 +65,11 @@ PARK: Final = _Park()
 class PeriodicJob:
     """A job an actor runs on its own timer, in its own savepoint.
 
-    ``every`` is the interval in seconds. An exception is logged (at most once
-    per ``error_log_window`` per job, with a count and the stack tail) and the
-    job runs again next time; it never takes the actor down.
+    ``every`` is the interval in seconds; a run that returns True (more to do,
+    e.g. a purge that hit its batch size) runs again after about a second. An
+    exception is logged (at most once per ``error_log_window`` per job, with a
+    count and the stack tail) and the job runs again next time; it never takes
+    the actor down.
     """
 
     name: str
@@ -77,6 +81,7 @@ class PeriodicJob:
     last_run_at: float | None = None
     last_error_logged_at: float = -math.inf
     errors_since_log: int = 0
+    more: bool = False  # the last run returned True: it has more to do
 
     def succeeded(self, now: float) -> None:
         self.runs += 1
@@ -103,7 +108,7 @@ class _Batch:
     jobs: list[PeriodicJob]
     parked: list[Envelope]
     results: list[outcome.Outcome[Any] | None] = field(default_factory=list)
-    served: list[tuple[Envelope, Any]] = field(default_factory=list)
+    served: list[tuple[Envelope, outcome.Outcome[Any]]] = field(default_factory=list)
     effects: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -140,6 +145,7 @@ class Actor:
         self._effects: list[Callable[[], None]] = []
         self._internal: list[Any] = []
         self._next_wakeup: float | None = None
+        self._retry_at = -math.inf
         self._work_may_be_available = False
         self.draining = False
         self.batches = 0
@@ -158,9 +164,9 @@ class Actor:
         """Try again to answer a parked message; ``None`` keeps it parked."""
         return None
 
-    def drained_reply(self, message: Any) -> Any:
-        """What a parked message gets when the actor drains for shutdown."""
-        return None
+    def drained_reply(self, conn: sqlite3.Connection, message: Any) -> Any:
+        """What a parked message gets when the actor drains for shutdown (not None)."""
+        raise Unavailable("the gateway is shutting down")
 
     def undelivered(self, message: Any, reply: Any) -> Any | None:
         """The caller of ``message`` is gone; return internal work to undo ``reply``."""
@@ -217,8 +223,8 @@ class Actor:
             if envelopes is None:
                 break
             await self._turn(envelopes)
-        for env in self._parked:
-            self._reply(env, outcome.Value(self.drained_reply(env.message)))
+        for env in self._parked:  # parked after the drain turn: not answered yet
+            self._reply(env, outcome.Error(Unavailable("the gateway is shutting down")))
         self._parked.clear()
 
     async def _start_up(self) -> None:
@@ -237,14 +243,16 @@ class Actor:
         self._next_wakeup = await self.db.run(start)
 
     def _deadline(self) -> float:
-        if self._internal:
-            return -math.inf
         due = [job.next_at for job in self.jobs]
         if self._next_wakeup is not None:
             due.append(self._next_wakeup)
+        if self._internal:
+            due.append(-math.inf)
         if not due:
             return math.inf
-        return self.clock.deadline(min(due))
+        # After a storage failure, nothing of our own is retried before
+        # _retry_at (callers' messages still are: they fail fast with 503).
+        return self.clock.deadline(max(min(due), self._retry_at))
 
     async def _collect(self) -> list[Envelope] | None:
         """Wait for messages or the next deadline; None when the mailbox is closed."""
@@ -275,18 +283,21 @@ class Actor:
                 raise
             log.warning("%s: storage failure, batch of %d not applied: %s",
                         self.name, len(envelopes), exc)
-            failure = outcome.Error(Unavailable(f"storage failure: {exc}"))
-            for env in envelopes:
-                self._reply(env, failure)
-            # Try the due jobs again soon rather than at their next interval.
+            for env in envelopes:  # an Outcome unwraps once: one each
+                self._reply(env, outcome.Error(Unavailable(f"storage failure: {exc}")))
+            # Retry our own work (deadlines, jobs, compensations) in a second,
+            # not in a tight loop against a full disk.
+            self._retry_at = now + STORAGE_RETRY_DELAY
             for job in due_jobs:
-                job.next_at = now + min(job.every, 1.0)
-            self._internal.extend(m for m in internal)
+                job.next_at = now + min(job.every, STORAGE_RETRY_DELAY)
+            self._internal.extend(internal)
             return
+        self._retry_at = -math.inf
         self.batches += 1
         self._next_wakeup = wake
         for job in due_jobs:
-            job.next_at = now + job.every
+            # A job that says it has more to do (a purge behind) runs again soon.
+            job.next_at = now + (min(job.every, CATCH_UP_DELAY) if job.more else job.every)
         for effect in batch.effects:
             effect()
         for env, result in zip(batch.envelopes, batch.results, strict=True):
@@ -296,8 +307,8 @@ class Actor:
                 self._reply(env, result)
         served = {id(env) for env, _ in batch.served}
         self._parked = [env for env in self._parked if id(env) not in served]
-        for env, reply in batch.served:
-            self._reply(env, outcome.Value(reply))
+        for env, result in batch.served:
+            self._reply(env, result)
 
     def _apply(self, conn: sqlite3.Connection, batch: _Batch, now: float) -> float | None:
         conn.execute("BEGIN IMMEDIATE")
@@ -317,12 +328,12 @@ class Actor:
             ]
             if parked and (self._work_may_be_available or self.draining):
                 for env in parked:
-                    reply = (
-                        self.drained_reply(env.message) if self.draining
-                        else self.serve_parked(conn, env.message)
-                    )
+                    if self.draining:
+                        batch.served.append((env, self._drained(conn, env.message)))
+                        continue
+                    reply = self.serve_parked(conn, env.message)
                     if reply is not None:
-                        batch.served.append((env, reply))
+                        batch.served.append((env, outcome.Value(reply)))
             wake = self.next_wakeup(conn)
             batch.effects = self._effects
             conn.execute("COMMIT")
@@ -349,10 +360,16 @@ class Actor:
         conn.execute("RELEASE message")
         if reply is PARK:
             if self.draining:
-                return outcome.Value(self.drained_reply(env.message))
+                return self._drained(conn, env.message)
             parked: outcome.Outcome[Any] = PARK_OUTCOME
             return parked
         return outcome.Value(reply) if env.reply is not None else None
+
+    def _drained(self, conn: sqlite3.Connection, message: Any) -> outcome.Outcome[Any]:
+        try:
+            return outcome.Value(self.drained_reply(conn, message))
+        except LeasegateError as exc:
+            return outcome.Error(exc)
 
     def _rollback_savepoint(self, conn: sqlite3.Connection, mark: int) -> None:
         conn.execute("ROLLBACK TO message")
@@ -363,17 +380,18 @@ class Actor:
         mark = len(self._effects)
         conn.execute("SAVEPOINT job")
         try:
-            job.run(conn, now)
+            more = job.run(conn, now)
         except Exception as exc:
+            if is_storage_failure(exc):
+                raise  # fails the turn; SQLite may have rolled back already
             conn.execute("ROLLBACK TO job")
             conn.execute("RELEASE job")
             del self._effects[mark:]
-            if is_storage_failure(exc):
-                raise
             job.failed(now, self.error_log_window, owner=self.name)
             return
         conn.execute("RELEASE job")
         job.succeeded(now)
+        job.more = more is True
 
     def _reply(self, env: Envelope, result: outcome.Outcome[Any]) -> None:
         if env.reply is None:

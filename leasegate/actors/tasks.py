@@ -78,6 +78,8 @@ from leasegate.storage.connection import Database
 
 log = logging.getLogger("leasegate.tasks")
 
+PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second later
+
 # ---- the actor ------------------------------------------------------------------
 
 class TaskQueue(Actor):
@@ -218,10 +220,8 @@ class TaskQueue(Actor):
             return leases or None
         return None
 
-    def drained_reply(self, message: Any) -> Any:
-        if isinstance(message, LeaseTasks):
-            return []
-        return None
+    def drained_reply(self, conn: sqlite3.Connection, message: Any) -> Any:
+        return []  # only lease calls park here
 
     def undelivered(self, message: Any, reply: Any) -> Any | None:
         if isinstance(message, LeaseTasks) and reply:
@@ -528,9 +528,11 @@ class TaskQueue(Actor):
             log.warning("task stale, lane %s/%s blocked until reclaimed: task_id=%s reason=%s",
                         row["site"], row["account"], row["task_id"], reason)
 
-    def _purge(self, conn: sqlite3.Connection, now: float) -> None:
+    def _purge(self, conn: sqlite3.Connection, now: float) -> bool:
+        """Delete finished tasks past retention, a batch at a time; True if more remain."""
         cutoff = now - self.settings.task_retention
-        purged = sql.purge_completed_before(conn, cutoff)
+        purged = sql.purge_completed_before(conn, cutoff, PURGE_BATCH)
+        more = len(purged) == PURGE_BATCH
         if purged:
             log.info("purged %d finished tasks past retention", len(purged))
             store = self.artifacts
@@ -540,6 +542,7 @@ class TaskQueue(Actor):
         forgotten = sql.purge_workers_before(conn, cutoff)
         if forgotten:
             log.info("forgot %d workers not seen within task_retention", forgotten)
+        return more
 
 
 def release_message(leases: list[dict[str, Any]]) -> ReleaseTaskLeases:

@@ -153,10 +153,13 @@ class Worker(_WorkerBase):
 
     ``channel`` is ``"tasks"`` (irreversible, at most once) or ``"queries"``
     (read-only, at least once); ``sites`` limits what is leased;
-    ``wait_seconds`` (0–30) is the long-poll; ``max`` (1–10) leases per call,
-    handled one after the other. ``wall_clock`` returns the time in seconds
-    since the epoch (default ``time.time``; the worker's clock should agree
-    with the gateway's, as NTP makes it). ``transport`` and ``retry`` as for
+    ``wait_seconds`` (0–30) is the long-poll. ``max`` must be 1: the worker
+    runs one handler at a time, and a second job leased with it would sit
+    unstarted, holding its lane until the claim window (or the query's lease)
+    ran out; lease several at once with :class:`AsyncWorker`, which runs them
+    concurrently. ``wall_clock`` returns the time in seconds since the epoch
+    (default ``time.time``; the worker's clock should agree with the
+    gateway's, as NTP makes it). ``transport`` and ``retry`` as for
     :class:`Client`.
     """
 
@@ -175,6 +178,12 @@ class Worker(_WorkerBase):
         retry: Retry | None = None,
         wall_clock: Callable[[], float] | None = None,
     ) -> None:
+        if max != 1:
+            raise ValueError(
+                f"Worker handles one job at a time, so max must be 1, not {max!r}: a job "
+                "leased beside it would hold its lane unstarted until its claim ran out. "
+                "Use AsyncWorker to run several jobs of one lease call concurrently."
+            )
         super().__init__(worker_id, channel, sites, wait_seconds, max)
         self._http = SyncHTTP(
             base_url, key, timeout=timeout, transport=transport, retry=retry or Retry()
@@ -298,8 +307,10 @@ class _Stopped(Exception):
 class AsyncWorker(_WorkerBase):
     """An asynchronous worker (anyio: runs under trio or asyncio).
 
-    Same settings as :class:`Worker`; the ``max`` jobs of one lease call are
-    handled concurrently, each with its renewals in a task of its own. The
+    Same settings as :class:`Worker`, except that ``max`` may be 1–10: the jobs
+    of one lease call are started and handled concurrently (none waits for
+    another, so each is started well within its claim window), each with its
+    renewals in a task of its own. The
     default ``wall_clock`` is ``time.time()`` taken once and advanced by
     ``anyio.current_time()``, so it follows a mock clock in tests.
     """

@@ -7,18 +7,35 @@ instead of leaving hypercorn serving 500s (DESIGN.md §7).
 
 from __future__ import annotations
 
+import re
 import time
+from typing import Any
 
 from quart import Response, g, request
+from quart.json.provider import DefaultJSONProvider
 from quart_schema import QuartSchema
 from quart_trio import QuartTrio
 
 from leasegate.actors.system import System
+from leasegate.errors import InvalidRequest
 from leasegate.http import errors, routes_admin, routes_artifacts, routes_queries, routes_tasks
 from leasegate.http.auth import Authenticator
 from leasegate.http.metrics import Metrics
 
+ID = re.compile(r"^[A-Za-z0-9._:@-]{1,64}$")
+ID_ARGS = {"task_id", "query_id", "key_id"}
 PUBLIC_ENDPOINTS = {"admin.health", "openapi", "swagger_ui", "redoc_ui", "scalar_ui", "static"}
+
+
+class JSONProvider(DefaultJSONProvider):
+    """Quart's JSON, where a document nested past Python's recursion limit is a
+    malformed body (400), not a server error."""
+
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        try:
+            return super().loads(s, **kwargs)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
 
 
 def create_app(system: System) -> QuartTrio:
@@ -35,6 +52,7 @@ def create_app(system: System) -> QuartTrio:
         security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
         security=[{"bearer": []}],
     )
+    app.json = JSONProvider(app)
     # quart-schema wraps make_response to pass every return value through a new
     # pydantic TypeAdapter (about 20 µs a response, a sixth of a submit's cost).
     # Our routes return plain JSON-able values, so Quart's own is enough.
@@ -64,6 +82,9 @@ def create_app(system: System) -> QuartTrio:
         if request.endpoint is None:
             return  # 404/405: answered by the error handlers, no key needed
         g.principal = await authenticator.authenticate()
+        for name in ID_ARGS.intersection(request.view_args or ()):
+            if not ID.match(request.view_args[name]):  # type: ignore[index]
+                raise InvalidRequest(f"{name} must be 1-64 of [A-Za-z0-9._:@-]")
 
     @app.after_request
     async def count(response: Response) -> Response:

@@ -11,7 +11,7 @@ from quart import current_app
 from leasegate.actors.common import Page, canonical_json
 from leasegate.actors.mailbox import Mailbox
 from leasegate.actors.system import System
-from leasegate.errors import PayloadTooLarge
+from leasegate.errors import InvalidRequest, PayloadTooLarge
 from leasegate.http.models import ListArgs
 
 
@@ -20,12 +20,40 @@ def system() -> System:
     return found
 
 
+MAX_JSON_DEPTH = 32
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth, without recursion (a hostile document is deep by design)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            if depth > MAX_JSON_DEPTH:
+                return depth
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def check_size(name: str, value: Any) -> None:
-    """413 for a JSON field over ``max_json_field_bytes`` (never truncated)."""
+    """A caller's JSON field that we store and hand out again must be sound.
+
+    400 for nesting deeper than ``MAX_JSON_DEPTH``, NaN or infinities (not
+    JSON) and unpaired surrogates (not UTF-8): each would break every later
+    response that carries it. 413 over ``max_json_field_bytes`` (never truncated).
+    """
     if value is None:
         return
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise InvalidRequest(f"{name} is nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        size = len(canonical_json(value).encode())
+    except ValueError:  # NaN, Infinity; UnicodeEncodeError is a ValueError too
+        raise InvalidRequest(f"{name} holds a value JSON cannot carry "
+                             "(NaN, Infinity or an unpaired surrogate)") from None
     limit = system().settings.max_json_field_bytes
-    size = len(canonical_json(value).encode())
     if size > limit:
         raise PayloadTooLarge(f"{name} is {size} bytes of JSON; the limit is {limit}")
 

@@ -50,8 +50,14 @@ def install(app: Quart) -> None:
     async def schema_error(exc: RequestSchemaValidationError) -> Response:
         return error_response(InvalidRequest(_describe(exc.validation_error)))
 
+    @app.errorhandler(UnicodeDecodeError)
+    async def undecodable(exc: UnicodeDecodeError) -> Response:
+        return error_response(InvalidRequest("the body is not valid UTF-8"))
+
     @app.errorhandler(HTTPException)
     async def framework_error(exc: HTTPException) -> Response:
+        if (exc.code or 500) >= 500:
+            return await unexpected(exc)
         mapped: dict[int, Any] = {404: NotFound, 405: MethodNotAllowed, 413: PayloadTooLarge}
         cls = mapped.get(exc.code or 400, InvalidRequest)
         if exc.code == 400:

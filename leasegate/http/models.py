@@ -13,6 +13,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:@-]{1,64}$")]
+# Integers are bounded at the edge: SQLite stores 64-bit integers and raises
+# OverflowError past them (which would take an actor, and the process, down).
+Amount = Annotated[int, Field(ge=0, le=2**53)]  # minor units; exact in JSON doubles too
+Count = Annotated[int, Field(gt=0, le=2**31 - 1)]
+Offset = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Code = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 Text = Annotated[str, StringConstraints(max_length=4096)]
 Timestamp = str  # ISO 8601 UTC, whole seconds, "Z"
 
@@ -30,7 +36,7 @@ class SubmitQueryBody(Strict):
     site: Id
     kind: Id
     params: dict[str, Any] = Field(default_factory=dict)
-    max_cost: Annotated[int, Field(ge=0)] | None = None
+    max_cost: Amount | None = None
 
 
 class SubmitTaskBody(Strict):
@@ -42,8 +48,8 @@ class SubmitTaskBody(Strict):
     priority: Annotated[int, Field(ge=0, le=9)] = 0
     not_before: datetime | None = None
     device_id: Id | None = None
-    batch_total: Annotated[int, Field(gt=0)] | None = None
-    max_cost: Annotated[int, Field(ge=0)] | None = None
+    batch_total: Count | None = None
+    max_cost: Amount | None = None
 
 
 class LeaseBody(Strict):
@@ -55,7 +61,7 @@ class LeaseBody(Strict):
 
 
 class ErrorBody(Strict):
-    code: int | None = None
+    code: Code | None = None
     message: Text = ""
 
 
@@ -65,7 +71,7 @@ class QueryResultBody(Strict):
     outcome: Literal["succeeded", "failed"]
     result: Any = None
     error: ErrorBody | None = None
-    cost: Annotated[int, Field(ge=0)] | None = None
+    cost: Amount | None = None
 
 
 class FencedBody(Strict):
@@ -81,7 +87,7 @@ class TaskResultBody(FencedBody):
     outcome: Literal["succeeded", "failed", "canceled", "paused"]
     result: Any = None
     error: ErrorBody | None = None
-    cost: Annotated[int, Field(ge=0)] | None = None
+    cost: Amount | None = None
     progress: dict[str, Any] | None = None
 
 
@@ -89,7 +95,7 @@ class ReclaimBody(Strict):
     action: Literal["requeue", "succeeded", "failed"]
     reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
     result: Any = None
-    cost: Annotated[int, Field(ge=0)] | None = None
+    cost: Amount | None = None
 
 
 class CreateKeyBody(Strict):
@@ -101,7 +107,7 @@ class CreateKeyBody(Strict):
 
 class ListArgs(Strict):
     limit: Annotated[int, Field(ge=1, le=500)] = 50
-    offset: Annotated[int, Field(ge=0)] = 0
+    offset: Offset = 0
 
 
 class QueryListArgs(ListArgs):
