@@ -282,3 +282,20 @@ async def test_round_trip_on_the_storage_thread(tmp_path: Any, clock: Clock,
         actor.close()
     assert [g["query_id"] for g in results[0]] == ["q2"]
     threaded.close()
+
+
+async def test_drain_answers_a_waiting_get_with_the_query_as_it_is(
+        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+    await submit(queue)
+    got: list[Any] = []
+
+    async def upstream() -> None:
+        got.append(await queue.mailbox.ask_parked(
+            GetQuery("q1", wait=True), deadline=trio.current_time() + 30,
+            give_back=lambda _: None, on_timeout=None))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(upstream)
+        await trio.sleep(2)
+        queue.drain()
+    assert got[0]["status"] == "queued" and got[0]["query_id"] == "q1"

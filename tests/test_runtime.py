@@ -168,3 +168,57 @@ async def test_a_bug_in_an_actor_ends_the_whole_system(db: Database, clock: Cloc
             await nursery.start(actor.run)
             nursery.start_soon(actor.mailbox.ask, "crash")
             await trio.sleep_forever()
+
+
+def cap_storage(db: Database) -> None:
+    """Make every further write fail with SQLITE_FULL (a full disk, for tests)."""
+    pages = db.run_sync(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+    db.run_sync(lambda c: c.execute(f"PRAGMA max_page_count = {pages}"))
+
+
+def uncap_storage(db: Database) -> None:
+    db.run_sync(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+
+
+async def test_storage_failure_answers_every_caller_503(toy: Ledger, db: Database) -> None:
+    cap_storage(db)
+    errors: list[Exception] = []
+
+    async def add(name: str) -> None:
+        try:
+            await toy.mailbox.ask(Add(name * 5000))
+        except Exception as exc:
+            errors.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        for name in "abc":
+            nursery.start_soon(add, name)
+    assert [getattr(e, "code", repr(e)) for e in errors] == [5030, 5030, 5030]
+    uncap_storage(db)
+    assert await toy.mailbox.ask(Add("d" * 5000)) == "d" * 5000
+
+
+class Writer(Ledger):
+    """A toy whose periodic job writes."""
+
+    def _tick(self, conn: sqlite3.Connection, now: float) -> None:
+        self.job_calls += 1
+        conn.execute("INSERT INTO names VALUES (?)", (f"job-{self.job_calls}" + "x" * 5000,))
+
+
+async def test_storage_failure_in_a_job_backs_off_and_recovers(
+        db: Database, clock: Clock, autojump_clock: trio.testing.MockClock) -> None:
+    writer = Writer(db, clock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+        cap_storage(db)
+        await trio.sleep(30)
+        [job] = writer.jobs
+        # First try at 10 s, then once a second: not a tight loop, not a crash.
+        assert 18 <= writer.job_calls <= 22 and job.runs == 0
+        uncap_storage(db)
+        await trio.sleep(1)
+        assert job.runs == 1
+        await trio.sleep(10)
+        assert job.runs == 2  # back to its interval
+        nursery.cancel_scope.cancel()

@@ -21,6 +21,7 @@ from leasegate.errors import InvalidRequest
 from leasegate.http import errors, routes_admin, routes_artifacts, routes_queries, routes_tasks
 from leasegate.http.auth import Authenticator
 from leasegate.http.metrics import Metrics
+from leasegate.http.openapi import LeasegateOpenAPI
 
 ID = re.compile(r"^[A-Za-z0-9._:@-]{1,64}$")
 ID_ARGS = {"task_id", "query_id", "key_id"}
@@ -51,6 +52,7 @@ def create_app(system: System) -> QuartTrio:
                              "at-least-once queries, long-poll workers."},
         security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
         security=[{"bearer": []}],
+        openapi_provider_class=LeasegateOpenAPI,
     )
     app.json = JSONProvider(app)
     # quart-schema wraps make_response to pass every return value through a new

@@ -1,0 +1,242 @@
+"""``/openapi.json``: quart-schema's document, completed to describe all of API.md.
+
+quart-schema documents what the decorators say (request and response models).
+:class:`LeasegateOpenAPI` adds what they cannot say:
+
+- the error envelope for every status an operation can answer with
+  (401/403/429/503 when a key is needed, 400/413 with a body, 404 with a path
+  id, ...), all as ``#/components/schemas/ErrorEnvelope``;
+- the replay answer (200, ``created: false``) of the idempotent submits;
+- the raw bodies of the artifact routes and their ``X-Worker-Id`` /
+  ``X-Lease-Token`` headers, and the Prometheus text of ``/metrics``;
+- ``security: []`` on the routes that need no key;
+- a description on every response (OpenAPI requires one), status codes as
+  strings, request bodies marked required.
+
+Wired in ``create_app`` with ``QuartSchema(..., openapi_provider_class=LeasegateOpenAPI)``.
+"""
+
+from __future__ import annotations
+
+import copy
+from http import HTTPStatus
+from typing import Any
+
+from quart_schema.openapi import OpenAPIProvider
+from quart_schema.validation import (
+    QUART_SCHEMA_QUERYSTRING_ATTRIBUTE,
+    QUART_SCHEMA_REQUEST_ATTRIBUTE,
+)
+from werkzeug.routing.rules import Rule
+
+from leasegate.http.models import ErrorEnvelope
+from leasegate.http.routes_artifacts import ARTIFACT_NAME, WORKER_ID
+
+ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
+BINARY = {"type": "string", "format": "binary"}
+ID_SCHEMA = {"type": "string", "pattern": WORKER_ID.pattern}
+
+# Error responses every operation needing a key can answer with.
+AUTH_ERRORS = {
+    401: "unauthorized (4010): missing or unknown key.",
+    403: "forbidden (4030): known key, wrong role or site.",
+    429: "rate_limited (4290): too many requests for this key; retry after `Retry-After` "
+         "seconds.",
+    503: "unavailable (5030): storage full or failing; nothing was changed.",
+}
+BAD_REQUEST = ("invalid_request (4000): malformed JSON, an unknown field, or a value, id or "
+               "name outside its rules.")
+TOO_LARGE = "payload_too_large (4130): the body or one of its JSON fields is over its limit."
+NOT_FOUND = {
+    "task_id": "task_not_found (6001): no such task for this tenant.",
+    "query_id": "query_not_found (6005): no such query for this tenant.",
+    "key_id": "not_found (4040): no such key.",
+}
+CONFLICTS = {
+    ("post", "/v1/tasks"): "idempotency_conflict (6004): the same `task_id` with a different "
+                           "payload.",
+    ("post", "/v1/queries"): "idempotency_conflict (6004): the same `query_id` with a "
+                             "different payload.",
+    ("post", "/v1/queries/{query_id}/result"): "query_lease_invalid (6006): terminal query, "
+                                               "other owner or old token.",
+}
+TASK_CONFLICTS = {
+    "cancel": "state_conflict (6003): the task is terminal or stale.",
+    "pause": "state_conflict (6003): the task cannot be paused now.",
+    "resume": "state_conflict (6003): the task is not paused.",
+    "reclaim": "state_conflict (6003): the task is not stale.",
+}
+LEASE_CONFLICT = ("task_lease_invalid (6002): not this worker's lease or token (or the claim "
+                  "window has passed).")
+SUBMITS = {("post", "/v1/tasks"), ("post", "/v1/queries")}
+ARTIFACT_PATH = "/v1/tasks/{task_id}/artifacts/{name}"
+
+
+class LeasegateOpenAPI(OpenAPIProvider):
+    """quart-schema's provider, completed with leasegate's error and auth conventions."""
+
+    _envelope: tuple[dict[str, Any], dict[str, Any]] | None = None
+
+    def schema(self) -> dict[str, Any]:
+        document = super().schema()
+        paths = document["paths"]
+        document["paths"] = {path: paths[path] for path in sorted(paths)}
+        envelope, definitions = self._error_envelope()
+        schemas = document["components"]["schemas"]
+        schemas.update(definitions)
+        schemas["ErrorEnvelope"] = envelope
+        document["components"]["schemas"] = {name: schemas[name] for name in sorted(schemas)}
+        return document
+
+    def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
+        paths, components = super().build_paths(rule)
+        func = self._app.view_functions[rule.endpoint]
+        json_body = getattr(func, QUART_SCHEMA_REQUEST_ATTRIBUTE, None) is not None
+        querystring = getattr(func, QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None) is not None
+        public = self._is_public(rule.endpoint)
+        envelope, _ = self._error_envelope()
+        for path, item in paths.items():
+            for method in list(item):
+                # quart-schema shares one operation's dicts between methods: copy.
+                operation: dict[str, Any] = copy.deepcopy(item[method])
+                item[method] = operation
+                self._complete(operation, method, path, json_body=json_body,
+                               querystring=querystring, public=public, envelope=envelope)
+        return paths, components
+
+    # ---- helpers ----------------------------------------------------------------------
+
+    def _error_envelope(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """ErrorEnvelope's schema as quart-schema builds it, and its definitions."""
+        if self._envelope is None:
+            response, definitions = self.build_response_object(ErrorEnvelope, None)
+            self._envelope = (response["content"]["application/json"]["schema"], definitions)
+        return copy.deepcopy(self._envelope)
+
+    def _is_public(self, endpoint: str) -> bool:
+        # Imported here: app.py imports this module.
+        from leasegate.http.app import PUBLIC_ENDPOINTS
+
+        if endpoint in PUBLIC_ENDPOINTS:
+            return True
+        if endpoint == "admin.metrics":
+            system = self._app.extensions.get("leasegate")
+            return bool(system is not None and system.settings.metrics_public)
+        return False
+
+    def _complete(self, operation: dict[str, Any], method: str, path: str, *,
+                  json_body: bool, querystring: bool, public: bool,
+                  envelope: dict[str, Any]) -> None:
+        key = (method, path)
+        responses: dict[str, Any] = {str(code): value
+                                     for code, value in operation["responses"].items()}
+        for response in responses.values():
+            schema = response.get("content", {}).get("application/json", {}).get("schema")
+            if schema == envelope:
+                response["content"]["application/json"]["schema"] = dict(ERROR_REF)
+
+        parameters: list[dict[str, Any]] = operation["parameters"]
+        for parameter in parameters:
+            if parameter["in"] != "path":
+                continue
+            if parameter["name"] == "name":
+                parameter["schema"] = {"type": "string", "pattern": ARTIFACT_NAME.pattern}
+            elif parameter["name"] in ("task_id", "query_id"):
+                parameter["schema"] = dict(ID_SCHEMA)
+        path_ids = {p["name"] for p in parameters if p["in"] == "path"}
+
+        if json_body:
+            operation["requestBody"]["required"] = True
+
+        if key in SUBMITS and "201" in responses:
+            responses["201"]["description"] = "Created (`created: true`)."
+            replay = copy.deepcopy(responses["201"])
+            replay["description"] = ("An identical replay of an earlier submit: the existing "
+                                     "item, `created: false`.")
+            responses.setdefault("200", replay)
+
+        if key == ("get", "/metrics"):
+            responses.setdefault("200", {
+                "description": "The Prometheus text exposition format "
+                               "(`text/plain; version=0.0.4`).",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            })
+        elif key == ("get", ARTIFACT_PATH):
+            responses.setdefault("200", {
+                "description": "The artifact's bytes.",
+                "headers": {
+                    "X-Artifact-Sha256": {"description": "SHA-256 of the bytes, hex.",
+                                          "schema": {"type": "string"}},
+                    "Content-Disposition": {"description": "`attachment` with the name.",
+                                            "schema": {"type": "string"}},
+                },
+                "content": {"application/octet-stream": {"schema": dict(BINARY)}},
+            })
+        elif key == ("put", ARTIFACT_PATH):
+            operation["requestBody"] = {
+                "description": "The artifact's raw bytes (at most `max_artifact_bytes`, "
+                               "64 MiB by default).",
+                "required": True,
+                "content": {"application/octet-stream": {"schema": dict(BINARY)}},
+            }
+            parameters.extend([
+                {"name": "X-Worker-Id", "in": "header", "required": True,
+                 "description": "The worker holding the task's lease.",
+                 "schema": dict(ID_SCHEMA)},
+                {"name": "X-Lease-Token", "in": "header", "required": True,
+                 "description": "The lease token from the lease reply.",
+                 "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
+            ])
+            responses.setdefault("409", self._error(LEASE_CONFLICT))
+
+        errors: dict[str, str] = {}
+        has_body = json_body or "requestBody" in operation
+        if has_body or querystring or "name" in path_ids:
+            errors["400"] = BAD_REQUEST
+        if has_body:
+            errors["413"] = TOO_LARGE
+        if path_ids:
+            errors["404"] = self._not_found(method, path_ids)
+        if not public:
+            errors.update({str(code): text for code, text in AUTH_ERRORS.items()})
+        for code, text in errors.items():
+            responses.setdefault(code, self._error(text))
+        if "429" in responses and not public:
+            responses["429"].setdefault("headers", {})["Retry-After"] = {
+                "description": "Seconds to wait before the next request.",
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        if "409" in responses and not responses["409"].get("description"):
+            responses["409"]["description"] = self._conflict(key)
+
+        for code, response in responses.items():
+            if not response.get("description"):
+                response["description"] = HTTPStatus(int(code)).phrase + "."
+        operation["responses"] = {code: responses[code] for code in sorted(responses)}
+
+        if public:
+            operation["security"] = []
+
+    @staticmethod
+    def _error(description: str) -> dict[str, Any]:
+        return {"description": description,
+                "content": {"application/json": {"schema": dict(ERROR_REF)}}}
+
+    @staticmethod
+    def _not_found(method: str, path_ids: set[str]) -> str:
+        if "name" in path_ids and method == "get":
+            return ("task_not_found (6001) or artifact_not_found (6009): no such task for "
+                    "this tenant, or no such artifact.")
+        for name in ("task_id", "query_id", "key_id"):
+            if name in path_ids:
+                return NOT_FOUND[name]
+        return "not_found (4040)."
+
+    @staticmethod
+    def _conflict(key: tuple[str, str]) -> str:
+        if key in CONFLICTS:
+            return CONFLICTS[key]
+        action = key[1].rsplit("/", 1)[-1]
+        if key[1].startswith("/v1/tasks/{task_id}"):
+            return TASK_CONFLICTS.get(action, LEASE_CONFLICT)
+        return "A conflict with the current state; see `error.code`."

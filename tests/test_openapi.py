@@ -1,0 +1,173 @@
+"""``/openapi.json`` describes all of API.md that exists, and is a valid OpenAPI 3.1 document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from openapi_spec_validator import validate
+
+from leasegate.clock import Clock
+from leasegate.settings import Settings, load
+from tests.conftest import start_gateway
+
+ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
+AUTH_ERRORS = {"401", "403", "429", "503"}
+
+# API.md "Tasks", "Queries" and "Operations" (plus GET /v1/workers); the ledger and
+# devices do not exist yet.
+API_MD = {
+    ("post", "/v1/tasks"),
+    ("get", "/v1/tasks/{task_id}"),
+    ("get", "/v1/tasks"),
+    ("post", "/v1/tasks/{task_id}/cancel"),
+    ("post", "/v1/tasks/lease"),
+    ("post", "/v1/tasks/{task_id}/start"),
+    ("post", "/v1/tasks/{task_id}/renew"),
+    ("post", "/v1/tasks/{task_id}/result"),
+    ("post", "/v1/tasks/{task_id}/reclaim"),
+    ("put", "/v1/tasks/{task_id}/artifacts/{name}"),
+    ("get", "/v1/tasks/{task_id}/artifacts"),
+    ("get", "/v1/tasks/{task_id}/artifacts/{name}"),
+    ("post", "/v1/queries"),
+    ("get", "/v1/queries/{query_id}"),
+    ("get", "/v1/queries"),
+    ("post", "/v1/queries/lease"),
+    ("post", "/v1/queries/{query_id}/result"),
+    ("get", "/health"),
+    ("get", "/metrics"),
+    ("post", "/v1/admin/keys"),
+    ("get", "/v1/admin/keys"),
+    ("delete", "/v1/admin/keys/{key_id}"),
+    ("post", "/v1/admin/backup"),
+    ("get", "/v1/workers"),
+}
+PUBLIC = {("get", "/health"), ("get", "/openapi.json")}
+
+
+async def fetch(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
+                clock: Clock) -> dict[str, Any]:
+    gateway = await start_gateway(nursery, tmp_path / "leasegate.db", settings, clock)
+    response = await gateway.client.get("/openapi.json")  # no key needed
+    assert response.status_code == 200
+    document: dict[str, Any] = await response.get_json()
+    return document
+
+
+@pytest.fixture
+async def document(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
+                   clock: Clock) -> dict[str, Any]:
+    return await fetch(nursery, tmp_path, settings, clock)
+
+
+def operations(document: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(method, path): operation
+            for path, item in document["paths"].items()
+            for method, operation in item.items()}
+
+
+def json_schema(response: dict[str, Any]) -> Any:
+    return response["content"]["application/json"]["schema"]
+
+
+async def test_document_is_valid_openapi(document: dict[str, Any]) -> None:
+    assert document["openapi"].startswith("3.1")
+    validate(document)
+    for (method, path), operation in operations(document).items():
+        assert operation["responses"], (method, path)
+        for code, response in operation["responses"].items():
+            assert isinstance(code, str) and code.isdigit(), (method, path, code)
+            assert response["description"], (method, path, code)
+    ids = [op["operationId"] for op in operations(document).values()]
+    assert len(ids) == len(set(ids))
+
+
+async def test_every_path_of_api_md_is_described(document: dict[str, Any]) -> None:
+    missing = API_MD - set(operations(document))
+    assert not missing
+
+
+async def test_error_envelope_for_every_possible_status(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    assert schemas["ErrorEnvelope"]["properties"]["error"] == {
+        "$ref": "#/components/schemas/ErrorInfo"}
+    assert set(schemas["ErrorInfo"]["required"]) == {"code", "type", "message"}
+    for key, operation in operations(document).items():
+        path = key[1]
+        responses = operation["responses"]
+        expected: set[str] = set()
+        if key not in PUBLIC:
+            expected |= AUTH_ERRORS
+        if "requestBody" in operation:
+            expected |= {"400", "413"}
+        if "{" in path:
+            expected.add("404")
+        assert expected <= set(responses), (key, expected - set(responses))
+        for code, response in responses.items():
+            if int(code) >= 400:
+                assert json_schema(response) == ENVELOPE, (key, code)
+        if "429" in responses:
+            assert "Retry-After" in responses["429"]["headers"]
+    ops = operations(document)
+    # 409s documented by the routes stay.
+    for key in [("post", "/v1/tasks"), ("post", "/v1/queries"),
+                ("post", "/v1/tasks/{task_id}/cancel"), ("post", "/v1/tasks/{task_id}/start"),
+                ("post", "/v1/tasks/{task_id}/renew"), ("post", "/v1/tasks/{task_id}/result"),
+                ("post", "/v1/tasks/{task_id}/reclaim"),
+                ("post", "/v1/queries/{query_id}/result")]:
+        assert "409" in ops[key]["responses"], key
+
+
+async def test_submits_document_the_replay(document: dict[str, Any]) -> None:
+    ops = operations(document)
+    for path in ("/v1/tasks", "/v1/queries"):
+        responses = ops[("post", path)]["responses"]
+        assert json_schema(responses["200"]) == json_schema(responses["201"])
+        assert "created" in json_schema(responses["200"])["properties"]
+        assert ops[("post", path)]["requestBody"]["required"] is True
+
+
+async def test_raw_bodies(document: dict[str, Any]) -> None:
+    ops = operations(document)
+    metrics = ops[("get", "/metrics")]["responses"]["200"]
+    assert metrics["content"] == {"text/plain": {"schema": {"type": "string"}}}
+
+    download = ops[("get", "/v1/tasks/{task_id}/artifacts/{name}")]["responses"]["200"]
+    assert download["content"]["application/octet-stream"]["schema"] == {
+        "type": "string", "format": "binary"}
+    assert "X-Artifact-Sha256" in download["headers"]
+
+    upload = ops[("put", "/v1/tasks/{task_id}/artifacts/{name}")]
+    assert upload["requestBody"]["required"] is True
+    assert upload["requestBody"]["content"]["application/octet-stream"]["schema"] == {
+        "type": "string", "format": "binary"}
+    headers = {p["name"]: p for p in upload["parameters"] if p["in"] == "header"}
+    assert set(headers) == {"X-Worker-Id", "X-Lease-Token"}
+    assert all(p["required"] is True for p in headers.values())
+    assert "201" in upload["responses"]
+    assert "409" in upload["responses"]
+
+
+async def test_security(document: dict[str, Any]) -> None:
+    assert document["security"] == [{"bearer": []}]
+    assert document["components"]["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer"}
+    for key, operation in operations(document).items():
+        if key in PUBLIC:
+            assert operation["security"] == [], key
+            assert not AUTH_ERRORS & set(operation["responses"]), key
+        else:
+            assert "security" not in operation, key  # the global bearer key
+
+
+async def test_public_metrics_need_no_key(nursery: trio.Nursery, tmp_path: Path,
+                                          clock: Clock) -> None:
+    settings = load(environ={}, overrides={"sqlite_synchronous": "OFF",
+                                           "metrics_public": True})
+    document = await fetch(nursery, tmp_path, settings, clock)
+    metrics = operations(document)[("get", "/metrics")]
+    assert metrics["security"] == []
+    assert not AUTH_ERRORS & set(metrics["responses"])
+    validate(document)
