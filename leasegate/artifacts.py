@@ -1,11 +1,15 @@
-"""Artifact files: ``<data>/artifacts/t_<task_id>/<name>``, uploads staged first.
+"""Artifact files: ``<data>/artifacts/t_<task_id>/<name>@<sha256>``, staged first.
 
 An upload streams into ``.staging/`` while it is hashed and counted (never
 held in memory whole), is fsynced, and only then moved into place by the task
-actor in the same transaction that records it. Deleting files never happens
-on an actor's message path (seed 004: removing a GB directory under the task
-lock once stalled the whole queue): purged tasks' directories go to a
-deleter task that works in a thread, and two sweeps catch what is left::
+actor in the transaction that records it. Files are named by their content,
+so a move whose transaction then rolls back never changes the bytes behind a
+committed row: it only leaves an unreferenced file, removed with the task.
+
+Deleting files never happens on an actor's message path (seed 004: removing
+a GB directory under the task lock once stalled the whole queue): purged
+tasks' directories go to a deleter task that works in a thread, and two
+sweeps catch what is left::
 
     store = ArtifactStore(Path("var/artifacts"))
     staged = await store.stage(request.body, limit=64 * 2**20)
@@ -46,14 +50,14 @@ class ArtifactStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.staging = root / ".staging"
-        self._doomed_send, self._doomed = trio.open_memory_channel[str](DELETE_QUEUE)
-        self.deleted_dirs = 0
+        self._doomed_send, self._doomed = trio.open_memory_channel[Path](DELETE_QUEUE)
+        self.deleted = 0  # paths removed by the deleter
 
     def task_dir(self, task_id: str) -> Path:
         return self.root / f"{DIR_PREFIX}{task_id}"
 
-    def path(self, task_id: str, name: str) -> Path:
-        return self.task_dir(task_id) / name
+    def path(self, task_id: str, name: str, sha256: str) -> Path:
+        return self.task_dir(task_id) / f"{name}@{sha256}"
 
     async def stage(self, chunks: AsyncIterable[bytes], limit: int) -> Staged:
         """Stream ``chunks`` into a staging file; 413 past ``limit`` bytes.
@@ -84,29 +88,31 @@ class ArtifactStore:
 
     def place(self, staged: Staged, task_id: str, name: str) -> None:
         """Move a staged upload into place (a rename: cheap, safe on the actor's path)."""
-        target = self.path(task_id, name)
+        target = self.path(task_id, name, staged.sha256)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staged.path, target)
 
     def discard_later(self, task_ids: list[str]) -> None:
-        """Queue the directories of purged tasks for deletion; never blocks.
-
-        If the queue is full the orphan sweep removes them later.
-        """
+        """Queue the directories of purged tasks for deletion; never blocks."""
         for task_id in task_ids:
-            try:
-                self._doomed_send.send_nowait(task_id)
-            except trio.WouldBlock:
-                log.warning("artifact deletion queue full; the orphan sweep will remove "
-                            "the directory of task %s", task_id)
+            self._discard(self.task_dir(task_id))
+
+    def discard_file_later(self, task_id: str, name: str, sha256: str) -> None:
+        """Queue one superseded artifact file for deletion; never blocks."""
+        self._discard(self.path(task_id, name, sha256))
+
+    def _discard(self, path: Path) -> None:
+        try:
+            self._doomed_send.send_nowait(path)
+        except trio.WouldBlock:
+            # The orphan sweep (directories) or the task's purge (files) gets it later.
+            log.warning("artifact deletion queue full; %s stays for now", path)
 
     async def run_deleter(self) -> None:
-        """Delete queued task directories one by one, in a thread. Runs forever."""
-        async for task_id in self._doomed:
-            directory = self.task_dir(task_id)
-            await trio.to_thread.run_sync(
-                lambda d=directory: shutil.rmtree(d, ignore_errors=True))  # type: ignore[misc]
-            self.deleted_dirs += 1
+        """Delete queued paths one by one, in a thread. Runs forever."""
+        async for path in self._doomed:
+            await trio.to_thread.run_sync(_remove, path)
+            self.deleted += 1
 
     async def sweep_staging(self, now: float, max_age: float) -> int:
         """Remove staging files older than ``max_age`` (uploads that never finished)."""
@@ -150,8 +156,13 @@ class ArtifactStore:
         alive = await existing(candidates)
         orphans = [task_id for task_id in candidates if task_id not in alive]
         for task_id in orphans:
-            directory = self.task_dir(task_id)
-            await trio.to_thread.run_sync(
-                lambda d=directory: shutil.rmtree(d, ignore_errors=True))  # type: ignore[misc]
+            await trio.to_thread.run_sync(_remove, self.task_dir(task_id))
             log.info("removed orphan artifact directory of task %s", task_id)
         return len(orphans)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

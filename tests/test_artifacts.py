@@ -77,7 +77,7 @@ async def test_upload_list_and_download(gateway: Gateway) -> None:
                                         headers=gateway.auth("t1"))
     assert response.status_code == 200 and await response.get_data() == data
     assert response.headers["X-Artifact-Sha256"] == stored["sha256"]
-    assert files_under(gateway.system.artifacts.root) == ["t_t1/report.csv"]
+    assert files_under(gateway.system.artifacts.root) == [f"t_t1/report.csv@{stored['sha256']}"]
 
 
 async def test_uploads_over_the_body_limit_are_accepted(gateway: Gateway) -> None:
@@ -85,7 +85,7 @@ async def test_uploads_over_the_body_limit_are_accepted(gateway: Gateway) -> Non
     data = os.urandom(2 * 1024 * 1024)  # over max_body_bytes: artifacts have their own limit
     status, stored = await upload(gateway, "t1", "big.bin", data, token)
     assert status == 201 and stored["size"] == len(data)
-    assert gateway.system.artifacts.path("t1", "big.bin").read_bytes() == data
+    assert gateway.system.artifacts.path("t1", "big.bin", stored["sha256"]).read_bytes() == data
 
 
 async def test_a_claim_may_upload_too_and_reupload_replaces(gateway: Gateway) -> None:
@@ -95,6 +95,8 @@ async def test_a_claim_may_upload_too_and_reupload_replaces(gateway: Gateway) ->
     assert status == 201 and stored["size"] == 4
     response = await gateway.client.get("/v1/tasks/t1/artifacts/a.txt", headers=gateway.auth("t1"))
     assert await response.get_data() == b"two!"
+    await until(lambda: gateway.system.artifacts.deleted == 1)  # the first version, later
+    assert files_under(gateway.system.artifacts.root) == [f"t_t1/a.txt@{stored['sha256']}"]
 
 
 async def test_only_the_lease_holder_uploads(gateway: Gateway) -> None:
@@ -148,7 +150,7 @@ async def test_oversized_upload_is_413_and_leaves_nothing(
     status, body = await upload(gw, "t1", "big", b"x" * 1001, token)
     assert status == 413 and body["error"]["code"] == 4130
     assert (await upload(gw, "t1", "fits", b"x" * 1000, token))[0] == 201
-    assert files_under(gw.system.artifacts.root) == ["t_t1/fits"]
+    assert [f.split("@")[0] for f in files_under(gw.system.artifacts.root)] == ["t_t1/fits"]
 
 
 async def test_purge_deletes_files_off_the_message_path(
@@ -162,10 +164,10 @@ async def test_purge_deletes_files_off_the_message_path(
     autojump_clock.autojump_threshold = 0
     await trio.sleep(7 * 24 * HOUR + 61)  # retention, then the next purge
     autojump_clock.autojump_threshold = 0.02  # from here, give the deleter's thread time
-    await until(lambda: gateway.system.artifacts.deleted_dirs == 1)
+    await until(lambda: gateway.system.artifacts.deleted == 1)
     assert (await gateway.call("GET", "/v1/tasks/t1", "t1"))[0] == 404
     assert not gateway.system.artifacts.task_dir("t1").exists()
-    assert gateway.system.artifacts.deleted_dirs == 1
+    assert gateway.system.artifacts.deleted == 1
 
 
 async def test_orphan_and_staging_sweeps(gateway: Gateway, clock: Clock,

@@ -15,7 +15,8 @@ from leasegate.storage import tasks_sql as sql
 
 
 def record(conn: sqlite3.Connection, m: RecordArtifact, now: float,
-           store: ArtifactStore | None) -> dict[str, Any]:
+           store: ArtifactStore | None) -> tuple[dict[str, Any], str | None]:
+    """Record an upload; returns the reply and the sha256 of a version it replaced."""
     row = sql.get(conn, m.task_id)
     if row is None:
         raise TaskNotFound(f"no task {m.task_id}")
@@ -27,12 +28,14 @@ def record(conn: sqlite3.Connection, m: RecordArtifact, now: float,
             f"(status {row['status']}); artifacts are uploaded under the lease")
     if store is None:
         raise Unavailable("artifact storage is not configured")
+    earlier = artifacts_sql.get(conn, m.task_id, m.name)
     artifacts_sql.put(conn, m.task_id, m.name, m.staged.size, m.staged.sha256, now)
     try:
         store.place(m.staged, m.task_id, m.name)  # last: a failure rolls the row back
     except OSError as exc:
         raise Unavailable(f"could not store the artifact: {exc}") from None
-    return {"name": m.name, "size": m.staged.size, "sha256": m.staged.sha256}
+    replaced = earlier["sha256"] if earlier and earlier["sha256"] != m.staged.sha256 else None
+    return {"name": m.name, "size": m.staged.size, "sha256": m.staged.sha256}, replaced
 
 
 def _visible_task(conn: sqlite3.Connection, task_id: str, tenant: str | None) -> None:

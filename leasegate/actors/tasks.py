@@ -134,7 +134,12 @@ class TaskQueue(Actor):
             case ListWorkers():
                 return self._workers(conn, message.page, now)
             case RecordArtifact():
-                return task_artifacts.record(conn, message, now, self.artifacts)
+                reply, replaced = task_artifacts.record(conn, message, now, self.artifacts)
+                store = self.artifacts
+                if replaced is not None and store is not None:
+                    m = message
+                    self.after_commit(lambda: store.discard_file_later(m.task_id, m.name, replaced))
+                return reply
             case ListArtifacts():
                 return task_artifacts.listing(conn, message)
             case FindArtifact():

@@ -82,7 +82,7 @@ async def get_artifact(task_id: str, name: str) -> Response:
     _checked_name(name)
     sys = system()
     found = await sys.tasks.mailbox.ask(FindArtifact(task_id, name, tenant))
-    path = sys.artifacts.path(task_id, name)
+    path = sys.artifacts.path(task_id, name, found["sha256"])
     if not await trio.to_thread.run_sync(path.is_file):
         raise ArtifactNotFound(f"the file of artifact {name} is missing")
     response = await send_file(path, mimetype="application/octet-stream",
