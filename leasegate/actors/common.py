@@ -38,6 +38,38 @@ def check_site(site: str, allowed: tuple[str, ...] | None) -> None:
         raise Forbidden(f"this key may not serve site {site}")
 
 
+class DryFilters:
+    """Which ``sites`` filters found no work in this turn.
+
+    Serving parked leases only takes work within a turn, so once a lease for
+    some sites found nothing, every later waiter asking for those sites (or a
+    subset) would scan the queue in vain. With a backlog behind a blocked lane
+    that scan is the expensive part, once per filter instead of once per waiter::
+
+        if dry.known(self.turn, sites): return None
+        ... lease ...; if nothing: dry.add(self.turn, sites)
+    """
+
+    def __init__(self) -> None:
+        self._turn = -1
+        self._dry: set[tuple[str, ...] | None] = set()
+
+    def known(self, turn: int, sites: tuple[str, ...] | None) -> bool:
+        if turn != self._turn:
+            self._turn, self._dry = turn, set()
+            return False
+        if None in self._dry or sites in self._dry:
+            return True
+        return sites is not None and all((site,) in self._dry for site in sites)
+
+    def add(self, turn: int, sites: tuple[str, ...] | None) -> None:
+        if turn != self._turn:
+            self._turn, self._dry = turn, set()
+        self._dry.add(sites)
+        if sites is not None:
+            self._dry.update((site,) for site in sites)
+
+
 def render_billing(row: sqlite3.Row) -> dict[str, Any] | None:
     """The ``billing`` of a job object. No ledger yet: the hold's state is unknown."""
     if row["max_cost"] is None:

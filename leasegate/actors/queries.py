@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from leasegate.actors.common import (
+    DryFilters,
     Page,
     canonical_json,
     check_site,
@@ -110,6 +111,7 @@ class QueryQueue(Actor):
     def __init__(self, db: Database, clock: Clock, settings: Settings) -> None:
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
+        self._dry = DryFilters()
         self.add_job("purge_queries", settings.housekeeping_interval, self._purge)
 
     def handle(self, conn: sqlite3.Connection, message: Any) -> Any:
@@ -195,7 +197,12 @@ class QueryQueue(Actor):
 
     def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
         if isinstance(message, LeaseQueries):
-            return self._lease(conn, message, self.now) or None
+            if self._dry.known(self.turn, message.sites):
+                return None
+            leases = self._lease(conn, message, self.now)
+            if not leases:
+                self._dry.add(self.turn, message.sites)
+            return leases or None
         if isinstance(message, GetQuery):
             row = sql.get(conn, message.query_id)
             if row is None:  # purged while waiting

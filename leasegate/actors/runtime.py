@@ -149,6 +149,7 @@ class Actor:
         self._work_may_be_available = False
         self.draining = False
         self.batches = 0
+        self.turn = 0  # counts turns, failed ones too: "within this transaction"
         self.now = clock.now()
 
     # ---- hooks for subclasses -------------------------------------------------
@@ -271,6 +272,7 @@ class Actor:
 
     async def _turn(self, envelopes: list[Envelope]) -> None:
         now = self.now = self.clock.now()
+        self.turn += 1
         internal, self._internal = self._internal, []
         envelopes = [Envelope(m) for m in internal] + envelopes
         due_jobs = [job for job in self.jobs if job.next_at <= now]

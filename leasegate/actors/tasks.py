@@ -26,6 +26,7 @@ from typing import Any
 
 from leasegate.actors import task_artifacts
 from leasegate.actors.common import (
+    DryFilters,
     Page,
     canonical_json,
     check_site,
@@ -89,6 +90,7 @@ class TaskQueue(Actor):
                  artifacts: ArtifactStore | None = None) -> None:
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
+        self._dry = DryFilters()
         self.artifacts = artifacts
         # How far passed not_before times have already woken the parked leases.
         self._not_before_seen = -math.inf
@@ -218,10 +220,14 @@ class TaskQueue(Actor):
 
     def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
         if isinstance(message, LeaseTasks):
+            if self._dry.known(self.turn, message.sites):
+                return None
             now = self.now
             leases = self._lease(conn, message, now)
             if leases:
                 self._seen(conn, message.worker_id, now, message)
+            else:
+                self._dry.add(self.turn, message.sites)
             return leases or None
         return None
 
