@@ -49,7 +49,11 @@ def hypercorn_config(settings: Settings, host: str, port: int) -> Config:
 
 
 async def bootstrap_keys(system: System, out: TextIO) -> None:
-    """On a fresh database, create and print one key per role, once."""
+    """On a fresh database, create and print one key per role, once.
+
+    Fresh means no key was ever created: revoking every key after a leak and
+    restarting must not print a new admin key into the logs.
+    """
     if await system.keys.mailbox.ask(CountKeys()):
         return
     print("Bootstrap keys (shown once; only their hashes are stored):", file=out)

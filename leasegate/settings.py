@@ -7,6 +7,7 @@ setting (:class:`SettingsError`); nothing is silently ignored or clamped.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -67,6 +68,8 @@ class Settings:
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise SettingsError(f"{field.name} must be a finite number (got {value})")
             if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
                 raise SettingsError(f"{field.name} must not be negative (got {value})")
         positive = (

@@ -32,6 +32,8 @@ def test_precedence(tmp_path: Path) -> None:
     ({"LEASEGATE_QUERY_MAX_ATTEMPTS": "0"}, "query_max_attempts"),
     ({"LEASEGATE_MAX_WAIT_SECONDS": "31"}, "max_wait_seconds"),
     ({"LEASEGATE_HTTP_READ_TIMEOUT": "30"}, "http_read_timeout"),
+    ({"LEASEGATE_TASK_TTL": "nan"}, "task_ttl"),
+    ({"LEASEGATE_QUERY_TTL": "inf"}, "query_ttl"),
 ])
 def test_bad_settings_name_the_setting(env: dict[str, str], named: str) -> None:
     with pytest.raises(SettingsError, match=named):

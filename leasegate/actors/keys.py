@@ -60,7 +60,7 @@ class RevokeKey:
 
 @dataclass(frozen=True)
 class CountKeys:
-    """→ the number of keys not revoked."""
+    """→ the number of keys ever created (revoked ones too)."""
 
 
 class KeyStore(Actor):
@@ -99,7 +99,7 @@ class KeyStore(Actor):
                 assert row is not None
                 return render(row)
             case CountKeys():
-                return sql.count_live(conn)
+                return sql.count_all(conn)
         raise TypeError(f"keys: unknown message {message!r}")
 
 

@@ -97,6 +97,7 @@ class Mailbox:
         """
         send, recv = trio.open_memory_channel[outcome.Outcome[Any]](1)
         received: outcome.Outcome[Any] | None = None
+        delivered = False
         try:
             try:
                 await self._send.send(Envelope(message, send))
@@ -104,11 +105,15 @@ class Mailbox:
                 raise Unavailable("the gateway is shutting down") from None
             with trio.move_on_at(deadline):
                 received = await recv.receive()
+            # A reply can arrive just as the caller is being cancelled (the HTTP
+            # client left): then it is given back below, not returned to nobody.
+            await trio.lowlevel.checkpoint_if_cancelled()
             if received is None:
                 try:
                     received = recv.receive_nowait()
                 except (trio.WouldBlock, trio.EndOfChannel):
                     return on_timeout
+            delivered = True
             return received.unwrap()
         except trio.EndOfChannel:
             raise Unavailable("the gateway is shutting down") from None
@@ -116,14 +121,12 @@ class Mailbox:
             if received is None:
                 # No checkpoint between these two: see the docstring.
                 try:
-                    late: outcome.Outcome[Any] | None = recv.receive_nowait()
+                    received = recv.receive_nowait()
                 except (trio.WouldBlock, trio.EndOfChannel):
-                    late = None
-                recv.close()
-                if isinstance(late, outcome.Value):
-                    compensation = give_back(late.value)
-                    if compensation is not None:
-                        with trio.move_on_after(5, shield=True):
-                            await self.tell(compensation)
-            else:
-                recv.close()
+                    received = None
+            recv.close()
+            if not delivered and isinstance(received, outcome.Value):
+                compensation = give_back(received.value)
+                if compensation is not None:
+                    with trio.move_on_after(5, shield=True):
+                        await self.tell(compensation)

@@ -6,7 +6,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from leasegate.storage.connection import connect
+from leasegate.storage.connection import BUSY_TIMEOUT_MS
 from leasegate.storage.migrations import MIGRATIONS, current_version
 
 
@@ -23,7 +23,10 @@ def backup(db_file: Path, out: Path) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     partial.unlink(missing_ok=True)
-    source = connect(db_file)
+    # A plain connection: connect() would switch a backup file being restored
+    # to WAL mode, i.e. change the user's file.
+    source = sqlite3.connect(str(db_file))
+    source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     try:
         target = sqlite3.connect(str(partial))
         try:

@@ -64,9 +64,9 @@ def get(conn: sqlite3.Connection, key_id: str) -> sqlite3.Row | None:
     return row
 
 
-def count_live(conn: sqlite3.Connection) -> int:
-    return int(conn.execute(
-        "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL").fetchone()[0])
+def count_all(conn: sqlite3.Connection) -> int:
+    """Keys ever created, revoked ones included."""
+    return int(conn.execute("SELECT count(*) FROM api_keys").fetchone()[0])
 
 
 def revoke(conn: sqlite3.Connection, key_id: str, now: float) -> bool:
