@@ -117,7 +117,7 @@ async def running(gw: Gateway, task_id: str, worker_id: str = "w1", **fields: An
 
 
 async def health(gw: Gateway) -> Json:
-    status, body = await call(gw, "GET", "/health")
+    status, body = await call(gw, "GET", "/health", "admin")
     assert status == 200, body
     return body
 
@@ -881,3 +881,18 @@ async def test_openapi_describes_every_task_path(gateway: Gateway) -> None:
     for path, methods in want.items():
         assert path in paths, path
         assert methods <= set(paths[path]), (path, paths[path])
+
+
+async def test_health_without_a_key_does_not_name_accounts_or_tasks(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    await running(gateway, "secret-order", account="alice")
+    await trio.sleep(121)  # the lease lapses: stale, the lane is blocked
+    status, public = await call(gateway, "GET", "/health")
+    assert status == 200 and public["status"] == "degraded"
+    assert public["checks"]["blocked_lanes"] == [{"site": "shop",
+                                                   "since": "2026-11-30T08:02:00Z"}]
+    detailed = await health(gateway)
+    [lane] = detailed["checks"]["blocked_lanes"]
+    assert (lane["account"], lane["task_id"]) == ("alice", "secret-order")
+    status, refused = await call(gateway, "GET", "/health", "t1")
+    assert status == 200 and "account" not in refused["checks"]["blocked_lanes"][0]

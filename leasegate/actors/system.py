@@ -10,6 +10,7 @@ hypercorn serving 500s, while here it takes the process down loudly.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,8 @@ class System:
                                 settings.artifact_orphan_sweep_interval, self._sweep_orphans)
         self.started_at = clock.now()
         self._closed = trio.Event()
+        self._probed_at = -math.inf
+        self._probe_ok = False
 
     def _open(self) -> Database:
         db = Database.open(self.db_path, self.settings.sqlite_synchronous, inline=self._inline)
@@ -141,7 +144,16 @@ class System:
         self._closed.set()
 
     async def storage_writable(self) -> bool:
-        """A real write and commit on the database, for /health."""
+        """A real write and commit on the database, for /health (at most once a second:
+        /health needs no key, so its cost must not be the caller's to choose)."""
+        now = self.clock.now()
+        if now - self._probed_at < 1.0:
+            return self._probe_ok
+        self._probed_at = now
+        self._probe_ok = await self._probe()
+        return self._probe_ok
+
+    async def _probe(self) -> bool:
         def probe(conn: Any) -> None:
             with transaction(conn):
                 conn.execute("PRAGMA user_version = " + str(

@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from quart import Blueprint, Response, current_app
+from quart import Blueprint, Response, current_app, request
 from quart_schema import document_response, validate_querystring, validate_request
 
 from leasegate.actors.keys import CreateKey, ListKeys, RevokeKey
@@ -90,7 +90,7 @@ async def list_workers(query_args: ListArgs) -> dict[str, Any]:
     return reply
 
 
-async def health_report() -> dict[str, Any]:
+async def health_report(detailed: bool) -> dict[str, Any]:
     sys = system()
     writable = await sys.storage_writable()
     tasks = await sys.tasks.mailbox.ask(TaskHealth())
@@ -103,10 +103,13 @@ async def health_report() -> dict[str, Any]:
                                 "next_run_at": iso(job.next_at) if job.next_at else None}
         for owner, job in sys.jobs()
     }
+    lanes = tasks["blocked_lanes"]
+    if not detailed:  # accounts and task ids are the tenants' business
+        lanes = [{"site": lane["site"], "since": lane["since"]} for lane in lanes]
     checks = {
         "storage_writable": writable,
         "stale_tasks": tasks["stale"],
-        "blocked_lanes": tasks["blocked_lanes"],
+        "blocked_lanes": lanes,
         "sites_without_worker": tasks["unserved_sites"],
         "queued": {"tasks": tasks["queued"], "queries": query_counts.get("queued", {})},
         "leased_queries": query_counts.get("leased", {}),
@@ -120,8 +123,14 @@ async def health_report() -> dict[str, Any]:
 @bp.get("/health")
 @document_response(Health)
 async def health() -> dict[str, Any]:
-    """No auth. ``degraded`` while storage fails, a task is stale or a site has no worker."""
-    return await health_report()
+    """No key needed. ``degraded`` while storage fails, a task is stale or a site has no
+    worker. Blocked lanes name their account, task and since when for an admin key;
+    without one, only their site and since when."""
+    detailed = False
+    if request.headers.get("Authorization"):
+        authenticator: Authenticator = current_app.extensions["leasegate.auth"]
+        detailed = (await authenticator.authenticate()).role == "admin"
+    return await health_report(detailed)
 
 
 @bp.get("/metrics")
