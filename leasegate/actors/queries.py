@@ -147,8 +147,8 @@ class QueryQueue(Actor):
     # ---- submit / read ----
 
     def _submit(self, conn: sqlite3.Connection, m: SubmitQuery, now: float) -> dict[str, Any]:
-        digest = fingerprint(m.tenant, m.site, m.kind, m.params, m.max_cost)
-        params = canonical_json(m.params)
+        params = canonical_json(m.params)  # once: the fingerprint takes the text
+        digest = fingerprint(m.tenant, m.site, m.kind, params, m.max_cost)
         while True:
             # Insert first: the common case (a new query) costs one statement.
             query_id = m.query_id or new_id("q")

@@ -155,7 +155,8 @@ class TaskQueue(Actor):
     # ---- submit / read ----
 
     def _submit(self, conn: sqlite3.Connection, m: SubmitTask, now: float) -> dict[str, Any]:
-        digest = fingerprint(m.tenant, m.site, m.account, m.kind, m.params, m.priority,
+        params = canonical_json(m.params)  # once: the fingerprint takes the text
+        digest = fingerprint(m.tenant, m.site, m.account, m.kind, params, m.priority,
                              m.not_before, m.device_id, m.batch_total, m.max_cost)
         if m.task_id is not None:
             existing = sql.get(conn, m.task_id)
@@ -170,7 +171,7 @@ class TaskQueue(Actor):
                 task_id = new_id("t")
         sql.insert(
             conn, task_id=task_id, tenant=m.tenant, site=m.site, account=m.account, kind=m.kind,
-            params=canonical_json(m.params), priority=m.priority, not_before=m.not_before,
+            params=params, priority=m.priority, not_before=m.not_before,
             device_id=m.device_id, batch_total=m.batch_total, max_cost=m.max_cost,
             fingerprint=digest, status="queued", created_at=now, updated_at=now,
             expires_at=self._ttl_deadline(m.not_before, now),

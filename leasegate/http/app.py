@@ -91,10 +91,7 @@ def create_app(system: System) -> QuartTrio:
     @app.after_request
     async def count(response: Response) -> Response:
         route = request.url_rule.rule if request.url_rule else "unmatched"
-        metrics.requests.labels(request.method, route, str(response.status_code)).inc()
-        started = g.get("started")
-        if started is not None:
-            metrics.latency.labels(route).observe(time.perf_counter() - started)
+        metrics.observe(request.method, route, response.status_code, g.get("started"))
         return response
 
     return app

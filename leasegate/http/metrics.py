@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,9 @@ from prometheus_client.registry import Collector
 from leasegate.actors.queries import QueryStats
 from leasegate.actors.system import System
 from leasegate.actors.task_messages import TaskHealth
+
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class Metrics(Collector):
@@ -25,6 +29,24 @@ class Metrics(Collector):
                                           0.5, 1, 2.5, 5, 10, 30))
         self._snapshot: dict[str, Any] = {}
         self.registry.register(self)
+        # Label children by key: labels() costs a lock and several dict lookups.
+        self._counted: dict[tuple[str, str, int], Any] = {}
+        self._timed: dict[str, Any] = {}
+
+    def observe(self, method: str, route: str, status: int, started: float | None) -> None:
+        """Count one request. Labels stay bounded: ``route`` is a rule, never a raw
+        path, and a method a client invented counts as "other"."""
+        method = method if method in METHODS else "other"
+        key = (method, route, status)
+        counter = self._counted.get(key)
+        if counter is None:
+            counter = self._counted[key] = self.requests.labels(method, route, str(status))
+        counter.inc()
+        if started is not None:
+            timer = self._timed.get(route)
+            if timer is None:
+                timer = self._timed[route] = self.latency.labels(route)
+            timer.observe(time.perf_counter() - started)
 
     async def refresh(self, system: System) -> None:
         tasks = await system.tasks.mailbox.ask(TaskHealth())
