@@ -14,7 +14,6 @@ from leasegate.actors.queries import QueryStats
 from leasegate.actors.system import System
 from leasegate.actors.task_messages import TaskHealth
 
-
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
