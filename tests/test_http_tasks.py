@@ -152,7 +152,8 @@ async def test_round_trip_with_exact_times(gateway: Gateway,
 
     await trio.sleep(5)
     assert await start(gateway, item) == {"task_id": "order-1", "status": "running",
-                                          "lease_expires_at": "2026-11-30T08:02:10Z"}
+                                          "lease_expires_at": "2026-11-30T08:02:10Z",
+                                          "cancel_requested": False, "pause_requested": False}
     await trio.sleep(60)
     status, renewed = await act(gateway, item, "renew", fence(item, progress={"step": 2}))
     assert (status, renewed) == (200, {"lease_expires_at": "2026-11-30T08:03:10Z",

@@ -208,7 +208,8 @@ async def test_happy_path_with_exact_times(queue: TaskQueue, clock: Clock,
         "leased", 0, "w1", at(30))  # a claim burns no attempt
     await trio.sleep(10)
     assert await start(queue, got) == {"task_id": "t1", "status": "running",
-                                       "lease_expires_at": at(130)}
+                                       "lease_expires_at": at(130),
+                                       "cancel_requested": False, "pause_requested": False}
     row = await get(queue)
     assert (row["status"], row["attempts"], row["started_at"]) == ("running", 1, at(10))
     await trio.sleep(60)
@@ -394,9 +395,7 @@ async def test_result_just_after_the_lease_went_stale_is_accepted_late(
     got = await running(queue, batch_total=5)
     await submit(queue, "t2")
     await trio.sleep(120)  # the result arrives at the very expiry: the task is stale first
-    with pytest.raises(TaskLeaseInvalid):  # a stale task takes only a final outcome
-        await report(queue, got, "paused", progress={"done": 2})
-    with pytest.raises(TaskLeaseInvalid):  # and only from its last lease
+    with pytest.raises(TaskLeaseInvalid):  # only from its last lease
         await report(queue, {**got, "lease_token": "older"})
     done = await report(queue, got, result={"order": "o-9"})
     assert (done["status"], done["late_result"], done["result"]) == (
@@ -405,6 +404,16 @@ async def test_result_just_after_the_lease_went_stale_is_accepted_late(
     assert any("late result accepted" in r.getMessage() for r in caplog.records)
     assert await report(queue, got, result={"order": "o-9"}) == done  # retry
     assert (await lease_one(queue, "w2"))["task_id"] == "t2"  # the lane is free again
+
+
+async def test_a_stale_batch_task_takes_its_last_leases_pause_and_checkpoint(
+        queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
+    got = await running(queue, batch_total=10)
+    await trio.sleep(120)  # stale
+    paused = await report(queue, got, "paused", progress={"done": 7})
+    assert (paused["status"], paused["progress"], paused["late_result"]) == (
+        "paused", {"done": 7}, True)
+    assert await report(queue, got, "paused", progress={"done": 7}) == paused  # retry
 
 
 async def test_hard_timeout_makes_a_renewed_task_stale(
@@ -941,3 +950,14 @@ async def test_runs_on_a_database_thread(nursery: trio.Nursery, tmp_path: Path, 
         actor.close()
     finally:
         db.close()
+
+
+async def test_a_start_retry_tells_of_a_cancel_that_came_meanwhile(queue: TaskQueue) -> None:
+    """The first start's reply was lost, the client canceled (running: only a request);
+    the retry must say so before the worker touches the site."""
+    await submit(queue, "t1")
+    got = await lease_one(queue)
+    await start(queue, got)
+    await queue.mailbox.ask(CancelTask("t1"))
+    again = await start(queue, got)
+    assert (again["status"], again["cancel_requested"]) == ("running", True)

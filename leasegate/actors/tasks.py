@@ -262,18 +262,22 @@ class TaskQueue(Actor):
     def _start(self, conn: sqlite3.Connection, m: StartTask, now: float) -> dict[str, Any]:
         row = self._existing(conn, m.task_id)
         check_site(row["site"], m.sites)
-        if row["status"] == "running" and self._holds(row, m.worker_id, m.lease_token):
-            self._seen(conn, m.worker_id, now)  # a retry after a lost response
-            return {"task_id": m.task_id, "status": "running",
-                    "lease_expires_at": iso(row["lease_expires_at"])}
-        lease_expires_at = now + self.settings.task_lease_ttl
-        if not sql.start(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at, now):
-            raise self._refuse("start", row, m.worker_id, m.lease_token)
+        if not (row["status"] == "running" and self._holds(row, m.worker_id, m.lease_token)):
+            lease_expires_at = now + self.settings.task_lease_ttl
+            if not sql.start(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at,
+                             now):
+                raise self._refuse("start", row, m.worker_id, m.lease_token)
+            log.info("task started: task_id=%s worker=%s attempt=%d",
+                     m.task_id, m.worker_id, row["attempts"] + 1)
+        # else: a retry after a lost response gets the current state
         self._seen(conn, m.worker_id, now)
-        log.info("task started: task_id=%s worker=%s attempt=%d",
-                 m.task_id, m.worker_id, row["attempts"] + 1)
+        started = self._current(conn, m.task_id)
+        # The control flags too: a cancel may have come while the reply was lost,
+        # and the worker should know before it touches the site.
         return {"task_id": m.task_id, "status": "running",
-                "lease_expires_at": iso(lease_expires_at)}
+                "lease_expires_at": iso(started["lease_expires_at"]),
+                "cancel_requested": bool(started["cancel_requested"]),
+                "pause_requested": bool(started["pause_requested"])}
 
     def _renew(self, conn: sqlite3.Connection, m: RenewTask, now: float) -> dict[str, Any]:
         row = self._existing(conn, m.task_id)
@@ -308,11 +312,9 @@ class TaskQueue(Actor):
                                f"the task is already {status}; no further result is accepted")
         if not ours or status not in ("running", "stale"):
             raise self._refuse("result", row, m.worker_id, m.lease_token)
+        # A stale task takes its last lease's report, a pause too: the worker stopped
+        # cleanly at that checkpoint and knows better than an operator's guess.
         late = status == "stale"
-        if late and m.outcome == "paused":
-            raise self._refuse("result", row, m.worker_id, m.lease_token,
-                               "a stale task accepts only a final outcome (succeeded, failed "
-                               "or canceled); otherwise an operator reclaims it")
         result = None if m.result is None else canonical_json(m.result)
         code, message = m.error_code, m.error_message
         if m.outcome == "succeeded":

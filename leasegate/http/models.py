@@ -253,6 +253,8 @@ class Started(BaseModel):
     task_id: str
     status: str
     lease_expires_at: Timestamp
+    cancel_requested: bool
+    pause_requested: bool
 
 
 class Renewed(BaseModel):
