@@ -10,8 +10,10 @@ lease lengths of a fraction of a second.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import itertools
 import json
+import logging
 import re
 import textwrap
 import threading
@@ -63,10 +65,17 @@ class FakeGateway:
         *,
         lease_ttl: float = 30,
         claim_window: float = 30,
+        date_header: bool = True,
+        start_flags: bool = True,
+        max_json_bytes: int = 64 * 1024,
     ) -> None:
         self.now = now
         self.lease_ttl = lease_ttl
         self.claim_window = claim_window
+        self.date_header = date_header  # hypercorn sends one
+        self.start_flags = start_flags  # False: an older gateway's start reply
+        self.max_json_bytes = max_json_bytes
+        self._after: list[tuple[str, str, Callable[[], None]]] = []
         self.tasks: dict[str, Body] = {}
         self.queries: dict[str, Body] = {}
         self.requests: list[tuple[str, str, Any]] = []
@@ -94,8 +103,13 @@ class FakeGateway:
 
     def fail(self, method: str, path: str, fault: str | int) -> None:
         """Spoil the next request to ``path`` (a regex): ``"drop_before"`` (never
-        arrives), ``"drop_after"`` (applied, answer lost) or an HTTP status (429, 503)."""
+        arrives), ``"drop_after"`` (applied, answer lost), ``"explode"`` (the transport
+        raises something unexpected) or an HTTP status (429, 503)."""
         self._faults.append((method, path, fault))
+
+    def after(self, method: str, path: str, action: Callable[[], None]) -> None:
+        """Run ``action`` once, right after the next request to ``path`` was applied."""
+        self._after.append((method, path, action))
 
     def bodies(self, method: str, path: str) -> list[Any]:
         """The bodies of the requests that reached the gateway, in order."""
@@ -122,6 +136,8 @@ class FakeGateway:
             fault = self._take_fault(method, path)
             if fault == "drop_before":
                 raise httpx.ConnectError("connection refused", request=request)
+            if fault == "explode":
+                raise RuntimeError("a bug somewhere below the SDK")
             self.requests.append((method, path, body))
             if isinstance(fault, int):
                 error = (server_errors.RateLimited("slow down", **{"Retry-After": "7"})
@@ -133,9 +149,15 @@ class FakeGateway:
                 status, reply = self._route(method, path, body, dict(request.url.params))
             except server_errors.LeasegateError as error:
                 status, reply = error.status, error.envelope()
+            for i, (m, pattern, action) in enumerate(self._after):
+                if m == method and re.fullmatch(pattern, path):
+                    del self._after[i]
+                    action()
+                    break
             if fault == "drop_after":
                 raise httpx.ReadError("connection reset", request=request)
-            return httpx.Response(status, json=reply)
+            headers = {"Date": email.utils.formatdate(self.now(), usegmt=True)}
+            return httpx.Response(status, json=reply, headers=headers if self.date_header else {})
 
     def _take_fault(self, method: str, path: str) -> str | int | None:
         for i, (m, pattern, fault) in enumerate(self._faults):
@@ -143,6 +165,28 @@ class FakeGateway:
                 del self._faults[i]
                 return fault
         return None
+
+    def _check_result(self, item: Body, body: Body) -> None:
+        """What the gateway's routes refuse in a result (400 / 413)."""
+        for name in ("result", "progress"):
+            if body.get(name) is None:
+                continue
+            if _depth(body[name]) > 32:
+                raise server_errors.InvalidRequest(f"{name} is nested deeper than 32 levels")
+            size = len(json.dumps(body[name], separators=(",", ":"), ensure_ascii=False,
+                                  allow_nan=False).encode())  # fmt: skip
+            if size > self.max_json_bytes:
+                raise server_errors.PayloadTooLarge(f"{name} is {size} bytes of JSON")
+        cost, error = body.get("cost"), body.get("error") or {}
+        if cost is not None and not (type(cost) is int and 0 <= cost <= 2**53):
+            raise server_errors.InvalidRequest("cost")
+        code = error.get("code")
+        if code is not None and not (type(code) is int and -(2**31) <= code < 2**31):
+            raise server_errors.InvalidRequest("error.code")
+        if len(error.get("message", "")) > 4096:
+            raise server_errors.InvalidRequest("error.message")
+        if body["outcome"] == "paused" and item.get("batch_total") is None:
+            raise server_errors.InvalidRequest("outcome paused is only for batch tasks")
 
     def _route(self, method: str, path: str, body: Any, args: dict[str, str]) -> tuple[int, Any]:
         for m, pattern, handler in self._routes:
@@ -253,8 +297,12 @@ class FakeGateway:
             task.update(status="running", lease_expires_at=self.iso(self.now() + self.lease_ttl))
         elif task["status"] != "running":
             raise server_errors.TaskLeaseInvalid(f"task is {task['status']}")
-        return 200, {"task_id": task_id, "status": "running",
-                     "lease_expires_at": task["lease_expires_at"]}  # fmt: skip
+        reply = {"task_id": task_id, "status": "running",
+                 "lease_expires_at": task["lease_expires_at"]}  # fmt: skip
+        if self.start_flags:
+            reply.update(cancel_requested=task["cancel_requested"],
+                         pause_requested=task["pause_requested"])  # fmt: skip
+        return 200, reply
 
     def _renew(self, task_id: str, body: Body) -> tuple[int, Any]:
         task = self._fenced("tasks", task_id, body)
@@ -269,11 +317,12 @@ class FakeGateway:
 
     def _result(self, channel: str, item_id: str, body: Body) -> tuple[int, Any]:
         item = self._fenced(channel, item_id, body)
+        self._check_result(item, body)
         if item["result_body"] is not None:  # finished: a replay, or a different ending
             if item["result_body"] != body:
                 raise self._invalid(channel, "finished with another outcome")
             return 200, self._public(item)
-        if item["status"] not in ("running", "stale", "leased"):
+        if item["status"] not in (("running", "stale") if channel == "tasks" else ("leased",)):
             raise self._invalid(channel, f"{channel[:-1]} is {item['status']}")
         item.update(status=body["outcome"], result=body.get("result"), error=body.get("error"),
                     result_body=body, completed_at=self.iso(self.now()))  # fmt: skip
@@ -293,6 +342,14 @@ class FakeGateway:
 
     def _heartbeat(self, device_id: str, body: Any) -> tuple[int, Any]:
         return 200, {"device_id": device_id, "state": "online", "resumed": 0}
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
 
 
 def async_worker(gateway: FakeGateway, **options: Any) -> AsyncWorker:
@@ -739,3 +796,314 @@ def test_the_readme_worker_example_works() -> None:
         {"done": 3},
     )
     assert gateway.bodies("POST", "/v1/tasks/b1/result")[0]["cost"] == 2
+
+
+# ---- results the gateway would refuse: made acceptable, the outcome kept ---------------
+
+
+def _nested(levels: int) -> Any:
+    value: Any = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+FITS = 64 * 1024 - len('{"blob":""}')  # a string this long makes exactly 64 KiB of JSON
+
+
+@pytest.mark.parametrize(
+    ("result", "why"),
+    [
+        ({"price": float("nan")}, "not JSON"),
+        ({"price": float("-inf")}, "not JSON"),
+        ({"at": datetime(2026, 11, 30)}, "not JSON"),
+        ({"name": "bad \ud800 surrogate"}, "not JSON"),
+        (_nested(33), "nested deeper than 32 levels"),
+        ({"blob": "x" * (FITS + 1)}, "65537 bytes of JSON"),
+        (_nested(32), None),
+        ({"blob": "x" * FITS}, None),
+    ],
+)
+async def test_a_result_the_gateway_would_refuse_is_replaced_and_the_outcome_kept(
+    result: Any, why: str | None, autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway = FakeGateway(Clock().now)
+    gateway.add_task("t1")
+
+    async def handler(job: AsyncJob) -> Any:
+        job.cost = 3
+        return result  # the order was placed: it must not look failed
+
+    assert await async_worker(gateway).run_once(handler) == 1
+    task = gateway.tasks["t1"]
+    assert task["status"] == "succeeded" and task["result_body"]["cost"] == 3
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "t1" in r.message]
+    if why is None:
+        assert task["result"] == result and not warnings
+    else:
+        (note,) = task["result"].values()
+        assert list(task["result"]) == ["leasegate_sdk"] and note.startswith("result not sent: ")
+        assert why in note and len(note) < 300
+        assert any(why in r.message for r in warnings)
+
+
+async def test_a_failure_keeps_its_outcome_and_message_while_bad_fields_are_fixed(
+    autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway = FakeGateway(Clock().now)
+    for task_id, account in (("t1", "a"), ("t2", "b"), ("t3", "c")):
+        gateway.add_task(task_id, account=account)
+    endings: dict[str, Any] = {
+        "t1": Failed("x" * 5000, code=2**31, result={"n": float("nan")}, cost=-1),
+        "t2": Failed("sold out", code=-(2**31), cost=2.0),  # type: ignore[arg-type]
+        "t3": Canceled("stopped", cost=True),
+    }
+
+    async def handler(job: AsyncJob) -> Any:
+        return endings[job.id]
+
+    assert await async_worker(gateway, max=3).run_once(handler) == 3
+    t1, t2, t3 = (gateway.tasks[t]["result_body"] for t in ("t1", "t2", "t3"))
+    assert t1["outcome"] == "failed" and "cost" not in t1
+    assert t1["error"] == {"message": "x" * 4095 + "…"}  # no code: 2**31 is out of range
+    assert t1["result"]["leasegate_sdk"].startswith("result not sent: not JSON")
+    assert t2["error"] == {"message": "sold out", "code": -(2**31)} and t2["cost"] == 2
+    assert t3["outcome"] == "canceled" and "cost" not in t3
+    warned = " ".join(r.message for r in caplog.records if r.levelno == logging.WARNING)
+    assert "cut to 4096" in warned and "error code 2147483648 left out" in warned
+    assert "cost -1 left out" in warned and "cost True left out" in warned
+
+
+async def test_a_checkpoint_the_gateway_would_refuse_is_not_stored(
+    autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway = FakeGateway(Clock().now, lease_ttl=30)
+    gateway.add_task("b1", batch_total=10)
+
+    async def handler(job: AsyncJob) -> dict[str, Any]:
+        job.set_progress({"done": 4})
+        job.set_progress({"done": float("nan")})  # not raised: the orders were placed
+        assert job.progress == {"done": 4}
+        await anyio.sleep(15)  # a renewal at 10 s carries the last good checkpoint
+        return {"orders": 4}
+
+    assert await async_worker(gateway).run_once(handler) == 1
+    assert [b["progress"] for b in gateway.bodies("POST", "/v1/tasks/b1/renew")] == [{"done": 4}]
+    assert gateway.tasks["b1"]["status"] == "succeeded"
+    assert gateway.tasks["b1"]["progress"] == {"done": 4}
+    assert any("checkpoint not stored" in r.message for r in caplog.records)
+
+
+async def test_a_pause_whose_checkpoint_cannot_be_sent_is_reported_failed(
+    autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Resuming from an older checkpoint would place orders again: failed, not paused."""
+    gateway = FakeGateway(Clock().now)
+    gateway.add_task("b1", batch_total=10)
+
+    async def handler(job: AsyncJob) -> Paused:
+        job.set_progress({"done": 2})
+        return Paused({"done": 5, "ratio": float("inf")})
+
+    assert await async_worker(gateway).run_once(handler) == 1
+    task = gateway.tasks["b1"]
+    assert task["status"] == "failed" and task["progress"] == {"done": 2}
+    assert task["error"]["message"].startswith("paused, but the checkpoint could not be sent")
+    assert any(r.levelno == logging.ERROR and "b1" in r.message for r in caplog.records)
+
+
+async def test_paused_on_a_task_that_is_no_batch_is_left_to_an_operator(
+    autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway = FakeGateway(Clock().now)
+    gateway.add_task("t1")
+
+    async def handler(job: AsyncJob) -> Paused:
+        return Paused({"done": 1})
+
+    assert await async_worker(gateway).run_once(handler) == 1
+    assert len(gateway.bodies("POST", "/v1/tasks/t1/result")) == 1  # a 400 is not retried
+    assert gateway.tasks["t1"]["status"] == "running"
+    errors = [r.message for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("only a batch task can pause" in m and "operator" in m for m in errors)
+
+
+async def test_a_result_over_a_smaller_gateway_limit_is_sent_again_without_its_bulk(
+    autojump_clock: Any,
+) -> None:
+    gateway = FakeGateway(Clock().now, max_json_bytes=100)  # max_json_field_bytes lowered
+    gateway.add_task("t1")
+
+    async def handler(job: AsyncJob) -> dict[str, Any]:
+        job.cost = 1
+        return {"receipt": "x" * 200}
+
+    assert await async_worker(gateway).run_once(handler) == 1
+    first, second = gateway.bodies("POST", "/v1/tasks/t1/result")
+    assert first["result"] == {"receipt": "x" * 200}
+    assert second["outcome"] == "succeeded" and second["cost"] == 1
+    assert second["result"]["leasegate_sdk"].startswith("result not sent: the gateway refused")
+    assert gateway.tasks["t1"]["status"] == "succeeded"
+
+
+async def test_trouble_reporting_one_job_never_cancels_or_skips_its_siblings(
+    autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway = FakeGateway(Clock().now)
+    for task_id, account in (("t1", "a"), ("t2", "b"), ("t3", "c")):
+        gateway.add_task(task_id, account=account)
+    gateway.fail("POST", "/v1/tasks/t2/result", "explode")
+    finished: list[str] = []
+
+    async def handler(job: AsyncJob) -> dict[str, Any]:
+        if job.id == "t1":
+            return {"price": float("nan")}  # used to crash the worker, and cancel t3
+        if job.id == "t3":
+            await anyio.sleep(45)
+        finished.append(job.id)
+        return {"order_no": job.id}
+
+    assert await async_worker(gateway, max=3).run_once(handler) == 3
+    assert finished == ["t2", "t3"]
+    assert gateway.tasks["t1"]["status"] == gateway.tasks["t3"]["status"] == "succeeded"
+    assert gateway.tasks["t2"]["status"] == "running"  # its report blew up: logged
+    assert any("t2: could not report" in r.message for r in caplog.records)
+
+
+def test_the_sync_worker_reports_a_nan_result_as_succeeded() -> None:
+    gateway = FakeGateway()
+    gateway.add_task("t1")
+    gateway.add_task("t2")
+    with sync_worker(gateway) as worker:
+        assert worker.run_once(lambda job: {"total": float("nan")}) == 1
+        assert worker.run_once(lambda job: {"total": 1}) == 1
+    assert gateway.tasks["t1"]["status"] == gateway.tasks["t2"]["status"] == "succeeded"
+    assert "leasegate_sdk" in gateway.tasks["t1"]["result"]
+
+
+# ---- start: control flags, and a start that was never confirmed ------------------------
+
+
+async def test_a_cancel_in_the_start_reply_means_the_handler_never_runs(
+    autojump_clock: Any,
+) -> None:
+    gateway = FakeGateway(Clock().now)
+    gateway.add_task("t1")
+    gateway.fail("POST", "/v1/tasks/t1/start", "drop_after")  # started, the answer lost...
+    gateway.after("POST", "/v1/tasks/t1/start",
+                  lambda: gateway.tasks["t1"].update(cancel_requested=True))  # fmt: skip
+    ran: list[str] = []
+
+    async def handler(job: AsyncJob) -> None:
+        ran.append(job.id)
+
+    assert await async_worker(gateway).run_once(handler) == 0
+    assert ran == [] and len(gateway.bodies("POST", "/v1/tasks/t1/start")) == 2
+    task = gateway.tasks["t1"]
+    assert task["status"] == "canceled" and task["error"] == {"message": "canceled before it ran"}
+
+
+@pytest.mark.parametrize("start_flags", [True, False])
+async def test_a_pause_in_the_start_reply_is_on_the_job_before_the_handler_runs(
+    start_flags: bool, autojump_clock: Any
+) -> None:
+    gateway = FakeGateway(Clock().now, start_flags=start_flags)  # False: an older gateway
+    gateway.add_task("b1", batch_total=5, pause_requested=True)
+    seen: list[bool] = []
+
+    async def handler(job: AsyncJob) -> Paused:
+        seen.append(job.pause_requested)
+        return Paused({"done": 0})
+
+    assert await async_worker(gateway).run_once(handler) == 1
+    assert seen == [start_flags]
+    assert gateway.tasks["b1"]["status"] == "paused"
+
+
+async def test_a_start_that_took_effect_unconfirmed_is_reported_not_executed(
+    autojump_clock: Any,
+) -> None:
+    gateway = FakeGateway(Clock().now)
+    gateway.add_task("t1")
+    gateway.fail("POST", "/v1/tasks/t1/start", "drop_after")  # it started...
+    for _ in range(4):  # ...and every answer after that was lost: retries used up
+        gateway.fail("POST", "/v1/tasks/t1/start", "drop_before")
+    gateway.fail("POST", "/v1/tasks/t1/result", 503)  # the report is retried too
+    ran: list[str] = []
+
+    async def handler(job: AsyncJob) -> None:
+        ran.append(job.id)
+
+    assert await async_worker(gateway).run_once(handler) == 0
+    assert ran == []
+    first, second = gateway.bodies("POST", "/v1/tasks/t1/result")
+    assert first == second and first["lease_token"] == gateway.tasks["t1"]["lease_token"]
+    task = gateway.tasks["t1"]
+    assert task["status"] == "failed"
+    assert task["error"] == {"message": "not executed: the worker could not confirm start"}
+
+
+async def test_a_start_that_never_arrived_is_left_to_its_claim(
+    autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "leasegate.client")
+    gateway = FakeGateway(Clock().now)
+    gateway.add_task("t1")
+    for _ in range(5):
+        gateway.fail("POST", "/v1/tasks/t1/start", "drop_before")
+
+    async def handler(job: AsyncJob) -> None:
+        raise AssertionError("never")
+
+    assert await async_worker(gateway).run_once(handler) == 0
+    assert len(gateway.bodies("POST", "/v1/tasks/t1/result")) == 1  # 409: never started
+    assert gateway.tasks["t1"]["status"] == "leased"  # the claim runs out by itself
+    assert any("never took effect" in r.message for r in caplog.records)
+
+
+def test_the_sync_worker_reports_an_unconfirmed_start_not_executed() -> None:
+    gateway = FakeGateway()
+    gateway.add_task("t1")
+    gateway.fail("POST", "/v1/tasks/t1/start", "drop_after")
+    gateway.fail("POST", "/v1/tasks/t1/start", "drop_before")
+    gateway.fail("POST", "/v1/tasks/t1/start", 503)  # NO_PAUSE: 3 tries in all
+    ran: list[str] = []
+    with sync_worker(gateway) as worker:
+        assert worker.run_once(lambda job: ran.append(job.id)) == 0
+    assert ran == [] and gateway.tasks["t1"]["status"] == "failed"
+    assert gateway.tasks["t1"]["error"]["message"].startswith("not executed")
+
+
+# ---- renew timing: the gateway's clock, measured on the local monotonic one ------------
+
+
+@pytest.mark.parametrize("skew", [-3600.0, 3600.0])
+async def test_renewals_do_not_depend_on_the_workers_wall_clock(
+    skew: float, autojump_clock: Any
+) -> None:
+    clock = Clock()
+    gateway = FakeGateway(clock.now, lease_ttl=30)
+    gateway.add_task("t1")
+
+    async def handler(job: AsyncJob) -> None:
+        await anyio.sleep(45)
+
+    # An hour behind once renewed only after 20 minutes (the lease long lost); an hour
+    # ahead renewed every second. By the gateway's Date: at 10, 20, 30 and 40 s.
+    worker = async_worker(gateway, wall_clock=lambda: clock.now() + skew)
+    assert await worker.run_once(handler) == 1
+    assert len(gateway.bodies("POST", "/v1/tasks/t1/renew")) == 4
+    assert gateway.tasks["t1"]["status"] == "succeeded"
+
+
+async def test_without_a_date_header_renewals_fall_back_to_the_wall_clock(
+    autojump_clock: Any,
+) -> None:
+    gateway = FakeGateway(Clock().now, lease_ttl=30, date_header=False)
+    gateway.add_task("t1")
+
+    async def handler(job: AsyncJob) -> None:
+        await anyio.sleep(45)
+
+    assert await async_worker(gateway).run_once(handler) == 1
+    assert len(gateway.bodies("POST", "/v1/tasks/t1/renew")) == 4

@@ -13,6 +13,8 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -76,6 +78,21 @@ def _decode(response: httpx.Response) -> Any:
         ) from None
 
 
+def server_time(response: httpx.Response) -> float | None:
+    """The gateway's clock when it answered (the ``Date`` header, seconds since the
+    epoch), or None if the reply has no readable ``Date``."""
+    value = response.headers.get("Date")
+    if not value:
+        return None
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if moment.tzinfo is None:  # "-0000": UTC, by RFC 5322
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
 def _retryable(error: LeasegateError) -> bool:
     return error.status >= 500 or isinstance(error, RateLimited)
 
@@ -129,6 +146,24 @@ class SyncHTTP:
         sleep: Callable[[float], None] = time.sleep,
     ) -> Any:
         """Send one request (again, with the same body, while that is safe)."""
+        return self.call_dated(
+            method, url, json=json, params=params, extra_timeout=extra_timeout,
+            attempts=attempts, forever=forever, sleep=sleep,
+        )[0]  # fmt: skip
+
+    def call_dated(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        params: Params | None = None,
+        extra_timeout: float = 0.0,
+        attempts: int | None = None,
+        forever: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> tuple[Any, float | None]:
+        """:meth:`call`, and the gateway's clock when it answered (see :func:`server_time`)."""
         retry = self.retry if attempts is None else replace(self.retry, attempts=attempts)
         failures = 0
         while True:
@@ -136,7 +171,7 @@ class SyncHTTP:
                 response = self.client.request(
                     method, url, json=json, params=params, timeout=self.timeout + extra_timeout
                 )
-                return _decode(response)
+                return _decode(response), server_time(response)
             except (httpx.TransportError, LeasegateError) as error:
                 failures += 1
                 delay = next_delay(error, failures, retry, forever=forever, what=f"{method} {url}")
@@ -176,6 +211,24 @@ class AsyncHTTP:
         forever: bool = False,
     ) -> Any:
         """Send one request (again, with the same body, while that is safe)."""
+        reply, _ = await self.call_dated(
+            method, url, json=json, params=params, extra_timeout=extra_timeout,
+            attempts=attempts, forever=forever,
+        )  # fmt: skip
+        return reply
+
+    async def call_dated(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        params: Params | None = None,
+        extra_timeout: float = 0.0,
+        attempts: int | None = None,
+        forever: bool = False,
+    ) -> tuple[Any, float | None]:
+        """:meth:`call`, and the gateway's clock when it answered (see :func:`server_time`)."""
         retry = self.retry if attempts is None else replace(self.retry, attempts=attempts)
         failures = 0
         while True:
@@ -183,7 +236,7 @@ class AsyncHTTP:
                 response = await self.client.request(
                     method, url, json=json, params=params, timeout=self.timeout + extra_timeout
                 )
-                return _decode(response)
+                return _decode(response), server_time(response)
             except (httpx.TransportError, LeasegateError) as error:
                 failures += 1
                 delay = next_delay(error, failures, retry, forever=forever, what=f"{method} {url}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
@@ -12,10 +13,28 @@ import anyio
 
 from leasegate.client._types import JSONObject
 
+log = logging.getLogger("leasegate.client")
+
 Channel = Literal["tasks", "queries"]
 
+# What the gateway takes in a result (API.md, and the checks of its routes); a body
+# outside these limits is refused (400/413), so the SDK never sends one.
 MAX_MESSAGE: Final = 4096
-"""The longest error message the gateway takes."""
+"""The longest error message the gateway takes (characters)."""
+MAX_JSON_BYTES: Final = 64 * 1024
+"""The most compact JSON (UTF-8 bytes) the gateway takes in ``result`` or ``progress``
+(its default ``max_json_field_bytes``)."""
+MAX_JSON_DEPTH: Final = 32
+"""The deepest nesting of objects and arrays the gateway takes in a JSON field."""
+MAX_COST: Final = 2**53
+"""Costs are integers 0..2**53 (minor units)."""
+MIN_CODE: Final = -(2**31)
+MAX_CODE: Final = 2**31 - 1
+"""Error codes are 32-bit signed integers."""
+
+NOT_SENT: Final = "leasegate_sdk"
+"""The key of the small object sent in place of a result the gateway would refuse:
+``{"leasegate_sdk": "result not sent: <why>"}``."""
 
 
 def parse_time(text: str) -> float:
@@ -25,14 +44,57 @@ def parse_time(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def _json_copy(value: Mapping[str, Any]) -> JSONObject:
-    """A detached copy; raises ``TypeError``/``ValueError`` if it is not JSON."""
-    copied: JSONObject = json.loads(json.dumps(value))
-    return copied
+def _too_deep(value: Any) -> bool:
+    """Nested deeper than the gateway takes (without recursion; a cycle is 'too deep')."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > MAX_JSON_DEPTH:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def checked_json(value: Any) -> tuple[Any, str | None]:
+    """``(a detached copy, None)`` if the gateway takes ``value`` as a ``result`` or
+    ``progress``: JSON without NaN or infinities, valid UTF-8, nested at most
+    ``MAX_JSON_DEPTH`` levels, at most ``MAX_JSON_BYTES`` of compact JSON. Else
+    ``(None, why not)``."""
+    if _too_deep(value):
+        return None, f"nested deeper than {MAX_JSON_DEPTH} levels"
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        size = len(text.encode())
+    except (TypeError, ValueError, RecursionError) as error:  # NaN, a set, a lone surrogate
+        return None, f"not JSON: {_short(_prose(str(error)))}"
+    if size > MAX_JSON_BYTES:
+        return None, f"{size} bytes of JSON, over the gateway's limit of {MAX_JSON_BYTES}"
+    return json.loads(text), None
+
+
+def _prose(text: str) -> str:
+    """``text`` as valid UTF-8 (an unpaired surrogate spelled out as ``\\udc80``)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _message(text: str) -> str:
+    text = _prose(text)
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+def _integer(value: Any, low: int, high: int) -> int | None:
+    """``value`` as an int in ``low..high`` (an integral float counts), else None."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return value
+    return None
 
 
 class Outcome(Exception):
@@ -128,7 +190,8 @@ class BaseJob:
         self.lease_token: str = lease["lease_token"]
         expires = lease.get("lease_expires_at") or lease.get("claim_expires_at")
         self.lease_expires_at: float | None = parse_time(expires) if expires else None
-        """Wall time (seconds since the epoch) the current lease or claim runs out."""
+        """Wall time (seconds since the epoch) the current lease or claim runs out, by the
+        gateway's clock (the worker's own may differ; renewals do not depend on it)."""
         self.cost: int | None = None
         self._progress: JSONObject | None = lease.get("progress")
         self._progress_set = False
@@ -141,8 +204,20 @@ class BaseJob:
 
     def set_progress(self, progress: Mapping[str, Any]) -> None:
         """Store a checkpoint (a JSON object); it is sent with the next renewal and with
-        the result, and a later run of a paused or reclaimed batch task starts from it."""
-        self._progress = _json_copy(progress)
+        the result, and a later run of a paused or reclaimed batch task starts from it.
+
+        A checkpoint the gateway would refuse (not a JSON object, NaN, nested deeper
+        than 32 levels, over 64 KiB of JSON) is not stored: a WARNING is logged and
+        the previous checkpoint stays. (Raising here could turn work that was done,
+        an order placed, into a failure.)"""
+        copied, why = checked_json(progress)
+        if why is None and not isinstance(copied, dict):
+            why = "not a JSON object"
+        if why is not None:
+            log.warning("%s %s: checkpoint not stored, the gateway would refuse it (%s); "
+                        "the previous one stays", self.channel, self.id, why)  # fmt: skip
+            return
+        self._progress = copied
         self._progress_set = True
 
     @property
@@ -169,7 +244,11 @@ class BaseJob:
         raise NotImplementedError
 
     def _renewed(self, reply: Mapping[str, Any]) -> None:
-        self.lease_expires_at = parse_time(reply["lease_expires_at"])
+        """Take in a start or renew reply: the lease's end and the control flags (a start
+        reply of an older gateway has no flags)."""
+        expires = reply.get("lease_expires_at")
+        if expires:
+            self.lease_expires_at = parse_time(expires)
         if reply.get("cancel_requested") and not self._cancel:
             self._cancel = True
             self._signal()
@@ -192,39 +271,76 @@ class BaseJob:
 
     def _result_body(self, ending: HandlerResult | Exception) -> JSONObject:
         """The body of ``POST .../result`` for what the handler returned or raised; built
-        once, so every retry sends the same bytes."""
+        once, so every retry sends the same bytes.
+
+        The body is made one the gateway takes, keeping the outcome (a succeeded
+        order must never look failed: upstream might place it again). A result the
+        gateway would refuse is replaced by ``{"leasegate_sdk": "result not sent:
+        <why>"}``, an invalid cost or error code is left out, an over-long error
+        message is truncated, and a WARNING says what changed. One exception: a pause
+        whose checkpoint cannot be sent is reported ``failed`` (logged as an ERROR),
+        since resuming from an older checkpoint would do work again."""
         if isinstance(ending, Exception) and not isinstance(ending, Outcome):
             ending = Failed(repr(ending))
         if isinstance(ending, Outcome) and self.channel == "queries" and ending.outcome != "failed":
             ending = Failed(f"{ending!r} is not an outcome of a query")
-        body = self._fence()
+        fixes: list[str] = []
         if isinstance(ending, Outcome):
-            body["outcome"] = ending.outcome
-            if ending.message or ending.code is not None:
-                error: JSONObject = {"message": _message(ending.message)}
-                if ending.code is not None:
-                    error["code"] = ending.code
-                body["error"] = error
-            if ending.result is not None:
-                body["result"] = ending.result
+            outcome = ending.outcome
+            message, code, result = ending.message, ending.code, ending.result
             cost = ending.cost if ending.cost is not None else self.cost
             progress = ending.progress
         else:
-            body["outcome"] = "succeeded"
-            if ending is not None:
-                body["result"] = dict(ending) if isinstance(ending, Mapping) else ending
-            cost = self.cost
-            progress = None
+            outcome, message, code = "succeeded", "", None
+            result = dict(ending) if isinstance(ending, Mapping) else ending
+            cost, progress = self.cost, None
+        if progress is not None:
+            progress, why = checked_json(progress)
+            if why is None and not isinstance(progress, dict):
+                progress, why = None, "not a JSON object"
+            if why is not None and outcome == "paused":
+                log.error("%s %s: paused, but its checkpoint cannot be sent (%s): reporting "
+                          "failed rather than letting a resumed run start from an older "
+                          "checkpoint and do work again", self.channel, self.id, why)  # fmt: skip
+                outcome, code = "failed", None
+                message = (f"paused, but the checkpoint could not be sent ({why}); failed "
+                           "rather than resumed from an older checkpoint")  # fmt: skip
+            elif why is not None:
+                fixes.append(f"progress not sent: {why}")
+        if progress is None and self._progress_set:
+            progress = self._progress  # stored by set_progress: already checked
+        if result is not None:
+            result, why = checked_json(result)
+            if why is not None:
+                fixes.append(f"result not sent: {why}")
+                result = {NOT_SENT: f"result not sent: {why}"}
+        if cost is not None and _integer(cost, 0, MAX_COST) is None:
+            fixes.append(f"cost {_short(repr(cost))} left out: not an integer 0..2**53")
+        cost = None if cost is None else _integer(cost, 0, MAX_COST)
+        if code is not None and _integer(code, MIN_CODE, MAX_CODE) is None:
+            fixes.append(f"error code {_short(repr(code))} left out: not a 32-bit integer")
+        code = None if code is None else _integer(code, MIN_CODE, MAX_CODE)
+        message = str(message)
+        if _message(message) != message:
+            fixes.append(f"error message of {len(message)} characters cut to {MAX_MESSAGE} "
+                         "(or spelled as valid UTF-8)")  # fmt: skip
+        if fixes:
+            log.warning("%s %s: the %s result was changed so that the gateway takes it: %s",
+                        self.channel, self.id, outcome, "; ".join(fixes))  # fmt: skip
+        body = self._fence()
+        body["outcome"] = outcome
+        if message or code is not None:
+            error: JSONObject = {"message": _message(message)}
+            if code is not None:
+                error["code"] = code
+            body["error"] = error
+        if result is not None:
+            body["result"] = result
         if cost is not None:
             body["cost"] = cost
-        if progress is None and self._progress_set:
-            progress = self._progress
         if self.channel == "tasks" and progress is not None:
             body["progress"] = progress
-        try:
-            return _json_copy(body)
-        except (TypeError, ValueError) as error:  # a result that is not JSON
-            return self._result_body(Failed(f"the handler's result is not JSON: {error!r}"))
+        return body
 
 
 class Job(BaseJob):

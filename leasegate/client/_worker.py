@@ -5,16 +5,31 @@ The rules (DESIGN.md §1), whatever the network does:
 - a lease call that got no answer is repeated with the same ``request_id``
   (the gateway hands back the same unstarted lease);
 - a task is started before its handler runs; if start is refused (6002: the
-  claim window passed, or the task was canceled) the handler does not run;
+  claim window passed, or the task was canceled) the handler does not run.
+  If the start's reply says the task is already to be canceled, the handler
+  does not run either: the task is reported ``canceled`` ("canceled before it
+  ran"). If start could not be confirmed at all (its answers lost until the
+  retries ran out), the handler does not run, and ``failed`` ("not executed:
+  the worker could not confirm start") is offered under the same token for a
+  bounded while (``UNCONFIRMED_START_REPORTS`` tries): the gateway takes it
+  only if the start did take effect, and a 409 means it never did (the claim
+  just runs out);
 - the handler runs at most once per lease; start, renew and result are
   repeated with the same token and the same body, never the handler;
-- while a task's handler runs, the lease is renewed every third of its
-  remaining time, carrying the latest checkpoint and bringing back the
+- while a task's handler runs, the lease is renewed a third of the lease's
+  length after each start or renew reply, timed on the local monotonic clock.
+  The length is the gateway's own: the reply's ``lease_expires_at`` minus its
+  ``Date`` header, so a worker whose wall clock is off still renews in time
+  (without a ``Date``, the length last learned, else the worker's wall clock,
+  is used). Each renewal carries the latest checkpoint and brings back the
   cancel and pause requests;
-- the result is repeated until the gateway answers it. It is sent even when a
-  renewal found the lease lost: the gateway fences it by token, and a stale
-  task takes the result of its last lease (the worker knows best what
-  happened). A 409 on the result is logged and given up.
+- the result is made one the gateway takes, keeping the outcome (see
+  ``BaseJob._result_body``), and repeated until the gateway answers it. It is
+  sent even when a renewal found the lease lost: the gateway fences it by
+  token, and a stale task takes the result of its last lease (the worker
+  knows best what happened). A 409 on the result is logged and given up;
+- an error while handling or reporting one job is logged and never cancels
+  or skips another job of the same lease call.
 """
 
 from __future__ import annotations
@@ -31,22 +46,27 @@ import httpx
 
 from leasegate.client._client import new_id
 from leasegate.client._errors import (
+    InvalidRequest,
     LeasegateError,
+    PayloadTooLarge,
     QueryLeaseInvalid,
+    RateLimited,
     TaskLeaseInvalid,
     TransportError,
 )
 from leasegate.client._http import DEFAULT_TIMEOUT, AsyncHTTP, Retry, SyncHTTP, path
 from leasegate.client._job import (
+    NOT_SENT,
     AsyncHandler,
     AsyncJob,
     BaseJob,
+    Canceled,
     Channel,
+    Failed,
     Handler,
     HandlerResult,
     Job,
     Outcome,
-    parse_time,
 )
 from leasegate.client._types import JSONObject
 
@@ -59,14 +79,53 @@ IDLE_PAUSE: Final = 1.0
 MIN_RENEW_INTERVAL: Final = 0.05
 EXPIRED_RENEW_INTERVAL: Final = 1.0
 
+UNCONFIRMED_START_REPORTS: Final = 12
+"""How many times ``failed`` ("not executed") is offered for a task whose start could
+not be confirmed. With the default :class:`Retry` pauses (0.5 s doubling up to 30 s,
+jittered) that is about 1.5 to 3 minutes, around the default claim window plus lease
+(30 s + 120 s); bounded, so that a worker cut off from the gateway goes back to leasing
+instead of waiting on one task for ever."""
+
+NOT_EXECUTED: Final = "not executed: the worker could not confirm start"
+CANCELED_BEFORE_START: Final = "canceled before it ran"
+
 Lease = Mapping[str, Any]
 
 
-def renew_delay(expires_at: float | None, now: float) -> float:
-    """Seconds until the next renewal: a third of what is left of the lease."""
-    if expires_at is None or expires_at <= now:  # expired by our clock: keep trying, gently
+def renew_interval(duration: float | None) -> float:
+    """Seconds from a start or renew reply to the next renewal: a third of the lease's
+    length (``duration``, by the gateway's clock); a lease of unknown or no length
+    left is renewed after ``EXPIRED_RENEW_INTERVAL``."""
+    if duration is None or duration <= 0:
         return EXPIRED_RENEW_INTERVAL
-    return max(MIN_RENEW_INTERVAL, (expires_at - now) / 3)
+    return max(MIN_RENEW_INTERVAL, duration / 3)
+
+
+def _start_unconfirmed(error: Exception) -> bool:
+    """A start that failed without an answer (lost, 5xx, 429 until the retries ran
+    out): it may have taken effect."""
+    if isinstance(error, LeasegateError):
+        return error.status >= 500 or isinstance(error, RateLimited)
+    return isinstance(error, TransportError)
+
+
+def _slimmed(body: JSONObject, error: LeasegateError) -> JSONObject | None:
+    """The result body without its bulk, to try once more after a 413 (a gateway set up
+    with a smaller ``max_json_field_bytes``): the outcome is kept, the result replaced by
+    a note, the checkpoint left out. None when that cannot help (or would resume a
+    paused batch from an older checkpoint)."""
+    if not isinstance(error, PayloadTooLarge) or body["outcome"] == "paused":
+        return None
+    if "result" not in body and "progress" not in body:
+        return None
+    slim = {name: value for name, value in body.items() if name not in ("result", "progress")}
+    why = f"result not sent: the gateway refused it ({error.message[:500]})"
+    slim["result"] = {NOT_SENT: why}
+    return slim
+
+
+def _lease_name(lease: Lease) -> str:
+    return str(lease.get("task_id") or lease.get("query_id") or "?")
 
 
 def _ending(handler: Handler, job: Job) -> HandlerResult | Exception:
@@ -108,6 +167,27 @@ class _WorkerBase:
         self.sites: list[str] | None = None if sites is None else list(sites)
         self.wait_seconds = wait_seconds
         self.max = max
+        self._lease_ttl: float | None = None  # a task lease's length, by the gateway's clock
+
+    def _wall(self) -> float:
+        """The worker's wall clock (seconds since the epoch)."""
+        raise NotImplementedError
+
+    def _lease_duration(self, job: BaseJob, server_time: float | None) -> float | None:
+        """How long the lease of a start or renew reply lasts, by the gateway's clock:
+        its ``lease_expires_at`` minus the reply's ``Date``. Without a ``Date``, the
+        length learned from an earlier reply (the gateway's ``task_lease_ttl``), else
+        what is left by the worker's own wall clock."""
+        expires = job.lease_expires_at
+        if expires is None:
+            return self._lease_ttl
+        if server_time is not None:
+            if expires > server_time:
+                self._lease_ttl = expires - server_time
+            return expires - server_time
+        if self._lease_ttl is not None:
+            return self._lease_ttl
+        return expires - self._wall()
 
     def _lease_body(self) -> JSONObject:
         """A lease request; a fresh ``request_id``, which every retry of it repeats."""
@@ -127,15 +207,58 @@ class _WorkerBase:
     def _not_started(self, job: BaseJob, error: Exception) -> None:
         if isinstance(error, TaskLeaseInvalid):
             log.info("task %s: start refused, not running it (%s)", job.id, error)
+        elif _start_unconfirmed(error):
+            log.warning("task %s: start not confirmed, not running it; reporting it was not "
+                        "executed, in case the start took effect (%s)", job.id, error)  # fmt: skip
         else:
             log.warning("task %s: could not start, not running it (%s)", job.id, error)
 
-    def _result_refused(self, job: BaseJob, error: LeasegateError) -> None:
+    def _not_executed(self, job: BaseJob, error: Exception | None) -> None:
+        """Log the answer to the "not executed" report of an unconfirmed start."""
+        if error is None:
+            log.warning("task %s: its start had taken effect; reported failed (%s)",
+                        job.id, NOT_EXECUTED)  # fmt: skip
+        elif isinstance(error, TaskLeaseInvalid):
+            log.info("task %s: its start never took effect; the claim runs out and the task "
+                     "is queued again (%s)", job.id, error)  # fmt: skip
+        else:
+            log.error("task %s: could not report that it never ran (%s); if its start took "
+                      "effect it will go stale and need an operator (the handler did not "
+                      "run)", job.id, error)  # fmt: skip
+
+    def _canceled_at_start(self, job: BaseJob) -> Canceled:
+        log.info("task %s: cancel requested before it ran; reporting canceled", job.id)
+        return Canceled(CANCELED_BEFORE_START)
+
+    def _result_refused(self, job: BaseJob, body: JSONObject, error: LeasegateError) -> None:
         if isinstance(error, TaskLeaseInvalid | QueryLeaseInvalid):
             log.warning("%s %s: result refused, the job was taken from us (%s)",
                         job.channel, job.id, error)  # fmt: skip
+        elif job.channel == "queries":
+            log.error("%s %s: result refused (%s); the query will be leased again when its "
+                      "lease runs out", job.channel, job.id, error)  # fmt: skip
+        elif isinstance(error, InvalidRequest) and body["outcome"] == "paused":
+            log.error("task %s: result refused (%s): only a batch task can pause. The task "
+                      "stays running until its lease runs out, then goes stale and will need "
+                      "an operator", job.id, error)  # fmt: skip
         else:
-            log.error("%s %s: result refused (%s)", job.channel, job.id, error)
+            log.error("task %s: result refused (%s); the task will go stale when its lease "
+                      "runs out and need an operator", job.id, error)  # fmt: skip
+
+    def _retry_refused(
+        self, job: BaseJob, body: JSONObject, error: LeasegateError, tried: int
+    ) -> JSONObject | None:
+        """After the gateway refused a result: the body to try next, or None (logged)."""
+        slim = None if tried > 1 else _slimmed(body, error)
+        if slim is None:
+            self._result_refused(job, body, error)
+        else:
+            log.warning("%s %s: result refused (%s); sending the outcome without the result",
+                        job.channel, job.id, error)  # fmt: skip
+        return slim
+
+    def _report_crashed(self, job: BaseJob) -> None:
+        log.exception("%s %s: could not report the result", job.channel, job.id)
 
     def _renew_failed(self, job: BaseJob, error: Exception) -> None:
         if isinstance(error, TaskLeaseInvalid):
@@ -158,9 +281,10 @@ class Worker(_WorkerBase):
     unstarted, holding its lane until the claim window (or the query's lease)
     ran out; lease several at once with :class:`AsyncWorker`, which runs them
     concurrently. ``wall_clock`` returns the time in seconds since the epoch
-    (default ``time.time``; the worker's clock should agree with the
-    gateway's, as NTP makes it). ``transport`` and ``retry`` as for
-    :class:`Client`.
+    (default ``time.time``); it is used only if the gateway's replies carry no
+    ``Date`` header (renewals are timed by the gateway's clock and the local
+    monotonic one, so the worker's clock need not agree with the gateway's).
+    ``transport`` and ``retry`` as for :class:`Client`.
     """
 
     def __init__(
@@ -188,8 +312,11 @@ class Worker(_WorkerBase):
         self._http = SyncHTTP(
             base_url, key, timeout=timeout, transport=transport, retry=retry or Retry()
         )
-        self._now = wall_clock or time.time
+        self._clock = wall_clock or time.time
         self._stopped = threading.Event()
+
+    def _wall(self) -> float:
+        return self._clock()
 
     def __enter__(self) -> Self:
         return self
@@ -226,7 +353,7 @@ class Worker(_WorkerBase):
         self._stopped.set()
 
     def _run_once(self, handler: Handler, *, forever: bool) -> int:
-        return sum(self._handle(lease, handler) for lease in self._lease(forever=forever))
+        return sum(self._handle_safely(lease, handler) for lease in self._lease(forever=forever))
 
     def _lease(self, *, forever: bool) -> Sequence[Lease]:
         try:
@@ -242,46 +369,65 @@ class Worker(_WorkerBase):
         if self._stopped.wait(seconds):
             raise _Stopped
 
+    def _handle_safely(self, lease: Lease, handler: Handler) -> int:
+        try:
+            return self._handle(lease, handler)
+        except Exception:
+            log.exception("%s %s: handling the lease failed", self.channel, _lease_name(lease))
+            return 0
+
     def _handle(self, lease: Lease, handler: Handler) -> int:
         job = Job(self.channel, lease, self.worker_id)
-        if self.channel == "tasks":
-            try:
-                started = self._http.call("POST", path("tasks", job.id, "start"), json=job._fence())
-            except (LeasegateError, TransportError) as error:
-                self._not_started(job, error)
-                return 0
-            job.lease_expires_at = parse_time(started["lease_expires_at"])
-            finish_renewing = self._renew_in_background(job)
-            try:
-                ending = _ending(handler, job)
-            finally:
-                finish_renewing()
-        else:
+        if self.channel == "queries":
+            self._report(job, _ending(handler, job))
+            return 1
+        try:
+            started, server_time = self._http.call_dated(
+                "POST", path("tasks", job.id, "start"), json=job._fence()
+            )
+        except (LeasegateError, TransportError) as error:
+            self._not_started(job, error)
+            if _start_unconfirmed(error):
+                self._report_not_executed(job)
+            return 0
+        arrived = time.monotonic()
+        job._renewed(started)
+        if job.cancel_requested:
+            self._report(job, self._canceled_at_start(job))
+            return 0
+        due = arrived + renew_interval(self._lease_duration(job, server_time))
+        finish_renewing = self._renew_in_background(job, due)
+        try:
             ending = _ending(handler, job)
+        finally:
+            finish_renewing()
         self._report(job, ending)
         return 1
 
-    def _renew_in_background(self, job: Job) -> Callable[[], None]:
+    def _renew_in_background(self, job: Job, due: float) -> Callable[[], None]:
+        """Renew ``job``'s lease from ``due`` (``time.monotonic()``) on, until finished."""
         done = threading.Event()
 
         def renew() -> None:
             failures = 0
-            delay = renew_delay(job.lease_expires_at, self._now())
-            while not done.wait(delay):
+            next_at = due
+            while not done.wait(max(0.0, next_at - time.monotonic())):
                 try:
-                    reply = self._http.call(
+                    reply, server_time = self._http.call_dated(
                         "POST", path("tasks", job.id, "renew"), json=job._renew_body(), attempts=1
                     )
+                    arrived = time.monotonic()
+                    job._renewed(reply)
+                    interval = renew_interval(self._lease_duration(job, server_time))
                 except Exception as error:
                     self._renew_failed(job, error)
                     if job.lease_lost:
                         return
                     failures += 1
-                    delay = self._http.retry.delay(failures)
+                    next_at = time.monotonic() + self._http.retry.delay(failures)
                     continue
                 failures = 0
-                job._renewed(reply)
-                delay = renew_delay(job.lease_expires_at, self._now())
+                next_at = arrived + interval
 
         thread = threading.Thread(target=renew, name=f"leasegate-renew-{job.id}", daemon=True)
         thread.start()
@@ -293,11 +439,33 @@ class Worker(_WorkerBase):
         return finish
 
     def _report(self, job: Job, ending: HandlerResult | Exception) -> None:
-        body = job._result_body(ending)
+        """Send the result until the gateway answers; never raises."""
         try:
-            self._http.call("POST", path(self.channel, job.id, "result"), json=body, forever=True)
-        except LeasegateError as error:
-            self._result_refused(job, error)
+            body: JSONObject | None = job._result_body(ending)
+            tried = 0
+            while body is not None:
+                tried += 1
+                try:
+                    self._http.call(
+                        "POST", path(self.channel, job.id, "result"), json=body, forever=True
+                    )
+                    return
+                except LeasegateError as error:
+                    body = self._retry_refused(job, body, error, tried)
+        except Exception:
+            self._report_crashed(job)
+
+    def _report_not_executed(self, job: Job) -> None:
+        """Offer ``failed`` (not executed) for a task whose start was not confirmed."""
+        try:
+            self._http.call(
+                "POST", path("tasks", job.id, "result"),
+                json=job._result_body(Failed(NOT_EXECUTED)), attempts=UNCONFIRMED_START_REPORTS,
+            )  # fmt: skip
+        except (LeasegateError, TransportError) as error:
+            self._not_executed(job, error)
+        else:
+            self._not_executed(job, None)
 
 
 class _Stopped(Exception):
@@ -310,8 +478,9 @@ class AsyncWorker(_WorkerBase):
     Same settings as :class:`Worker`, except that ``max`` may be 1–10: the jobs
     of one lease call are started and handled concurrently (none waits for
     another, so each is started well within its claim window), each with its
-    renewals in a task of its own. The
-    default ``wall_clock`` is ``time.time()`` taken once and advanced by
+    renewals in a task of its own; an error in one job never cancels another.
+    ``wall_clock`` (used only without ``Date`` headers, as for :class:`Worker`)
+    defaults to ``time.time()`` taken once and advanced by
     ``anyio.current_time()``, so it follows a mock clock in tests.
     """
 
@@ -376,7 +545,7 @@ class AsyncWorker(_WorkerBase):
         if self._waiting is not None:
             self._waiting.cancel()
 
-    def _now(self) -> float:
+    def _wall(self) -> float:
         if self._wall_clock is not None:
             return self._wall_clock()
         if self._epoch is None:
@@ -402,7 +571,12 @@ class AsyncWorker(_WorkerBase):
 
         async def handle(lease: Lease) -> None:
             nonlocal handled
-            ran = await self._handle(lease, handler)
+            try:
+                ran = await self._handle(lease, handler)
+            except Exception:  # never let one job's trouble cancel its siblings
+                log.exception("%s %s: handling the lease failed", self.channel,
+                              _lease_name(lease))  # fmt: skip
+                return
             handled += ran  # not `handled += await ...`: that reads `handled` before waiting
 
         async with anyio.create_task_group() as tg:
@@ -412,18 +586,26 @@ class AsyncWorker(_WorkerBase):
 
     async def _handle(self, lease: Lease, handler: AsyncHandler) -> int:
         job = AsyncJob(self.channel, lease, self.worker_id)
-        if self.channel == "tasks":
-            try:
-                started = await self._http.call(
-                    "POST", path("tasks", job.id, "start"), json=job._fence()
-                )
-            except (LeasegateError, TransportError) as error:
-                self._not_started(job, error)
-                return 0
-            job.lease_expires_at = parse_time(started["lease_expires_at"])
+        if self.channel == "queries":
+            await self._report(job, await _async_ending(handler, job))
+            return 1
+        try:
+            started, server_time = await self._http.call_dated(
+                "POST", path("tasks", job.id, "start"), json=job._fence()
+            )
+        except (LeasegateError, TransportError) as error:
+            self._not_started(job, error)
+            if _start_unconfirmed(error):
+                await self._report_not_executed(job)
+            return 0
+        arrived = anyio.current_time()
+        job._renewed(started)
+        if job.cancel_requested:
+            await self._report(job, self._canceled_at_start(job))
+            return 0
+        due = arrived + renew_interval(self._lease_duration(job, server_time))
         async with anyio.create_task_group() as tg:
-            if self.channel == "tasks":
-                tg.start_soon(self._renew, job)
+            tg.start_soon(self._renew, job, due)
             try:
                 ending = await _async_ending(handler, job)
             finally:
@@ -431,31 +613,55 @@ class AsyncWorker(_WorkerBase):
         await self._report(job, ending)
         return 1
 
-    async def _renew(self, job: AsyncJob) -> None:
+    async def _renew(self, job: AsyncJob, due: float) -> None:
+        """Renew ``job``'s lease from ``due`` (``anyio.current_time()``) on; never raises,
+        so it can never cancel the handler beside it."""
         failures = 0
-        delay = renew_delay(job.lease_expires_at, self._now())
+        next_at = due
         while True:
-            await anyio.sleep(delay)
+            await anyio.sleep_until(next_at)
             try:
-                reply = await self._http.call(
+                reply, server_time = await self._http.call_dated(
                     "POST", path("tasks", job.id, "renew"), json=job._renew_body(), attempts=1
                 )
+                arrived = anyio.current_time()
+                job._renewed(reply)
+                interval = renew_interval(self._lease_duration(job, server_time))
             except Exception as error:
                 self._renew_failed(job, error)
                 if job.lease_lost:
                     return
                 failures += 1
-                delay = self._http.retry.delay(failures)
+                next_at = anyio.current_time() + self._http.retry.delay(failures)
                 continue
             failures = 0
-            job._renewed(reply)
-            delay = renew_delay(job.lease_expires_at, self._now())
+            next_at = arrived + interval
 
     async def _report(self, job: AsyncJob, ending: HandlerResult | Exception) -> None:
-        body = job._result_body(ending)
+        """Send the result until the gateway answers; never raises (but is cancellable)."""
+        try:
+            body: JSONObject | None = job._result_body(ending)
+            tried = 0
+            while body is not None:
+                tried += 1
+                try:
+                    await self._http.call(
+                        "POST", path(self.channel, job.id, "result"), json=body, forever=True
+                    )
+                    return
+                except LeasegateError as error:
+                    body = self._retry_refused(job, body, error, tried)
+        except Exception:
+            self._report_crashed(job)
+
+    async def _report_not_executed(self, job: AsyncJob) -> None:
+        """Offer ``failed`` (not executed) for a task whose start was not confirmed."""
         try:
             await self._http.call(
-                "POST", path(self.channel, job.id, "result"), json=body, forever=True
-            )
-        except LeasegateError as error:
-            self._result_refused(job, error)
+                "POST", path("tasks", job.id, "result"),
+                json=job._result_body(Failed(NOT_EXECUTED)), attempts=UNCONFIRMED_START_REPORTS,
+            )  # fmt: skip
+        except (LeasegateError, TransportError) as error:
+            self._not_executed(job, error)
+        else:
+            self._not_executed(job, None)
