@@ -41,6 +41,7 @@ is generated before the first try, so a retried submit never runs twice::
 :class:`AsyncWorker` and :class:`AsyncClient` are the same under trio or asyncio.
 """
 
+from leasegate.client._async_worker import AsyncWorker
 from leasegate.client._client import AsyncClient, Client
 from leasegate.client._errors import (
     ArtifactNotFound,
@@ -84,7 +85,7 @@ from leasegate.client._types import (
     Task,
     TaskSubmitted,
 )
-from leasegate.client._worker import AsyncWorker, Worker
+from leasegate.client._worker import Worker
 
 __all__ = [
     "ArtifactNotFound",

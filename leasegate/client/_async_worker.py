@@ -1,0 +1,234 @@
+"""The :class:`AsyncWorker`, for trio or asyncio (the protocol is in ``_protocol``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Self, cast
+
+import anyio
+import httpx
+
+from leasegate.client._errors import (
+    LeasegateError,
+    TransportError,
+)
+from leasegate.client._http import DEFAULT_TIMEOUT, AsyncHTTP, Retry, path
+from leasegate.client._job import (
+    AsyncHandler,
+    AsyncJob,
+    Channel,
+    Failed,
+    HandlerResult,
+)
+from leasegate.client._protocol import (
+    IDLE_PAUSE,
+    NOT_EXECUTED,
+    UNCONFIRMED_START_REPORTS,
+    Lease,
+    _async_ending,
+    _lease_name,
+    _start_unconfirmed,
+    _WorkerBase,
+    renew_interval,
+)
+from leasegate.client._types import JSONObject
+
+log = logging.getLogger("leasegate.client")
+
+
+class AsyncWorker(_WorkerBase):
+    """An asynchronous worker (anyio: runs under trio or asyncio).
+
+    Same settings as :class:`Worker`, except that ``max`` may be 1–10: the jobs
+    of one lease call are started and handled concurrently (none waits for
+    another, so each is started well within its claim window), each with its
+    renewals in a task of its own; an error in one job never cancels another.
+    ``wall_clock`` (used only without ``Date`` headers, as for :class:`Worker`)
+    defaults to ``time.time()`` taken once and advanced by
+    ``anyio.current_time()``, so it follows a mock clock in tests.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        worker_id: str,
+        *,
+        channel: Channel = "tasks",
+        sites: Iterable[str] | None = None,
+        wait_seconds: float = 20,
+        max: int = 1,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+        retry: Retry | None = None,
+        wall_clock: Callable[[], float] | None = None,
+    ) -> None:
+        super().__init__(worker_id, channel, sites, wait_seconds, max)
+        self._http = AsyncHTTP(
+            base_url, key, timeout=timeout, transport=transport, retry=retry or Retry()
+        )
+        self._wall_clock = wall_clock
+        self._epoch: float | None = None
+        self._stopped = False
+        self._waiting: anyio.CancelScope | None = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def run(self, handler: AsyncHandler) -> None:
+        """Lease and handle jobs until :meth:`stop` or cancellation. A gateway that cannot
+        be reached is retried for ever; an error answer to a lease is raised."""
+        while not self._stopped:
+            began = anyio.current_time()
+            handled = await self._run_once(handler, forever=True)
+            if self._idle(handled, anyio.current_time() - began):
+                with self._interruptible():
+                    await anyio.sleep(IDLE_PAUSE)
+
+    async def run_once(self, handler: AsyncHandler) -> int:
+        """Lease once (waiting up to ``wait_seconds``), handle what came, and return how
+        many handlers ran. Raises :class:`TransportError` if the lease could not be sent."""
+        return await self._run_once(handler, forever=False)
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return: a waiting long-poll is abandoned at once, running
+        jobs are finished and reported. Call it from the event loop's thread."""
+        self._stopped = True
+        if self._waiting is not None:
+            self._waiting.cancel()
+
+    def _wall(self) -> float:
+        if self._wall_clock is not None:
+            return self._wall_clock()
+        if self._epoch is None:
+            self._epoch = time.time() - anyio.current_time()
+        return self._epoch + anyio.current_time()
+
+    def _interruptible(self) -> anyio.CancelScope:
+        self._waiting = anyio.CancelScope()
+        if self._stopped:
+            self._waiting.cancel()
+        return self._waiting
+
+    async def _run_once(self, handler: AsyncHandler, *, forever: bool) -> int:
+        leases: Sequence[Lease] = []
+        with self._interruptible():
+            reply = await self._http.call(
+                "POST", path(self.channel, "lease"), json=self._lease_body(),
+                extra_timeout=self.wait_seconds, forever=forever,
+            )  # fmt: skip
+            leases = cast(Sequence[Lease], reply["items"])
+        self._waiting = None
+        handled = 0
+
+        async def handle(lease: Lease) -> None:
+            nonlocal handled
+            try:
+                ran = await self._handle(lease, handler)
+            except Exception:  # never let one job's trouble cancel its siblings
+                log.exception("%s %s: handling the lease failed", self.channel,
+                              _lease_name(lease))  # fmt: skip
+                return
+            handled += ran  # not `handled += await ...`: that reads `handled` before waiting
+
+        async with anyio.create_task_group() as tg:
+            for lease in leases:
+                tg.start_soon(handle, lease)
+        return handled
+
+    async def _handle(self, lease: Lease, handler: AsyncHandler) -> int:
+        job = AsyncJob(self.channel, lease, self.worker_id)
+        if self.channel == "queries":
+            await self._report(job, await _async_ending(handler, job))
+            return 1
+        try:
+            started, server_time = await self._http.call_dated(
+                "POST", path("tasks", job.id, "start"), json=job._fence()
+            )
+        except (LeasegateError, TransportError) as error:
+            self._not_started(job, error)
+            if _start_unconfirmed(error):
+                await self._report_not_executed(job)
+            return 0
+        arrived = anyio.current_time()
+        job._renewed(started)
+        if job.cancel_requested:
+            await self._report(job, self._canceled_at_start(job))
+            return 0
+        due = arrived + renew_interval(self._lease_duration(job, server_time))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._renew, job, due)
+            try:
+                ending = await _async_ending(handler, job)
+            finally:
+                tg.cancel_scope.cancel()
+        await self._report(job, ending)
+        return 1
+
+    async def _renew(self, job: AsyncJob, due: float) -> None:
+        """Renew ``job``'s lease from ``due`` (``anyio.current_time()``) on; never raises,
+        so it can never cancel the handler beside it."""
+        failures = 0
+        next_at = due
+        while True:
+            await anyio.sleep_until(next_at)
+            try:
+                reply, server_time = await self._http.call_dated(
+                    "POST", path("tasks", job.id, "renew"), json=job._renew_body(), attempts=1
+                )
+                arrived = anyio.current_time()
+                job._renewed(reply)
+                interval = renew_interval(self._lease_duration(job, server_time))
+            except Exception as error:
+                self._renew_failed(job, error)
+                if job.lease_lost:
+                    return
+                failures += 1
+                next_at = anyio.current_time() + self._http.retry.delay(failures)
+                continue
+            failures = 0
+            next_at = arrived + interval
+
+    async def _report(self, job: AsyncJob, ending: HandlerResult | Exception) -> None:
+        """Send the result until the gateway answers; never raises (but is cancellable)."""
+        try:
+            body: JSONObject | None = job._result_body(ending)
+            tried = 0
+            while body is not None:
+                tried += 1
+                try:
+                    await self._http.call(
+                        "POST", path(self.channel, job.id, "result"), json=body, forever=True
+                    )
+                    return
+                except LeasegateError as error:
+                    body = self._retry_refused(job, body, error, tried)
+        except Exception:
+            self._report_crashed(job)
+
+    async def _report_not_executed(self, job: AsyncJob) -> None:
+        """Offer ``failed`` (not executed) for a task whose start was not confirmed."""
+        try:
+            await self._http.call(
+                "POST", path("tasks", job.id, "result"),
+                json=job._result_body(Failed(NOT_EXECUTED)), attempts=UNCONFIRMED_START_REPORTS,
+            )  # fmt: skip
+        except (LeasegateError, TransportError) as error:
+            self._not_executed(job, error)
+        else:
+            self._not_executed(job, None)
