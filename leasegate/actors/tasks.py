@@ -21,17 +21,14 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
-from collections import defaultdict
 from typing import Any
 
-from leasegate.actors import task_artifacts
+from leasegate.actors import task_artifacts, task_presence
 from leasegate.actors.common import (
     DryFilters,
-    Page,
     canonical_json,
     check_site,
     fingerprint,
-    loads,
     new_id,
     new_lease_token,
     page_of,
@@ -61,7 +58,7 @@ from leasegate.actors.task_messages import (
     TaskResult,
 )
 from leasegate.actors.task_render import render as render
-from leasegate.actors.task_render import render_lease, render_worker
+from leasegate.actors.task_render import render_lease
 from leasegate.artifacts import ArtifactStore
 from leasegate.clock import Clock, iso
 from leasegate.errors import (
@@ -74,6 +71,7 @@ from leasegate.errors import (
     Unavailable,
 )
 from leasegate.settings import Settings
+from leasegate.storage import presence_sql
 from leasegate.storage import tasks_sql as sql
 from leasegate.storage.connection import Database
 
@@ -134,7 +132,8 @@ class TaskQueue(Actor):
                     self._release(conn, task_id, token, now)
                 return None
             case ListWorkers():
-                return self._workers(conn, message.page, now)
+                return task_presence.workers_page(conn, message.page, now,
+                                                  self.settings.worker_offline_after)
             case RecordArtifact():
                 reply, replaced = task_artifacts.record(conn, message, now, self.artifacts)
                 store = self.artifacts
@@ -149,7 +148,7 @@ class TaskQueue(Actor):
             case ExistingTasks():
                 return sql.existing(conn, list(message.task_ids))
             case TaskHealth():
-                return self._health(conn, now)
+                return task_presence.health(conn, now, self.settings.worker_offline_after)
         raise TypeError(f"tasks: unknown message {message!r}")
 
     # ---- submit / read ----
@@ -470,37 +469,10 @@ class TaskQueue(Actor):
     def _seen(self, conn: sqlite3.Connection, worker_id: str, now: float,
               lease: LeaseTasks | None = None) -> None:
         if lease is None:
-            sql.seen(conn, worker_id, now)
+            presence_sql.seen(conn, worker_id, now)
         else:
             sites = None if lease.sites is None else canonical_json(list(lease.sites))
-            sql.seen(conn, worker_id, now, sites=sites, update_sites=True)
-
-    def _online(self, last_seen_at: float, now: float) -> bool:
-        return now < last_seen_at + self.settings.worker_offline_after
-
-    def _workers(self, conn: sqlite3.Connection, page: Page, now: float) -> dict[str, Any]:
-        total, rows = sql.workers_page(conn, page.limit, page.offset)
-        task_ids: dict[str, list[str]] = defaultdict(list)
-        for held in sql.in_flight_of(conn, [row["worker_id"] for row in rows]):
-            task_ids[held["lease_owner"]].append(held["task_id"])
-        items = [render_worker(row, task_ids[row["worker_id"]],
-                               self._online(row["last_seen_at"], now)) for row in rows]
-        return {"items": items, "total": total, "limit": page.limit, "offset": page.offset}
-
-    def _health(self, conn: sqlite3.Connection, now: float) -> dict[str, Any]:
-        queued = {row["site"]: row["n"] for row in sql.queued_by_site(conn)}
-        served: set[str] = set()
-        serves_all = False
-        for worker in sql.online_workers(conn, self.settings.worker_offline_after, now):
-            if worker["sites"] is None:
-                serves_all = True
-            else:
-                served.update(loads(worker["sites"]))
-        unserved = [] if serves_all else [site for site in queued if site not in served]
-        blocked = [{"site": row["site"], "account": row["account"], "task_id": row["task_id"],
-                    "since": iso(row["stale_at"])} for row in sql.stale_lanes(conn)]
-        return {"stale": len(blocked), "blocked_lanes": blocked, "unserved_sites": unserved,
-                "queued": queued}
+            presence_sql.seen(conn, worker_id, now, sites=sites, update_sites=True)
 
     # ---- deadlines and periodic jobs ----
 
@@ -553,7 +525,7 @@ class TaskQueue(Actor):
             if store is not None:
                 # Files go after the commit, off this path (seed 004).
                 self.after_commit(lambda: store.discard_later(purged))
-        forgotten = sql.purge_workers_before(conn, cutoff)
+        forgotten = presence_sql.purge_workers_before(conn, cutoff)
         if forgotten:
             log.info("forgot %d workers not seen within task_retention", forgotten)
         return more
