@@ -174,11 +174,14 @@ class Actor:
         return None
 
     def next_wakeup(self, conn: sqlite3.Connection) -> float | None:
-        """The wall time of the next data-driven deadline (e.g. a lease expiry)."""
+        """The wall time of the next data-driven deadline (e.g. a lease expiry), computed
+        at the end of each turn. It must be exact: :meth:`on_wakeup` runs only once it
+        has come."""
         return None
 
     def on_wakeup(self, conn: sqlite3.Connection, now: float) -> None:
-        """Handle every data-driven deadline that has passed (runs in the transaction)."""
+        """Handle every data-driven deadline that has passed (at the start of a turn, in
+        its transaction, before any message)."""
 
     def on_start(self, conn: sqlite3.Connection) -> None:
         """Runs once in a transaction before the first message."""
@@ -317,8 +320,10 @@ class Actor:
         try:
             self._effects = []
             self._work_may_be_available = False
-            # Deadlines first, so every message sees the state as of `now`.
-            self.on_wakeup(conn, now)
+            # Deadlines first, so every message sees the state as of `now`; only
+            # when one is due (next_wakeup is exact), not on every turn.
+            if self._next_wakeup is not None and now >= self._next_wakeup:
+                self.on_wakeup(conn, now)
             for env in batch.envelopes:
                 batch.results.append(self._apply_one(conn, env))
             for job in batch.jobs:
