@@ -6,10 +6,11 @@ import hashlib
 import json
 import secrets
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from leasegate.errors import Forbidden
+from leasegate.errors import Forbidden, IdempotencyConflict
 
 
 def canonical_json(value: Any) -> str:
@@ -26,6 +27,29 @@ def fingerprint(*parts: Any) -> str:
 def new_id(prefix: str) -> str:
     """A server-generated id: 96 random bits, never a replay of an existing id."""
     return f"{prefix}-{secrets.token_hex(12)}"
+
+
+def submit_once(given_id: str | None, prefix: str, digest: str, noun: str,
+                insert: Callable[[str], bool],
+                get: Callable[[str], sqlite3.Row | None]) -> tuple[str, str | None]:
+    """Insert a submission once: ``(id, None)`` when it was created, ``(id, status)``
+    for an identical replay of a client-chosen id.
+
+    A different payload under that id is 6004. A generated id that collides
+    (96 bits: never) is drawn again, never taken for a replay. The insert comes
+    first, so a new submission costs one statement.
+    """
+    while True:
+        job_id = given_id or new_id(prefix)
+        if insert(job_id):
+            return job_id, None
+        if given_id is None:
+            continue
+        existing = get(job_id)
+        assert existing is not None, job_id
+        if existing["fingerprint"] != digest:
+            raise IdempotencyConflict(f"{noun} {job_id} exists with a different payload")
+        return job_id, str(existing["status"])
 
 
 def new_lease_token() -> str:

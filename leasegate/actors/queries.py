@@ -25,14 +25,14 @@ from leasegate.actors.common import (
     check_site,
     fingerprint,
     loads,
-    new_id,
     new_lease_token,
     page_of,
     render_billing,
+    submit_once,
 )
 from leasegate.actors.runtime import PARK, Actor
 from leasegate.clock import Clock, iso
-from leasegate.errors import IdempotencyConflict, QueryLeaseInvalid, QueryNotFound, Unavailable
+from leasegate.errors import QueryLeaseInvalid, QueryNotFound, Unavailable
 from leasegate.settings import Settings
 from leasegate.storage import queries_sql as sql
 from leasegate.storage.connection import Database
@@ -149,22 +149,17 @@ class QueryQueue(Actor):
     def _submit(self, conn: sqlite3.Connection, m: SubmitQuery, now: float) -> dict[str, Any]:
         params = canonical_json(m.params)  # once: the fingerprint takes the text
         digest = fingerprint(m.tenant, m.site, m.kind, params, m.max_cost)
-        while True:
-            # Insert first: the common case (a new query) costs one statement.
-            query_id = m.query_id or new_id("q")
-            if sql.insert(conn, query_id=query_id, tenant=m.tenant, site=m.site, kind=m.kind,
-                          params=params, max_cost=m.max_cost, fingerprint=digest,
-                          status="queued", created_at=now, updated_at=now,
-                          expires_at=now + self.settings.query_ttl):
-                self.work_may_be_available()
-                return {"query_id": query_id, "status": "queued", "created": True}
-            if m.query_id is None:
-                continue  # a generated id collided (96 bits: never); never a replay
-            existing = sql.get(conn, query_id)
-            assert existing is not None
-            if existing["fingerprint"] != digest:
-                raise IdempotencyConflict(f"query {query_id} exists with a different payload")
-            return {"query_id": query_id, "status": existing["status"], "created": False}
+        query_id, replayed = submit_once(
+            m.query_id, "q", digest, "query",
+            lambda i: sql.insert(conn, query_id=i, tenant=m.tenant, site=m.site, kind=m.kind,
+                                 params=params, max_cost=m.max_cost, fingerprint=digest,
+                                 status="queued", created_at=now, updated_at=now,
+                                 expires_at=now + self.settings.query_ttl),
+            lambda i: sql.get(conn, i))
+        if replayed is not None:
+            return {"query_id": query_id, "status": replayed, "created": False}
+        self.work_may_be_available()
+        return {"query_id": query_id, "status": "queued", "created": True}
 
     def _visible(self, conn: sqlite3.Connection, query_id: str, tenant: str | None) -> sqlite3.Row:
         row = sql.get(conn, query_id)

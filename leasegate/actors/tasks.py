@@ -29,9 +29,9 @@ from leasegate.actors.common import (
     canonical_json,
     check_site,
     fingerprint,
-    new_id,
     new_lease_token,
     page_of,
+    submit_once,
 )
 from leasegate.actors.runtime import PARK, Actor
 from leasegate.actors.task_messages import (
@@ -62,7 +62,6 @@ from leasegate.actors.task_render import render_lease
 from leasegate.artifacts import ArtifactStore
 from leasegate.clock import Clock, iso
 from leasegate.errors import (
-    IdempotencyConflict,
     InvalidRequest,
     LeasegateError,
     StateConflict,
@@ -157,24 +156,17 @@ class TaskQueue(Actor):
         params = canonical_json(m.params)  # once: the fingerprint takes the text
         digest = fingerprint(m.tenant, m.site, m.account, m.kind, params, m.priority,
                              m.not_before, m.device_id, m.batch_total, m.max_cost)
-        if m.task_id is not None:
-            existing = sql.get(conn, m.task_id)
-            if existing is not None:
-                if existing["fingerprint"] != digest:
-                    raise IdempotencyConflict(f"task {m.task_id} exists with a different payload")
-                return {"task_id": m.task_id, "status": existing["status"], "created": False}
-            task_id = m.task_id
-        else:
-            task_id = new_id("t")
-            while sql.get(conn, task_id) is not None:  # 96 bits: never, but never a replay
-                task_id = new_id("t")
-        sql.insert(
-            conn, task_id=task_id, tenant=m.tenant, site=m.site, account=m.account, kind=m.kind,
-            params=params, priority=m.priority, not_before=m.not_before,
-            device_id=m.device_id, batch_total=m.batch_total, max_cost=m.max_cost,
-            fingerprint=digest, status="queued", created_at=now, updated_at=now,
-            expires_at=self._ttl_deadline(m.not_before, now),
-        )
+        task_id, replayed = submit_once(
+            m.task_id, "t", digest, "task",
+            lambda i: sql.insert(
+                conn, task_id=i, tenant=m.tenant, site=m.site, account=m.account, kind=m.kind,
+                params=params, priority=m.priority, not_before=m.not_before,
+                device_id=m.device_id, batch_total=m.batch_total, max_cost=m.max_cost,
+                fingerprint=digest, status="queued", created_at=now, updated_at=now,
+                expires_at=self._ttl_deadline(m.not_before, now)),
+            lambda i: sql.get(conn, i))
+        if replayed is not None:
+            return {"task_id": task_id, "status": replayed, "created": False}
         if m.not_before is None or m.not_before <= now:
             self.work_may_be_available()
         return {"task_id": task_id, "status": "queued", "created": True}

@@ -6,11 +6,8 @@ The ``workers`` table's DDL is in ``tasks_sql.SCHEMA`` (migration 3).
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
-
-def _marks(values: list[Any] | tuple[Any, ...]) -> str:
-    return ", ".join("?" for _ in values)
+from leasegate.storage.rows import marks
 
 
 def in_flight_of(conn: sqlite3.Connection, worker_ids: list[str]) -> list[sqlite3.Row]:
@@ -18,7 +15,7 @@ def in_flight_of(conn: sqlite3.Connection, worker_ids: list[str]) -> list[sqlite
         return []
     return conn.execute(
         "SELECT lease_owner, task_id FROM tasks WHERE status IN ('leased', 'running', 'stale') "
-        f"AND lease_owner IN ({_marks(worker_ids)}) ORDER BY created_at, task_id",
+        f"AND lease_owner IN ({marks(worker_ids)}) ORDER BY created_at, task_id",
         worker_ids,
     ).fetchall()
 

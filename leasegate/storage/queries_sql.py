@@ -9,6 +9,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from leasegate.storage.rows import insert_new, marks
+
 SCHEMA = """
 CREATE TABLE queries (
     query_id         TEXT PRIMARY KEY,
@@ -56,12 +58,7 @@ def get(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row | None:
 
 def insert(conn: sqlite3.Connection, **values: Any) -> bool:
     """Insert a new query; False (and nothing written) if its id exists already."""
-    names = ", ".join(values)
-    marks = ", ".join("?" for _ in values)
-    cur = conn.execute(
-        f"INSERT INTO queries ({names}) VALUES ({marks}) ON CONFLICT (query_id) DO NOTHING",
-        tuple(values.values()))
-    return cur.rowcount == 1
+    return insert_new(conn, "queries", "query_id", values)
 
 
 def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
@@ -70,7 +67,7 @@ def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
     sql = "SELECT * FROM queries WHERE status = 'queued' AND expires_at > ?"
     args: list[Any] = [now]
     if sites is not None:
-        sql += f" AND site IN ({', '.join('?' for _ in sites)})"
+        sql += f" AND site IN ({marks(sites)})"
         args += sites
     sql += " ORDER BY rowid LIMIT ?"
     return conn.execute(sql, [*args, limit]).fetchall()
@@ -83,7 +80,7 @@ def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,
            "AND lease_request_id = ?")
     args: list[Any] = [worker_id, request_id]
     if sites is not None:
-        sql += f" AND site IN ({', '.join('?' for _ in sites)})"
+        sql += f" AND site IN ({marks(sites)})"
         args += sites
     return conn.execute(sql + " ORDER BY rowid LIMIT ?", [*args, limit]).fetchall()
 

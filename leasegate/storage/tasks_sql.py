@@ -17,6 +17,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from leasegate.storage.rows import insert_new, marks
+
 SCHEMA = """
 CREATE TABLE tasks (
     task_id          TEXT PRIMARY KEY,
@@ -96,10 +98,6 @@ _CLEAR_LEASE = ("lease_owner = NULL, lease_token = NULL, lease_request_id = NULL
                 "claim_expires_at = NULL, lease_expires_at = NULL")
 
 
-def _marks(values: list[Any] | tuple[Any, ...]) -> str:
-    return ", ".join("?" for _ in values)
-
-
 # ---- reads ----------------------------------------------------------------------
 
 def get(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
@@ -109,10 +107,9 @@ def get(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
     return row
 
 
-def insert(conn: sqlite3.Connection, **values: Any) -> None:
-    names = ", ".join(values)
-    conn.execute(f"INSERT INTO tasks ({names}) VALUES ({_marks(list(values))})",
-                 tuple(values.values()))
+def insert(conn: sqlite3.Connection, **values: Any) -> bool:
+    """Insert a new task; False (and nothing written) if its id exists already."""
+    return insert_new(conn, "tasks", "task_id", values)
 
 
 def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
@@ -128,7 +125,7 @@ def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
     site_clause = ""
     args: list[Any] = [now, now]
     if sites is not None:
-        site_clause = f" AND t.site IN ({_marks(sites)})"
+        site_clause = f" AND t.site IN ({marks(sites)})"
         args += sites
     cursor = conn.execute(
         "SELECT t.task_id, t.site, t.account FROM tasks AS t WHERE t.status = 'queued' "
@@ -161,7 +158,7 @@ def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,
     args: list[Any] = [worker_id, request_id]
     site_clause = ""
     if sites is not None:
-        site_clause = f" AND site IN ({_marks(sites)})"
+        site_clause = f" AND site IN ({marks(sites)})"
         args += sites
     return conn.execute(
         "SELECT * FROM tasks WHERE status = 'leased' AND lease_owner = ? "
@@ -414,6 +411,6 @@ def existing(conn: sqlite3.Connection, task_ids: list[str]) -> set[str]:
     for start in range(0, len(task_ids), 500):
         chunk = task_ids[start:start + 500]
         found.update(row[0] for row in conn.execute(
-            f"SELECT task_id FROM tasks WHERE task_id IN ({', '.join('?' for _ in chunk)})",
+            f"SELECT task_id FROM tasks WHERE task_id IN ({marks(chunk)})",
             chunk))
     return found
