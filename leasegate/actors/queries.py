@@ -222,7 +222,8 @@ class QueryQueue(Actor):
         if row is None:
             raise QueryNotFound(f"no query {m.query_id}")
         check_site(row["site"], m.sites)
-        digest = fingerprint(m.outcome, m.result, m.error_code, m.error_message, m.cost)
+        given = None if m.result is None else canonical_json(m.result)  # once
+        digest = fingerprint(m.outcome, given, m.error_code, m.error_message, m.cost)
         ours = row["lease_owner"] == m.worker_id and row["lease_token"] == m.lease_token
         if row["status"] in sql.TERMINAL:
             if ours and row["outcome_digest"] == digest:
@@ -234,12 +235,11 @@ class QueryQueue(Actor):
             raise QueryLeaseInvalid(
                 f"worker {m.worker_id} does not hold the current lease of query {m.query_id}"
             )
-        result: str | None
+        result = given
         if m.outcome == "succeeded":
-            result = canonical_json(m.result if m.result is not None else {})
+            result = given if given is not None else canonical_json({})
             code, message = None, None
         else:
-            result = None if m.result is None else canonical_json(m.result)
             code, message = m.error_code, m.error_message or "the worker gave no reason"
             log.warning("query failed: query_id=%s kind=%s code=%s message=%s",
                         m.query_id, row["kind"], code, message)

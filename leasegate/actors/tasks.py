@@ -291,8 +291,9 @@ class TaskQueue(Actor):
             raise InvalidRequest(f"outcome must be one of {', '.join(OUTCOMES)}")
         if m.outcome == "paused" and row["batch_total"] is None:
             raise InvalidRequest("outcome paused is only for batch tasks (batch_total set)")
-        digest = fingerprint(m.outcome, m.result, m.error_code, m.error_message, m.cost,
-                             m.progress)
+        result = None if m.result is None else canonical_json(m.result)  # once each
+        progress = None if m.progress is None else canonical_json(m.progress)
+        digest = fingerprint(m.outcome, result, m.error_code, m.error_message, m.cost, progress)
         ours = self._holds(row, m.worker_id, m.lease_token)
         status = row["status"]
         if status in sql.TERMINAL or status == "paused":
@@ -306,7 +307,6 @@ class TaskQueue(Actor):
         # A stale task takes its last lease's report, a pause too: the worker stopped
         # cleanly at that checkpoint and knows better than an operator's guess.
         late = status == "stale"
-        result = None if m.result is None else canonical_json(m.result)
         code, message = m.error_code, m.error_message
         if m.outcome == "succeeded":
             result = result if result is not None else canonical_json({})
@@ -317,7 +317,6 @@ class TaskQueue(Actor):
                         m.task_id, row["kind"], code, message)
         # A batch task paused at a checkpoint while its client asked to cancel: canceled.
         to = "canceled" if m.outcome == "paused" and row["cancel_requested"] else m.outcome
-        progress = None if m.progress is None else canonical_json(m.progress)
         if not sql.finish(conn, m.task_id, status, m.lease_token, to, now,
                           result=result, error_code=code, error_message=message, cost=m.cost,
                           progress=progress, digest=digest, late=late):
