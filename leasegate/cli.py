@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import trio
+from pydantic import ValidationError
 
 from leasegate.settings import SettingsError, load
 from leasegate.storage import keys_sql
@@ -62,10 +63,9 @@ def _create_key(args: argparse.Namespace) -> int:
     sites = [s.strip() for s in args.sites.split(",")] if args.sites else None
     try:
         body = CreateKeyBody(role=args.role, name=args.name, tenant=args.tenant, sites=sites)
-    except ValueError as exc:
-        return _fail(f"invalid key: {exc}")
-    if body.role == "client" and body.tenant is None:
-        return _fail("a client key needs --tenant")
+    except ValidationError as exc:
+        reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        return _fail(f"invalid key: {reasons}")
     args.data.mkdir(parents=True, exist_ok=True)
     # Works with or without a server: WAL lets this write beside it.
     conn = connect(db_path(args.data))

@@ -63,7 +63,6 @@ class System:
                                 self._sweep_staging)
         self.add_background_job("artifacts", "sweep_orphan_dirs",
                                 settings.artifact_orphan_sweep_interval, self._sweep_orphans)
-        self.started_at = clock.now()
         self._closed = trio.Event()
         self._probed_at = -math.inf
         self._probe_ok = False

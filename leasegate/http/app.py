@@ -7,7 +7,6 @@ instead of leaving hypercorn serving 500s (DESIGN.md §7).
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -21,9 +20,9 @@ from leasegate.errors import InvalidRequest
 from leasegate.http import errors, routes_admin, routes_artifacts, routes_queries, routes_tasks
 from leasegate.http.auth import Authenticator
 from leasegate.http.metrics import Metrics
+from leasegate.http.models import ID
 from leasegate.http.openapi import LeasegateOpenAPI
 
-ID = re.compile(r"^[A-Za-z0-9._:@-]{1,64}$")
 ID_ARGS = {"task_id", "query_id", "key_id"}
 PUBLIC_ENDPOINTS = {"admin.health", "openapi", "swagger_ui", "redoc_ui", "scalar_ui", "static"}
 

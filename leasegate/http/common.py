@@ -37,7 +37,7 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def check_size(name: str, value: Any) -> None:
+def check_json_field(name: str, value: Any) -> None:
     """A caller's JSON field that we store and hand out again must be sound.
 
     400 for nesting deeper than ``MAX_JSON_DEPTH``, NaN or infinities (not

@@ -7,12 +7,16 @@ Ids follow API.md: 1–64 characters of ``[A-Za-z0-9._:@-]``; anything else is
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:@-]{1,64}$")]
+ID_PATTERN = r"^[A-Za-z0-9._:@-]{1,64}$"
+ID = re.compile(ID_PATTERN)  # for ids outside a body: path parameters, headers
+ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
+Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 # Integers are bounded at the edge: SQLite stores 64-bit integers and raises
 # OverflowError past them (which would take an actor, and the process, down).
 Amount = Annotated[int, Field(ge=0, le=2**53)]  # minor units; exact in JSON doubles too
@@ -99,10 +103,18 @@ class ReclaimBody(Strict):
 
 
 class CreateKeyBody(Strict):
+    """A new key (HTTP and ``leasegate keys create`` alike)."""
+
     role: Literal["client", "worker", "admin"]
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     tenant: Id | None = None
     sites: Annotated[list[Id], Field(min_length=1, max_length=100)] | None = None
+
+    @model_validator(mode="after")
+    def _client_has_a_tenant(self) -> CreateKeyBody:
+        if self.role == "client" and self.tenant is None:
+            raise ValueError("a client key needs a tenant")
+        return self
 
 
 class ListArgs(Strict):

@@ -29,12 +29,11 @@ from quart_schema.validation import (
 )
 from werkzeug.routing.rules import Rule
 
-from leasegate.http.models import ErrorEnvelope
-from leasegate.http.routes_artifacts import ARTIFACT_NAME, WORKER_ID
+from leasegate.http.models import ARTIFACT_NAME, ID, ErrorEnvelope
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
 BINARY = {"type": "string", "format": "binary"}
-ID_SCHEMA = {"type": "string", "pattern": WORKER_ID.pattern}
+ID_SCHEMA = {"type": "string", "pattern": ID.pattern}
 
 # Error responses every operation needing a key can answer with.
 AUTH_ERRORS = {

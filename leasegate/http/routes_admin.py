@@ -38,10 +38,6 @@ bp = Blueprint("admin", __name__)
 async def create_key(data: CreateKeyBody) -> tuple[dict[str, Any], int]:
     """Create a key; its secret is in this reply only (a hash is stored)."""
     require("admin")
-    if data.role == "client" and data.tenant is None:
-        from leasegate.errors import InvalidRequest
-
-        raise InvalidRequest("a client key needs a tenant")
     reply = await system().keys.mailbox.ask(CreateKey(
         data.role, data.name, data.tenant, tuple(data.sites) if data.sites else None))
     return reply, 201

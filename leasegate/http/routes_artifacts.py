@@ -15,12 +15,10 @@ from leasegate.actors.task_messages import FindArtifact, ListArtifacts, RecordAr
 from leasegate.errors import ArtifactNotFound, InvalidRequest
 from leasegate.http.auth import require, require_tenant
 from leasegate.http.common import system
-from leasegate.http.models import ArtifactList, ArtifactStored
+from leasegate.http.models import ARTIFACT_NAME, ID, ArtifactList, ArtifactStored
 
 bp = Blueprint("artifacts", __name__)
 
-ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
-WORKER_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,64}$")
 UPLOAD_PATH = re.compile(r"^/v1/tasks/[^/]+/artifacts/[^/]+$")
 
 
@@ -52,7 +50,7 @@ async def put_artifact(task_id: str, name: str) -> tuple[dict[str, Any], int]:
     _checked_name(name)
     worker_id = request.headers.get("X-Worker-Id", "")
     token = request.headers.get("X-Lease-Token", "")
-    if not WORKER_ID.match(worker_id) or not 0 < len(token) <= 128:
+    if not ID.match(worker_id) or not 0 < len(token) <= 128:
         raise InvalidRequest("X-Worker-Id and X-Lease-Token headers are required")
     sys = system()
     staged = await sys.artifacts.stage(request.body, sys.settings.max_artifact_bytes)

@@ -16,7 +16,7 @@ from leasegate.actors.queries import (
     release_message,
 )
 from leasegate.http.auth import require, require_submitter, require_tenant, worker_sites
-from leasegate.http.common import check_size, long_poll, page, system
+from leasegate.http.common import check_json_field, long_poll, page, system
 from leasegate.http.models import (
     ErrorEnvelope,
     LeaseBody,
@@ -40,7 +40,7 @@ bp = Blueprint("queries", __name__)
 async def submit_query(data: SubmitQueryBody) -> tuple[dict[str, Any], int]:
     """Submit a read-only query (client). Idempotent by ``query_id``."""
     tenant = require_submitter()
-    check_size("params", data.params)
+    check_json_field("params", data.params)
     reply = await system().queries.mailbox.ask(SubmitQuery(
         tenant=tenant, query_id=data.query_id, site=data.site, kind=data.kind,
         params=data.params, max_cost=data.max_cost))
@@ -96,7 +96,7 @@ async def lease_queries(data: LeaseBody) -> dict[str, Any]:
 async def query_result(query_id: str, data: QueryResultBody) -> dict[str, Any]:
     """Report a query's outcome with the lease token (worker)."""
     principal = require("worker")
-    check_size("result", data.result)
+    check_json_field("result", data.result)
     reply: dict[str, Any] = await system().queries.mailbox.ask(QueryResult(
         query_id=query_id, worker_id=data.worker_id, lease_token=data.lease_token,
         sites=principal.sites,

@@ -23,7 +23,7 @@ from leasegate.actors.task_messages import (
 )
 from leasegate.actors.tasks import release_message
 from leasegate.http.auth import require, require_submitter, require_tenant, worker_sites
-from leasegate.http.common import check_size, long_poll, page, system
+from leasegate.http.common import check_json_field, long_poll, page, system
 from leasegate.http.models import (
     ErrorEnvelope,
     FencedBody,
@@ -61,7 +61,7 @@ async def _ask(message: Any) -> dict[str, Any]:
 async def submit_task(data: SubmitTaskBody) -> tuple[dict[str, Any], int]:
     """Submit an irreversible task (client). Idempotent by ``task_id``."""
     tenant = require_submitter()
-    check_size("params", data.params)
+    check_json_field("params", data.params)
     reply = await _ask(SubmitTask(
         tenant=tenant, task_id=data.task_id, site=data.site, account=data.account,
         kind=data.kind, params=data.params, priority=data.priority,
@@ -146,7 +146,7 @@ async def start_task(task_id: str, data: FencedBody) -> dict[str, Any]:
 async def renew_task(task_id: str, data: RenewBody) -> dict[str, Any]:
     """Extend the running lease; the reply carries cancel and pause requests."""
     principal = require("worker")
-    check_size("progress", data.progress)
+    check_json_field("progress", data.progress)
     return await _ask(RenewTask(task_id, data.worker_id, data.lease_token, data.progress,
                                 sites=principal.sites))
 
@@ -158,8 +158,8 @@ async def renew_task(task_id: str, data: RenewBody) -> dict[str, Any]:
 async def task_result(task_id: str, data: TaskResultBody) -> dict[str, Any]:
     """Report how the task ended; a stale task accepts its last lease's result."""
     principal = require("worker")
-    check_size("result", data.result)
-    check_size("progress", data.progress)
+    check_json_field("result", data.result)
+    check_json_field("progress", data.progress)
     return await _ask(TaskResult(
         task_id=task_id, worker_id=data.worker_id, lease_token=data.lease_token,
         sites=principal.sites,
@@ -176,7 +176,7 @@ async def task_result(task_id: str, data: TaskResultBody) -> dict[str, Any]:
 async def reclaim_task(task_id: str, data: ReclaimBody) -> dict[str, Any]:
     """Resolve a stale task (admin): requeue, succeeded or failed, with a reason."""
     principal = require("admin")
-    check_size("result", data.result)
+    check_json_field("result", data.result)
     return await _ask(ReclaimTask(task_id, data.action, data.reason,
                                   by=f"{principal.name} ({principal.key_id})",
                                   result=data.result, cost=data.cost))
