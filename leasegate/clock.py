@@ -36,25 +36,10 @@ class Clock:
         """The trio deadline (for ``move_on_at``/``sleep_until``) of a wall time."""
         return wall - self._offset
 
-    def iso_now(self) -> str:
-        return iso_at(self.now())
-
-
-def iso_at(wall: float) -> str:
-    """``2026-11-30T08:00:00Z``: ISO 8601, UTC, whole seconds (API.md)."""
-    return datetime.fromtimestamp(int(wall), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
 
 def iso(wall: float | None) -> str | None:
-    """:func:`iso_at`, passing ``None`` (a timestamp not set yet) through."""
-    return None if wall is None else iso_at(wall)
-
-
-def parse_iso(text: str) -> float:
-    """Parse an ISO 8601 timestamp; a naive one is taken as UTC."""
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    parsed = datetime.fromisoformat(text)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+    """``2026-11-30T08:00:00Z``: ISO 8601, UTC, whole seconds (API.md); ``None`` (a
+    timestamp not set yet) passes through."""
+    if wall is None:
+        return None
+    return datetime.fromtimestamp(int(wall), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

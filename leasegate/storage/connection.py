@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import outcome
 import trio
@@ -101,11 +101,6 @@ class Database:
     def open(cls, path: Path | str, synchronous: str = "FULL", *, inline: bool = False) -> Database:
         return cls(connect(path, synchronous), inline=inline)
 
-    @property
-    def path(self) -> str:
-        row = self._conn.execute("PRAGMA database_list").fetchone()
-        return str(row[2])
-
     def _serve(self) -> None:
         while True:
             job = self._jobs.get()
@@ -152,7 +147,3 @@ class Database:
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<Database inline={self._inline}>"
-
-
-def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None:
-    return None if row is None else dict(row)
