@@ -23,20 +23,13 @@ def in_flight_of(conn: sqlite3.Connection, worker_ids: list[str]) -> list[sqlite
 def seen(conn: sqlite3.Connection, worker_id: str, now: float, *, sites: str | None = None,
          update_sites: bool = False) -> None:
     """Worker presence: upsert ``last_seen_at`` (and the sites filter of a lease call)."""
-    if update_sites:
-        conn.execute(
-            "INSERT INTO workers (worker_id, first_seen_at, last_seen_at, sites) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET "
-            "last_seen_at = max(last_seen_at, excluded.last_seen_at), sites = excluded.sites",
-            (worker_id, now, now, sites),
-        )
-    else:
-        conn.execute(
-            "INSERT INTO workers (worker_id, first_seen_at, last_seen_at, sites) "
-            "VALUES (?, ?, ?, NULL) ON CONFLICT (worker_id) DO UPDATE SET "
-            "last_seen_at = max(last_seen_at, excluded.last_seen_at)",
-            (worker_id, now, now),
-        )
+    conn.execute(
+        "INSERT INTO workers (worker_id, first_seen_at, last_seen_at, sites) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET "
+        "last_seen_at = max(last_seen_at, excluded.last_seen_at), "
+        "sites = CASE WHEN ? THEN excluded.sites ELSE sites END",
+        (worker_id, now, now, sites, update_sites),
+    )
 
 
 def workers_page(conn: sqlite3.Connection, limit: int, offset: int) -> tuple[int,
@@ -68,12 +61,6 @@ def purge_workers_before(conn: sqlite3.Connection, cutoff: float) -> int:
 
 
 # ---- health -------------------------------------------------------------------------
-
-def count_by_status(conn: sqlite3.Connection, status: str) -> int:
-    return int(conn.execute(
-        "SELECT count(*) FROM tasks WHERE status = ?", (status,)
-    ).fetchone()[0])
-
 
 def stale_lanes(conn: sqlite3.Connection) -> list[sqlite3.Row]:
     return conn.execute(
