@@ -1,10 +1,17 @@
-"""The :class:`AsyncWorker`, for trio or asyncio (the protocol is in ``_protocol``)."""
+"""The :class:`AsyncWorker`, for trio or asyncio: its own steps, with ``await`` and tasks.
+
+The rules of the protocol and the decisions both workers share are in ``_protocol``
+(:class:`_WorkerBase`); this module only takes the steps (lease, start, renew,
+report). ``_worker`` takes the same steps with blocking calls: the two mirror each
+other, so a change to one belongs in the other.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Self, cast
 
@@ -32,7 +39,6 @@ from leasegate.client._protocol import (
     _lease_name,
     _start_unconfirmed,
     _WorkerBase,
-    renew_interval,
 )
 from leasegate.client._types import JSONObject
 
@@ -66,9 +72,9 @@ class AsyncWorker(_WorkerBase):
         retry: Retry | None = None,
         wall_clock: Callable[[], float] | None = None,
     ) -> None:
-        super().__init__(worker_id, channel, sites, wait_seconds, max)
+        super().__init__(worker_id, channel, sites, wait_seconds, max, retry or Retry())
         self._http = AsyncHTTP(
-            base_url, key, timeout=timeout, transport=transport, retry=retry or Retry()
+            base_url, key, timeout=timeout, transport=transport, retry=self._retry
         )
         self._wall_clock = wall_clock
         self._epoch: float | None = None
@@ -119,11 +125,17 @@ class AsyncWorker(_WorkerBase):
             self._epoch = time.time() - anyio.current_time()
         return self._epoch + anyio.current_time()
 
-    def _interruptible(self) -> anyio.CancelScope:
-        self._waiting = anyio.CancelScope()
-        if self._stopped:
-            self._waiting.cancel()
-        return self._waiting
+    @contextmanager
+    def _interruptible(self) -> Iterator[None]:
+        """A wait that :meth:`stop` abandons (at once if already stopped)."""
+        with anyio.CancelScope() as scope:
+            self._waiting = scope
+            if self._stopped:
+                scope.cancel()
+            try:
+                yield
+            finally:
+                self._waiting = None
 
     async def _run_once(self, handler: AsyncHandler, *, forever: bool) -> int:
         leases: Sequence[Lease] = []
@@ -133,7 +145,6 @@ class AsyncWorker(_WorkerBase):
                 extra_timeout=self.wait_seconds, forever=forever,
             )  # fmt: skip
             leases = cast(Sequence[Lease], reply["items"])
-        self._waiting = None
         handled = 0
 
         async def handle(lease: Lease) -> None:
@@ -166,13 +177,12 @@ class AsyncWorker(_WorkerBase):
                 await self._report_not_executed(job)
             return 0
         arrived = anyio.current_time()
-        job._renewed(started)
+        interval = self._next_renewal(job, started, server_time)
         if job.cancel_requested:
             await self._report(job, self._canceled_at_start(job))
             return 0
-        due = arrived + renew_interval(self._lease_duration(job, server_time))
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._renew, job, due)
+            tg.start_soon(self._renew, job, arrived + interval)
             try:
                 ending = await _async_ending(handler, job)
             finally:
@@ -183,7 +193,6 @@ class AsyncWorker(_WorkerBase):
     async def _renew(self, job: AsyncJob, due: float) -> None:
         """Renew ``job``'s lease from ``due`` (``anyio.current_time()``) on; never raises,
         so it can never cancel the handler beside it."""
-        failures = 0
         next_at = due
         while True:
             await anyio.sleep_until(next_at)
@@ -192,17 +201,12 @@ class AsyncWorker(_WorkerBase):
                     "POST", path("tasks", job.id, "renew"), json=job._renew_body(), attempts=1
                 )
                 arrived = anyio.current_time()
-                job._renewed(reply)
-                interval = renew_interval(self._lease_duration(job, server_time))
+                next_at = arrived + self._next_renewal(job, reply, server_time)
             except Exception as error:
-                self._renew_failed(job, error)
-                if job.lease_lost:
+                delay = self._renew_retry(job, error)
+                if delay is None:
                     return
-                failures += 1
-                next_at = anyio.current_time() + self._http.retry.delay(failures)
-                continue
-            failures = 0
-            next_at = arrived + interval
+                next_at = anyio.current_time() + delay
 
     async def _report(self, job: AsyncJob, ending: HandlerResult | Exception) -> None:
         """Send the result until the gateway answers; never raises (but is cancellable)."""

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import math
-import secrets
 import time
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Final, Self, cast
+from typing import Final, Self, TypeVar, cast
 
 import anyio
 import httpx
 
 from leasegate.client._errors import StateConflict
-from leasegate.client._http import DEFAULT_TIMEOUT, AsyncHTTP, Params, Retry, SyncHTTP, path
+from leasegate.client._http import DEFAULT_TIMEOUT, AsyncHTTP, Retry, SyncHTTP, new_id, path
 from leasegate.client._types import (
     QUERY_DONE_STATES,
     TASK_DONE_STATES,
@@ -31,10 +30,7 @@ MAX_WAIT_SECONDS: Final = 30
 
 _POLL_FIRST, _POLL_FACTOR, _POLL_MAX = 0.5, 1.5, 5.0  # wait_task's GET polling
 
-
-def new_id() -> str:
-    """A client-side id: 96 random bits, so a retry can replay the same submit."""
-    return secrets.token_hex(12)
+_V = TypeVar("_V")
 
 
 def iso(moment: datetime | str) -> str:
@@ -46,7 +42,8 @@ def iso(moment: datetime | str) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _fields(**fields: Any) -> JSONObject:
+def _given(**fields: _V | None) -> dict[str, _V]:
+    """The ``fields`` that are not None (of a request body, or a list's filters)."""
     return {name: value for name, value in fields.items() if value is not None}
 
 
@@ -62,7 +59,7 @@ def _task_body(
     batch_total: int | None,
     max_cost: int | None,
 ) -> JSONObject:
-    return _fields(
+    return _given(
         task_id=task_id or new_id(),
         site=site,
         account=account,
@@ -79,13 +76,9 @@ def _task_body(
 def _query_body(
     site: str, kind: str, params: JSONObject, query_id: str | None, max_cost: int | None
 ) -> JSONObject:
-    return _fields(
+    return _given(
         query_id=query_id or new_id(), site=site, kind=kind, params=params, max_cost=max_cost
     )
-
-
-def _filters(filters: dict[str, str | int | None]) -> Params:
-    return {name: value for name, value in filters.items() if value is not None}
 
 
 def _long_poll(remaining: float | None) -> int:
@@ -179,7 +172,7 @@ class Client:
     def list_tasks(self, **filters: str | int | None) -> Page[Task]:
         """Tasks, newest first; filters: ``status``, ``site``, ``account``, ``kind``,
         ``limit`` (1–500), ``offset``."""
-        return cast(Page[Task], self._http.call("GET", path("tasks"), params=_filters(filters)))
+        return cast(Page[Task], self._http.call("GET", path("tasks"), params=_given(**filters)))
 
     def cancel_task(self, task_id: str) -> Task:
         """Cancel: a queued, leased or paused task is canceled at once; a running one gets
@@ -257,7 +250,7 @@ class Client:
     def list_queries(self, **filters: str | int | None) -> Page[Query]:
         """Queries, newest first; filters: ``status``, ``site``, ``kind``, ``limit``,
         ``offset``."""
-        return cast(Page[Query], self._http.call("GET", path("queries"), params=_filters(filters)))
+        return cast(Page[Query], self._http.call("GET", path("queries"), params=_given(**filters)))
 
     # ---- devices ----------------------------------------------------------------------
 
@@ -336,7 +329,7 @@ class AsyncClient:
     async def list_tasks(self, **filters: str | int | None) -> Page[Task]:
         """See :meth:`Client.list_tasks`."""
         return cast(
-            Page[Task], await self._http.call("GET", path("tasks"), params=_filters(filters))
+            Page[Task], await self._http.call("GET", path("tasks"), params=_given(**filters))
         )
 
     async def cancel_task(self, task_id: str) -> Task:
@@ -401,7 +394,7 @@ class AsyncClient:
     async def list_queries(self, **filters: str | int | None) -> Page[Query]:
         """See :meth:`Client.list_queries`."""
         return cast(
-            Page[Query], await self._http.call("GET", path("queries"), params=_filters(filters))
+            Page[Query], await self._http.call("GET", path("queries"), params=_given(**filters))
         )
 
     # ---- devices ----------------------------------------------------------------------

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import random
+import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Any, Final
+from typing import Any, Final, TypedDict, Unpack
 from urllib.parse import quote
 
 import anyio
@@ -42,8 +43,14 @@ class Retry:
     ``attempts`` is the number of tries in all (1: no retry). The pause after
     the n-th failure is ``backoff * 2**(n-1)`` capped at ``max_backoff``, of
     which a random 50-100 % is taken, and at least a 429's ``Retry-After``.
-    Worker loops that must not give up (leasing, reporting a result) ignore
-    ``attempts`` but use the same pauses.
+
+    ``attempts`` bounds every :class:`Client` and :class:`AsyncClient` call, a
+    worker's ``run_once`` lease call and its start of a task. The rest use the
+    same pauses but not ``attempts``: ``run()`` leases for ever, a result is
+    sent until the gateway answers it, the "not executed" report of an
+    unconfirmed start is offered ``UNCONFIRMED_START_REPORTS`` times, and a
+    renewal is sent once, its own loop renewing again after the pause (or
+    the 429's ``Retry-After``) until the handler returns or the lease is lost.
     """
 
     attempts: int = 5
@@ -55,6 +62,27 @@ class Retry:
         step = min(self.max_backoff, self.backoff * 2.0 ** min(failures - 1, 30))
         pause = step * (0.5 + random.random() / 2)
         return max(pause, retry_after) if retry_after is not None else pause
+
+
+class CallOptions(TypedDict, total=False):
+    """The keywords of :meth:`AsyncHTTP.call` (defaults: those of ``call_dated``)."""
+
+    json: Any
+    params: Params | None
+    extra_timeout: float
+    attempts: int | None
+    forever: bool
+
+
+class SyncCallOptions(CallOptions, total=False):
+    """The keywords of :meth:`SyncHTTP.call`: :class:`CallOptions` and the retry pause."""
+
+    sleep: Callable[[float], None]
+
+
+def new_id() -> str:
+    """A client-side id: 96 random bits, so a retry can replay the same submit."""
+    return secrets.token_hex(12)
 
 
 def path(*parts: str) -> str:
@@ -93,7 +121,8 @@ def server_time(response: httpx.Response) -> float | None:
     return moment.timestamp()
 
 
-def _retryable(error: LeasegateError) -> bool:
+def retryable(error: LeasegateError) -> bool:
+    """An error answer that is retried (a 5xx or a 429): the request may yet be taken."""
     return error.status >= 500 or isinstance(error, RateLimited)
 
 
@@ -103,7 +132,7 @@ def next_delay(error: Exception, failures: int, retry: Retry, *, forever: bool, 
     retry_after = None
     if isinstance(error, LeasegateError):
         error.attempts = failures
-        if not _retryable(error):
+        if not retryable(error):
             raise error
         retry_after = error.retry_after
     if not forever and failures >= retry.attempts:
@@ -133,23 +162,9 @@ class SyncHTTP:
             base_url=base_url, headers=_headers(key), timeout=timeout, transport=transport
         )
 
-    def call(
-        self,
-        method: str,
-        url: str,
-        *,
-        json: Any = None,
-        params: Params | None = None,
-        extra_timeout: float = 0.0,
-        attempts: int | None = None,
-        forever: bool = False,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> Any:
+    def call(self, method: str, url: str, **options: Unpack[SyncCallOptions]) -> Any:
         """Send one request (again, with the same body, while that is safe)."""
-        return self.call_dated(
-            method, url, json=json, params=params, extra_timeout=extra_timeout,
-            attempts=attempts, forever=forever, sleep=sleep,
-        )[0]  # fmt: skip
+        return self.call_dated(method, url, **options)[0]
 
     def call_dated(
         self,
@@ -199,22 +214,9 @@ class AsyncHTTP:
             base_url=base_url, headers=_headers(key), timeout=timeout, transport=transport
         )
 
-    async def call(
-        self,
-        method: str,
-        url: str,
-        *,
-        json: Any = None,
-        params: Params | None = None,
-        extra_timeout: float = 0.0,
-        attempts: int | None = None,
-        forever: bool = False,
-    ) -> Any:
+    async def call(self, method: str, url: str, **options: Unpack[CallOptions]) -> Any:
         """Send one request (again, with the same body, while that is safe)."""
-        reply, _ = await self.call_dated(
-            method, url, json=json, params=params, extra_timeout=extra_timeout,
-            attempts=attempts, forever=forever,
-        )  # fmt: skip
+        reply, _ = await self.call_dated(method, url, **options)
         return reply
 
     async def call_dated(

@@ -78,14 +78,21 @@ def checked_json(value: Any) -> tuple[Any, str | None]:
     return json.loads(text), None
 
 
+def _checked_object(value: Any) -> tuple[JSONObject | None, str | None]:
+    """:func:`checked_json`, for a checkpoint: it must also be a JSON object."""
+    copied, why = checked_json(value)
+    if why is None and not isinstance(copied, dict):
+        return None, "not a JSON object"
+    return copied, why
+
+
 def _prose(text: str) -> str:
     """``text`` as valid UTF-8 (an unpaired surrogate spelled out as ``\\udc80``)."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _message(text: str) -> str:
-    text = _prose(text)
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+    return _short(_prose(text), MAX_MESSAGE)
 
 
 def _integer(value: Any, low: int, high: int) -> int | None:
@@ -196,6 +203,7 @@ class BaseJob:
         self._progress: JSONObject | None = lease.get("progress")
         self._progress_set = False
         self._cancel = self._pause = self._lost = False
+        self._renew_failures = 0  # renewals failed in a row (the worker's bookkeeping)
 
     @property
     def progress(self) -> JSONObject | None:
@@ -210,9 +218,7 @@ class BaseJob:
         than 32 levels, over 64 KiB of JSON) is not stored: a WARNING is logged and
         the previous checkpoint stays. (Raising here could turn work that was done,
         an order placed, into a failure.)"""
-        copied, why = checked_json(progress)
-        if why is None and not isinstance(copied, dict):
-            why = "not a JSON object"
+        copied, why = _checked_object(progress)
         if why is not None:
             log.warning("%s %s: checkpoint not stored, the gateway would refuse it (%s); "
                         "the previous one stays", self.channel, self.id, why)  # fmt: skip
@@ -295,9 +301,7 @@ class BaseJob:
             result = dict(ending) if isinstance(ending, Mapping) else ending
             cost, progress = self.cost, None
         if progress is not None:
-            progress, why = checked_json(progress)
-            if why is None and not isinstance(progress, dict):
-                progress, why = None, "not a JSON object"
+            progress, why = _checked_object(progress)
             if why is not None and outcome == "paused":
                 log.error("%s %s: paused, but its checkpoint cannot be sent (%s): reporting "
                           "failed rather than letting a resumed run start from an older "
@@ -314,14 +318,19 @@ class BaseJob:
             if why is not None:
                 fixes.append(f"result not sent: {why}")
                 result = {NOT_SENT: f"result not sent: {why}"}
-        if cost is not None and _integer(cost, 0, MAX_COST) is None:
-            fixes.append(f"cost {_short(repr(cost))} left out: not an integer 0..2**53")
-        cost = None if cost is None else _integer(cost, 0, MAX_COST)
-        if code is not None and _integer(code, MIN_CODE, MAX_CODE) is None:
-            fixes.append(f"error code {_short(repr(code))} left out: not a 32-bit integer")
-        code = None if code is None else _integer(code, MIN_CODE, MAX_CODE)
+        if cost is not None:
+            valid_cost = _integer(cost, 0, MAX_COST)
+            if valid_cost is None:
+                fixes.append(f"cost {_short(repr(cost))} left out: not an integer 0..2**53")
+            cost = valid_cost
+        if code is not None:
+            valid_code = _integer(code, MIN_CODE, MAX_CODE)
+            if valid_code is None:
+                fixes.append(f"error code {_short(repr(code))} left out: not a 32-bit integer")
+            code = valid_code
         message = str(message)
-        if _message(message) != message:
+        sent_message = _message(message)
+        if sent_message != message:
             fixes.append(f"error message of {len(message)} characters cut to {MAX_MESSAGE} "
                          "(or spelled as valid UTF-8)")  # fmt: skip
         if fixes:
@@ -330,7 +339,7 @@ class BaseJob:
         body = self._fence()
         body["outcome"] = outcome
         if message or code is not None:
-            error: JSONObject = {"message": _message(message)}
+            error: JSONObject = {"message": sent_message}
             if code is not None:
                 error["code"] = code
             body["error"] = error

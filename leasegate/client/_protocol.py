@@ -1,5 +1,9 @@
 """Workers: lease, start, renew, report, with every retry of the protocol done right.
 
+This module holds the rules and the decisions both workers share
+(:class:`_WorkerBase`); the steps themselves are in ``_worker`` (sync) and
+``_async_worker`` (async), which mirror each other.
+
 The rules (DESIGN.md §1), whatever the network does:
 
 - a lease call that got no answer is repeated with the same ``request_id``
@@ -14,8 +18,10 @@ The rules (DESIGN.md §1), whatever the network does:
   bounded while (``UNCONFIRMED_START_REPORTS`` tries): the gateway takes it
   only if the start did take effect, and a 409 means it never did (the claim
   just runs out);
-- the handler runs at most once per lease; start, renew and result are
-  repeated with the same token and the same body, never the handler;
+- the handler runs at most once per lease; start and result are repeated
+  (no answer, a 5xx, a 429) with the same token and the same body, never the
+  handler. A renewal is sent once; after a failure the next one follows the
+  retry pause (at least a 429's ``Retry-After``), with the latest checkpoint;
 - while a task's handler runs, the lease is renewed a third of the lease's
   length after each start or renew reply, timed on the local monotonic clock.
   The length is the gateway's own: the reply's ``lease_expires_at`` minus its
@@ -27,7 +33,11 @@ The rules (DESIGN.md §1), whatever the network does:
   ``BaseJob._result_body``), and repeated until the gateway answers it. It is
   sent even when a renewal found the lease lost: the gateway fences it by
   token, and a stale task takes the result of its last lease (the worker
-  knows best what happened). A 409 on the result is logged and given up;
+  knows best what happened). Any other answer (an error not retried: 409,
+  400, ...) is logged and given up, except a first 413: nothing was recorded,
+  so the outcome is sent once more, under the same token, with a slimmed
+  body (the result replaced by a note, the checkpoint left out; not for a
+  pause, see :func:`_slimmed`);
 - an error while handling or reporting one job is logged and never cancels
   or skips another job of the same lease call.
 """
@@ -38,16 +48,15 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from leasegate.client._client import new_id
 from leasegate.client._errors import (
     InvalidRequest,
     LeasegateError,
     PayloadTooLarge,
     QueryLeaseInvalid,
-    RateLimited,
     TaskLeaseInvalid,
     TransportError,
 )
+from leasegate.client._http import Retry, new_id, retryable
 from leasegate.client._job import (
     NOT_SENT,
     AsyncHandler,
@@ -97,7 +106,7 @@ def _start_unconfirmed(error: Exception) -> bool:
     """A start that failed without an answer (lost, 5xx, 429 until the retries ran
     out): it may have taken effect."""
     if isinstance(error, LeasegateError):
-        return error.status >= 500 or isinstance(error, RateLimited)
+        return retryable(error)
     return isinstance(error, TransportError)
 
 
@@ -142,7 +151,9 @@ async def _async_ending(handler: AsyncHandler, job: AsyncJob) -> HandlerResult |
 
 
 class _WorkerBase:
-    """The settings and message bodies both workers share."""
+    """What both workers share: the settings, the lease-length bookkeeping (and so
+    when to renew), the decisions (renew again or give up, re-send a refused
+    result or not) and their logs. The message bodies live on :class:`BaseJob`."""
 
     def __init__(
         self,
@@ -151,6 +162,7 @@ class _WorkerBase:
         sites: Iterable[str] | None,
         wait_seconds: float,
         max: int,
+        retry: Retry,
     ) -> None:
         if channel not in ("tasks", "queries"):
             raise ValueError(f"channel must be 'tasks' or 'queries', not {channel!r}")
@@ -159,6 +171,7 @@ class _WorkerBase:
         self.sites: list[str] | None = None if sites is None else list(sites)
         self.wait_seconds = wait_seconds
         self.max = max
+        self._retry = retry
         self._lease_ttl: float | None = None  # a task lease's length, by the gateway's clock
 
     def _wall(self) -> float:
@@ -180,6 +193,29 @@ class _WorkerBase:
         if self._lease_ttl is not None:
             return self._lease_ttl
         return expires - self._wall()
+
+    def _next_renewal(
+        self, job: BaseJob, reply: Mapping[str, Any], server_time: float | None
+    ) -> float:
+        """Take in a start or renew reply (the lease's end, the cancel and pause
+        requests; ``server_time``: its ``Date``) and return the seconds from its arrival
+        to the next renewal."""
+        job._renewed(reply)
+        interval = renew_interval(self._lease_duration(job, server_time))
+        job._renew_failures = 0
+        return interval
+
+    def _renew_retry(self, job: BaseJob, error: Exception) -> float | None:
+        """After a renewal failed (logged): the pause before the next one (the retry
+        pause, at least a 429's ``Retry-After``, but never longer than a renewal's own
+        interval, or the lease would lapse while we wait), or None if the lease is lost."""
+        self._renew_failed(job, error)
+        if job.lease_lost:
+            return None
+        job._renew_failures += 1
+        retry_after = error.retry_after if isinstance(error, LeasegateError) else None
+        return min(self._retry.delay(job._renew_failures, retry_after),
+                   renew_interval(self._lease_ttl))
 
     def _lease_body(self) -> JSONObject:
         """A lease request; a fresh ``request_id``, which every retry of it repeats."""

@@ -1,4 +1,10 @@
-"""The synchronous :class:`Worker` (the protocol itself is in ``_protocol``)."""
+"""The synchronous :class:`Worker`: its own steps, with blocking calls and a renewal thread.
+
+The rules of the protocol and the decisions both workers share are in ``_protocol``
+(:class:`_WorkerBase`); this module only takes the steps (lease, start, renew,
+report). ``_async_worker`` takes the same steps with ``await``: the two mirror each
+other, so a change to one belongs in the other.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +39,6 @@ from leasegate.client._protocol import (
     _start_unconfirmed,
     _Stopped,
     _WorkerBase,
-    renew_interval,
 )
 from leasegate.client._types import JSONObject
 
@@ -78,9 +83,9 @@ class Worker(_WorkerBase):
                 "leased beside it would hold its lane unstarted until its claim ran out. "
                 "Use AsyncWorker to run several jobs of one lease call concurrently."
             )
-        super().__init__(worker_id, channel, sites, wait_seconds, max)
+        super().__init__(worker_id, channel, sites, wait_seconds, max, retry or Retry())
         self._http = SyncHTTP(
-            base_url, key, timeout=timeout, transport=transport, retry=retry or Retry()
+            base_url, key, timeout=timeout, transport=transport, retry=self._retry
         )
         self._clock = wall_clock or time.time
         self._stopped = threading.Event()
@@ -161,12 +166,11 @@ class Worker(_WorkerBase):
                 self._report_not_executed(job)
             return 0
         arrived = time.monotonic()
-        job._renewed(started)
+        interval = self._next_renewal(job, started, server_time)
         if job.cancel_requested:
             self._report(job, self._canceled_at_start(job))
             return 0
-        due = arrived + renew_interval(self._lease_duration(job, server_time))
-        finish_renewing = self._renew_in_background(job, due)
+        finish_renewing = self._renew_in_background(job, arrived + interval)
         try:
             ending = _ending(handler, job)
         finally:
@@ -179,7 +183,6 @@ class Worker(_WorkerBase):
         done = threading.Event()
 
         def renew() -> None:
-            failures = 0
             next_at = due
             while not done.wait(max(0.0, next_at - time.monotonic())):
                 try:
@@ -187,17 +190,12 @@ class Worker(_WorkerBase):
                         "POST", path("tasks", job.id, "renew"), json=job._renew_body(), attempts=1
                     )
                     arrived = time.monotonic()
-                    job._renewed(reply)
-                    interval = renew_interval(self._lease_duration(job, server_time))
+                    next_at = arrived + self._next_renewal(job, reply, server_time)
                 except Exception as error:
-                    self._renew_failed(job, error)
-                    if job.lease_lost:
+                    delay = self._renew_retry(job, error)
+                    if delay is None:
                         return
-                    failures += 1
-                    next_at = time.monotonic() + self._http.retry.delay(failures)
-                    continue
-                failures = 0
-                next_at = arrived + interval
+                    next_at = time.monotonic() + delay
 
         thread = threading.Thread(target=renew, name=f"leasegate-renew-{job.id}", daemon=True)
         thread.start()
