@@ -12,7 +12,6 @@ import logging
 import math
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -76,8 +75,7 @@ async def _watch_signals(system: System, shutdown: trio.Event) -> None:
 
 
 async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", port: int = 8470,
-                *, bootstrap: bool = True, out: TextIO = sys.stdout,
-                on_ready: Callable[[], None] | None = None) -> None:
+                *, bootstrap: bool = True, out: TextIO = sys.stdout) -> None:
     """Serve until SIGINT/SIGTERM. Raises DataDirBusy if another server holds ``data_dir``."""
     with DataDirLock(data_dir):
         system = new_system(db_path(data_dir), settings)
@@ -95,8 +93,7 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
                     hypercorn_serve, app, config, shutdown_trigger=shutdown.wait))
                 print(f"leasegate serving {', '.join(binds)} (data: {data_dir})", file=out,
                       flush=True)
-                if on_ready is not None:
-                    on_ready()
             system.close()
+            # The actors finish what is in their inboxes; a stuck one must not hold exit.
             nursery.cancel_scope.deadline = trio.current_time() + 10
         log.info("stopped")

@@ -29,9 +29,6 @@ class Principal:
     tenant: str | None = None
     sites: tuple[str, ...] | None = None  # None: every site
 
-    def may_serve(self, site: str) -> bool:
-        return self.sites is None or site in self.sites
-
 
 @dataclass(frozen=True)
 class CreateKey:

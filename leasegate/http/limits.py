@@ -49,6 +49,3 @@ class RateLimiter:
         for key in idle:
             del self._buckets[key]
         return len(idle)
-
-    def __len__(self) -> int:
-        return len(self._buckets)
