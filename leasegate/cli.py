@@ -72,12 +72,12 @@ def _create_key(args: argparse.Namespace) -> int:
     try:
         migrate(conn)
         with transaction(conn):
-            created = keys_sql.create(conn, role=body.role, name=body.name, tenant=body.tenant,
-                                      sites=body.sites, now=time.time())
+            key_id, key = keys_sql.create(conn, role=body.role, name=body.name,
+                                          tenant=body.tenant, sites=body.sites, now=time.time())
     finally:
         conn.close()
-    print(f"created {body.role} key {created['key_id']} ({body.name})")
-    print(created["key"])
+    print(f"created {body.role} key {key_id} ({body.name})")
+    print(key)
     return 0
 
 

@@ -40,6 +40,7 @@ MethodNotAllowed = _error("MethodNotAllowed", 4050, "method_not_allowed", 405)
 PayloadTooLarge = _error("PayloadTooLarge", 4130, "payload_too_large", 413)
 RateLimited = _error("RateLimited", 4290, "rate_limited", 429)
 Unavailable = _error("Unavailable", 5030, "unavailable", 503)
+InternalError = _error("InternalError", 5000, "internal_error", 500)
 TaskNotFound = _error("TaskNotFound", 6001, "task_not_found", 404)
 TaskLeaseInvalid = _error("TaskLeaseInvalid", 6002, "task_lease_invalid", 409)
 StateConflict = _error("StateConflict", 6003, "state_conflict", 409)
@@ -52,7 +53,7 @@ ArtifactNotFound = _error("ArtifactNotFound", 6009, "artifact_not_found", 404)
 
 ALL_ERRORS: tuple[type[LeasegateError], ...] = (
     InvalidRequest, Unauthorized, Forbidden, NotFound, MethodNotAllowed, PayloadTooLarge,
-    RateLimited, Unavailable, TaskNotFound, TaskLeaseInvalid, StateConflict,
+    RateLimited, Unavailable, InternalError, TaskNotFound, TaskLeaseInvalid, StateConflict,
     IdempotencyConflict, QueryNotFound, QueryLeaseInvalid, InsufficientFunds, DeviceLimit,
     ArtifactNotFound,
 )  # fmt: skip

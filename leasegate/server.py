@@ -19,7 +19,7 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
-from leasegate.actors.keys import CountKeys, CreateKey
+from leasegate.actors.key_messages import CountKeys, CreateKey, Role
 from leasegate.actors.system import System, new_system
 from leasegate.http.app import create_app
 from leasegate.settings import Settings
@@ -56,12 +56,13 @@ async def bootstrap_keys(system: System, out: TextIO) -> None:
     if await system.keys.mailbox.ask(CountKeys()):
         return
     print("Bootstrap keys (shown once; only their hashes are stored):", file=out)
-    for role, name, tenant in (("admin", "bootstrap admin", None),
-                               ("worker", "bootstrap worker", None),
-                               ("client", "bootstrap client", BOOTSTRAP_TENANT)):
+    keys: tuple[tuple[Role, str, str | None], ...] = (
+        ("admin", "bootstrap admin", None), ("worker", "bootstrap worker", None),
+        ("client", "bootstrap client", BOOTSTRAP_TENANT))
+    for role, name, tenant in keys:
         created = await system.keys.mailbox.ask(CreateKey(role, name, tenant))
         suffix = f" (tenant {tenant})" if tenant else ""
-        print(f"  {role:<6} {created['key']}{suffix}", file=out)
+        print(f"  {role:<6} {created.key}{suffix}", file=out)
     out.flush()
 
 

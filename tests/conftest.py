@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
 
+from leasegate.actors.mailbox import Ask, Tell
 from leasegate.clock import Clock
+from leasegate.http.render import to_json
 from leasegate.settings import Settings, load
 from leasegate.storage.connection import Database
 from leasegate.storage.migrations import migrate
 from tests.served import Served, start, stop
 
 if TYPE_CHECKING:
+    from leasegate.actors.runtime import Actor
     from leasegate.actors.system import System
 
 # 2026-11-30T08:00:00Z: every test's wall clock starts here.
@@ -41,6 +44,14 @@ def open_db(path: Path, *, inline: bool = True) -> Database:
 @pytest.fixture
 def db(tmp_path: Path) -> Database:
     return open_db(tmp_path / "leasegate.db")
+
+
+async def parked(actor: Actor, message: Ask[Any], *, deadline: float,
+                 give_back: Callable[[Any], Tell | None], on_timeout: object) -> Any:
+    """``ask_parked``, with the reply as the API renders it."""
+    reply = await actor.mailbox.ask_parked(message, deadline=deadline, give_back=give_back,
+                                           on_timeout=on_timeout)
+    return to_json(reply)
 
 
 @pytest.fixture
@@ -74,7 +85,7 @@ class Gateway:
 
 async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
                         clock: Clock) -> Gateway:
-    from leasegate.actors.keys import CreateKey
+    from leasegate.actors.key_messages import CreateKey, Role
     from leasegate.actors.system import new_system
     from leasegate.http.app import create_app
 
@@ -82,10 +93,12 @@ async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
     app = create_app(system)
     await nursery.start(system.run)
     gateway = Gateway(system, app)
-    for who, role, tenant in (("admin", "admin", None), ("worker", "worker", None),
-                              ("t1", "client", "t1"), ("t2", "client", "t2")):
+    keys: tuple[tuple[str, Role, str | None], ...] = (
+        ("admin", "admin", None), ("worker", "worker", None),
+        ("t1", "client", "t1"), ("t2", "client", "t2"))
+    for who, role, tenant in keys:
         created = await system.keys.mailbox.ask(CreateKey(role, who, tenant))
-        gateway.keys[who] = created["key"]
+        gateway.keys[who] = created.key
     return gateway
 
 

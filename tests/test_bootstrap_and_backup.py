@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 
-from leasegate.actors.keys import RevokeKey
+from leasegate.actors.key_messages import RevokeKey
 from leasegate.actors.system import new_system
 from leasegate.clock import Clock
 from leasegate.server import bootstrap_keys

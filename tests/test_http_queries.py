@@ -140,13 +140,13 @@ async def test_tenants_see_only_their_own(gateway: Gateway) -> None:
 
 
 async def test_worker_sites_filter_and_key_sites(gateway: Gateway) -> None:
-    from leasegate.actors.keys import CreateKey
+    from leasegate.actors.key_messages import CreateKey
 
     await submit(gateway, query_id="a", site="shop-a")
     await submit(gateway, query_id="b", site="shop-b")
     created = await gateway.system.keys.mailbox.ask(
         CreateKey("worker", "b-only", None, ("shop-b",)))
-    gateway.keys["b-only"] = created["key"]
+    gateway.keys["b-only"] = created.key
     status, body = await gateway.call("POST", "/v1/queries/lease", "b-only", json={
         "worker_id": "w", "wait_seconds": 0, "sites": ["shop-a"]})
     assert status == 403 and body["error"]["code"] == 4030
@@ -159,7 +159,7 @@ async def test_worker_sites_filter_and_key_sites(gateway: Gateway) -> None:
 
 
 async def test_a_site_limited_key_may_not_report_another_sites_query(gateway: Gateway) -> None:
-    from leasegate.actors.keys import CreateKey
+    from leasegate.actors.key_messages import CreateKey
 
     await submit(gateway, query_id="a", site="shop-a")
     _, leased = await gateway.call("POST", "/v1/queries/lease", "worker",
@@ -167,7 +167,7 @@ async def test_a_site_limited_key_may_not_report_another_sites_query(gateway: Ga
     token = leased["items"][0]["lease_token"]
     created = await gateway.system.keys.mailbox.ask(
         CreateKey("worker", "b-only", None, ("shop-b",)))
-    gateway.keys["b-only"] = created["key"]
+    gateway.keys["b-only"] = created.key
     status, body = await gateway.call("POST", "/v1/queries/a/result", "b-only", json={
         "worker_id": "w", "lease_token": token, "outcome": "succeeded"})
     assert status == 403 and body["error"]["code"] == 4030

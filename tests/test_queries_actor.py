@@ -9,20 +9,22 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.queries import (
+from leasegate.actors.mailbox import Ask
+from leasegate.actors.queries import QueryQueue
+from leasegate.actors.query_messages import (
     GetQuery,
     LeaseQueries,
     ListQueries,
-    QueryQueue,
     QueryResult,
     SubmitQuery,
     release_message,
 )
 from leasegate.clock import Clock
 from leasegate.errors import IdempotencyConflict, QueryLeaseInvalid, QueryNotFound
+from leasegate.http.render import to_json
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH
+from tests.conftest import EPOCH, parked
 
 
 @pytest.fixture
@@ -33,8 +35,9 @@ async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
     yield actor
 
 
-async def ask(q: QueryQueue, message: Any) -> Any:
-    return await q.mailbox.ask(message)
+async def ask(q: QueryQueue, message: Ask[object]) -> Any:
+    """The reply as the API renders it."""
+    return to_json(await q.mailbox.ask(message))
 
 
 async def submit(q: QueryQueue, query_id: str = "q1", site: str = "shop") -> dict[str, Any]:
@@ -169,9 +172,9 @@ async def test_parked_lease_is_served_in_fifo_order(
     served: list[tuple[str, str]] = []
 
     async def waiter(name: str) -> None:
-        got = await queue.mailbox.ask_parked(
-            LeaseQueries(name, wait=True), deadline=trio.current_time() + 30,
-            give_back=release_message, on_timeout=[])
+        got = await parked(queue, LeaseQueries(name, wait=True),
+                           deadline=trio.current_time() + 30, give_back=release_message,
+                           on_timeout=())
         served.extend((name, g["query_id"]) for g in got)
 
     async with trio.open_nursery() as nursery:
@@ -195,9 +198,9 @@ async def test_caller_gone_at_hand_off_loses_nothing(
         async def waiter(scope_box: list[trio.CancelScope], received: list[str]) -> None:
             with trio.CancelScope() as scope:
                 scope_box.append(scope)
-                got = await queue.mailbox.ask_parked(
-                    LeaseQueries("w1", wait=True), deadline=trio.current_time() + 30,
-                    give_back=release_message, on_timeout=[])
+                got = await parked(queue, LeaseQueries("w1", wait=True),
+                                   deadline=trio.current_time() + 30,
+                                   give_back=release_message, on_timeout=())
                 received.extend(g["query_id"] for g in got)
 
         async with trio.open_nursery() as nursery:
@@ -228,7 +231,8 @@ async def test_retention_purge(queue: QueryQueue, autojump_clock: trio.testing.M
     await trio.sleep(61)  # the purge job runs every minute
     with pytest.raises(QueryNotFound):
         await status(queue)
-    assert any(job.name == "purge_queries" and job.runs > 0 for job in queue.jobs)
+    assert any(job.name == "purge_queries" and job.runs > 0
+               for job in queue.statistics().jobs)
 
 
 async def test_list_filters(queue: QueryQueue) -> None:
@@ -243,9 +247,9 @@ async def test_drain_answers_parked_leases_with_empty_list(
     results: list[Any] = []
 
     async def waiter() -> None:
-        results.append(await queue.mailbox.ask_parked(
-            LeaseQueries("w1", wait=True), deadline=trio.current_time() + 30,
-            give_back=release_message, on_timeout="timeout"))
+        results.append(await parked(queue, LeaseQueries("w1", wait=True),
+                                    deadline=trio.current_time() + 30,
+                                    give_back=release_message, on_timeout="timeout"))
 
     start = trio.current_time()
     async with trio.open_nursery() as nursery:
@@ -268,15 +272,14 @@ async def test_round_trip_on_the_storage_thread(tmp_path: Any, clock: Clock,
         [got] = await lease(actor)
         done = await ask(actor, QueryResult("q1", "w1", got["lease_token"], "succeeded", {}))
         assert done["status"] == "succeeded"
-        waiter = nursery.start_soon
         results: list[Any] = []
 
-        async def parked() -> None:
-            results.append(await actor.mailbox.ask_parked(
-                LeaseQueries("w2", wait=True), deadline=trio.current_time() + 5,
-                give_back=release_message, on_timeout=[]))
+        async def waiter() -> None:
+            results.append(await parked(actor, LeaseQueries("w2", wait=True),
+                                        deadline=trio.current_time() + 5,
+                                        give_back=release_message, on_timeout=()))
 
-        waiter(parked)
+        nursery.start_soon(waiter)
         await trio.testing.wait_all_tasks_blocked()
         await submit(actor, "q2")
         actor.close()
@@ -290,9 +293,9 @@ async def test_drain_answers_a_waiting_get_with_the_query_as_it_is(
     got: list[Any] = []
 
     async def upstream() -> None:
-        got.append(await queue.mailbox.ask_parked(
-            GetQuery("q1", wait=True), deadline=trio.current_time() + 30,
-            give_back=lambda _: None, on_timeout=None))
+        got.append(await parked(queue, GetQuery("q1", wait=True),
+                                deadline=trio.current_time() + 30,
+                                give_back=lambda _: None, on_timeout=None))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(upstream)

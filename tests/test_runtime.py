@@ -11,26 +11,28 @@ import pytest
 import trio
 import trio.testing
 
+from leasegate.actors.mailbox import Ask, Tell
 from leasegate.actors.runtime import PARK, Actor
 from leasegate.clock import Clock
-from leasegate.errors import StateConflict
+from leasegate.errors import InternalError, StateConflict
 from leasegate.storage.connection import Database
 from tests.conftest import EPOCH
 
 
 @dataclass(frozen=True)
-class Add:
+class Add(Ask[str]):
     name: str
     fail: bool = False
+    crash: bool = False  # a bug after writing
 
 
 @dataclass(frozen=True)
-class Count:
+class Count(Ask[int]):
     pass
 
 
 @dataclass(frozen=True)
-class WaitFor:
+class WaitFor(Ask[str]):
     name: str
 
 
@@ -46,27 +48,29 @@ class Ledger(Actor):
         self.job_fails = False
         self.add_job("tick", 10.0, self._tick)
         self.deadlines: list[float] = []
+        self.wakeup_crashes = False
 
     def on_start(self, conn: sqlite3.Connection) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY)")
 
-    def handle(self, conn: sqlite3.Connection, message: Any) -> Any:
+    def handle(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object:
         match message:
             case Add():
                 conn.execute("INSERT INTO names VALUES (?)", (message.name,))
                 if message.fail:
                     raise StateConflict("refused after writing")
+                if message.crash:
+                    raise RuntimeError("a bug")
                 self.work_may_be_available()
                 return message.name
             case Count():
                 return conn.execute("SELECT count(*) FROM names").fetchone()[0]
             case WaitFor():
                 return self.serve_parked(conn, message) or PARK
-            case "crash":
-                raise RuntimeError("a bug")
         raise TypeError(message)
 
-    def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
+    def serve_parked(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object:
+        assert isinstance(message, WaitFor)
         row = conn.execute("SELECT name FROM names WHERE name = ?", (message.name,)).fetchone()
         return None if row is None else row[0]
 
@@ -75,6 +79,8 @@ class Ledger(Actor):
         return min(future) if future else None
 
     def on_wakeup(self, conn: sqlite3.Connection, now: float) -> None:
+        if self.wakeup_crashes:
+            raise RuntimeError("a bug in a deadline")
         if any(d <= now for d in self.deadlines):
             self.wakeups.append(now - EPOCH)
             self.deadlines = [d for d in self.deadlines if d > now]
@@ -93,12 +99,16 @@ async def toy(nursery: trio.Nursery, db: Database, clock: Clock) -> Ledger:
 
 
 async def test_waiting_messages_share_one_commit(toy: Ledger) -> None:
-    before = toy.batches
+    before = toy.statistics().commits
+
+    async def add(name: str) -> None:
+        await toy.mailbox.ask(Add(name))
+
     async with trio.open_nursery() as nursery:
         for i in range(50):
-            nursery.start_soon(toy.mailbox.ask, Add(f"n{i}"))
+            nursery.start_soon(add, f"n{i}")
     assert await toy.mailbox.ask(Count()) == 50
-    assert toy.batches - before <= 3  # 50 callers, a handful of transactions
+    assert toy.statistics().commits - before <= 3  # 50 callers, a handful of transactions
 
 
 async def test_a_refused_message_rolls_back_alone(toy: Ledger) -> None:
@@ -147,9 +157,9 @@ async def test_failing_job_is_logged_once_per_window_and_retried(
         toy: Ledger, autojump_clock: trio.testing.MockClock,
         caplog: pytest.LogCaptureFixture) -> None:
     toy.job_fails = True
-    with caplog.at_level(logging.WARNING, logger="leasegate.actors"):
+    with caplog.at_level(logging.WARNING, logger="leasegate.jobs"):
         await trio.sleep(10 * 120 + 1)  # 120 runs of a 10 s job
-    [job] = toy.jobs
+    [job] = toy.statistics().jobs
     assert toy.job_calls == 120 and job.failures == 120 and job.runs == 0
     reports = [r for r in caplog.records if "periodic job tick failed" in r.getMessage()]
     assert len(reports) == 2  # at 10 s and at 610 s: one per 600 s window
@@ -157,16 +167,46 @@ async def test_failing_job_is_logged_once_per_window_and_retried(
     assert "(60 times since the last report)" in reports[1].getMessage()
     toy.job_fails = False
     await trio.sleep(10)
+    [job] = toy.statistics().jobs
     assert job.runs == 1
     assert await toy.mailbox.ask(Count()) == 0  # the actor kept serving
 
 
-async def test_a_bug_in_an_actor_ends_the_whole_system(db: Database, clock: Clock) -> None:
+async def test_a_bug_in_one_message_fails_that_message_alone(
+        toy: Ledger, caplog: pytest.LogCaptureFixture) -> None:
+    results: dict[str, object] = {}
+
+    async def add(message: Add) -> None:
+        try:
+            results[message.name] = await toy.mailbox.ask(message)
+        except InternalError as exc:
+            results[message.name] = exc
+
+    with caplog.at_level(logging.ERROR, logger="leasegate.actors"):
+        async with trio.open_nursery() as nursery:  # one group commit
+            nursery.start_soon(add, Add("a"))
+            nursery.start_soon(add, Add("b", crash=True))
+            nursery.start_soon(add, Add("c"))
+    assert results["a"] == "a" and results["c"] == "c"
+    failed = results["b"]
+    assert isinstance(failed, InternalError) and (failed.code, failed.status) == (5000, 500)
+    assert await toy.mailbox.ask(Count()) == 2  # b's insert was rolled back
+    assert await toy.mailbox.ask(Add("d")) == "d"  # and the actor serves on
+    [report] = [r for r in caplog.records if "unexpected error handling Add" in r.getMessage()]
+    assert "RuntimeError: a bug" in report.getMessage()
+    assert toy.statistics().internal_errors == 1
+
+
+async def test_a_bug_outside_message_handling_ends_the_whole_system(
+        db: Database, clock: Clock, autojump_clock: trio.testing.MockClock) -> None:
     actor = Ledger(db, clock)
-    with pytest.RaisesGroup(pytest.RaisesExc(RuntimeError, match="a bug"), flatten_subgroups=True):
+    actor.wakeup_crashes = True
+    actor.deadlines = [EPOCH + 1]
+    with pytest.RaisesGroup(pytest.RaisesExc(RuntimeError, match="a bug in a deadline"),
+                            flatten_subgroups=True):
         async with trio.open_nursery() as nursery:
             await nursery.start(actor.run)
-            nursery.start_soon(actor.mailbox.ask, "crash")
+            await actor.mailbox.ask(Count())  # the turn that schedules the deadline
             await trio.sleep_forever()
 
 
@@ -215,10 +255,10 @@ async def test_storage_failure_in_a_job_backs_off_and_recovers(
         await trio.sleep(30)
         [job] = writer.jobs
         # First try at 10 s, then once a second: not a tight loop, not a crash.
-        assert 18 <= writer.job_calls <= 22 and job.runs == 0
+        assert 18 <= writer.job_calls <= 22 and job.record.runs == 0
         uncap_storage(db)
         await trio.sleep(1)
-        assert job.runs == 1
+        assert job.record.runs == 1
         await trio.sleep(10)
-        assert job.runs == 2  # back to its interval
+        assert job.record.runs == 2  # back to its interval
         nursery.cancel_scope.cancel()

@@ -138,6 +138,6 @@ def test_artifact_of_several_megabytes_round_trips(served: Served) -> None:
         assert stored.json()["sha256"] == hashlib.sha256(data).hexdigest()
         got = upstream.get(f"/v1/tasks/{task_id}/artifacts/export.bin")
         assert got.status_code == 200 and got.content == data
-        too_big = worker.post("/v1/queries", content=b"x" * (2 * 1024 * 1024),
-                              headers={"Content-Type": "application/json"})
+        too_big = upstream.post("/v1/queries", content=b"x" * (2 * 1024 * 1024),
+                                headers={"Content-Type": "application/json"})
         assert too_big.status_code == 413  # the 1 MiB body limit still holds elsewhere

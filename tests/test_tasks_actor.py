@@ -19,24 +19,26 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.common import Page
+from leasegate.actors.mailbox import Ask
+from leasegate.actors.pages import Page
 from leasegate.actors.task_messages import (
-    CancelTask,
+    CheckTaskHealth,
+    ControlTask,
     GetTask,
     LeaseTasks,
     ListTasks,
     ListWorkers,
-    PauseTask,
+    ReclaimAction,
     ReclaimTask,
     ReleaseTaskLeases,
     RenewTask,
-    ResumeTask,
     StartTask,
     SubmitTask,
-    TaskHealth,
+    TaskOutcome,
     TaskResult,
+    release_message,
 )
-from leasegate.actors.tasks import TaskQueue, release_message
+from leasegate.actors.tasks import TaskQueue
 from leasegate.clock import Clock, iso
 from leasegate.errors import (
     IdempotencyConflict,
@@ -46,9 +48,10 @@ from leasegate.errors import (
     TaskNotFound,
     Unavailable,
 )
+from leasegate.http.render import to_json
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH, open_db
+from tests.conftest import EPOCH, open_db, parked
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -62,8 +65,9 @@ async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
     yield actor
 
 
-async def ask(q: TaskQueue, message: Any) -> Any:
-    return await q.mailbox.ask(message)
+async def ask(q: TaskQueue, message: Ask[object]) -> Any:
+    """The reply as the API renders it."""
+    return to_json(await q.mailbox.ask(message))
 
 
 async def submit(q: TaskQueue, task_id: str = "t1", site: str = "shop", account: str = "-",
@@ -96,7 +100,7 @@ async def renew(q: TaskQueue, got: dict[str, Any], worker: str = "w1",
     return reply
 
 
-async def report(q: TaskQueue, got: dict[str, Any], outcome: str = "succeeded",
+async def report(q: TaskQueue, got: dict[str, Any], outcome: TaskOutcome = "succeeded",
                  worker: str = "w1", **kw: Any) -> dict[str, Any]:
     reply: dict[str, Any] = await ask(
         q, TaskResult(got["task_id"], worker, got["lease_token"], outcome, **kw))
@@ -174,7 +178,7 @@ async def test_task_object(queue: TaskQueue) -> None:
 async def test_other_tenant_sees_not_found(queue: TaskQueue) -> None:
     await submit(queue)
     assert (await ask(queue, GetTask("t1", "ten1")))["task_id"] == "t1"
-    for message in (GetTask("t1", "ten2"), CancelTask("t1", "ten2"), GetTask("nope")):
+    for message in (GetTask("t1", "ten2"), ControlTask("t1", "cancel", "ten2"), GetTask("nope")):
         with pytest.raises(TaskNotFound):
             await ask(queue, message)
 
@@ -282,7 +286,7 @@ async def test_fenced_calls_need_the_current_lease(queue: TaskQueue,
 async def test_invalid_outcomes(queue: TaskQueue) -> None:
     got = await running(queue)
     with pytest.raises(InvalidRequest):
-        await report(queue, got, "done")
+        await report(queue, got, "done")  # type: ignore[arg-type]
     with pytest.raises(InvalidRequest):  # paused is only for batch tasks
         await report(queue, got, "paused")
     assert (await get(queue))["status"] == "running"
@@ -338,12 +342,12 @@ async def test_start_just_before_the_claim_expires(
 async def test_release_leases_burns_nothing(queue: TaskQueue) -> None:
     await submit(queue, "a", site="s1")
     await submit(queue, "b", site="s2")
-    leases = await lease(queue, max=2)
+    leases = await queue.mailbox.ask(LeaseTasks("w1", max=2))
     message = release_message(leases)
-    assert message == ReleaseTaskLeases(tuple((g["task_id"], g["lease_token"]) for g in leases))
-    await ask(queue, ReleaseTaskLeases((("a", "wrong-token"),)))
+    assert message == ReleaseTaskLeases(tuple((g.task_id, g.lease_token) for g in leases))
+    await queue.mailbox.tell(ReleaseTaskLeases((("a", "wrong-token"),)))
     assert (await get(queue, "a"))["status"] == "leased"
-    await ask(queue, message)
+    await queue.mailbox.tell(message)
     for task_id in ("a", "b"):
         row = await get(queue, task_id)
         assert (row["status"], row["attempts"], row["lease_owner"]) == ("queued", 0, None)
@@ -382,7 +386,7 @@ async def test_lease_expiry_makes_the_task_stale_and_blocks_its_lane(
     await advance(DAY)
     assert raw(db)["status"] == "stale"
     assert raw(db, "t2")["status"] == "expired"  # waited a day behind the stale task
-    health = await ask(queue, TaskHealth())
+    health = await ask(queue, CheckTaskHealth())
     assert health["stale"] == 1
     assert health["blocked_lanes"] == [
         {"site": "shop", "account": "-", "task_id": "t1", "since": at(220)}]
@@ -489,9 +493,9 @@ async def test_not_before_is_honoured_and_a_parked_lease_is_served_exactly_then(
     served: list[tuple[float, list[dict[str, Any]]]] = []
 
     async def waiter() -> None:
-        got = await queue.mailbox.ask_parked(
+        got = await parked(queue,
             LeaseTasks("w1", wait=True), deadline=trio.current_time() + 30,
-            give_back=release_message, on_timeout=[])
+            give_back=release_message, on_timeout=())
         served.append((elapsed(clock), got))
 
     async with trio.open_nursery() as nursery:
@@ -550,11 +554,11 @@ async def test_two_workers_leasing_one_lane_at_once(queue: TaskQueue) -> None:
     async def worker(name: str) -> None:
         got[name] = await lease(queue, name)
 
-    batches = queue.batches
+    commits = queue.statistics().commits
     async with trio.open_nursery() as nursery:
         nursery.start_soon(worker, "w1")
         nursery.start_soon(worker, "w2")
-    assert queue.batches == batches + 1  # both in one transaction
+    assert queue.statistics().commits == commits + 1  # both in one transaction
     assert sorted(g["task_id"] for name in got for g in got[name]) == ["a1", "b1"]
     # Only one lane left free for nobody: a third lease gets nothing.
     async with trio.open_nursery() as nursery:
@@ -596,10 +600,10 @@ async def test_the_database_refuses_a_second_task_in_flight_on_a_lane(
 
 async def test_cancel_queued_and_terminal(queue: TaskQueue) -> None:
     await submit(queue)
-    canceled = await ask(queue, CancelTask("t1", "ten1"))
+    canceled = await ask(queue, ControlTask("t1", "cancel", "ten1"))
     assert (canceled["status"], canceled["completed_at"]) == ("canceled", at(0))
     with pytest.raises(StateConflict):
-        await ask(queue, CancelTask("t1"))
+        await ask(queue, ControlTask("t1", "cancel"))
     assert await lease(queue) == []
 
 
@@ -608,7 +612,7 @@ async def test_cancel_while_leased_fences_off_the_start(
     await submit(queue)
     await submit(queue, "t2")
     got = await lease_one(queue)
-    canceled = await ask(queue, CancelTask("t1"))
+    canceled = await ask(queue, ControlTask("t1", "cancel"))
     assert (canceled["status"], canceled["lease_owner"], canceled["attempts"]) == (
         "canceled", None, 0)
     with pytest.raises(TaskLeaseInvalid):
@@ -618,7 +622,7 @@ async def test_cancel_while_leased_fences_off_the_start(
 
 async def test_cancel_while_running_asks_the_worker(queue: TaskQueue) -> None:
     got = await running(queue)
-    requested = await ask(queue, CancelTask("t1"))
+    requested = await ask(queue, ControlTask("t1", "cancel"))
     assert (requested["status"], requested["cancel_requested"]) == ("running", True)
     assert (await renew(queue, got))["cancel_requested"] is True
     done = await report(queue, got, "canceled", error_message="stopped before paying")
@@ -631,7 +635,7 @@ async def test_cancel_of_a_stale_task_is_a_conflict(
     await running(queue)
     await trio.sleep(120)
     with pytest.raises(StateConflict):
-        await ask(queue, CancelTask("t1"))
+        await ask(queue, ControlTask("t1", "cancel"))
 
 
 # ---- reclaim ----------------------------------------------------------------------------
@@ -651,7 +655,7 @@ async def test_reclaim_requeue(queue: TaskQueue, db: Database,
     old = await running(queue)
     await trio.sleep(120)
     with pytest.raises(InvalidRequest):
-        await ask(queue, ReclaimTask("t1", "retry", "r", "admin"))
+        await ask(queue, ReclaimTask("t1", "retry", "r", "admin"))  # type: ignore[arg-type]
     with pytest.raises(InvalidRequest):
         await ask(queue, ReclaimTask("t1", "requeue", "r", "admin", result={"x": 1}))
     back = await ask(queue, ReclaimTask("t1", "requeue", "order not on the site", "key-admin"))
@@ -670,7 +674,7 @@ async def test_reclaim_requeue(queue: TaskQueue, db: Database,
 
 
 @pytest.mark.parametrize("action", ["succeeded", "failed"])
-async def test_reclaim_to_a_final_state(queue: TaskQueue, action: str,
+async def test_reclaim_to_a_final_state(queue: TaskQueue, action: ReclaimAction,
                                         autojump_clock: trio.testing.MockClock) -> None:
     got = await running(queue, max_cost=100)
     await submit(queue, "t2")
@@ -690,7 +694,7 @@ async def test_reclaim_to_a_final_state(queue: TaskQueue, action: str,
 async def test_reclaim_requeue_honours_a_pending_cancel(
         queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
     await running(queue)
-    await ask(queue, CancelTask("t1"))
+    await ask(queue, ControlTask("t1", "cancel"))
     await trio.sleep(120)
     done = await ask(queue, ReclaimTask("t1", "requeue", "worker died", "admin"))
     assert (done["status"], done["reclaim"]["action"]) == ("canceled", "requeue")
@@ -703,15 +707,15 @@ async def test_pause_and_resume_a_queued_batch_task(queue: TaskQueue,
                                                     db: Database) -> None:
     await submit(queue, "plain")
     with pytest.raises(InvalidRequest):
-        await ask(queue, PauseTask("plain"))
+        await ask(queue, ControlTask("plain", "pause"))
     await submit(queue, batch_total=10, account="b")
-    paused = await ask(queue, PauseTask("t1", "ten1"))
+    paused = await ask(queue, ControlTask("t1", "pause", "ten1"))
     assert paused["status"] == "paused"
-    assert (await ask(queue, PauseTask("t1")))["status"] == "paused"  # idempotent
+    assert (await ask(queue, ControlTask("t1", "pause")))["status"] == "paused"  # idempotent
     assert [g["task_id"] for g in await lease(queue, max=5)] == ["plain"]
     await advance(2 * DAY)  # a paused task does not expire
     assert raw(db)["status"] == "paused"
-    resumed = await ask(queue, ResumeTask("t1"))
+    resumed = await ask(queue, ControlTask("t1", "resume"))
     assert resumed["status"] == "queued"
     assert raw(db)["expires_at"] == EPOCH + 3 * DAY  # the TTL clock restarts
     assert (await lease_one(queue))["task_id"] == "t1"
@@ -721,16 +725,16 @@ async def test_pause_and_resume_of_finished_tasks_conflict(queue: TaskQueue) -> 
     got = await running(queue, batch_total=1)
     await report(queue, got)
     with pytest.raises(StateConflict):
-        await ask(queue, PauseTask("t1"))
+        await ask(queue, ControlTask("t1", "pause"))
     with pytest.raises(StateConflict):
-        await ask(queue, ResumeTask("t1"))
+        await ask(queue, ControlTask("t1", "resume"))
 
 
 async def test_pause_a_running_batch_task_hands_the_checkpoint_on(
         queue: TaskQueue) -> None:
     got = await running(queue, batch_total=100)
     await submit(queue, "t2")
-    flagged = await ask(queue, PauseTask("t1"))
+    flagged = await ask(queue, ControlTask("t1", "pause"))
     assert (flagged["status"], flagged["pause_requested"]) == ("running", True)
     assert (await renew(queue, got, progress={"done": 40}))["pause_requested"] is True
     paused = await report(queue, got, "paused", progress={"done": 42}, cost=42)
@@ -740,10 +744,10 @@ async def test_pause_a_running_batch_task_hands_the_checkpoint_on(
     # The lane is released while paused.
     assert (await lease_one(queue, "w2"))["task_id"] == "t2"
     assert await report(queue, got, "paused", progress={"done": 42}, cost=42) == paused  # retry
-    await ask(queue, ResumeTask("t1"))
+    await ask(queue, ControlTask("t1", "resume"))
     # t2 holds the lane now; once it is gone the resumed task comes with its checkpoint.
     assert await lease(queue, "w3") == []
-    await ask(queue, CancelTask("t2"))
+    await ask(queue, ControlTask("t2", "cancel"))
     resumed = await lease_one(queue, "w3")
     assert (resumed["task_id"], resumed["progress"], resumed["attempt"]) == (
         "t1", {"done": 42}, 2)
@@ -752,7 +756,7 @@ async def test_pause_a_running_batch_task_hands_the_checkpoint_on(
 async def test_a_pause_reported_while_a_cancel_is_pending_ends_canceled(
         queue: TaskQueue) -> None:
     got = await running(queue, batch_total=10)
-    await ask(queue, CancelTask("t1"))
+    await ask(queue, ControlTask("t1", "cancel"))
     done = await report(queue, got, "paused", progress={"done": 4}, cost=4)
     assert (done["status"], done["progress"], done["completed_at"]) == (
         "canceled", {"done": 4}, at(0))
@@ -763,7 +767,7 @@ async def test_pause_requested_while_leased_is_honoured_at_claim_expiry(
         queue: TaskQueue, db: Database, autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue, batch_total=3)
     await lease(queue)
-    assert (await ask(queue, PauseTask("t1")))["pause_requested"] is True
+    assert (await ask(queue, ControlTask("t1", "pause")))["pause_requested"] is True
     await advance(30)
     row = raw(db)
     assert (row["status"], row["pause_requested"], row["attempts"]) == ("paused", 0, 0)
@@ -771,13 +775,13 @@ async def test_pause_requested_while_leased_is_honoured_at_claim_expiry(
 
 async def test_resume_withdraws_a_pause_request(queue: TaskQueue) -> None:
     got = await running(queue, batch_total=3)
-    await ask(queue, PauseTask("t1"))
-    resumed = await ask(queue, ResumeTask("t1"))
+    await ask(queue, ControlTask("t1", "pause"))
+    resumed = await ask(queue, ControlTask("t1", "resume"))
     assert (resumed["status"], resumed["pause_requested"]) == ("running", False)
     assert (await renew(queue, got))["pause_requested"] is False
     await report(queue, got)
     with pytest.raises(StateConflict):
-        await ask(queue, ResumeTask("t1"))
+        await ask(queue, ControlTask("t1", "resume"))
 
 
 # ---- long-polls ----------------------------------------------------------------------------
@@ -789,9 +793,9 @@ async def test_parked_lease_is_served_when_a_lane_frees(
     served: list[tuple[float, list[str]]] = []
 
     async def waiter() -> None:
-        leases = await queue.mailbox.ask_parked(
+        leases = await parked(queue,
             LeaseTasks("w2", wait=True), deadline=trio.current_time() + 30,
-            give_back=release_message, on_timeout=[])
+            give_back=release_message, on_timeout=())
         served.append((elapsed(clock), [g["task_id"] for g in leases]))
 
     async with trio.open_nursery() as nursery:
@@ -812,9 +816,9 @@ async def test_caller_gone_at_hand_off_loses_nothing(
         async def waiter(scope_box: list[trio.CancelScope], received: list[str]) -> None:
             with trio.CancelScope() as scope:
                 scope_box.append(scope)
-                got = await queue.mailbox.ask_parked(
+                got = await parked(queue,
                     LeaseTasks("w1", wait=True), deadline=trio.current_time() + 30,
-                    give_back=release_message, on_timeout=[])
+                    give_back=release_message, on_timeout=())
                 received.extend(g["task_id"] for g in got)
 
         async with trio.open_nursery() as nursery:
@@ -832,7 +836,7 @@ async def test_caller_gone_at_hand_off_loses_nothing(
         else:
             assert (row["status"], row["attempts"]) == ("queued", 0), (cut, row)
         for g in await lease(queue, "cleanup", max=10):
-            await ask(queue, CancelTask(g["task_id"]))
+            await ask(queue, ControlTask(g["task_id"], "cancel"))
 
 
 async def test_drain_answers_parked_leases_and_refuses_new_ones(
@@ -840,7 +844,7 @@ async def test_drain_answers_parked_leases_and_refuses_new_ones(
     results: list[Any] = []
 
     async def waiter() -> None:
-        results.append(await queue.mailbox.ask_parked(
+        results.append(await parked(queue,
             LeaseTasks("w1", wait=True), deadline=trio.current_time() + 30,
             give_back=release_message, on_timeout="timeout"))
 
@@ -882,26 +886,26 @@ async def test_worker_presence(queue: TaskQueue,
 
 
 async def test_health(queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
-    assert await ask(queue, TaskHealth()) == {
+    assert await ask(queue, CheckTaskHealth()) == {
         "stale": 0, "blocked_lanes": [], "unserved_sites": [], "queued": {}}
     await submit(queue, "a", site="s1")
     await submit(queue, "b", site="s2")
     await submit(queue, "c", site="s2", account="x")
-    health = await ask(queue, TaskHealth())
+    health = await ask(queue, CheckTaskHealth())
     assert health["unserved_sites"] == ["s1", "s2"] and health["queued"] == {"s1": 1, "s2": 2}
     await start(queue, await lease_one(queue, "w1", sites=("s1",)))
     await lease(queue, "w-other", sites=("s9",))
-    health = await ask(queue, TaskHealth())
+    health = await ask(queue, CheckTaskHealth())
     assert health["unserved_sites"] == ["s2"] and health["queued"] == {"s2": 2}
     await trio.sleep(10)
     assert (await lease_one(queue, "w-all"))["task_id"] == "b"  # serves every site
-    health = await ask(queue, TaskHealth())
+    health = await ask(queue, CheckTaskHealth())
     assert health["unserved_sites"] == [] and health["queued"] == {"s2": 1}
     await trio.sleep(90)  # w-all is offline now, and its claim on b lapsed
-    health = await ask(queue, TaskHealth())
+    health = await ask(queue, CheckTaskHealth())
     assert health["unserved_sites"] == ["s2"] and health["queued"] == {"s2": 2}
     await trio.sleep(20)
-    health = await ask(queue, TaskHealth())
+    health = await ask(queue, CheckTaskHealth())
     assert health == {"stale": 1, "unserved_sites": ["s2"], "queued": {"s2": 2},
                       "blocked_lanes": [{"site": "s1", "account": "-", "task_id": "a",
                                          "since": at(120)}]}
@@ -918,7 +922,7 @@ async def test_retention_purge(queue: TaskQueue, db: Database,
     with pytest.raises(TaskNotFound):
         await get(queue)
     assert (await get(queue, "t2"))["status"] == "stale"  # never purged while unresolved
-    assert any(job.name == "purge_tasks" and job.runs > 0 for job in queue.jobs)
+    assert any(job.name == "purge_tasks" and job.runs > 0 for job in queue.statistics().jobs)
     workers = {w["worker_id"] for w in (await ask(queue, ListWorkers()))["items"]}
     assert workers == {"w2"}  # w1 forgotten; w2 still holds the stale task
     assert stale["task_id"] == "t2"
@@ -938,14 +942,14 @@ async def test_runs_on_a_database_thread(nursery: trio.Nursery, tmp_path: Path, 
         got = await lease_one(actor)
         await start(actor, got)
         await renew(actor, got, progress={"n": 1})
-        served = await actor.mailbox.ask_parked(
+        served = await parked(actor,
             LeaseTasks("w2", wait=True), deadline=trio.current_time() + 30,
-            give_back=release_message, on_timeout=[])
+            give_back=release_message, on_timeout=())
         assert [g["task_id"] for g in served] == ["later"]
         await trio.sleep(60)  # the claim on "later" lapses on a timer turn
         assert (await get(actor, "later"))["status"] == "queued"
         assert (await report(actor, got))["status"] == "succeeded"
-        assert (await ask(actor, TaskHealth()))["queued"] == {"shop": 1}
+        assert (await ask(actor, CheckTaskHealth()))["queued"] == {"shop": 1}
         assert (await ask(actor, ListWorkers()))["total"] == 2
         actor.close()
     finally:
@@ -958,6 +962,6 @@ async def test_a_start_retry_tells_of_a_cancel_that_came_meanwhile(queue: TaskQu
     await submit(queue, "t1")
     got = await lease_one(queue)
     await start(queue, got)
-    await queue.mailbox.ask(CancelTask("t1"))
+    await queue.mailbox.ask(ControlTask("t1", "cancel"))
     again = await start(queue, got)
     assert (again["status"], again["cancel_requested"]) == ("running", True)

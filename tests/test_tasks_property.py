@@ -33,21 +33,24 @@ from hypothesis.stateful import (
     rule,
 )
 
+from leasegate.actors.mailbox import Ask, Tell
 from leasegate.actors.task_messages import (
-    CancelTask,
+    ControlTask,
     LeaseTasks,
-    PauseTask,
+    ReclaimAction,
     ReclaimTask,
     ReleaseTaskLeases,
     RenewTask,
-    ResumeTask,
     StartTask,
     SubmitTask,
+    TaskControl,
+    TaskOutcome,
     TaskResult,
 )
 from leasegate.actors.tasks import TaskQueue
 from leasegate.clock import Clock
 from leasegate.errors import LeasegateError
+from leasegate.http.render import to_json
 from leasegate.settings import load
 from leasegate.storage import tasks_sql
 from leasegate.storage.connection import Database
@@ -100,11 +103,14 @@ class TaskMachine(RuleBasedStateMachine):
 
         return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
-    def ask(self, message: Any) -> Any:
+    def ask(self, message: Ask[object] | Tell) -> Any:
         """The reply, or None for an expected refusal (anything else is a bug)."""
         async def action(actor: TaskQueue) -> Any:
             try:
-                return await actor.mailbox.ask(message)
+                if isinstance(message, Tell):
+                    await actor.mailbox.tell(message)
+                    return None
+                return to_json(await actor.mailbox.ask(message))
             except LeasegateError as exc:
                 assert exc.code in EXPECTED_ERRORS, exc
                 return None
@@ -163,9 +169,9 @@ class TaskMachine(RuleBasedStateMachine):
     def lease_and_start(self, worker: str, most: int) -> None:
         """A well-behaved worker: lease, then start what it got at once."""
         async def action(actor: TaskQueue) -> list[tuple[dict[str, Any], Any]]:
-            leases = await actor.mailbox.ask(LeaseTasks(worker, None, most))
-            return [(got, await actor.mailbox.ask(
-                StartTask(got["task_id"], worker, got["lease_token"]))) for got in leases]
+            leases = to_json(await actor.mailbox.ask(LeaseTasks(worker, None, most)))
+            return [(got, to_json(await actor.mailbox.ask(
+                StartTask(got["task_id"], worker, got["lease_token"])))) for got in leases]
 
         for got, started in self.run(action):
             task_id, token = got["task_id"], got["lease_token"]
@@ -213,7 +219,7 @@ class TaskMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.leases)
     @rule(index=RECENT, forge=FORGE,
           outcome=st.sampled_from(["succeeded", "failed", "canceled", "paused"]))
-    def result(self, index: int, forge: str, outcome: str) -> None:
+    def result(self, index: int, forge: str, outcome: TaskOutcome) -> None:
         task_id, worker, token = self.lease_as(index, forge)
         reply = self.ask(TaskResult(task_id, worker, token, outcome, {"ok": True},
                                     progress={"done": 1}))
@@ -235,14 +241,14 @@ class TaskMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.task_ids)
     @rule(index=RECENT,
-          control=st.sampled_from([CancelTask, PauseTask, ResumeTask, ResumeTask]))
-    def control(self, index: int, control: type[CancelTask | PauseTask | ResumeTask]) -> None:
-        self.ask(control(self.pick(self.task_ids, index)))
+          control=st.sampled_from(["cancel", "pause", "resume", "resume"]))
+    def control(self, index: int, control: TaskControl) -> None:
+        self.ask(ControlTask(self.pick(self.task_ids, index), control))
 
     @precondition(lambda self: self.task_ids)
     @rule(index=RECENT,
           action=st.sampled_from(["requeue", "requeue", "requeue", "succeeded", "failed"]))
-    def reclaim(self, index: int, action: str) -> None:
+    def reclaim(self, index: int, action: ReclaimAction) -> None:
         # An operator reclaims what is stale (and sometimes something that is not).
         stale = [row[0] for row in self.db.run_sync(lambda c: c.execute(
             "SELECT task_id FROM tasks WHERE status = 'stale' ORDER BY task_id").fetchall())]

@@ -1,38 +1,84 @@
-"""How callers reach an actor: an :class:`Envelope` on its bounded inbox.
+"""How callers reach an actor: typed messages on its bounded inbox.
+
+A request declares the type of its reply by subclassing :class:`Ask`; a
+message that wants no reply subclasses :class:`Tell`. :meth:`Mailbox.ask`
+returns exactly that type, so mypy checks both sides of the seam::
+
+    @dataclass(frozen=True)
+    class GetQuery(Ask[QueryView]):
+        query_id: str
+
+    view = await actor.mailbox.ask(GetQuery("q1"))         # a QueryView
+    leases = await actor.mailbox.ask_parked(
+        LeaseQueries("w1", wait=True), deadline=trio.current_time() + 20,
+        give_back=release_message, on_timeout=())
 
 A request carries its own reply channel (size 1). The actor answers with
 ``send_nowait`` and never waits on a caller; a caller that is gone shows up
-as a broken channel, which the actor treats as "reply undelivered"::
-
-    reply = await actor.mailbox.ask(GetQuery("q1"))
-    leases = await actor.mailbox.ask_parked(LeaseQueries("w1", wait=True),
-                                            deadline=trio.current_time() + 20,
-                                            give_back=release_message, on_timeout=[])
+as a broken channel, which the actor treats as "reply undelivered".
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import outcome
 import trio
 
-from leasegate.errors import Unavailable
+from leasegate.errors import LeasegateError, Unavailable
 
-Reply = trio.MemorySendChannel[outcome.Outcome[Any]]
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+T = TypeVar("T")
+
+request_id: ContextVar[str | None] = ContextVar("leasegate_request_id", default=None)
+"""The id of the HTTP request being served (set by the HTTP layer); every message
+sent from that request carries it, so an actor's log lines name the request."""
+
+
+class Message:
+    """What every message has: :meth:`check`, which the actor calls before it acts."""
+
+    __slots__ = ()
+
+    def check(self) -> None:
+        """Raise :class:`~leasegate.errors.InvalidRequest` if a field breaks a rule.
+
+        The HTTP edge validates too, but an actor defends its own invariants:
+        a bad value sent straight to it is a domain error, never a crash.
+        """
+
+
+class Ask(Message, Generic[R_co]):
+    """A request whose reply is an ``R_co``."""
+
+    __slots__ = ()
+
+
+class Tell(Message):
+    """A message that wants no reply (internal work, compensations)."""
+
+    __slots__ = ()
 
 
 @dataclass(eq=False)
-class Envelope:
-    """A message and the channel its reply goes to (None: no reply wanted)."""
+class Envelope(Generic[R]):
+    """A message, the channel its reply goes to (None: no reply wanted), and the id
+    of the request it was sent for."""
 
-    message: Any
-    reply: Reply | None = None
+    message: Ask[R] | Tell
+    reply: trio.MemorySendChannel[outcome.Outcome[R]] | None = None
+    request_id: str | None = field(default_factory=request_id.get)
 
     def caller_gone(self) -> bool:
         return self.reply is not None and self.reply.statistics().open_receive_channels == 0
+
+
+def _gone() -> LeasegateError:
+    return Unavailable("the gateway is shutting down")
 
 
 class Mailbox:
@@ -42,50 +88,50 @@ class Mailbox:
     raises :class:`~leasegate.errors.Unavailable`.
     """
 
-    def __init__(self, send: trio.MemorySendChannel[Envelope]) -> None:
+    def __init__(self, send: trio.MemorySendChannel[Envelope[Any]]) -> None:
         self._send = send
 
-    async def tell(self, message: Any) -> None:
+    async def tell(self, message: Tell) -> None:
         """Deliver ``message``; no reply. Cancellation: the message was not sent."""
         try:
             await self._send.send(Envelope(message))
         except (trio.ClosedResourceError, trio.BrokenResourceError):
-            raise Unavailable("the gateway is shutting down") from None
+            raise _gone() from None
 
-    def tell_nowait(self, message: Any) -> None:
+    def tell_nowait(self, message: Tell) -> None:
         """Deliver ``message`` now or raise ``trio.WouldBlock`` when the inbox is full."""
         try:
             self._send.send_nowait(Envelope(message))
         except (trio.ClosedResourceError, trio.BrokenResourceError):
-            raise Unavailable("the gateway is shutting down") from None
+            raise _gone() from None
 
-    async def ask(self, message: Any) -> Any:
+    async def ask(self, message: Ask[R]) -> R:
         """Send ``message`` and wait for the committed reply.
 
         Raises the :class:`LeasegateError` the actor answered with.
         Cancellation: if cancelled after the message was sent, the actor still
         applies (and commits) it; the reply is dropped.
         """
-        send, recv = trio.open_memory_channel[outcome.Outcome[Any]](1)
+        send, recv = trio.open_memory_channel[outcome.Outcome[R]](1)
         with recv:
             try:
                 await self._send.send(Envelope(message, send))
             except (trio.ClosedResourceError, trio.BrokenResourceError):
-                raise Unavailable("the gateway is shutting down") from None
+                raise _gone() from None
             try:
                 result = await recv.receive()
             except trio.EndOfChannel:
-                raise Unavailable("the gateway is shutting down") from None
+                raise _gone() from None
         return result.unwrap()
 
     async def ask_parked(
         self,
-        message: Any,
+        message: Ask[R],
         *,
         deadline: float,
-        give_back: Callable[[Any], Any | None],
-        on_timeout: Any = None,
-    ) -> Any:
+        give_back: Callable[[R], Tell | None],
+        on_timeout: T,
+    ) -> R | T:
         """Ask for something the actor may hold until ``deadline`` (a long-poll).
 
         Returns the reply, or ``on_timeout`` if nothing came by ``deadline``.
@@ -95,14 +141,14 @@ class Mailbox:
         (and it gives the lease back itself) or we hold the reply and send
         ``give_back(reply)`` to the actor, shielded for up to 5 s.
         """
-        send, recv = trio.open_memory_channel[outcome.Outcome[Any]](1)
-        received: outcome.Outcome[Any] | None = None
+        send, recv = trio.open_memory_channel[outcome.Outcome[R]](1)
+        received: outcome.Outcome[R] | None = None
         delivered = False
         try:
             try:
                 await self._send.send(Envelope(message, send))
             except (trio.ClosedResourceError, trio.BrokenResourceError):
-                raise Unavailable("the gateway is shutting down") from None
+                raise _gone() from None
             with trio.move_on_at(deadline):
                 received = await recv.receive()
             # A reply can arrive just as the caller is being cancelled (the HTTP
@@ -116,7 +162,7 @@ class Mailbox:
             delivered = True
             return received.unwrap()
         except trio.EndOfChannel:
-            raise Unavailable("the gateway is shutting down") from None
+            raise _gone() from None
         finally:
             if received is None:
                 # No checkpoint between these two: see the docstring.

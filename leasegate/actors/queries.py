@@ -15,93 +15,42 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from dataclasses import dataclass
-from typing import Any
 
-from leasegate.actors.common import (
-    DryFilters,
-    Page,
-    canonical_json,
-    check_site,
-    fingerprint,
-    loads,
-    new_lease_token,
-    page_of,
-    render_billing,
-    submit_once,
+from leasegate.actors.leases import DryFilters, check_site, new_lease_token
+from leasegate.actors.mailbox import Ask, Tell
+from leasegate.actors.pages import Paged
+from leasegate.actors.payloads import canonical_json, fingerprint
+from leasegate.actors.query_messages import (
+    TERMINAL,
+    CountQueries,
+    GetQuery,
+    LeaseQueries,
+    ListQueries,
+    QueryResult,
+    ReleaseQueryLeases,
+    SubmitQuery,
+    release_message,
+)
+from leasegate.actors.query_views import (
+    QueryCounts,
+    QueryLease,
+    QuerySubmitted,
+    QueryView,
+    query_lease,
+    query_view,
 )
 from leasegate.actors.runtime import PARK, Actor
-from leasegate.clock import Clock, iso
+from leasegate.actors.submissions import submit_once
+from leasegate.clock import Clock
 from leasegate.errors import QueryLeaseInvalid, QueryNotFound, Unavailable
 from leasegate.settings import Settings
 from leasegate.storage import queries_sql as sql
 from leasegate.storage.connection import Database
+from leasegate.storage.pages import page_rows
 
 log = logging.getLogger("leasegate.queries")
 
 PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second later
-
-# ---- messages -------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class SubmitQuery:
-    tenant: str
-    site: str
-    kind: str
-    params: dict[str, Any]
-    query_id: str | None = None
-    max_cost: int | None = None
-
-
-@dataclass(frozen=True)
-class GetQuery:
-    query_id: str
-    tenant: str | None = None  # None: any tenant (admin)
-    wait: bool = False  # park until the query is terminal
-
-
-@dataclass(frozen=True)
-class ListQueries:
-    tenant: str | None = None
-    status: str | None = None
-    site: str | None = None
-    kind: str | None = None
-    page: Page = Page()
-
-
-@dataclass(frozen=True)
-class LeaseQueries:
-    worker_id: str
-    sites: tuple[str, ...] | None = None  # None: every site
-    max: int = 1
-    request_id: str | None = None
-    wait: bool = False  # park until work appears
-
-
-@dataclass(frozen=True)
-class QueryResult:
-    query_id: str
-    worker_id: str
-    lease_token: str
-    outcome: str  # "succeeded" | "failed"
-    result: Any = None
-    error_code: int | None = None
-    error_message: str | None = None
-    cost: int | None = None
-    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
-
-
-@dataclass(frozen=True)
-class ReleaseQueryLeases:
-    """Leases handed to a caller that was already gone: back to ``queued``."""
-
-    leases: tuple[tuple[str, str], ...]  # (query_id, lease_token)
-
-
-@dataclass(frozen=True)
-class QueryStats:
-    pass
-
 
 # ---- the actor ------------------------------------------------------------------
 
@@ -114,16 +63,16 @@ class QueryQueue(Actor):
         self._dry = DryFilters()
         self.add_job("purge_queries", settings.housekeeping_interval, self._purge)
 
-    def handle(self, conn: sqlite3.Connection, message: Any) -> Any:
+    def handle(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object:
         now = self.now
         match message:
             case SubmitQuery():
                 return self._submit(conn, message, now)
             case GetQuery():
                 row = self._visible(conn, message.query_id, message.tenant)
-                if message.wait and row["status"] not in sql.TERMINAL:
+                if message.wait and row["status"] not in TERMINAL:
                     return PARK
-                return render(row)
+                return query_view(row)
             case ListQueries():
                 return self._list(conn, message)
             case LeaseQueries():
@@ -140,13 +89,14 @@ class QueryQueue(Actor):
                     if sql.give_back(conn, query_id, token, now):
                         self.work_may_be_available()
                 return None
-            case QueryStats():
-                return [dict(r) for r in sql.count_by_status_and_site(conn)]
+            case CountQueries():
+                return tuple(QueryCounts(r["status"], r["site"], r["n"])
+                             for r in sql.count_by_status_and_site(conn))
         raise TypeError(f"queries: unknown message {message!r}")
 
     # ---- submit / read ----
 
-    def _submit(self, conn: sqlite3.Connection, m: SubmitQuery, now: float) -> dict[str, Any]:
+    def _submit(self, conn: sqlite3.Connection, m: SubmitQuery, now: float) -> QuerySubmitted:
         params = canonical_json(m.params)  # once: the fingerprint takes the text
         digest = fingerprint(m.tenant, m.site, m.kind, params, m.max_cost)
         query_id, replayed = submit_once(
@@ -157,9 +107,9 @@ class QueryQueue(Actor):
                                  expires_at=now + self.settings.query_ttl),
             lambda i: sql.get(conn, i))
         if replayed is not None:
-            return {"query_id": query_id, "status": replayed, "created": False}
+            return QuerySubmitted(query_id, replayed, created=False)
         self.work_may_be_available()
-        return {"query_id": query_id, "status": "queued", "created": True}
+        return QuerySubmitted(query_id, "queued", created=True)
 
     def _visible(self, conn: sqlite3.Connection, query_id: str, tenant: str | None) -> sqlite3.Row:
         row = sql.get(conn, query_id)
@@ -167,18 +117,21 @@ class QueryQueue(Actor):
             raise QueryNotFound(f"no query {query_id}")
         return row
 
-    def _list(self, conn: sqlite3.Connection, m: ListQueries) -> dict[str, Any]:
-        return page_of(conn, "queries", {"tenant": m.tenant, "status": m.status,
-                                         "site": m.site, "kind": m.kind}, m.page, render)
+    def _list(self, conn: sqlite3.Connection, m: ListQueries) -> Paged[QueryView]:
+        total, rows = page_rows(conn, "queries", {"tenant": m.tenant, "status": m.status,
+                                                   "site": m.site, "kind": m.kind},
+                                m.page.limit, m.page.offset)
+        return Paged(tuple(query_view(r) for r in rows), total, m.page.limit, m.page.offset)
 
     # ---- lease ----
 
-    def _lease(self, conn: sqlite3.Connection, m: LeaseQueries, now: float) -> list[dict[str, Any]]:
+    def _lease(self, conn: sqlite3.Connection, m: LeaseQueries,
+               now: float) -> tuple[QueryLease, ...]:
         sites = list(m.sites) if m.sites is not None else None
         if m.request_id is not None:
             replay = sql.leased_by_request(conn, m.worker_id, m.request_id, sites, m.max)
             if replay:
-                return [render_lease(row) for row in replay]
+                return tuple(query_lease(row) for row in replay)
         leases = []
         expires_at = now + self.settings.query_lease_ttl
         for row in sql.next_queued(conn, sites, now, m.max):
@@ -187,10 +140,10 @@ class QueryQueue(Actor):
                               expires_at, now):
                 leased = sql.get(conn, row["query_id"])
                 assert leased is not None
-                leases.append(render_lease(leased))
-        return leases
+                leases.append(query_lease(leased))
+        return tuple(leases)
 
-    def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
+    def serve_parked(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object | None:
         if isinstance(message, LeaseQueries):
             if self._dry.known(self.turn, message.sites):
                 return None
@@ -202,22 +155,22 @@ class QueryQueue(Actor):
             row = sql.get(conn, message.query_id)
             if row is None:  # purged while waiting
                 return None
-            return render(row) if row["status"] in sql.TERMINAL else None
+            return query_view(row) if row["status"] in TERMINAL else None
         return None
 
-    def drained_reply(self, conn: sqlite3.Connection, message: Any) -> Any:
+    def drained_reply(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object:
         if isinstance(message, GetQuery):  # the query as it is now
-            return render(self._visible(conn, message.query_id, message.tenant))
-        return []
+            return query_view(self._visible(conn, message.query_id, message.tenant))
+        return ()
 
-    def undelivered(self, message: Any, reply: Any) -> Any | None:
-        if isinstance(message, LeaseQueries) and reply:
+    def undelivered(self, message: Ask[object] | Tell, reply: object) -> Tell | None:
+        if isinstance(message, LeaseQueries) and isinstance(reply, tuple):
             return release_message(reply)
         return None
 
     # ---- result ----
 
-    def _result(self, conn: sqlite3.Connection, m: QueryResult, now: float) -> dict[str, Any]:
+    def _result(self, conn: sqlite3.Connection, m: QueryResult, now: float) -> QueryView:
         row = sql.get(conn, m.query_id)
         if row is None:
             raise QueryNotFound(f"no query {m.query_id}")
@@ -225,9 +178,9 @@ class QueryQueue(Actor):
         given = None if m.result is None else canonical_json(m.result)  # once
         digest = fingerprint(m.outcome, given, m.error_code, m.error_message, m.cost)
         ours = row["lease_owner"] == m.worker_id and row["lease_token"] == m.lease_token
-        if row["status"] in sql.TERMINAL:
+        if row["status"] in TERMINAL:
             if ours and row["outcome_digest"] == digest:
-                return render(row)  # a retry of the accepted result
+                return query_view(row)  # a retry of the accepted result
             raise QueryLeaseInvalid(
                 f"query {m.query_id} is already {row['status']}; no further result is accepted"
             )
@@ -248,7 +201,7 @@ class QueryQueue(Actor):
         self.work_may_be_available()  # wakes GETs waiting for this query
         updated = sql.get(conn, m.query_id)
         assert updated is not None
-        return render(updated)
+        return query_view(updated)
 
     # ---- deadlines and periodic jobs ----
 
@@ -281,43 +234,3 @@ class QueryQueue(Actor):
         return purged == PURGE_BATCH
 
 
-# ---- rendering ------------------------------------------------------------------
-
-def render(row: sqlite3.Row) -> dict[str, Any]:
-    """The query object of API.md."""
-    error = None
-    if row["error_code"] is not None or row["error_message"] is not None:
-        error = {"code": row["error_code"], "message": row["error_message"] or ""}
-    return {
-        "query_id": row["query_id"],
-        "tenant": row["tenant"],
-        "site": row["site"],
-        "kind": row["kind"],
-        "params": loads(row["params"]),
-        "status": row["status"],
-        "lease_owner": row["lease_owner"],
-        "lease_expires_at": iso(row["lease_expires_at"]),
-        "attempts": row["attempts"],
-        "created_at": iso(row["created_at"]),
-        "updated_at": iso(row["updated_at"]),
-        "completed_at": iso(row["completed_at"]),
-        "result": loads(row["result"]),
-        "error": error,
-        "billing": render_billing(row),
-    }
-
-
-def render_lease(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "query_id": row["query_id"],
-        "site": row["site"],
-        "kind": row["kind"],
-        "params": loads(row["params"]),
-        "attempt": row["attempts"],
-        "lease_token": row["lease_token"],
-        "lease_expires_at": iso(row["lease_expires_at"]),
-    }
-
-
-def release_message(leases: list[dict[str, Any]]) -> ReleaseQueryLeases:
-    return ReleaseQueryLeases(tuple((lease["query_id"], lease["lease_token"]) for lease in leases))

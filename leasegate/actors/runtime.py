@@ -10,7 +10,7 @@ are due in the same transaction, commits once, and only then replies to all
     class Counter(Actor):
         name = "counter"
 
-        def handle(self, conn, message):
+        def handle(self, conn, message):          # message: Increment (an Ask[int])
             conn.execute("UPDATE counter SET n = n + 1")
             return conn.execute("SELECT n FROM counter").fetchone()[0]
 
@@ -24,6 +24,11 @@ and the runtime offers the message to :meth:`Actor.serve_parked` inside each
 later transaction in which work may have appeared. A reply that cannot be
 delivered (the caller is gone) is handed to :meth:`Actor.undelivered`, which
 may schedule compensating work (e.g. releasing a lease nobody received).
+
+A message that breaks a rule is a domain error (its :meth:`~Message.check`
+or the handler raises a :class:`LeasegateError`); an unexpected exception
+while handling one message rolls back that message alone and answers its
+caller 500 (logged once, with the request id); the actor goes on.
 """
 
 from __future__ import annotations
@@ -40,9 +45,10 @@ from typing import Any, Final
 import outcome
 import trio
 
-from leasegate.actors.mailbox import Envelope, Mailbox
+from leasegate.actors.jobs import JobRecord, JobStatistics
+from leasegate.actors.mailbox import Ask, Envelope, Mailbox, Tell
 from leasegate.clock import Clock
-from leasegate.errors import LeasegateError, Unavailable
+from leasegate.errors import InternalError, LeasegateError, Unavailable
 from leasegate.storage.connection import Database, is_storage_failure
 
 log = logging.getLogger("leasegate.actors")
@@ -63,53 +69,52 @@ PARK: Final = _Park()
 
 @dataclass
 class PeriodicJob:
-    """A job an actor runs on its own timer, in its own savepoint.
+    """A job an actor runs on its own timer, in its own savepoint, inside a turn.
 
     ``every`` is the interval in seconds; a run that returns True (more to do,
     e.g. a purge that hit its batch size) runs again after about a second. An
-    exception is logged (at most once per ``error_log_window`` per job, with a
-    count and the stack tail) and the job runs again next time; it never takes
-    the actor down.
+    exception rolls back the job's savepoint alone; it is counted and logged
+    by its :class:`JobRecord` once the turn is over, and the job runs again
+    next time: it never takes the actor down.
     """
 
+    record: JobRecord
+    run: Callable[[sqlite3.Connection, float], bool | None]
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+
+@dataclass(frozen=True)
+class ActorStatistics:
+    """A snapshot of an actor, taken on the trio thread (for /health, /metrics)."""
+
     name: str
-    every: float
-    run: Callable[[sqlite3.Connection, float], Any]
-    next_at: float = 0.0
-    runs: int = 0
-    failures: int = 0
-    last_run_at: float | None = None
-    last_error_logged_at: float = -math.inf
-    errors_since_log: int = 0
-    more: bool = False  # the last run returned True: it has more to do
+    parked: int
+    commits: int
+    internal_errors: int
+    draining: bool
+    jobs: tuple[JobStatistics, ...]
 
-    def succeeded(self, now: float) -> None:
-        self.runs += 1
-        self.last_run_at = now
 
-    def failed(self, now: float, window: float, *, owner: str) -> None:
-        """Count a failure; log it with the stack tail at most once per ``window``.
-
-        Call from inside the ``except`` block: the stack is the active exception's.
-        """
-        self.failures += 1
-        self.errors_since_log += 1
-        if now - self.last_error_logged_at >= window:
-            log.warning("%s: periodic job %s failed (%d times since the last report); "
-                        "it runs again next time:\n%s",
-                        owner, self.name, self.errors_since_log, traceback.format_exc()[-600:])
-            self.last_error_logged_at = now
-            self.errors_since_log = 0
+@dataclass
+class _JobRun:
+    job: PeriodicJob
+    more: bool = False
+    stack: str | None = None  # set when the run failed
 
 
 @dataclass
 class _Batch:
-    envelopes: list[Envelope]
+    envelopes: list[Envelope[Any]]
     jobs: list[PeriodicJob]
-    parked: list[Envelope]
+    parked: list[Envelope[Any]]
     results: list[outcome.Outcome[Any] | None] = field(default_factory=list)
-    served: list[tuple[Envelope, outcome.Outcome[Any]]] = field(default_factory=list)
+    served: list[tuple[Envelope[Any], outcome.Outcome[Any]]] = field(default_factory=list)
     effects: list[Callable[[], None]] = field(default_factory=list)
+    job_runs: list[_JobRun] = field(default_factory=list)
+    internal_errors: list[tuple[Envelope[Any], str]] = field(default_factory=list)
 
 
 class Actor:
@@ -120,7 +125,9 @@ class Actor:
     thread touching the actor's state at a time: no locks are needed. Code
     there reads the time from :attr:`now` (fixed on the trio side for the
     whole turn), never from the clock: trio's clock is not readable off its
-    thread, and one turn should see one instant.
+    thread, and one turn should see one instant. Counters that others read
+    (jobs, commits, errors) change only on the trio thread; readers take
+    :meth:`statistics`.
     """
 
     name: str = "actor"
@@ -138,38 +145,39 @@ class Actor:
         self.clock = clock
         self.error_log_window = error_log_window
         self.batch_limit = batch_limit
-        self._send, self._inbox = trio.open_memory_channel[Envelope](mailbox_size)
+        self._send, self._inbox = trio.open_memory_channel[Envelope[Any]](mailbox_size)
         self.mailbox = Mailbox(self._send)
         self.jobs: list[PeriodicJob] = []
-        self._parked: list[Envelope] = []
+        self._parked: list[Envelope[Any]] = []
         self._effects: list[Callable[[], None]] = []
-        self._internal: list[Any] = []
+        self._internal: list[Tell] = []
         self._next_wakeup: float | None = None
         self._retry_at = -math.inf
         self._work_may_be_available = False
         self.draining = False
-        self.batches = 0
+        self._commits = 0
+        self._internal_errors = 0
         self.turn = 0  # counts turns, failed ones too: "within this transaction"
         self.now = clock.now()
 
     # ---- hooks for subclasses -------------------------------------------------
 
-    def handle(self, conn: sqlite3.Connection, message: Any) -> Any:
+    def handle(self, conn: sqlite3.Connection, message: Ask[Any] | Tell) -> object:
         """Apply one message inside its savepoint; return the reply or :data:`PARK`.
 
         Raise a :class:`LeasegateError` to roll back this message alone.
         """
         raise NotImplementedError
 
-    def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
+    def serve_parked(self, conn: sqlite3.Connection, message: Ask[Any] | Tell) -> object | None:
         """Try again to answer a parked message; ``None`` keeps it parked."""
         return None
 
-    def drained_reply(self, conn: sqlite3.Connection, message: Any) -> Any:
+    def drained_reply(self, conn: sqlite3.Connection, message: Ask[Any] | Tell) -> object:
         """What a parked message gets when the actor drains for shutdown (not None)."""
         raise Unavailable("the gateway is shutting down")
 
-    def undelivered(self, message: Any, reply: Any) -> Any | None:
+    def undelivered(self, message: Ask[Any] | Tell, reply: object) -> Tell | None:
         """The caller of ``message`` is gone; return internal work to undo ``reply``."""
         return None
 
@@ -200,26 +208,30 @@ class Actor:
         self._work_may_be_available = True
 
     def add_job(self, name: str, every: float,
-                run: Callable[[sqlite3.Connection, float], Any]) -> PeriodicJob:
-        job = PeriodicJob(name, every, run)
+                run: Callable[[sqlite3.Connection, float], bool | None]) -> PeriodicJob:
+        job = PeriodicJob(JobRecord(name, owner=self.name, every=every), run)
         self.jobs.append(job)
         return job
 
-    @property
-    def parked_count(self) -> int:
-        return len(self._parked)
+    def statistics(self) -> ActorStatistics:
+        """A snapshot of this actor; call on the trio thread."""
+        return ActorStatistics(self.name, len(self._parked), self._commits,
+                               self._internal_errors, self.draining,
+                               tuple(job.record.statistics() for job in self.jobs))
 
     # ---- the loop ---------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve the mailbox until it is closed (see :meth:`close`).
 
-        An unexpected exception (a bug, not a domain or storage error)
-        propagates and takes the whole system down with it, on purpose.
+        An exception outside the handling of one message (the database itself
+        failing in a way that is not a passing storage failure, or a bug in a
+        deadline handler) propagates and takes the whole system down with it,
+        on purpose: the state is durable and a supervisor restarts the process.
         """
         now = self.clock.now()
         for job in self.jobs:
-            job.next_at = now + job.every
+            job.record.next_at = now + job.record.every
         await self._start_up()
         task_status.started()
         while True:
@@ -247,7 +259,7 @@ class Actor:
         self._next_wakeup = await self.db.run(start)
 
     def _deadline(self) -> float:
-        due = [job.next_at for job in self.jobs]
+        due = [job.record.next_at for job in self.jobs if job.record.next_at is not None]
         if self._next_wakeup is not None:
             due.append(self._next_wakeup)
         if self._internal:
@@ -258,9 +270,9 @@ class Actor:
         # _retry_at (callers' messages still are: they fail fast with 503).
         return self.clock.deadline(max(min(due), self._retry_at))
 
-    async def _collect(self) -> list[Envelope] | None:
+    async def _collect(self) -> list[Envelope[Any]] | None:
         """Wait for messages or the next deadline; None when the mailbox is closed."""
-        envelopes: list[Envelope] = []
+        envelopes: list[Envelope[Any]] = []
         with trio.move_on_at(self._deadline()):
             try:
                 envelopes.append(await self._inbox.receive())
@@ -273,12 +285,13 @@ class Actor:
                 break
         return envelopes
 
-    async def _turn(self, envelopes: list[Envelope]) -> None:
+    async def _turn(self, envelopes: list[Envelope[Any]]) -> None:
         now = self.now = self.clock.now()
         self.turn += 1
         internal, self._internal = self._internal, []
-        envelopes = [Envelope(m) for m in internal] + envelopes
-        due_jobs = [job for job in self.jobs if job.next_at <= now]
+        envelopes = [Envelope[Any](m) for m in internal] + envelopes
+        due_jobs = [job for job in self.jobs
+                    if job.record.next_at is not None and job.record.next_at <= now]
         self._parked = [env for env in self._parked if not env.caller_gone()]
         batch = _Batch(envelopes, due_jobs, list(self._parked))
         try:
@@ -294,15 +307,26 @@ class Actor:
             # not in a tight loop against a full disk.
             self._retry_at = now + STORAGE_RETRY_DELAY
             for job in due_jobs:
-                job.next_at = now + min(job.every, STORAGE_RETRY_DELAY)
+                job.record.next_at = now + min(job.record.every, STORAGE_RETRY_DELAY)
             self._internal.extend(internal)
             return
         self._retry_at = -math.inf
-        self.batches += 1
+        self._commits += 1
         self._next_wakeup = wake
-        for job in due_jobs:
+        for run in batch.job_runs:
+            record = run.job.record
+            if run.stack is None:
+                record.succeeded(now, more=run.more)
+            else:
+                record.failed(now, self.error_log_window, run.stack)
             # A job that says it has more to do (a purge behind) runs again soon.
-            job.next_at = now + (min(job.every, CATCH_UP_DELAY) if job.more else job.every)
+            record.next_at = now + (min(record.every, CATCH_UP_DELAY) if record.more
+                                    else record.every)
+        for env, stack in batch.internal_errors:
+            self._internal_errors += 1
+            log.error("%s: unexpected error handling %s (request %s); the message was "
+                      "rolled back and its caller answered 500:\n%s", self.name,
+                      type(env.message).__name__, env.request_id or "-", stack)
         for effect in batch.effects:
             effect()
         for env, result in zip(batch.envelopes, batch.results, strict=True):
@@ -325,10 +349,10 @@ class Actor:
             if self._next_wakeup is not None and now >= self._next_wakeup:
                 self.on_wakeup(conn, now)
             for env in batch.envelopes:
-                batch.results.append(self._apply_one(conn, env))
+                batch.results.append(self._apply_one(conn, env, batch))
             for job in batch.jobs:
-                self._run_job(conn, job, now)
-            parked = [env for env in batch.parked]
+                batch.job_runs.append(self._run_job(conn, job, now))
+            parked = list(batch.parked)
             parked += [
                 env for env, result in zip(batch.envelopes, batch.results, strict=True)
                 if result is PARK_OUTCOME
@@ -351,19 +375,28 @@ class Actor:
             raise
         return wake
 
-    def _apply_one(self, conn: sqlite3.Connection, env: Envelope) -> outcome.Outcome[Any] | None:
+    def _apply_one(self, conn: sqlite3.Connection, env: Envelope[Any],
+                   batch: _Batch) -> outcome.Outcome[Any] | None:
         if isinstance(env.message, _Nudge):
             return None
         mark = len(self._effects)
         conn.execute("SAVEPOINT message")
         try:
+            env.message.check()
             reply = self.handle(conn, env.message)
         except LeasegateError as exc:
             self._rollback_savepoint(conn, mark)
             return outcome.Error(exc)
-        # Any other exception propagates. A storage failure fails the whole batch
-        # (SQLite may already have rolled the transaction back: SQLITE_FULL, IOERR);
-        # a bug takes the actor, and with it the process, down.
+        except Exception as exc:
+            # A storage failure fails the whole batch (SQLite may already have
+            # rolled the transaction back: SQLITE_FULL, IOERR).
+            if is_storage_failure(exc):
+                raise
+            # A bug met by this message alone: undo it, answer 500, keep serving.
+            self._rollback_savepoint(conn, mark)
+            batch.internal_errors.append((env, traceback.format_exc()))
+            return outcome.Error(InternalError(
+                f"internal error (request {env.request_id or '-'}); see the server log"))
         conn.execute("RELEASE message")
         if reply is PARK:
             if self.draining:
@@ -372,7 +405,7 @@ class Actor:
             return parked
         return outcome.Value(reply) if env.reply is not None else None
 
-    def _drained(self, conn: sqlite3.Connection, message: Any) -> outcome.Outcome[Any]:
+    def _drained(self, conn: sqlite3.Connection, message: Ask[Any] | Tell) -> outcome.Outcome[Any]:
         try:
             return outcome.Value(self.drained_reply(conn, message))
         except LeasegateError as exc:
@@ -383,7 +416,7 @@ class Actor:
         conn.execute("RELEASE message")
         del self._effects[mark:]
 
-    def _run_job(self, conn: sqlite3.Connection, job: PeriodicJob, now: float) -> None:
+    def _run_job(self, conn: sqlite3.Connection, job: PeriodicJob, now: float) -> _JobRun:
         mark = len(self._effects)
         conn.execute("SAVEPOINT job")
         try:
@@ -394,13 +427,11 @@ class Actor:
             conn.execute("ROLLBACK TO job")
             conn.execute("RELEASE job")
             del self._effects[mark:]
-            job.failed(now, self.error_log_window, owner=self.name)
-            return
+            return _JobRun(job, stack=traceback.format_exc())
         conn.execute("RELEASE job")
-        job.succeeded(now)
-        job.more = more is True
+        return _JobRun(job, more=more is True)
 
-    def _reply(self, env: Envelope, result: outcome.Outcome[Any]) -> None:
+    def _reply(self, env: Envelope[Any], result: outcome.Outcome[Any]) -> None:
         if env.reply is None:
             return
         try:
@@ -425,14 +456,14 @@ class Actor:
         # A full inbox means a turn is coming anyway.
         with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError,
                                  trio.BrokenResourceError):
-            self._send.send_nowait(Envelope(_Nudge()))
+            self._send.send_nowait(Envelope[Any](_Nudge()))
 
     def close(self) -> None:
         """Stop accepting messages; the loop ends after those already queued."""
         self._send.close()
 
 
-class _Nudge:
+class _Nudge(Tell):
     """Internal no-op message: makes the actor take a turn now."""
 
 

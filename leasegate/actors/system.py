@@ -1,48 +1,83 @@
 """The system: every actor and background job in one nursery of our own.
 
-Start-up opens one connection (and thread) per actor on the same database,
-applies migrations, and starts the actors; :meth:`System.drain` and
-:meth:`System.close` shut them down in the order DESIGN.md §7 asks for.
+One supervision policy for all of it::
+
+    async with open_system(db_path, settings) as system:
+        view = await system.tasks.mailbox.ask(GetTask("t1"))
+        ...
+    # on exit: actors drained of what they hold, connections closed, threads joined
+
+Start-up connects one database per actor, each on its own thread, applies the
+migrations and starts the actors; nothing blocking runs on the event loop
+(connecting, migrating and joining threads happen on the databases' threads
+or in ``trio.to_thread``). Every background job runs under one guarded
+runner: it fails alone, logs at most once per ``error_log_window``, and runs
+again. Readers (``/health``, ``/metrics``, the admin routes) see the actors
+only through :meth:`System.statistics`, a snapshot taken on the trio thread.
+
 Actors never run in Quart's ``app.nursery``: a crash there would leave
 hypercorn serving 500s, while here it takes the process down loudly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterator
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import trio
 
+from leasegate.actors.jobs import JobRecord, JobStatistics, run_guarded, serve_guarded
 from leasegate.actors.keys import KeyStore
 from leasegate.actors.queries import QueryQueue
-from leasegate.actors.runtime import Actor, PeriodicJob
-from leasegate.actors.task_messages import ExistingTasks
+from leasegate.actors.runtime import Actor, ActorStatistics
+from leasegate.actors.task_messages import ExistingTasks, Upload
 from leasegate.actors.tasks import TaskQueue
-from leasegate.artifacts import ArtifactStore
 from leasegate.clock import Clock
 from leasegate.settings import Settings
-from leasegate.storage.connection import Database, transaction
+from leasegate.storage.artifacts import ArtifactStore
+from leasegate.storage.backup import backup
+from leasegate.storage.connection import Database
 from leasegate.storage.migrations import migrate
+from leasegate.storage.probe import probe_write
 
 log = logging.getLogger("leasegate.system")
 
 
-@dataclass
-class BackgroundJob:
+@dataclass(frozen=True)
+class SystemStatistics:
+    """A snapshot of every actor, every periodic job and every queue-driven one
+    (``services``: work that runs when it comes, such as file deletions)."""
+
+    actors: tuple[ActorStatistics, ...]
+    jobs: tuple[JobStatistics, ...]
+    services: tuple[JobStatistics, ...]
+    draining: bool
+
+
+@dataclass(frozen=True)
+class BackupMade:
+    path: str
+    bytes: int
+
+
+class _BackgroundJob:
     """A periodic job that owns no tables (the rate-limit sweep, the artifact sweeps)."""
 
-    owner: str
-    job: PeriodicJob
-    fn: Callable[[float], Awaitable[Any]]
+    def __init__(self, record: JobRecord, fn: Callable[[float], Awaitable[object]]) -> None:
+        self.record = record
+        self.fn = fn
 
 
 class System:
-    """The running gateway minus HTTP: actors, jobs, the clock, the settings."""
+    """The running gateway minus HTTP: actors, jobs, the clock, the settings.
+
+    Constructing it opens nothing; :meth:`run` (or :func:`open_system`) does.
+    """
 
     def __init__(self, db_path: Path, settings: Settings, clock: Clock, *,
                  inline_storage: bool = False) -> None:
@@ -51,65 +86,111 @@ class System:
         self.clock = clock
         self._inline = inline_storage
         self._databases: list[Database] = []
-        setup = self._open()
-        setup.run_sync(migrate)
-        self.probe_db = setup
-        self.keys = KeyStore(self._open(), clock)
-        self.queries = QueryQueue(self._open(), clock, settings)
+        self._setup = self._database()
+        self.keys = KeyStore(self._database(), clock)
+        self.queries = QueryQueue(self._database(), clock, settings)
         self.artifacts = ArtifactStore(db_path.parent / "artifacts")
-        self.tasks = TaskQueue(self._open(), clock, settings, self.artifacts)
-        self.background: list[BackgroundJob] = []
+        self.tasks = TaskQueue(self._database(), clock, settings, self.artifacts)
+        self._background: list[_BackgroundJob] = []
         self.add_background_job("artifacts", "sweep_staging", settings.housekeeping_interval,
                                 self._sweep_staging)
         self.add_background_job("artifacts", "sweep_orphan_dirs",
                                 settings.artifact_orphan_sweep_interval, self._sweep_orphans)
+        self._deleter = JobRecord("delete_files", owner="artifacts", every=math.inf)
         self._closed = trio.Event()
         self._probed_at = -math.inf
         self._probe_ok = False
 
-    def _open(self) -> Database:
-        db = Database.open(self.db_path, self.settings.sqlite_synchronous, inline=self._inline)
+    def _database(self) -> Database:
+        db = Database(self.db_path, self.settings.sqlite_synchronous, inline=self._inline)
         self._databases.append(db)
         return db
 
     @property
-    def actors(self) -> list[Actor]:
-        return [self.keys, self.queries, self.tasks]
+    def actors(self) -> tuple[Actor, ...]:
+        return (self.keys, self.queries, self.tasks)
 
     def add_background_job(self, owner: str, name: str, every: float,
-                           fn: Callable[[float], Awaitable[Any]]) -> None:
+                           fn: Callable[[float], Awaitable[object]]) -> None:
         """Run ``await fn(now)`` every ``every`` seconds once the system runs."""
-        self.background.append(
-            BackgroundJob(owner, PeriodicJob(name, every, lambda _c, _n: None), fn))
+        self._background.append(_BackgroundJob(JobRecord(name, owner=owner, every=every), fn))
+
+    # ---- what the HTTP layer may use ---------------------------------------------
+
+    def statistics(self) -> SystemStatistics:
+        """Every actor's and job's counters, as of now (call on the trio thread)."""
+        actors = tuple(actor.statistics() for actor in self.actors)
+        jobs = [job for stats in actors for job in stats.jobs]
+        jobs += [bg.record.statistics() for bg in self._background]
+        return SystemStatistics(actors, tuple(jobs), (self._deleter.statistics(),),
+                                any(a.draining for a in actors))
+
+    async def stage_upload(self, chunks: AsyncIterable[bytes]) -> Upload:
+        """Stream an artifact upload to the staging area (413 past the limit)."""
+        staged = await self.artifacts.stage(chunks, self.settings.max_artifact_bytes)
+        return Upload(staged.path.name, staged.size, staged.sha256)
+
+    async def discard_upload(self, upload: Upload) -> None:
+        """Remove a staged upload that was not placed (refused, failed, cancelled).
+        Cancellation: shielded; an error is ignored (the staging sweep gets it later)."""
+        path = self.artifacts.staged_path(upload.staging_name)
+        with trio.CancelScope(shield=True), contextlib.suppress(OSError):
+            await trio.to_thread.run_sync(lambda: path.unlink(missing_ok=True))
+
+    def artifact_path(self, task_id: str, name: str, sha256: str) -> Path:
+        return self.artifacts.path(task_id, name, sha256)
+
+    async def backup(self) -> BackupMade:
+        """A consistent online copy of the whole database under ``<data>/backups``."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock.now()))
+        out = self.db_path.parent / "backups" / f"leasegate-{stamp}.db"
+        size = await trio.to_thread.run_sync(backup, self.db_path, out)
+        return BackupMade(str(out), size)
+
+    async def storage_writable(self) -> bool:
+        """A real write and commit on the database, for /health (at most once a second:
+        /health needs no key, so its cost must not be the caller's to choose)."""
+        now = self.clock.now()
+        if now - self._probed_at < 1.0:
+            return self._probe_ok
+        self._probed_at = now
+        try:
+            await self._setup.run(probe_write)
+        except Exception as exc:
+            log.warning("storage probe failed: %s", exc)
+            self._probe_ok = False
+        else:
+            self._probe_ok = True
+        return self._probe_ok
+
+    # ---- running -----------------------------------------------------------------
 
     async def _sweep_staging(self, now: float) -> None:
         await self.artifacts.sweep_staging(now, self.settings.artifact_temp_max_age)
 
     async def _sweep_orphans(self, now: float) -> None:
         async def existing(task_ids: list[str]) -> set[str]:
-            found: set[str] = await self.tasks.mailbox.ask(ExistingTasks(tuple(task_ids)))
-            return found
+            return set(await self.tasks.mailbox.ask(ExistingTasks(tuple(task_ids))))
 
         await self.artifacts.sweep_orphans(now, self.settings.artifact_orphan_max_age, existing)
 
-    def jobs(self) -> Iterator[tuple[str, PeriodicJob]]:
-        """Every periodic job with its owner, for /health and /metrics."""
-        for actor in self.actors:
-            for job in actor.jobs:
-                yield actor.name, job
-        for bg in self.background:
-            yield bg.owner, bg.job
-
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run every actor and job until :meth:`close`; a crash in one ends all."""
+        """Open the databases, migrate, and run every actor and job until :meth:`close`;
+        a crash in one ends all. The databases are closed (threads joined off the
+        event loop) however it ends."""
         try:
+            for db in self._databases:
+                await db.start()
+            await self._setup.run(migrate)
             async with trio.open_nursery() as actors:
                 for actor in self.actors:
                     await actors.start(actor.run)
                 async with trio.open_nursery() as jobs:
-                    for bg in self.background:
-                        jobs.start_soon(self._run_background, bg)
-                    jobs.start_soon(self.artifacts.run_deleter)
+                    window = self.settings.error_log_window
+                    for bg in self._background:
+                        jobs.start_soon(run_guarded, bg.record, self.clock, window, bg.fn)
+                    jobs.start_soon(serve_guarded, self._deleter, self.clock, window,
+                                    self.artifacts.delete_next)
                     task_status.started()
                     await self._closed.wait()
                     jobs.cancel_scope.cancel()  # they hold nothing worth finishing
@@ -117,21 +198,9 @@ class System:
                 for actor in self.actors:
                     actor.close()
         finally:
-            for db in self._databases:
-                db.close()
-
-    async def _run_background(self, bg: BackgroundJob) -> None:
-        job = bg.job
-        while True:
-            job.next_at = self.clock.now() + job.every
-            await trio.sleep_until(self.clock.deadline(job.next_at))
-            now = self.clock.now()
-            try:
-                await bg.fn(now)
-            except Exception:
-                job.failed(now, self.settings.error_log_window, owner=bg.owner)
-            else:
-                job.succeeded(now)
+            with trio.CancelScope(shield=True):
+                for db in self._databases:
+                    await db.stop()
 
     def drain(self) -> None:
         """Parked long-polls answer with an empty list; new ones are refused."""
@@ -142,30 +211,23 @@ class System:
         """Stop the actors once they have applied what is already in their inboxes."""
         self._closed.set()
 
-    async def storage_writable(self) -> bool:
-        """A real write and commit on the database, for /health (at most once a second:
-        /health needs no key, so its cost must not be the caller's to choose)."""
-        now = self.clock.now()
-        if now - self._probed_at < 1.0:
-            return self._probe_ok
-        self._probed_at = now
-        self._probe_ok = await self._probe()
-        return self._probe_ok
-
-    async def _probe(self) -> bool:
-        def probe(conn: Any) -> None:
-            with transaction(conn):
-                conn.execute("PRAGMA user_version = " + str(
-                    conn.execute("PRAGMA user_version").fetchone()[0]))
-        try:
-            await self.probe_db.run(probe)
-        except Exception as exc:
-            log.warning("storage probe failed: %s", exc)
-            return False
-        return True
-
 
 def new_system(db_path: Path, settings: Settings, *, clock: Clock | None = None,
                inline_storage: bool = False) -> System:
-    """Build a system; must be called inside ``trio.run`` (the clock needs it)."""
+    """Build a system (nothing opened yet); must be called inside ``trio.run``."""
     return System(db_path, settings, clock or Clock(), inline_storage=inline_storage)
+
+
+@contextlib.asynccontextmanager
+async def open_system(db_path: Path, settings: Settings, *, clock: Clock | None = None,
+                      inline_storage: bool = False) -> AsyncIterator[System]:
+    """A running system for the body of the ``async with``; on exit the actors finish
+    what their inboxes hold and everything is closed. A crashed actor cancels the
+    body and its exception comes out of the ``async with``."""
+    system = new_system(db_path, settings, clock=clock, inline_storage=inline_storage)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(system.run)
+        try:
+            yield system
+        finally:
+            system.close()

@@ -1,28 +1,65 @@
 """Messages of the task actor: what the HTTP layer (and tests) may ask of it.
 
-Each is a frozen dataclass; its reply is described in its docstring or in
-API.md ("Tasks"). Times are wall seconds (the one clock).
+Each request names its reply type (``Ask[...]``, see ``task_views``) and
+checks its own fields. Times are wall seconds (the one clock).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Final, Literal
 
-from leasegate.actors.common import Page
-from leasegate.artifacts import Staged
+from leasegate.actors.checks import (
+    INT32,
+    MAX_AMOUNT,
+    MAX_TEXT,
+    MAX_TOKEN,
+    check_choice,
+    check_id,
+    check_ids,
+    check_int,
+    check_json,
+    check_number,
+    check_text,
+)
+from leasegate.actors.mailbox import Ask, Tell
+from leasegate.actors.pages import Page, Paged
+from leasegate.actors.task_views import (
+    ArtifactInfo,
+    ArtifactList,
+    ArtifactStored,
+    Renewed,
+    Started,
+    TaskHealthReport,
+    TaskLease,
+    TaskSubmitted,
+    TaskView,
+    WorkerView,
+)
+from leasegate.actors.views import JSONObject, JSONValue
+from leasegate.errors import InvalidRequest
+from leasegate.ids import ARTIFACT_NAME_RULE, is_artifact_name
+from leasegate.storage.tasks_sql import TERMINAL as TERMINAL
 
-MAX_LEASES = 10
-OUTCOMES = ("succeeded", "failed", "canceled", "paused")
-RECLAIM_ACTIONS = ("requeue", "succeeded", "failed")
+TaskStatus = Literal["queued", "leased", "running", "succeeded", "failed", "canceled",
+                     "paused", "stale", "expired"]
+TaskOutcome = Literal["succeeded", "failed", "canceled", "paused"]
+ReclaimAction = Literal["requeue", "succeeded", "failed"]
+TaskControl = Literal["cancel", "pause", "resume"]
+SETTLED: Final = (*TERMINAL, "stale", "paused")
+"""Where a task waits for nobody but a person: a ``GET ?wait_seconds`` returns there."""
+MAX_LEASES: Final = 10
+MAX_PRIORITY: Final = 9
+# Far enough for any real schedule, near enough that SQLite's REAL keeps whole seconds.
+MAX_INSTANT: Final = 2**40
 
 
 @dataclass(frozen=True)
-class SubmitTask:
+class SubmitTask(Ask[TaskSubmitted]):
     tenant: str
     site: str
     kind: str
-    params: dict[str, Any]
+    params: JSONObject = field(default_factory=dict)
     task_id: str | None = None
     account: str = "-"
     priority: int = 0
@@ -31,142 +68,236 @@ class SubmitTask:
     batch_total: int | None = None
     max_cost: int | None = None
 
+    def check(self) -> None:
+        for name, value in (("tenant", self.tenant), ("site", self.site),
+                            ("account", self.account), ("kind", self.kind)):
+            check_id(name, value)
+        check_id("task_id", self.task_id, optional=True)
+        check_id("device_id", self.device_id, optional=True)
+        check_json("params", self.params, optional=False, object_only=True)
+        check_int("priority", self.priority, 0, MAX_PRIORITY)
+        check_number("not_before", self.not_before, 0, MAX_INSTANT, optional=True)
+        check_int("batch_total", self.batch_total, 1, INT32, optional=True)
+        check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
+
 
 @dataclass(frozen=True)
-class GetTask:
+class GetTask(Ask[TaskView]):
     task_id: str
     tenant: str | None = None  # None: any tenant (admin)
+    wait: bool = False  # park until the task is settled (SETTLED)
+
+    def check(self) -> None:
+        check_id("task_id", self.task_id)
+        check_id("tenant", self.tenant, optional=True)
 
 
 @dataclass(frozen=True)
-class ListTasks:
+class ListTasks(Ask[Paged[TaskView]]):
     tenant: str | None = None
-    status: str | None = None
+    status: TaskStatus | None = None
     site: str | None = None
     account: str | None = None
     kind: str | None = None
     page: Page = Page()
 
+    def check(self) -> None:
+        if self.status is not None:
+            check_choice("status", self.status, TaskStatus)
+        for name, value in (("tenant", self.tenant), ("site", self.site),
+                            ("account", self.account), ("kind", self.kind)):
+            check_id(name, value, optional=True)
+        self.page.check()
+
 
 @dataclass(frozen=True)
-class CancelTask:
+class ControlTask(Ask[TaskView]):
+    """A client's (or an admin's) cancel, pause or resume of one task."""
+
     task_id: str
+    action: TaskControl
     tenant: str | None = None
 
+    def check(self) -> None:
+        check_id("task_id", self.task_id)
+        check_choice("action", self.action, TaskControl)
+        check_id("tenant", self.tenant, optional=True)
+
 
 @dataclass(frozen=True)
-class LeaseTasks:
+class LeaseTasks(Ask[tuple[TaskLease, ...]]):
     worker_id: str
     sites: tuple[str, ...] | None = None  # None: every site
     max: int = 1  # 1–10 distinct lanes
     request_id: str | None = None
     wait: bool = False  # park until work appears
 
+    def check(self) -> None:
+        check_id("worker_id", self.worker_id)
+        check_ids("sites", self.sites)
+        check_int("max", self.max, 1, MAX_LEASES)
+        check_id("request_id", self.request_id, optional=True)
+
 
 @dataclass(frozen=True)
-class StartTask:
+class Fenced:
+    """The fields of every call made under a lease."""
+
     task_id: str
     worker_id: str
     lease_token: str
+
+    def check(self) -> None:
+        check_id("task_id", self.task_id)
+        check_id("worker_id", self.worker_id)
+        check_text("lease_token", self.lease_token, most=MAX_TOKEN, empty=False)
+
+
+@dataclass(frozen=True)
+class StartTask(Fenced, Ask[Started]):
     sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
 
+    def check(self) -> None:
+        Fenced.check(self)
+        check_ids("sites", self.sites)
+
 
 @dataclass(frozen=True)
-class RenewTask:
-    task_id: str
-    worker_id: str
-    lease_token: str
-    progress: dict[str, Any] | None = None
+class RenewTask(Fenced, Ask[Renewed]):
+    progress: JSONObject | None = None
     sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
 
+    def check(self) -> None:
+        Fenced.check(self)
+        check_json("progress", self.progress, object_only=self.progress is not None)
+        check_ids("sites", self.sites)
+
 
 @dataclass(frozen=True)
-class TaskResult:
-    task_id: str
-    worker_id: str
-    lease_token: str
-    outcome: str  # "succeeded" | "failed" | "canceled" | "paused" (batch tasks)
-    result: Any = None
+class TaskResult(Fenced, Ask[TaskView]):
+    outcome: TaskOutcome
+    result: JSONValue = None
     error_code: int | None = None
     error_message: str | None = None
     cost: int | None = None
-    progress: dict[str, Any] | None = None
+    progress: JSONObject | None = None
     sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
 
+    def check(self) -> None:
+        Fenced.check(self)
+        check_choice("outcome", self.outcome, TaskOutcome)
+        check_json("result", self.result)
+        check_int("error.code", self.error_code, -INT32 - 1, INT32, optional=True)
+        check_text("error.message", self.error_message, optional=True, most=MAX_TEXT)
+        check_int("cost", self.cost, 0, MAX_AMOUNT, optional=True)
+        check_json("progress", self.progress, object_only=self.progress is not None)
+        check_ids("sites", self.sites)
+
 
 @dataclass(frozen=True)
-class ReclaimTask:
+class ReclaimTask(Ask[TaskView]):
     task_id: str
-    action: str  # "requeue" | "succeeded" | "failed"
+    action: ReclaimAction
     reason: str
     by: str  # the key (or operator) that did it
-    result: Any = None
+    result: JSONValue = None
     cost: int | None = None
 
-
-@dataclass(frozen=True)
-class PauseTask:
-    task_id: str
-    tenant: str | None = None
-
-
-@dataclass(frozen=True)
-class ResumeTask:
-    task_id: str
-    tenant: str | None = None
+    def check(self) -> None:
+        check_id("task_id", self.task_id)
+        check_choice("action", self.action, ReclaimAction)
+        check_text("reason", self.reason, most=MAX_TEXT, empty=False)
+        check_text("by", self.by, most=MAX_TEXT, empty=False)
+        check_json("result", self.result)
+        check_int("cost", self.cost, 0, MAX_AMOUNT, optional=True)
 
 
 @dataclass(frozen=True)
-class ReleaseTaskLeases:
+class ReleaseTaskLeases(Tell):
     """Leases handed to a caller that was already gone: back to ``queued``."""
 
     leases: tuple[tuple[str, str], ...]  # (task_id, lease_token)
 
 
 @dataclass(frozen=True)
-class ListWorkers:
+class ListWorkers(Ask[Paged[WorkerView]]):
     page: Page = Page()
 
-
-@dataclass(frozen=True)
-class TaskHealth:
-    pass
-
-
-# ---- the actor ------------------------------------------------------------------
+    def check(self) -> None:
+        self.page.check()
 
 
 @dataclass(frozen=True)
-class RecordArtifact:
-    """A staged upload of the lease holder (leased or running) → ``{name, size, sha256}``."""
+class CheckTaskHealth(Ask[TaskHealthReport]):
+    """Stale tasks, blocked lanes, unserved sites, queue depth."""
 
-    task_id: str
-    worker_id: str
-    lease_token: str
+
+@dataclass(frozen=True)
+class Upload:
+    """An upload the artifact store has staged: its staging name, size and digest."""
+
+    staging_name: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class RecordArtifact(Fenced, Ask[ArtifactStored]):
+    """A staged upload of the lease holder (leased or running)."""
+
     name: str
-    staged: Staged
+    upload: Upload
     sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
 
+    def check(self) -> None:
+        Fenced.check(self)
+        _check_artifact_name(self.name)
+        check_ids("sites", self.sites)
+
 
 @dataclass(frozen=True)
-class ListArtifacts:
-    """→ ``{"items": [{name, size, sha256, created_at}]}``."""
-
+class ListArtifacts(Ask[ArtifactList]):
     task_id: str
     tenant: str | None = None
 
+    def check(self) -> None:
+        check_id("task_id", self.task_id)
+        check_id("tenant", self.tenant, optional=True)
+
 
 @dataclass(frozen=True)
-class FindArtifact:
-    """→ ``{name, size, sha256, created_at}``, or ArtifactNotFound (6009)."""
+class FindArtifact(Ask[ArtifactInfo]):
+    """An artifact's record, or ArtifactNotFound (6009)."""
 
     task_id: str
     name: str
     tenant: str | None = None
 
+    def check(self) -> None:
+        check_id("task_id", self.task_id)
+        _check_artifact_name(self.name)
+        check_id("tenant", self.tenant, optional=True)
+
 
 @dataclass(frozen=True)
-class ExistingTasks:
-    """→ the subset of ``task_ids`` that have a task record (for the orphan sweep)."""
+class ExistingTasks(Ask[frozenset[str]]):
+    """The subset of ``task_ids`` that have a task record (for the orphan sweep)."""
 
     task_ids: tuple[str, ...]
+
+    def check(self) -> None:
+        if len(self.task_ids) > 10_000:
+            raise InvalidRequest("at most 10000 task ids at a time")
+
+
+def _check_artifact_name(name: str) -> None:
+    if not is_artifact_name(name):
+        raise InvalidRequest(f"artifact names are {ARTIFACT_NAME_RULE}")
+
+
+def release_message(leases: tuple[TaskLease, ...]) -> ReleaseTaskLeases | None:
+    """What gives back claims their caller never received (None: nothing to give)."""
+    if not leases:
+        return None
+    return ReleaseTaskLeases(tuple((lease.task_id, lease.lease_token) for lease in leases))
+

@@ -21,24 +21,18 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
-from typing import Any
 
 from leasegate.actors import task_artifacts, task_presence
-from leasegate.actors.common import (
-    DryFilters,
-    canonical_json,
-    check_site,
-    fingerprint,
-    new_lease_token,
-    page_of,
-    submit_once,
-)
+from leasegate.actors.leases import DryFilters, check_site, new_lease_token
+from leasegate.actors.mailbox import Ask, Tell
+from leasegate.actors.pages import Paged
+from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.runtime import PARK, Actor
+from leasegate.actors.submissions import submit_once
 from leasegate.actors.task_messages import (
-    MAX_LEASES,
-    OUTCOMES,
-    RECLAIM_ACTIONS,
-    CancelTask,
+    SETTLED,
+    CheckTaskHealth,
+    ControlTask,
     ExistingTasks,
     FindArtifact,
     GetTask,
@@ -46,20 +40,24 @@ from leasegate.actors.task_messages import (
     ListArtifacts,
     ListTasks,
     ListWorkers,
-    PauseTask,
     ReclaimTask,
     RecordArtifact,
     ReleaseTaskLeases,
     RenewTask,
-    ResumeTask,
     StartTask,
     SubmitTask,
-    TaskHealth,
     TaskResult,
+    release_message,
 )
-from leasegate.actors.task_render import render as render
-from leasegate.actors.task_render import render_lease
-from leasegate.artifacts import ArtifactStore
+from leasegate.actors.task_views import (
+    Renewed,
+    Started,
+    TaskLease,
+    TaskSubmitted,
+    TaskView,
+    task_lease,
+    task_view,
+)
 from leasegate.clock import Clock, iso
 from leasegate.errors import (
     InvalidRequest,
@@ -72,7 +70,9 @@ from leasegate.errors import (
 from leasegate.settings import Settings
 from leasegate.storage import presence_sql
 from leasegate.storage import tasks_sql as sql
+from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.connection import Database
+from leasegate.storage.pages import page_rows
 
 log = logging.getLogger("leasegate.tasks")
 
@@ -93,22 +93,23 @@ class TaskQueue(Actor):
         self._not_before_seen = -math.inf
         self.add_job("purge_tasks", settings.housekeeping_interval, self._purge)
 
-    def handle(self, conn: sqlite3.Connection, message: Any) -> Any:
+    def handle(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object:
         now = self.now  # the turn's instant (trio's clock is not readable on the DB thread)
         match message:
             case SubmitTask():
                 return self._submit(conn, message, now)
             case GetTask():
-                return render(self._visible(conn, message.task_id, message.tenant))
+                row = self._visible(conn, message.task_id, message.tenant)
+                if message.wait and row["status"] not in SETTLED:
+                    return PARK
+                return task_view(row)
             case ListTasks():
                 return self._list(conn, message)
-            case CancelTask():
-                return self._cancel(conn, message, now)
+            case ControlTask():
+                return self._control(conn, message, now)
             case LeaseTasks():
                 if self.draining:
                     raise Unavailable("the gateway is shutting down")
-                if not 1 <= message.max <= MAX_LEASES:
-                    raise InvalidRequest(f"max must be 1–{MAX_LEASES} (got {message.max})")
                 self._seen(conn, message.worker_id, now, message)
                 leases = self._lease(conn, message, now)
                 if not leases and message.wait:
@@ -122,10 +123,6 @@ class TaskQueue(Actor):
                 return self._result(conn, message, now)
             case ReclaimTask():
                 return self._reclaim(conn, message, now)
-            case PauseTask():
-                return self._pause(conn, message, now)
-            case ResumeTask():
-                return self._resume(conn, message, now)
             case ReleaseTaskLeases():
                 for task_id, token in message.leases:
                     self._release(conn, task_id, token, now)
@@ -134,25 +131,25 @@ class TaskQueue(Actor):
                 return task_presence.workers_page(conn, message.page, now,
                                                   self.settings.worker_offline_after)
             case RecordArtifact():
-                reply, replaced = task_artifacts.record(conn, message, now, self.artifacts)
+                stored, replaced = task_artifacts.record(conn, message, now, self.artifacts)
                 store = self.artifacts
                 if replaced is not None and store is not None:
                     m = message
                     self.after_commit(lambda: store.discard_file_later(m.task_id, m.name, replaced))
-                return reply
+                return stored
             case ListArtifacts():
                 return task_artifacts.listing(conn, message)
             case FindArtifact():
                 return task_artifacts.find(conn, message)
             case ExistingTasks():
-                return sql.existing(conn, list(message.task_ids))
-            case TaskHealth():
+                return frozenset(sql.existing(conn, list(message.task_ids)))
+            case CheckTaskHealth():
                 return task_presence.health(conn, now, self.settings.worker_offline_after)
-        raise TypeError(f"tasks: unknown message {message!r}")
+        raise InvalidRequest(f"tasks: not a task message: {type(message).__name__}")
 
     # ---- submit / read ----
 
-    def _submit(self, conn: sqlite3.Connection, m: SubmitTask, now: float) -> dict[str, Any]:
+    def _submit(self, conn: sqlite3.Connection, m: SubmitTask, now: float) -> TaskSubmitted:
         params = canonical_json(m.params)  # once: the fingerprint takes the text
         digest = fingerprint(m.tenant, m.site, m.account, m.kind, params, m.priority,
                              m.not_before, m.device_id, m.batch_total, m.max_cost)
@@ -166,10 +163,10 @@ class TaskQueue(Actor):
                 expires_at=self._ttl_deadline(m.not_before, now)),
             lambda i: sql.get(conn, i))
         if replayed is not None:
-            return {"task_id": task_id, "status": replayed, "created": False}
+            return TaskSubmitted(task_id, replayed, created=False)
         if m.not_before is None or m.not_before <= now:
             self.work_may_be_available()
-        return {"task_id": task_id, "status": "queued", "created": True}
+        return TaskSubmitted(task_id, "queued", created=True)
 
     def _ttl_deadline(self, not_before: float | None, now: float) -> float:
         """``task_ttl`` counts from now, or from ``not_before`` if that is later."""
@@ -187,30 +184,37 @@ class TaskQueue(Actor):
         assert row is not None, task_id
         return row
 
-    def _list(self, conn: sqlite3.Connection, m: ListTasks) -> dict[str, Any]:
-        return page_of(conn, "tasks", {"tenant": m.tenant, "status": m.status, "site": m.site,
-                                       "account": m.account, "kind": m.kind}, m.page, render)
+    def _list(self, conn: sqlite3.Connection, m: ListTasks) -> Paged[TaskView]:
+        total, rows = page_rows(conn, "tasks", {"tenant": m.tenant, "status": m.status,
+                                                 "site": m.site, "account": m.account,
+                                                 "kind": m.kind}, m.page.limit, m.page.offset)
+        return Paged(tuple(task_view(r) for r in rows), total, m.page.limit, m.page.offset)
 
     # ---- lease ----
 
-    def _lease(self, conn: sqlite3.Connection, m: LeaseTasks, now: float) -> list[dict[str, Any]]:
+    def _lease(self, conn: sqlite3.Connection, m: LeaseTasks, now: float) -> tuple[TaskLease, ...]:
         sites = list(m.sites) if m.sites is not None else None
         if m.request_id is not None:
             # A retry after a lost response: the same claims, the same tokens (never
             # beyond this call's sites and max, whoever else used the same ids).
             replay = sql.leased_by_request(conn, m.worker_id, m.request_id, sites, m.max)
             if replay:
-                return [render_lease(row) for row in replay]
+                return tuple(task_lease(row) for row in replay)
         claim_expires_at = now + self.settings.task_claim_window
         leases = []
         for row in sql.next_queued(conn, sites, now, m.max):
             token = new_lease_token()
             if sql.take_lease(conn, row["task_id"], m.worker_id, token, m.request_id,
                               claim_expires_at, now):
-                leases.append(render_lease(self._current(conn, row["task_id"])))
-        return leases
+                leases.append(task_lease(self._current(conn, row["task_id"])))
+        return tuple(leases)
 
-    def serve_parked(self, conn: sqlite3.Connection, message: Any) -> Any | None:
+    def serve_parked(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object | None:
+        if isinstance(message, GetTask):
+            row = sql.get(conn, message.task_id)
+            if row is None:  # purged while waiting
+                return None
+            return task_view(row) if row["status"] in SETTLED else None
         if isinstance(message, LeaseTasks):
             if self._dry.known(self.turn, message.sites):
                 return None
@@ -223,11 +227,13 @@ class TaskQueue(Actor):
             return leases or None
         return None
 
-    def drained_reply(self, conn: sqlite3.Connection, message: Any) -> Any:
-        return []  # only lease calls park here
+    def drained_reply(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object:
+        if isinstance(message, GetTask):  # the task as it is now
+            return task_view(self._visible(conn, message.task_id, message.tenant))
+        return ()  # a lease call: nothing
 
-    def undelivered(self, message: Any, reply: Any) -> Any | None:
-        if isinstance(message, LeaseTasks) and reply:
+    def undelivered(self, message: Ask[object] | Tell, reply: object) -> Tell | None:
+        if isinstance(message, LeaseTasks) and isinstance(reply, tuple):
             return release_message(reply)
         return None
 
@@ -250,7 +256,7 @@ class TaskQueue(Actor):
 
     # ---- the fenced worker calls ----
 
-    def _start(self, conn: sqlite3.Connection, m: StartTask, now: float) -> dict[str, Any]:
+    def _start(self, conn: sqlite3.Connection, m: StartTask, now: float) -> Started:
         row = self._existing(conn, m.task_id)
         check_site(row["site"], m.sites)
         if not (row["status"] == "running" and self._holds(row, m.worker_id, m.lease_token)):
@@ -265,12 +271,10 @@ class TaskQueue(Actor):
         started = self._current(conn, m.task_id)
         # The control flags too: a cancel may have come while the reply was lost,
         # and the worker should know before it touches the site.
-        return {"task_id": m.task_id, "status": "running",
-                "lease_expires_at": iso(started["lease_expires_at"]),
-                "cancel_requested": bool(started["cancel_requested"]),
-                "pause_requested": bool(started["pause_requested"])}
+        return Started(m.task_id, "running", started["lease_expires_at"],
+                       bool(started["cancel_requested"]), bool(started["pause_requested"]))
 
-    def _renew(self, conn: sqlite3.Connection, m: RenewTask, now: float) -> dict[str, Any]:
+    def _renew(self, conn: sqlite3.Connection, m: RenewTask, now: float) -> Renewed:
         row = self._existing(conn, m.task_id)
         check_site(row["site"], m.sites)
         progress = None if m.progress is None else canonical_json(m.progress)
@@ -280,15 +284,12 @@ class TaskQueue(Actor):
             raise self._refuse("renew", row, m.worker_id, m.lease_token)
         self._seen(conn, m.worker_id, now)
         row = self._current(conn, m.task_id)
-        return {"lease_expires_at": iso(lease_expires_at),
-                "cancel_requested": bool(row["cancel_requested"]),
-                "pause_requested": bool(row["pause_requested"])}
+        return Renewed(lease_expires_at, bool(row["cancel_requested"]),
+                       bool(row["pause_requested"]))
 
-    def _result(self, conn: sqlite3.Connection, m: TaskResult, now: float) -> dict[str, Any]:
+    def _result(self, conn: sqlite3.Connection, m: TaskResult, now: float) -> TaskView:
         row = self._existing(conn, m.task_id)
         check_site(row["site"], m.sites)
-        if m.outcome not in OUTCOMES:
-            raise InvalidRequest(f"outcome must be one of {', '.join(OUTCOMES)}")
         if m.outcome == "paused" and row["batch_total"] is None:
             raise InvalidRequest("outcome paused is only for batch tasks (batch_total set)")
         result = None if m.result is None else canonical_json(m.result)  # once each
@@ -299,7 +300,7 @@ class TaskQueue(Actor):
         if status in sql.TERMINAL or status == "paused":
             if ours and row["outcome_digest"] == digest:
                 self._seen(conn, m.worker_id, now)
-                return render(row)  # a retry of the accepted result
+                return task_view(row)  # a retry of the accepted result
             raise self._refuse("result", row, m.worker_id, m.lease_token,
                                f"the task is already {status}; no further result is accepted")
         if not ours or status not in ("running", "stale"):
@@ -326,7 +327,7 @@ class TaskQueue(Actor):
                         "stale_reason=%s", m.task_id, m.worker_id, m.outcome, row["stale_reason"])
         self._seen(conn, m.worker_id, now)
         self.work_may_be_available()  # the lane is free
-        return render(self._current(conn, m.task_id))
+        return task_view(self._current(conn, m.task_id))
 
     def _existing(self, conn: sqlite3.Connection, task_id: str) -> sqlite3.Row:
         row = sql.get(conn, task_id)
@@ -364,69 +365,58 @@ class TaskQueue(Actor):
 
     # ---- client and operator control ----
 
-    def _cancel(self, conn: sqlite3.Connection, m: CancelTask, now: float) -> dict[str, Any]:
+    def _control(self, conn: sqlite3.Connection, m: ControlTask, now: float) -> TaskView:
+        """Cancel, pause or resume; a change that raced another is 6003."""
         row = self._visible(conn, m.task_id, m.tenant)
-        status, token = row["status"], row["lease_token"]
+        if m.action != "cancel" and row["batch_total"] is None:
+            raise InvalidRequest(f"task {m.task_id} is not a batch task (no batch_total): "
+                                 "only batch tasks pause and resume")
+        act = {"cancel": self._cancel, "pause": self._pause, "resume": self._resume}[m.action]
+        if not act(conn, row, now):
+            raise StateConflict(f"task {m.task_id} changed concurrently; try again")
+        return task_view(self._current(conn, m.task_id))
+
+    def _cancel(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool:
+        task_id, status, token = row["task_id"], row["status"], row["lease_token"]
         if status in ("queued", "paused"):
-            ok = sql.cancel_unleased(conn, m.task_id, status, token, now)
-        elif status == "leased":
+            return sql.cancel_unleased(conn, task_id, status, token, now)
+        if status == "leased":
             # Never started: nothing happened yet; a later start with this token is 6002.
-            ok = sql.back_to_queue(conn, m.task_id, "leased", token, "canceled", now)
             self.work_may_be_available()
             log.info("task canceled while leased, claim withdrawn: task_id=%s worker=%s",
-                     m.task_id, row["lease_owner"])
-        elif status == "running":
-            ok = sql.set_flag(conn, m.task_id, "cancel_requested", True, "running", token, now)
-        else:
-            hint = " (an operator resolves a stale task by reclaim)" if status == "stale" else ""
-            raise StateConflict(f"task {m.task_id} is {status} and cannot be canceled{hint}")
-        if not ok:
-            raise StateConflict(f"task {m.task_id} changed concurrently; try again")
-        return render(self._current(conn, m.task_id))
+                     task_id, row["lease_owner"])
+            return sql.back_to_queue(conn, task_id, "leased", token, "canceled", now)
+        if status == "running":
+            return sql.set_flag(conn, task_id, "cancel_requested", True, "running", token, now)
+        hint = " (an operator resolves a stale task by reclaim)" if status == "stale" else ""
+        raise StateConflict(f"task {task_id} is {status} and cannot be canceled{hint}")
 
-    def _pause(self, conn: sqlite3.Connection, m: PauseTask, now: float) -> dict[str, Any]:
-        row = self._batch_task(conn, m.task_id, m.tenant)
-        status, token = row["status"], row["lease_token"]
-        ok = True
+    def _pause(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool:
+        task_id, status, token = row["task_id"], row["status"], row["lease_token"]
         if status == "queued":
-            ok = sql.pause_queued(conn, m.task_id, token, now)
-        elif status in ("leased", "running"):
-            ok = sql.set_flag(conn, m.task_id, "pause_requested", True, status, token, now)
-        elif status != "paused":  # pausing a paused task changes nothing
-            raise StateConflict(f"task {m.task_id} is {status} and cannot be paused")
-        if not ok:
-            raise StateConflict(f"task {m.task_id} changed concurrently; try again")
-        return render(self._current(conn, m.task_id))
+            return sql.pause_queued(conn, task_id, token, now)
+        if status in ("leased", "running"):
+            return sql.set_flag(conn, task_id, "pause_requested", True, status, token, now)
+        if status == "paused":  # pausing a paused task changes nothing
+            return True
+        raise StateConflict(f"task {task_id} is {status} and cannot be paused")
 
-    def _resume(self, conn: sqlite3.Connection, m: ResumeTask, now: float) -> dict[str, Any]:
-        row = self._batch_task(conn, m.task_id, m.tenant)
-        status, token = row["status"], row["lease_token"]
-        ok = True
+    def _resume(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool:
+        task_id, status, token = row["task_id"], row["status"], row["lease_token"]
         if status == "paused":
-            ok = sql.resume(conn, m.task_id, token, self._ttl_deadline(row["not_before"], now),
-                            now)
             self.work_may_be_available()
-        elif status in ("leased", "running"):
-            if row["pause_requested"]:
-                ok = sql.set_flag(conn, m.task_id, "pause_requested", False, status, token, now)
-        elif status != "queued":  # resuming a queued task changes nothing
-            raise StateConflict(f"task {m.task_id} is {status} and cannot be resumed")
-        if not ok:
-            raise StateConflict(f"task {m.task_id} changed concurrently; try again")
-        return render(self._current(conn, m.task_id))
+            return sql.resume(conn, task_id, token, self._ttl_deadline(row["not_before"], now),
+                              now)
+        if status in ("leased", "running"):
+            if not row["pause_requested"]:
+                return True
+            return sql.set_flag(conn, task_id, "pause_requested", False, status, token, now)
+        if status == "queued":  # resuming a queued task changes nothing
+            return True
+        raise StateConflict(f"task {task_id} is {status} and cannot be resumed")
 
-    def _batch_task(self, conn: sqlite3.Connection, task_id: str,
-                    tenant: str | None) -> sqlite3.Row:
-        row = self._visible(conn, task_id, tenant)
-        if row["batch_total"] is None:
-            raise InvalidRequest(f"task {task_id} is not a batch task (no batch_total): "
-                                 "only batch tasks pause and resume")
-        return row
-
-    def _reclaim(self, conn: sqlite3.Connection, m: ReclaimTask, now: float) -> dict[str, Any]:
+    def _reclaim(self, conn: sqlite3.Connection, m: ReclaimTask, now: float) -> TaskView:
         row = self._existing(conn, m.task_id)
-        if m.action not in RECLAIM_ACTIONS:
-            raise InvalidRequest(f"action must be one of {', '.join(RECLAIM_ACTIONS)}")
         if row["status"] != "stale":
             raise StateConflict(f"task {m.task_id} is {row['status']}; only a stale task "
                                 "can be reclaimed")
@@ -453,7 +443,7 @@ class TaskQueue(Actor):
                     "stale_reason=%s", m.task_id, m.action, status, m.by, m.reason,
                     row["stale_reason"])
         self.work_may_be_available()  # the lane is free
-        return render(self._current(conn, m.task_id))
+        return task_view(self._current(conn, m.task_id))
 
     # ---- workers and health ----
 
@@ -521,6 +511,3 @@ class TaskQueue(Actor):
             log.info("forgot %d workers not seen within task_retention", forgotten)
         return more
 
-
-def release_message(leases: list[dict[str, Any]]) -> ReleaseTaskLeases:
-    return ReleaseTaskLeases(tuple((lease["task_id"], lease["lease_token"]) for lease in leases))

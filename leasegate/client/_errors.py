@@ -85,6 +85,11 @@ class Unavailable(LeasegateError):
     """5030 (503): storage full or failing, nothing was changed. Retried by the SDK."""
 
 
+class InternalError(LeasegateError):
+    """5000 (500): the gateway met a bug handling this request and kept nothing of it.
+    Not retried: the same request would meet the same bug."""
+
+
 class TaskNotFound(LeasegateError):
     """6001 (404)."""
 
@@ -130,6 +135,7 @@ ERRORS_BY_CODE: dict[int, type[LeasegateError]] = {
     4130: PayloadTooLarge,
     4290: RateLimited,
     5030: Unavailable,
+    5000: InternalError,
     6001: TaskNotFound,
     6002: TaskLeaseInvalid,
     6003: StateConflict,

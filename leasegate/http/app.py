@@ -7,21 +7,24 @@ instead of leaving hypercorn serving 500s (DESIGN.md §7).
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Any
 
-from quart import Response, g, request
+from quart import Response, current_app, g, request
 from quart.json.provider import DefaultJSONProvider
 from quart_schema import QuartSchema
+from quart_schema.validation import QUART_SCHEMA_QUERYSTRING_ATTRIBUTE
 from quart_trio import QuartTrio
 
+from leasegate.actors.mailbox import request_id
 from leasegate.actors.system import System
 from leasegate.errors import InvalidRequest
 from leasegate.http import errors, routes_admin, routes_artifacts, routes_queries, routes_tasks
-from leasegate.http.auth import Authenticator
+from leasegate.http.auth import Authenticator, check_route_roles
 from leasegate.http.metrics import Metrics
-from leasegate.http.models import ID
 from leasegate.http.openapi import LeasegateOpenAPI
+from leasegate.ids import ID_RULE, is_id
 
 ID_ARGS = {"task_id", "query_id", "key_id"}
 PUBLIC_ENDPOINTS = {"admin.health", "openapi", "swagger_ui", "redoc_ui", "scalar_ui", "static"}
@@ -76,21 +79,41 @@ def create_app(system: System) -> QuartTrio:
     @app.before_request
     async def authenticate() -> None:
         g.started = time.perf_counter()
+        # Every message this request sends carries its id (actors' log lines name it).
+        given = request.headers.get("X-Request-Id")
+        g.request_id = given if is_id(given) else secrets.token_hex(8)
+        request_id.set(g.request_id)
+        _check_query_names()
         if request.endpoint in PUBLIC_ENDPOINTS:
             return
         if request.endpoint == "admin.metrics" and system.settings.metrics_public:
             return
         if request.endpoint is None:
             return  # 404/405: answered by the error handlers, no key needed
-        g.principal = await authenticator.authenticate()
-        for name in ID_ARGS.intersection(request.view_args or ()):
-            if not ID.match(request.view_args[name]):  # type: ignore[index]
-                raise InvalidRequest(f"{name} must be 1-64 of [A-Za-z0-9._:@-]")
+        g.principal = principal = await authenticator.authenticate()
+        check_route_roles(principal)  # before the body is read: the wrong key costs nothing
+        view_args = request.view_args or {}
+        for name in ID_ARGS.intersection(view_args):
+            if not is_id(view_args[name]):
+                raise InvalidRequest(f"{name} must be {ID_RULE}")
 
     @app.after_request
     async def count(response: Response) -> Response:
         route = request.url_rule.rule if request.url_rule else "unmatched"
         metrics.observe(request.method, route, response.status_code, g.get("started"))
+        if "request_id" in g:
+            response.headers["X-Request-Id"] = g.request_id
         return response
 
     return app
+
+
+def _check_query_names() -> None:
+    """A route without query parameters refuses any (a typo must not be ignored);
+    routes with some validate them with a model that forbids unknown names."""
+    if not request.args or request.endpoint is None:
+        return
+    view = current_app.view_functions.get(request.endpoint)
+    if getattr(view, QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None) is None:
+        names = ", ".join(sorted(request.args))
+        raise InvalidRequest(f"unknown query parameter(s): {names}")

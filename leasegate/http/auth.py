@@ -9,13 +9,21 @@ or site: 403 (4030).
 
 from __future__ import annotations
 
-from quart import g, request
+from collections.abc import Callable
+from typing import TypeVar
 
-from leasegate.actors.keys import LookupKey, Principal
+from quart import current_app, g, request
+
+from leasegate.actors.key_messages import LookupKey
+from leasegate.actors.key_views import Principal
 from leasegate.actors.system import System
 from leasegate.errors import Forbidden, RateLimited, Unauthorized
 from leasegate.http.limits import RateLimiter
-from leasegate.storage.keys_sql import secret_matches, split_key
+from leasegate.keyformat import secret_matches, split_key
+
+F = TypeVar("F", bound=Callable[..., object])
+
+SUBMITTER_ONLY = "submitting needs a client key: work belongs to a tenant"
 
 
 class Authenticator:
@@ -43,7 +51,11 @@ class Authenticator:
             found = await self.system.keys.mailbox.ask(LookupKey(key_id))
             if found is None:
                 raise Unauthorized("unknown API key")
-            known = self._known[key_id] = found
+            if not secret_matches(secret, found.secret_hash):
+                raise Unauthorized("unknown API key")
+            if found.revoked:  # said only to the holder of the secret
+                raise Unauthorized("this API key was revoked")
+            known = self._known[key_id] = (found.principal, found.secret_hash)
         principal, secret_hash = known
         if not secret_matches(secret, secret_hash):
             raise Unauthorized("unknown API key")
@@ -52,6 +64,35 @@ class Authenticator:
             raise RateLimited("too many requests for this key",
                               Retry_After=str(max(1, int(wait + 0.999))))
         return principal
+
+
+def allow(*roles: str, admin: bool = True, refusal: str | None = None) -> Callable[[F], F]:
+    """Mark a route with the roles that may call it (and whether an admin may too).
+
+    Checked right after authentication, before the body is read or parsed: a
+    key of the wrong role costs the server nothing. Goes directly below the
+    route decorator, above ``validate_request``.
+    """
+    def mark(view: F) -> F:
+        view.allowed_roles = (roles, admin, refusal)  # type: ignore[attr-defined]
+        return view
+    return mark
+
+
+def check_route_roles(principal: Principal) -> None:
+    """Refuse (403) a principal whose role the current route was not marked for."""
+    view = current_app.view_functions.get(request.endpoint or "")
+    marked: tuple[tuple[str, ...], bool, str | None] | None = getattr(
+        view, "allowed_roles", None)
+    if marked is None:
+        return
+    roles, admin, refusal = marked
+    if principal.role == "admin" and admin:
+        return
+    if principal.role not in roles:
+        raise Forbidden(refusal or f"a {principal.role} key may not do this")
+    if principal.role == "client" and principal.tenant is None:
+        raise Forbidden("this client key is bound to no tenant")
 
 
 def require(*roles: str) -> Principal:
@@ -89,5 +130,5 @@ def require_submitter() -> str:
     """The tenant new work belongs to: only a client key (bound to a tenant) submits."""
     principal = require("client")
     if principal.role != "client" or principal.tenant is None:
-        raise Forbidden("submitting needs a client key: work belongs to a tenant")
+        raise Forbidden(SUBMITTER_ONLY)
     return principal.tenant

@@ -10,9 +10,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from leasegate.actors.queries import QueryStats
-from leasegate.actors.system import System
-from leasegate.actors.task_messages import TaskHealth
+from leasegate.actors.query_messages import CountQueries
+from leasegate.actors.query_views import QueryCounts
+from leasegate.actors.system import System, SystemStatistics
+from leasegate.actors.task_messages import CheckTaskHealth
+from leasegate.actors.task_views import TaskHealthReport
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -26,7 +28,8 @@ class Metrics(Collector):
                                  ["route"], registry=self.registry,
                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                           0.5, 1, 2.5, 5, 10, 30))
-        self._snapshot: dict[str, Any] = {}
+        self._snapshot: tuple[TaskHealthReport, tuple[QueryCounts, ...],
+                              SystemStatistics] | None = None
         self.registry.register(self)
         # Label children by key: labels() costs a lock and several dict lookups.
         self._counted: dict[tuple[str, str, int], Any] = {}
@@ -48,52 +51,50 @@ class Metrics(Collector):
             timer.observe(time.perf_counter() - started)
 
     async def refresh(self, system: System) -> None:
-        tasks = await system.tasks.mailbox.ask(TaskHealth())
-        queries = await system.queries.mailbox.ask(QueryStats())
-        self._snapshot = {
-            "tasks": tasks,
-            "queries": queries,
-            "jobs": [(owner, job.name, job.runs, job.failures) for owner, job in system.jobs()],
-            "parked": [(a.name, a.parked_count) for a in system.actors],
-            "batches": [(a.name, a.batches) for a in system.actors],
-        }
+        tasks = await system.tasks.mailbox.ask(CheckTaskHealth())
+        queries = await system.queries.mailbox.ask(CountQueries())
+        self._snapshot = (tasks, queries, system.statistics())
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
 
     def collect(self) -> Iterator[Metric]:
-        snap = self._snapshot
-        if not snap:
+        if self._snapshot is None:
             return
+        tasks, query_counts, stats = self._snapshot
         queued = GaugeMetricFamily("leasegate_tasks_queued", "Queued tasks", labels=["site"])
-        for site, n in snap["tasks"]["queued"].items():
+        for site, n in tasks.queued.items():
             queued.add_metric([site], n)
         yield queued
         yield GaugeMetricFamily("leasegate_tasks_stale", "Stale tasks waiting for an operator",
-                                value=snap["tasks"]["stale"])
+                                value=tasks.stale)
         yield GaugeMetricFamily("leasegate_lanes_blocked", "Lanes blocked by a stale task",
-                                value=len(snap["tasks"]["blocked_lanes"]))
+                                value=len(tasks.blocked_lanes))
         queries = GaugeMetricFamily("leasegate_queries", "Live queries",
                                     labels=["status", "site"])
-        for row in snap["queries"]:
-            queries.add_metric([row["status"], row["site"]], row["n"])
+        for row in query_counts:
+            queries.add_metric([row.status, row.site], row.n)
         yield queries
         runs = GaugeMetricFamily("leasegate_job_runs", "Completed runs of each periodic job",
                                  labels=["owner", "job"])
         failures = GaugeMetricFamily("leasegate_job_failures", "Failed runs of each periodic job",
                                      labels=["owner", "job"])
-        for owner, name, n_runs, n_failures in snap["jobs"]:
-            runs.add_metric([owner, name], n_runs)
-            failures.add_metric([owner, name], n_failures)
+        for job in stats.jobs + stats.services:
+            runs.add_metric([job.owner, job.name], job.runs)
+            failures.add_metric([job.owner, job.name], job.failures)
         yield runs
         yield failures
         parked = GaugeMetricFamily("leasegate_parked_requests", "Long-polls parked in an actor",
                                    labels=["actor"])
-        for name, n in snap["parked"]:
-            parked.add_metric([name], n)
-        yield parked
-        batches = GaugeMetricFamily("leasegate_actor_commits", "Group commits per actor",
+        commits = GaugeMetricFamily("leasegate_actor_commits", "Group commits per actor",
                                     labels=["actor"])
-        for name, n in snap["batches"]:
-            batches.add_metric([name], n)
-        yield batches
+        errors = GaugeMetricFamily("leasegate_actor_internal_errors",
+                                   "Messages that met a bug (answered 500, rolled back)",
+                                   labels=["actor"])
+        for actor in stats.actors:
+            parked.add_metric([actor.name], actor.parked)
+            commits.add_metric([actor.name], actor.commits)
+            errors.add_metric([actor.name], actor.internal_errors)
+        yield parked
+        yield commits
+        yield errors

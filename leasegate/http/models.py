@@ -7,15 +7,19 @@ Ids follow API.md: 1–64 characters of ``[A-Za-z0-9._:@-]``; anything else is
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-ID_PATTERN = r"^[A-Za-z0-9._:@-]{1,64}$"
-ID = re.compile(ID_PATTERN)  # for ids outside a body: path parameters, headers
-ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
+from leasegate.actors.key_messages import Role
+from leasegate.actors.pages import Page
+from leasegate.actors.query_messages import QueryOutcome, QueryStatus
+from leasegate.actors.task_messages import ReclaimAction, TaskOutcome, TaskStatus
+from leasegate.ids import ID_PATTERN
+
+# pydantic's patterns are Rust regexes, where "$" matches only at the very end
+# (never before a trailing newline), so ID_PATTERN is whole-string here too.
 Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 # Integers are bounded at the edge: SQLite stores 64-bit integers and raises
 # OverflowError past them (which would take an actor, and the process, down).
@@ -72,7 +76,7 @@ class ErrorBody(Strict):
 class QueryResultBody(Strict):
     worker_id: Id
     lease_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
-    outcome: Literal["succeeded", "failed"]
+    outcome: QueryOutcome
     result: Any = None
     error: ErrorBody | None = None
     cost: Amount | None = None
@@ -88,7 +92,7 @@ class RenewBody(FencedBody):
 
 
 class TaskResultBody(FencedBody):
-    outcome: Literal["succeeded", "failed", "canceled", "paused"]
+    outcome: TaskOutcome
     result: Any = None
     error: ErrorBody | None = None
     cost: Amount | None = None
@@ -96,7 +100,7 @@ class TaskResultBody(FencedBody):
 
 
 class ReclaimBody(Strict):
-    action: Literal["requeue", "succeeded", "failed"]
+    action: ReclaimAction
     reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
     result: Any = None
     cost: Amount | None = None
@@ -105,15 +109,17 @@ class ReclaimBody(Strict):
 class CreateKeyBody(Strict):
     """A new key (HTTP and ``leasegate keys create`` alike)."""
 
-    role: Literal["client", "worker", "admin"]
+    role: Role
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     tenant: Id | None = None
     sites: Annotated[list[Id], Field(min_length=1, max_length=100)] | None = None
 
     @model_validator(mode="after")
-    def _client_has_a_tenant(self) -> CreateKeyBody:
+    def _bound_as_its_role_needs(self) -> CreateKeyBody:
         if self.role == "client" and self.tenant is None:
             raise ValueError("a client key needs a tenant")
+        if self.role != "worker" and self.sites is not None:
+            raise ValueError("sites are for worker keys")
         return self
 
 
@@ -122,15 +128,18 @@ class ListArgs(Strict):
     offset: Offset = 0
 
 
+def page(args: ListArgs) -> Page:
+    return Page(limit=args.limit, offset=args.offset)
+
+
 class QueryListArgs(ListArgs):
-    status: Literal["queued", "leased", "succeeded", "failed", "expired"] | None = None
+    status: QueryStatus | None = None
     site: Id | None = None
     kind: Id | None = None
 
 
 class TaskListArgs(ListArgs):
-    status: Literal["queued", "leased", "running", "succeeded", "failed", "canceled",
-                    "paused", "stale", "expired"] | None = None
+    status: TaskStatus | None = None
     site: Id | None = None
     account: Id | None = None
     kind: Id | None = None

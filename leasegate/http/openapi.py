@@ -29,11 +29,12 @@ from quart_schema.validation import (
 )
 from werkzeug.routing.rules import Rule
 
-from leasegate.http.models import ARTIFACT_NAME, ID, ErrorEnvelope
+from leasegate.http.models import ErrorEnvelope
+from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
 BINARY = {"type": "string", "format": "binary"}
-ID_SCHEMA = {"type": "string", "pattern": ID.pattern}
+ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN}
 
 # Error responses every operation needing a key can answer with.
 AUTH_ERRORS = {
@@ -139,7 +140,7 @@ class LeasegateOpenAPI(OpenAPIProvider):
             if parameter["in"] != "path":
                 continue
             if parameter["name"] == "name":
-                parameter["schema"] = {"type": "string", "pattern": ARTIFACT_NAME.pattern}
+                parameter["schema"] = {"type": "string", "pattern": ARTIFACT_NAME_PATTERN}
             elif parameter["name"] in ("task_id", "query_id"):
                 parameter["schema"] = dict(ID_SCHEMA)
         path_ids = {p["name"] for p in parameters if p["in"] == "path"}

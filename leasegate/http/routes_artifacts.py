@@ -1,8 +1,7 @@
-"""Task artifacts: uploaded under the lease, read by the task's tenant (API.md "Tasks")."""
+"""Task artifacts: uploaded under the lease, read by the task's tenant."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 from typing import Any
 
@@ -13,13 +12,15 @@ from quart_trio.wrappers import TrioRequest
 
 from leasegate.actors.task_messages import FindArtifact, ListArtifacts, RecordArtifact
 from leasegate.errors import ArtifactNotFound, InvalidRequest
-from leasegate.http.auth import require, require_tenant
-from leasegate.http.common import system
-from leasegate.http.models import ARTIFACT_NAME, ID, ArtifactList, ArtifactStored
+from leasegate.http.auth import allow, require, require_tenant
+from leasegate.http.context import system
+from leasegate.http.models import ArtifactList, ArtifactStored
+from leasegate.http.render import to_json
+from leasegate.ids import ARTIFACT_NAME_RULE, is_artifact_name, is_id
 
 bp = Blueprint("artifacts", __name__)
 
-UPLOAD_PATH = re.compile(r"^/v1/tasks/[^/]+/artifacts/[^/]+$")
+UPLOAD_PATH = re.compile(r"/v1/tasks/[^/]+/artifacts/[^/]+")
 
 
 def request_class(upload_limit: int) -> type[TrioRequest]:
@@ -29,7 +30,7 @@ def request_class(upload_limit: int) -> type[TrioRequest]:
     class GatewayRequest(TrioRequest):
         def __init__(self, method: str, scheme: str, path: str, *args: Any,
                      **kwargs: Any) -> None:
-            if method == "PUT" and UPLOAD_PATH.match(path):
+            if method == "PUT" and UPLOAD_PATH.fullmatch(path):
                 kwargs["max_content_length"] = upload_limit
             super().__init__(method, scheme, path, *args, **kwargs)
 
@@ -37,53 +38,54 @@ def request_class(upload_limit: int) -> type[TrioRequest]:
 
 
 def _checked_name(name: str) -> str:
-    if not ARTIFACT_NAME.match(name):
-        raise InvalidRequest("artifact names are 1-128 of [A-Za-z0-9._-], not starting with a dot")
+    if not is_artifact_name(name):
+        raise InvalidRequest(f"artifact names are {ARTIFACT_NAME_RULE}")
     return name
 
 
 @bp.put("/v1/tasks/<task_id>/artifacts/<name>")
+@allow("worker")
 @document_response(ArtifactStored, 201)
-async def put_artifact(task_id: str, name: str) -> tuple[dict[str, Any], int]:
+async def put_artifact(task_id: str, name: str) -> tuple[Any, int]:
     """Upload raw bytes (the lease holder: headers ``X-Worker-Id``, ``X-Lease-Token``)."""
     principal = require("worker")
     _checked_name(name)
     worker_id = request.headers.get("X-Worker-Id", "")
     token = request.headers.get("X-Lease-Token", "")
-    if not ID.match(worker_id) or not 0 < len(token) <= 128:
+    if not is_id(worker_id) or not 0 < len(token) <= 128:
         raise InvalidRequest("X-Worker-Id and X-Lease-Token headers are required")
     sys = system()
-    staged = await sys.artifacts.stage(request.body, sys.settings.max_artifact_bytes)
+    upload = await sys.stage_upload(request.body)
     try:
-        reply: dict[str, Any] = await sys.tasks.mailbox.ask(RecordArtifact(
-            task_id, worker_id, token, name, staged, principal.sites))
+        stored = await sys.tasks.mailbox.ask(RecordArtifact(
+            task_id, worker_id, token, name, upload, principal.sites))
     finally:
         # Gone if it was placed; otherwise (refused, failed, cancelled) not kept.
-        with trio.CancelScope(shield=True), contextlib.suppress(OSError):
-            await trio.to_thread.run_sync(lambda: staged.path.unlink(missing_ok=True))
-    return reply, 201
+        await sys.discard_upload(upload)
+    return to_json(stored), 201
 
 
 @bp.get("/v1/tasks/<task_id>/artifacts")
+@allow("client")
 @document_response(ArtifactList)
-async def list_artifacts(task_id: str) -> dict[str, Any]:
+async def list_artifacts(task_id: str) -> Any:
     """The task's artifacts (own tenant; admin: any)."""
     _, tenant = require_tenant("client")
-    reply: dict[str, Any] = await system().tasks.mailbox.ask(ListArtifacts(task_id, tenant))
-    return reply
+    return to_json(await system().tasks.mailbox.ask(ListArtifacts(task_id, tenant)))
 
 
 @bp.get("/v1/tasks/<task_id>/artifacts/<name>")
+@allow("client")
 async def get_artifact(task_id: str, name: str) -> Response:
     """The artifact's bytes (own tenant; admin: any)."""
     _, tenant = require_tenant("client")
     _checked_name(name)
     sys = system()
     found = await sys.tasks.mailbox.ask(FindArtifact(task_id, name, tenant))
-    path = sys.artifacts.path(task_id, name, found["sha256"])
+    path = sys.artifact_path(task_id, name, found.sha256)
     if not await trio.to_thread.run_sync(path.is_file):
         raise ArtifactNotFound(f"the file of artifact {name} is missing")
     response = await send_file(path, mimetype="application/octet-stream",
                                as_attachment=True, attachment_filename=name)
-    response.headers["X-Artifact-Sha256"] = found["sha256"]
+    response.headers["X-Artifact-Sha256"] = found.sha256
     return response

@@ -1,4 +1,4 @@
-"""Routes of the query channel (API.md "Queries")."""
+"""Routes of the query channel: requests → query actor messages → JSON."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
-from leasegate.actors.queries import (
+from leasegate.actors.query_messages import (
     GetQuery,
     LeaseQueries,
     ListQueries,
@@ -15,8 +15,10 @@ from leasegate.actors.queries import (
     SubmitQuery,
     release_message,
 )
-from leasegate.http.auth import require, require_submitter, require_tenant, worker_sites
-from leasegate.http.common import check_json_field, long_poll, page, system
+from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
+from leasegate.http.context import system
+from leasegate.http.json_fields import check_json_field
+from leasegate.http.long_poll import long_poll
 from leasegate.http.models import (
     ErrorEnvelope,
     LeaseBody,
@@ -28,79 +30,88 @@ from leasegate.http.models import (
     QuerySubmitted,
     SubmitQueryBody,
     WaitArgs,
+    page,
 )
+from leasegate.http.render import to_json
 
 bp = Blueprint("queries", __name__)
 
 
 @bp.post("/v1/queries")
+@allow("client", admin=False, refusal=SUBMITTER_ONLY)
 @validate_request(SubmitQueryBody)
 @document_response(QuerySubmitted, 201)
 @document_response(ErrorEnvelope, 409)
-async def submit_query(data: SubmitQueryBody) -> tuple[dict[str, Any], int]:
+async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     """Submit a read-only query (client). Idempotent by ``query_id``."""
-    tenant = require_submitter()
+    _, tenant = require_tenant("client")
+    assert tenant is not None  # a client key (checked by allow)
+    sys = system()
     check_json_field("params", data.params)
-    reply = await system().queries.mailbox.ask(SubmitQuery(
+    reply = await sys.queries.mailbox.ask(SubmitQuery(
         tenant=tenant, query_id=data.query_id, site=data.site, kind=data.kind,
         params=data.params, max_cost=data.max_cost))
-    return reply, 201 if reply["created"] else 200
+    return to_json(reply), 201 if reply.created else 200
 
 
 @bp.get("/v1/queries/<query_id>")
+@allow("client")
 @validate_querystring(WaitArgs)
 @document_response(QueryObject)
-async def get_query(query_id: str, query_args: WaitArgs) -> dict[str, Any]:
+async def get_query(query_id: str, query_args: WaitArgs) -> Any:
     """A query; with ``wait_seconds`` (0–30), long-poll until it is terminal."""
     _, tenant = require_tenant("client")
-    queries = system().queries.mailbox
+    sys = system()
+    queries = sys.queries.mailbox
     if query_args.wait_seconds:
         found = await long_poll(queries, GetQuery(query_id, tenant, wait=True),
-                                query_args.wait_seconds, lambda _: None, None)
+                                query_args.wait_seconds, sys.settings.max_wait_seconds,
+                                lambda _: None, None)
         if found is not None:
-            return dict(found)
-    reply: dict[str, Any] = await queries.ask(GetQuery(query_id, tenant))
-    return reply
+            return to_json(found)
+    return to_json(await queries.ask(GetQuery(query_id, tenant)))
 
 
 @bp.get("/v1/queries")
+@allow("client")
 @validate_querystring(QueryListArgs)
 @document_response(QueryPage)
-async def list_queries(query_args: QueryListArgs) -> dict[str, Any]:
+async def list_queries(query_args: QueryListArgs) -> Any:
     """Queries, newest first (own tenant; admin: all)."""
     _, tenant = require_tenant("client")
-    reply: dict[str, Any] = await system().queries.mailbox.ask(ListQueries(
+    return to_json(await system().queries.mailbox.ask(ListQueries(
         tenant=tenant, status=query_args.status, site=query_args.site, kind=query_args.kind,
-        page=page(query_args)))
-    return reply
+        page=page(query_args))))
 
 
 @bp.post("/v1/queries/lease")
+@allow("worker")
 @validate_request(LeaseBody)
 @document_response(QueryLeases)
-async def lease_queries(data: LeaseBody) -> dict[str, Any]:
+async def lease_queries(data: LeaseBody) -> Any:
     """Long-poll for up to ``max`` queries (worker)."""
     principal = require("worker")
+    sys = system()
     message = LeaseQueries(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
                            max=data.max, request_id=data.request_id,
                            wait=data.wait_seconds > 0)
-    items = await long_poll(system().queries.mailbox, message, data.wait_seconds,
-                            release_message, [])
-    return {"items": items}
+    items = await long_poll(sys.queries.mailbox, message, data.wait_seconds,
+                            sys.settings.max_wait_seconds, release_message, ())
+    return {"items": to_json(items)}
 
 
 @bp.post("/v1/queries/<query_id>/result")
+@allow("worker")
 @validate_request(QueryResultBody)
 @document_response(QueryObject)
 @document_response(ErrorEnvelope, 409)
-async def query_result(query_id: str, data: QueryResultBody) -> dict[str, Any]:
+async def query_result(query_id: str, data: QueryResultBody) -> Any:
     """Report a query's outcome with the lease token (worker)."""
     principal = require("worker")
+    sys = system()
     check_json_field("result", data.result)
-    reply: dict[str, Any] = await system().queries.mailbox.ask(QueryResult(
+    return to_json(await sys.queries.mailbox.ask(QueryResult(
         query_id=query_id, worker_id=data.worker_id, lease_token=data.lease_token,
-        sites=principal.sites,
-        outcome=data.outcome, result=data.result,
+        sites=principal.sites, outcome=data.outcome, result=data.result,
         error_code=data.error.code if data.error else None,
-        error_message=data.error.message if data.error else None, cost=data.cost))
-    return reply
+        error_message=data.error.message if data.error else None, cost=data.cost)))

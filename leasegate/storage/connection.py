@@ -84,47 +84,87 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 class Database:
-    """A connection and the thread that owns it."""
+    """A connection and the thread that owns it.
 
-    def __init__(self, conn: sqlite3.Connection, *, inline: bool = False) -> None:
-        self._conn = conn
+    ``Database(path)`` opens nothing; ``await db.start()`` starts the thread and
+    connects on it (the connection lives and dies on that one thread), and
+    ``await db.stop()`` closes it and joins the thread without blocking the
+    event loop. :meth:`open` does both synchronously, for the command line and
+    for tests.
+    """
+
+    def __init__(self, path: Path | str, synchronous: str = "FULL", *,
+                 inline: bool = False) -> None:
+        self.path = path
+        self.synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
         self._inline = inline
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        if not inline:
-            self._thread = threading.Thread(
-                target=self._serve, name="leasegate-sqlite", daemon=True
-            )
-            self._thread.start()
+        self._open_error: Exception | None = None
 
     @classmethod
     def open(cls, path: Path | str, synchronous: str = "FULL", *, inline: bool = False) -> Database:
-        return cls(connect(path, synchronous), inline=inline)
+        """A database connected now (blocking: not for the event loop)."""
+        db = cls(path, synchronous, inline=inline)
+        db._connect_here()
+        if not inline:
+            db._start_thread()
+        return db
+
+    async def start(self) -> None:
+        """Connect, on the connection's own thread. Cancellation: shielded, like
+        :meth:`run`; a failure to connect (a bad path, no space) propagates."""
+        if self._inline:
+            await trio.lowlevel.checkpoint()
+            self._connect_here()
+            return
+        self._start_thread()
+        await self.run(lambda _conn: None)
+
+    def _connect_here(self) -> None:
+        self._conn = connect(self.path, self.synchronous)
+
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._serve, name="leasegate-sqlite",
+                                        daemon=True)
+        self._thread.start()
 
     def _serve(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                break
+        try:
+            if self._conn is None:
+                self._conn = connect(self.path, self.synchronous)
+        except Exception as exc:  # every call fails as connecting did, until stop()
+            self._open_error = exc
+        while (job := self._jobs.get()) is not None:
             job()
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise self._open_error or sqlite3.OperationalError(
+                f"the database {self.path} is not open")
+        return self._conn
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(connection)`` on the connection's thread and return its result.
 
-        Cancellation: the call is shielded. Once handed over, ``fn`` always
-        runs to completion and the caller waits for it, so a cancelled caller
-        never leaves a transaction half-done or unreported.
+        Cancellation: a caller cancelled before the call is handed over gets
+        ``Cancelled`` and nothing runs. Once handed over, the call is shielded:
+        ``fn`` always runs to completion and the caller waits for it, so a
+        cancelled caller never leaves a transaction half-done or unreported.
         """
         if self._inline:
             await trio.lowlevel.checkpoint()
-            return fn(self._conn)
+            return fn(self._connection())
+        await trio.lowlevel.checkpoint_if_cancelled()
         token = trio.lowlevel.current_trio_token()
         done = trio.Event()
         box: list[outcome.Outcome[T]] = []
 
         def job() -> None:
-            box.append(outcome.capture(fn, self._conn))
+            box.append(outcome.capture(lambda: fn(self._connection())))
             token.run_sync_soon(done.set)
 
         self._jobs.put(job)
@@ -134,16 +174,24 @@ class Database:
 
     def run_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` directly; only before the thread serves anyone, or inline."""
-        return fn(self._conn)
+        return fn(self._connection())
+
+    async def stop(self) -> None:
+        """Close after the calls already queued, joining the thread off the event loop.
+        Cancellation: shielded (a thread half-stopped helps nobody)."""
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self.close)
 
     def close(self) -> None:
-        """Stop the thread after the calls already queued; closes the connection."""
+        """Stop the thread after the calls already queued; closes the connection.
+        Blocking: from the event loop use :meth:`stop`."""
         if self._thread is not None:
             self._jobs.put(None)
             self._thread.join()
             self._thread = None
-        elif self._inline:
+        elif self._conn is not None:
             self._conn.close()
+        self._conn = None
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"<Database inline={self._inline}>"
+        return f"<Database {self.path} inline={self._inline}>"

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-import secrets
 import sqlite3
-from typing import Any
+
+from leasegate.keyformat import hash_secret, new_key
 
 SCHEMA = """
 CREATE TABLE api_keys (
@@ -23,38 +21,28 @@ CREATE TABLE api_keys (
 """
 
 ROLES = ("client", "worker", "admin")
-KEY_PREFIX = "lg"
-
-
-def hash_secret(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def split_key(key: str) -> tuple[str, str] | None:
-    """``lg_<key_id>_<secret>`` → (key_id, secret); None if it is not of that form."""
-    parts = key.split("_", 2)
-    if len(parts) != 3 or parts[0] != KEY_PREFIX or not parts[1] or not parts[2]:
-        return None
-    return parts[1], parts[2]
-
-
-def secret_matches(secret: str, stored_hash: str) -> bool:
-    """Constant-time comparison of a presented secret with the stored hash."""
-    return hmac.compare_digest(hash_secret(secret), stored_hash)
 
 
 def create(conn: sqlite3.Connection, *, role: str, name: str, tenant: str | None,
-           sites: list[str] | None, now: float) -> dict[str, Any]:
-    """Insert a new key; the only moment its secret exists outside the caller."""
-    key_id = secrets.token_hex(6)
-    secret = secrets.token_urlsafe(24)
+           sites: list[str] | None, now: float) -> tuple[str, str]:
+    """Insert a new key; returns ``(key_id, key)``: the only moment its secret exists
+    outside the caller."""
+    key_id, secret, key = new_key()
     conn.execute(
         "INSERT INTO api_keys (key_id, secret_hash, role, name, tenant, sites, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (key_id, hash_secret(secret), role, name, tenant,
          None if sites is None else json.dumps(sites), now),
     )
-    return {"key_id": key_id, "key": f"{KEY_PREFIX}_{key_id}_{secret}"}
+    return key_id, key
+
+
+def page(conn: sqlite3.Connection, limit: int, offset: int) -> tuple[int, list[sqlite3.Row]]:
+    """``(total, rows)``, newest first."""
+    total = int(conn.execute("SELECT count(*) FROM api_keys").fetchone()[0])
+    rows = conn.execute("SELECT * FROM api_keys ORDER BY created_at DESC, rowid DESC "
+                        "LIMIT ? OFFSET ?", (limit, offset)).fetchall()
+    return total, rows
 
 
 def get(conn: sqlite3.Connection, key_id: str) -> sqlite3.Row | None:

@@ -13,7 +13,7 @@ sweeps catch what is left::
 
     store = ArtifactStore(Path("var/artifacts"))
     staged = await store.stage(request.body, limit=64 * 2**20)
-    # ... the task actor calls store.place(staged, task_id, name) ...
+    # ... the task actor calls store.place(staged.path.name, staged.sha256, task_id, name)
     store.discard_later(["t-1", "t-2"])   # after their rows were purged
 """
 
@@ -86,11 +86,17 @@ class ArtifactStore:
                 with trio.CancelScope(shield=True), contextlib.suppress(OSError):
                     await trio.to_thread.run_sync(path.unlink)
 
-    def place(self, staged: Staged, task_id: str, name: str) -> None:
+    def staged_path(self, staging_name: str) -> Path:
+        """Where the upload staged under ``staging_name`` is (a name :meth:`stage` chose)."""
+        if not staging_name or "/" in staging_name or staging_name.startswith("."):
+            raise ValueError(f"not a staging name: {staging_name!r}")
+        return self.staging / staging_name
+
+    def place(self, staging_name: str, sha256: str, task_id: str, name: str) -> None:
         """Move a staged upload into place (a rename: cheap, safe on the actor's path)."""
-        target = self.path(task_id, name, staged.sha256)
+        target = self.path(task_id, name, sha256)
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staged.path, target)
+        os.replace(self.staged_path(staging_name), target)
 
     def discard_later(self, task_ids: list[str]) -> None:
         """Queue the directories of purged tasks for deletion; never blocks."""
@@ -108,11 +114,16 @@ class ArtifactStore:
             # The orphan sweep (directories) or the task's purge (files) gets it later.
             log.warning("artifact deletion queue full; %s stays for now", path)
 
-    async def run_deleter(self) -> None:
-        """Delete queued paths one by one, in a thread. Runs forever."""
-        async for path in self._doomed:
-            await trio.to_thread.run_sync(_remove, path)
-            self.deleted += 1
+    async def delete_next(self) -> bool:
+        """Delete the next queued path, in a thread; False once the queue is closed.
+        Run by the system's guarded runner: one failing deletion never stops the rest."""
+        try:
+            path = await self._doomed.receive()
+        except trio.EndOfChannel:
+            return False
+        await trio.to_thread.run_sync(_remove, path)
+        self.deleted += 1
+        return True
 
     async def sweep_staging(self, now: float, max_age: float) -> int:
         """Remove staging files older than ``max_age`` (uploads that never finished)."""

@@ -1,0 +1,87 @@
+"""Field rules an actor checks on every message it is sent (``Message.check``).
+
+The HTTP edge validates requests first, but an actor defends its own
+invariants: a value sent straight to it that breaks a rule is a domain error
+(400), never an SQLite CHECK failure or an overflow that takes it down::
+
+    def check(self) -> None:
+        check_id("task_id", self.task_id)
+        check_int("priority", self.priority, 0, 9)
+        check_choice("outcome", self.outcome, TaskOutcome)
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from leasegate.actors.payloads import canonical_json
+from leasegate.errors import InvalidRequest
+from leasegate.ids import ID_RULE, is_id
+
+MAX_AMOUNT = 2**53  # minor units; exact in JSON doubles too
+INT32 = 2**31 - 1
+MAX_TEXT = 4096
+MAX_TOKEN = 128
+
+
+def check_id(name: str, value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not is_id(value):
+        raise InvalidRequest(f"{name} must be {ID_RULE} (got {value!r:.80})")
+
+
+def check_ids(name: str, values: tuple[str, ...] | None, *, most: int = 100) -> None:
+    if values is None:
+        return
+    if not isinstance(values, tuple) or len(values) > most:
+        raise InvalidRequest(f"{name} must be at most {most} ids")
+    for value in values:
+        check_id(name, value)
+
+
+def check_int(name: str, value: object, low: int, high: int, *,
+              optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidRequest(f"{name} must be an integer {low}-{high} (got {value!r:.40})")
+
+
+def check_number(name: str, value: object, low: float, high: float, *,
+                 optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not low <= value <= high):  # NaN fails both comparisons
+        raise InvalidRequest(f"{name} must be a number {low:g}-{high:g} (got {value!r:.40})")
+
+
+def check_choice(name: str, value: object, choices: Any) -> None:
+    """``choices`` is a ``Literal`` type: the one definition the HTTP models use too."""
+    allowed = get_args(choices)
+    if value not in allowed:
+        raise InvalidRequest(f"{name} must be one of {', '.join(map(str, allowed))} "
+                             f"(got {value!r:.40})")
+
+
+def check_text(name: str, value: object, *, optional: bool = False, most: int = MAX_TEXT,
+               empty: bool = True) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or len(value) > most or (not empty and not value):
+        raise InvalidRequest(f"{name} must be text of {0 if empty else 1}-{most} characters")
+
+
+def check_json(name: str, value: object, *, optional: bool = True,
+               object_only: bool = False) -> None:
+    """A payload we store and hand out again must be JSON (no NaN, no unpaired
+    surrogates, not nested past the encoder's limits)."""
+    if value is None and optional:
+        return
+    if object_only and not isinstance(value, dict):
+        raise InvalidRequest(f"{name} must be a JSON object")
+    try:
+        canonical_json(value).encode()
+    except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
+        raise InvalidRequest(f"{name} is not a JSON value that can be stored") from None

@@ -1,0 +1,109 @@
+"""Periodic jobs: one record of each job's runs, and one guarded runner for all.
+
+A job fails alone (DESIGN.md §4): an exception is counted and logged at most
+once per ``error_log_window`` (with how many failures that line stands for
+and the stack tail), and the job runs again next time. The counters live on
+the trio thread; readers take a frozen :class:`JobStatistics`::
+
+    job = JobRecord("sweep_staging", owner="artifacts", every=60.0)
+    nursery.start_soon(run_guarded, job, clock, window, sweep)   # await sweep(now)
+    job.statistics().runs
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import trio
+
+from leasegate.clock import Clock
+
+log = logging.getLogger("leasegate.jobs")
+
+
+@dataclass(frozen=True)
+class JobStatistics:
+    """A snapshot of one job, for /health and /metrics."""
+
+    owner: str
+    name: str
+    every: float
+    runs: int
+    failures: int
+    last_run_at: float | None
+    last_failure_at: float | None
+    next_run_at: float | None
+
+
+class JobRecord:
+    """What one job has done. Mutated only on the trio thread."""
+
+    def __init__(self, name: str, *, owner: str, every: float) -> None:
+        self.name = name
+        self.owner = owner
+        self.every = every
+        self.next_at: float | None = None
+        self.runs = 0
+        self.failures = 0
+        self.last_run_at: float | None = None
+        self.last_failure_at: float | None = None
+        self.more = False  # the last run said it has more to do (a purge behind)
+        self._logged_at = -math.inf
+        self._unlogged = 0
+
+    def succeeded(self, now: float, *, more: bool = False) -> None:
+        self.runs += 1
+        self.last_run_at = now
+        self.more = more
+
+    def failed(self, now: float, window: float, stack: str) -> None:
+        """Count a failure; log it, with ``stack``'s tail, at most once per ``window``."""
+        self.failures += 1
+        self.last_failure_at = now
+        self._unlogged += 1
+        if now - self._logged_at >= window:
+            log.warning("%s: periodic job %s failed (%d times since the last report); "
+                        "it runs again next time:\n%s",
+                        self.owner, self.name, self._unlogged, stack[-600:])
+            self._logged_at = now
+            self._unlogged = 0
+
+    def statistics(self) -> JobStatistics:
+        return JobStatistics(self.owner, self.name, self.every, self.runs, self.failures,
+                             self.last_run_at, self.last_failure_at, self.next_at)
+
+
+async def run_guarded(job: JobRecord, clock: Clock, window: float,
+                      fn: Callable[[float], Awaitable[object]]) -> None:
+    """Run ``await fn(now)`` every ``job.every`` seconds, forever; a failure is the
+    job's alone. Cancellation: stops between or during runs (a run holds nothing
+    that must finish)."""
+    while True:
+        job.next_at = clock.now() + job.every
+        await trio.sleep_until(clock.deadline(job.next_at))
+        now = clock.now()
+        try:
+            await fn(now)
+        except Exception:
+            job.failed(now, window, traceback.format_exc())
+        else:
+            job.succeeded(now)
+
+
+async def serve_guarded(job: JobRecord, clock: Clock, window: float,
+                        step: Callable[[], Awaitable[bool]]) -> None:
+    """Run ``await step()`` until it returns False (its source is closed); each step
+    counts as a run, and a failing step is counted and logged but never ends the
+    loop. For work that comes from a queue, such as file deletions."""
+    while True:
+        try:
+            if not await step():
+                return
+        except Exception:
+            job.failed(clock.now(), window, traceback.format_exc())
+        else:
+            job.succeeded(clock.now())

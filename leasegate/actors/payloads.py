@@ -1,0 +1,31 @@
+"""Callers' payloads as stored text: one spelling per value, and its digest.
+
+Equal payloads must compare equal as text, so that an idempotent replay is
+recognised and a different payload under the same id is not::
+
+    text = canonical_json({"b": 1, "a": 2})      # '{"a":2,"b":1}'
+    digest = fingerprint(tenant, site, text)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value, so equal payloads compare equal as text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def fingerprint(*parts: Any) -> str:
+    """A digest of a submission or a result, for idempotent replays."""
+    return hashlib.sha256(canonical_json(list(parts)).encode()).hexdigest()
+
+
+def encoded_size(value: Any) -> int:
+    """Bytes of ``value`` as canonical JSON; ValueError if JSON cannot carry it
+    (NaN, infinities, unpaired surrogates)."""
+    return len(canonical_json(value).encode())

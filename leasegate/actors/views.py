@@ -1,0 +1,67 @@
+"""Value types every actor's replies share: instants, JSON payloads, billing, errors.
+
+Replies are frozen dataclasses; the HTTP edge renders them to JSON
+(``leasegate.http.render``). A field annotated :data:`Instant` is a wall time
+in seconds, rendered as an ISO 8601 UTC timestamp::
+
+    @dataclass(frozen=True)
+    class Seen:
+        worker_id: str
+        last_seen_at: Instant          # -> "2026-11-30T08:00:00Z"
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, TypeAlias
+
+
+class _InstantMarker:
+    def __repr__(self) -> str:
+        return "INSTANT"
+
+
+INSTANT: Final = _InstantMarker()
+Instant: TypeAlias = Annotated[float, INSTANT]
+"""Wall-clock seconds (the one clock); an ISO 8601 UTC timestamp on the wire."""
+
+JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
+JSONObject: TypeAlias = "dict[str, JSONValue]"
+
+
+def loads(text: str | None) -> Any:
+    """A stored JSON column back to its value (None stays None)."""
+    return None if text is None else json.loads(text)
+
+
+@dataclass(frozen=True)
+class JobError:
+    """Why a job failed: the worker's code (if any) and message."""
+
+    code: int | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Billing:
+    """A job's money: what was held, charged and refunded, and the hold's state."""
+
+    max_cost: int | None
+    charged: int | None
+    refunded: int | None
+    hold_status: str | None
+
+
+def job_error(row: sqlite3.Row) -> JobError | None:
+    if row["error_code"] is None and row["error_message"] is None:
+        return None
+    return JobError(row["error_code"], row["error_message"] or "")
+
+
+def billing(row: sqlite3.Row) -> Billing | None:
+    """The ``billing`` of a job. No ledger yet: the hold's state is unknown."""
+    if row["max_cost"] is None:
+        return None
+    return Billing(row["max_cost"], row["cost"], None, None)

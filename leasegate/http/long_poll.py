@@ -1,0 +1,29 @@
+"""Long-polls: ask an actor, letting it hold the reply for a while."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import trio
+
+from leasegate.actors.mailbox import Ask, Mailbox, Tell
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+async def long_poll(mailbox: Mailbox, message: Ask[R], wait_seconds: float, max_wait: float,
+                    give_back: Callable[[R], Tell | None], on_timeout: T) -> R | T:
+    """Ask, letting the actor hold the reply for up to ``wait_seconds`` (0: just ask;
+    never longer than ``max_wait``).
+
+    Cancellation (the HTTP client disconnected: quart-trio cancels the handler):
+    a reply that was already on its way is given back to the actor (see
+    ``Mailbox.ask_parked``).
+    """
+    if wait_seconds <= 0:
+        return await mailbox.ask(message)
+    wait = min(wait_seconds, max_wait)
+    return await mailbox.ask_parked(message, deadline=trio.current_time() + wait,
+                                    give_back=give_back, on_timeout=on_timeout)
