@@ -23,11 +23,13 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check leasegate tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check leasegate tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/dispatch.py

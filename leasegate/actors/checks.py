@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
+from leasegate.actors.pages import MAX_LIMIT, MAX_OFFSET, Page
 from leasegate.actors.payloads import canonical_json
 from leasegate.errors import InvalidRequest
 from leasegate.ids import ID_RULE, is_id
@@ -31,8 +32,9 @@ def check_id(name: str, value: object, *, optional: bool = False) -> None:
         raise InvalidRequest(f"{name} must be {ID_RULE} (got {value!r:.80})")
 
 
-def check_ids(name: str, values: tuple[str, ...] | None, *, most: int = 100) -> None:
-    if values is None:
+def check_ids(name: str, values: tuple[str, ...] | None, *, most: int = 100,
+              optional: bool = True) -> None:
+    if values is None and optional:
         return
     if not isinstance(values, tuple) or len(values) > most:
         raise InvalidRequest(f"{name} must be at most {most} ids")
@@ -57,6 +59,11 @@ def check_number(name: str, value: object, low: float, high: float, *,
         raise InvalidRequest(f"{name} must be a number {low:g}-{high:g} (got {value!r:.40})")
 
 
+def check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):  # a truthy string must not park a caller for ever
+        raise InvalidRequest(f"{name} must be true or false (got {value!r:.40})")
+
+
 def check_choice(name: str, value: object, choices: Any) -> None:
     """``choices`` is a ``Literal`` type: the one definition the HTTP models use too."""
     allowed = get_args(choices)
@@ -71,6 +78,18 @@ def check_text(name: str, value: object, *, optional: bool = False, most: int = 
         return
     if not isinstance(value, str) or len(value) > most or (not empty and not value):
         raise InvalidRequest(f"{name} must be text of {0 if empty else 1}-{most} characters")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # an unpaired surrogate: SQLite and JSON refuse it later
+            raise InvalidRequest(f"{name} must be valid Unicode text") from None
+
+
+def check_page(value: object) -> None:
+    if not isinstance(value, Page):
+        raise InvalidRequest(f"page must be a Page (got {value!r:.40})")
+    check_int("limit", value.limit, 1, MAX_LIMIT)
+    check_int("offset", value.offset, 0, MAX_OFFSET)
 
 
 def check_json(name: str, value: object, *, optional: bool = True,
@@ -85,3 +104,14 @@ def check_json(name: str, value: object, *, optional: bool = True,
         canonical_json(value).encode()
     except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
         raise InvalidRequest(f"{name} is not a JSON value that can be stored") from None
+
+
+def check_leases(leases: object) -> None:
+    """``((job_id, lease_token), ...)``, as a give-back message carries them."""
+    if not isinstance(leases, tuple) or len(leases) > 1000:
+        raise InvalidRequest("leases must be at most 1000 (id, token) pairs")
+    for pair in leases:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise InvalidRequest("leases must be (id, token) pairs")
+        check_id("id", pair[0])
+        check_text("lease_token", pair[1], most=MAX_TOKEN, empty=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.actors.checks import check_choice, check_id, check_ids, check_text
+from leasegate.actors.checks import check_choice, check_id, check_ids, check_page, check_text
 from leasegate.actors.key_views import CreatedKey, KeyRecord, KeyView
 from leasegate.actors.mailbox import Ask
 from leasegate.actors.pages import Page, Paged
@@ -49,7 +49,7 @@ class ListKeys(Ask[Paged[KeyView]]):
     page: Page = Page()
 
     def check(self) -> None:
-        self.page.check()
+        check_page(self.page)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from leasegate.errors import InvalidRequest
-
 T = TypeVar("T")
 
 MAX_LIMIT = 500
@@ -19,16 +17,10 @@ MAX_OFFSET = 2**31 - 1
 
 @dataclass(frozen=True)
 class Page:
-    """A list request: ``limit`` 1–500, ``offset`` ≥ 0."""
+    """A list request: ``limit`` 1–500, ``offset`` ≥ 0 (``checks.check_page``)."""
 
     limit: int = 50
     offset: int = 0
-
-    def check(self) -> None:
-        if not 1 <= self.limit <= MAX_LIMIT:
-            raise InvalidRequest(f"limit must be 1-{MAX_LIMIT} (got {self.limit})")
-        if not 0 <= self.offset <= MAX_OFFSET:
-            raise InvalidRequest(f"offset must be 0-{MAX_OFFSET} (got {self.offset})")
 
 
 @dataclass(frozen=True)

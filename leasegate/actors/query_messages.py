@@ -15,10 +15,13 @@ from leasegate.actors.checks import (
     MAX_TEXT,
     MAX_TOKEN,
     check_choice,
+    check_flag,
     check_id,
     check_ids,
     check_int,
     check_json,
+    check_leases,
+    check_page,
     check_text,
 )
 from leasegate.actors.mailbox import Ask, Tell
@@ -58,6 +61,7 @@ class GetQuery(Ask[QueryView]):
     def check(self) -> None:
         check_id("query_id", self.query_id)
         check_id("tenant", self.tenant, optional=True)
+        check_flag("wait", self.wait)
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ class ListQueries(Ask[Paged[QueryView]]):
             check_choice("status", self.status, QueryStatus)
         for name, value in (("tenant", self.tenant), ("site", self.site), ("kind", self.kind)):
             check_id(name, value, optional=True)
-        self.page.check()
+        check_page(self.page)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class LeaseQueries(Ask[tuple[QueryLease, ...]]):
         check_ids("sites", self.sites)
         check_int("max", self.max, 1, MAX_LEASES)
         check_id("request_id", self.request_id, optional=True)
+        check_flag("wait", self.wait)
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,9 @@ class ReleaseQueryLeases(Tell):
     """Leases handed to a caller that was already gone: back to ``queued``."""
 
     leases: tuple[tuple[str, str], ...]  # (query_id, lease_token)
+
+    def check(self) -> None:
+        check_leases(self.leases)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,7 @@ are due in the same transaction, commits once, and only then replies to all
         name = "counter"
 
         def handle(self, conn, message):          # message: Increment (an Ask[int])
-            conn.execute("UPDATE counter SET n = n + 1")
-            return conn.execute("SELECT n FROM counter").fetchone()[0]
+            return counter_sql.increment(conn)   # SQL lives in storage/
 
     async with trio.open_nursery() as nursery:
         counter = Counter(db, clock)
@@ -49,7 +48,17 @@ from leasegate.actors.jobs import JobRecord, JobStatistics
 from leasegate.actors.mailbox import Ask, Envelope, Mailbox, Tell
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, LeasegateError, Unavailable
-from leasegate.storage.connection import Database, is_storage_failure
+from leasegate.storage.connection import (
+    Database,
+    begin,
+    commit,
+    is_storage_failure,
+    release,
+    rollback,
+    savepoint,
+    transaction,
+    undo,
+)
 
 log = logging.getLogger("leasegate.actors")
 
@@ -245,15 +254,9 @@ class Actor:
 
     async def _start_up(self) -> None:
         def start(conn: sqlite3.Connection) -> float | None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(conn):
                 self.on_start(conn)
-                wake = self.next_wakeup(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return wake
+                return self.next_wakeup(conn)
 
         self.now = self.clock.now()
         self._next_wakeup = await self.db.run(start)
@@ -340,7 +343,7 @@ class Actor:
             self._reply(env, result)
 
     def _apply(self, conn: sqlite3.Connection, batch: _Batch, now: float) -> float | None:
-        conn.execute("BEGIN IMMEDIATE")
+        begin(conn)
         try:
             self._effects = []
             self._work_may_be_available = False
@@ -367,11 +370,10 @@ class Actor:
                         batch.served.append((env, outcome.Value(reply)))
             wake = self.next_wakeup(conn)
             batch.effects = self._effects
-            conn.execute("COMMIT")
+            commit(conn)
         except BaseException:
             self._effects = []
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            rollback(conn)
             raise
         return wake
 
@@ -380,7 +382,7 @@ class Actor:
         if isinstance(env.message, _Nudge):
             return None
         mark = len(self._effects)
-        conn.execute("SAVEPOINT message")
+        savepoint(conn, "message")
         try:
             env.message.check()
             reply = self.handle(conn, env.message)
@@ -397,7 +399,7 @@ class Actor:
             batch.internal_errors.append((env, traceback.format_exc()))
             return outcome.Error(InternalError(
                 f"internal error (request {env.request_id or '-'}); see the server log"))
-        conn.execute("RELEASE message")
+        release(conn, "message")
         if reply is PARK:
             if self.draining:
                 return self._drained(conn, env.message)
@@ -412,23 +414,21 @@ class Actor:
             return outcome.Error(exc)
 
     def _rollback_savepoint(self, conn: sqlite3.Connection, mark: int) -> None:
-        conn.execute("ROLLBACK TO message")
-        conn.execute("RELEASE message")
+        undo(conn, "message")
         del self._effects[mark:]
 
     def _run_job(self, conn: sqlite3.Connection, job: PeriodicJob, now: float) -> _JobRun:
         mark = len(self._effects)
-        conn.execute("SAVEPOINT job")
+        savepoint(conn, "job")
         try:
             more = job.run(conn, now)
         except Exception as exc:
             if is_storage_failure(exc):
                 raise  # fails the turn; SQLite may have rolled back already
-            conn.execute("ROLLBACK TO job")
-            conn.execute("RELEASE job")
+            undo(conn, "job")
             del self._effects[mark:]
             return _JobRun(job, stack=traceback.format_exc())
-        conn.execute("RELEASE job")
+        release(conn, "job")
         return _JobRun(job, more=more is True)
 
     def _reply(self, env: Envelope[Any], result: outcome.Outcome[Any]) -> None:

@@ -15,11 +15,14 @@ from leasegate.actors.checks import (
     MAX_TEXT,
     MAX_TOKEN,
     check_choice,
+    check_flag,
     check_id,
     check_ids,
     check_int,
     check_json,
+    check_leases,
     check_number,
+    check_page,
     check_text,
 )
 from leasegate.actors.mailbox import Ask, Tell
@@ -90,6 +93,7 @@ class GetTask(Ask[TaskView]):
     def check(self) -> None:
         check_id("task_id", self.task_id)
         check_id("tenant", self.tenant, optional=True)
+        check_flag("wait", self.wait)
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ class ListTasks(Ask[Paged[TaskView]]):
         for name, value in (("tenant", self.tenant), ("site", self.site),
                             ("account", self.account), ("kind", self.kind)):
             check_id(name, value, optional=True)
-        self.page.check()
+        check_page(self.page)
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,7 @@ class LeaseTasks(Ask[tuple[TaskLease, ...]]):
         check_ids("sites", self.sites)
         check_int("max", self.max, 1, MAX_LEASES)
         check_id("request_id", self.request_id, optional=True)
+        check_flag("wait", self.wait)
 
 
 @dataclass(frozen=True)
@@ -218,13 +223,16 @@ class ReleaseTaskLeases(Tell):
 
     leases: tuple[tuple[str, str], ...]  # (task_id, lease_token)
 
+    def check(self) -> None:
+        check_leases(self.leases)
+
 
 @dataclass(frozen=True)
 class ListWorkers(Ask[Paged[WorkerView]]):
     page: Page = Page()
 
     def check(self) -> None:
-        self.page.check()
+        check_page(self.page)
 
 
 @dataclass(frozen=True)
@@ -286,8 +294,7 @@ class ExistingTasks(Ask[frozenset[str]]):
     task_ids: tuple[str, ...]
 
     def check(self) -> None:
-        if len(self.task_ids) > 10_000:
-            raise InvalidRequest("at most 10000 task ids at a time")
+        check_ids("task_ids", self.task_ids, most=10_000, optional=False)
 
 
 def _check_artifact_name(name: str) -> None:

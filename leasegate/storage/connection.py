@@ -83,6 +83,38 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
+def begin(conn: sqlite3.Connection) -> None:
+    """Start a write transaction, taking the lock up front."""
+    conn.execute("BEGIN IMMEDIATE")
+
+
+def commit(conn: sqlite3.Connection) -> None:
+    conn.execute("COMMIT")
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already done so."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def savepoint(conn: sqlite3.Connection, name: str) -> None:
+    """Open a savepoint: a part of the transaction that can be undone alone.
+    ``name`` is the caller's constant, never a client's."""
+    conn.execute(f"SAVEPOINT {name}")
+
+
+def release(conn: sqlite3.Connection, name: str) -> None:
+    """Keep what was done since the savepoint ``name``."""
+    conn.execute(f"RELEASE {name}")
+
+
+def undo(conn: sqlite3.Connection, name: str) -> None:
+    """Undo what was done since the savepoint ``name`` and close it."""
+    conn.execute(f"ROLLBACK TO {name}")
+    conn.execute(f"RELEASE {name}")
+
+
 class Database:
     """A connection and the thread that owns it.
 
