@@ -38,7 +38,7 @@ class Clock:
 
 
 def iso(wall: float | None) -> str | None:
-    """``2026-11-30T08:00:00Z``: ISO 8601, UTC, whole seconds (API.md); ``None`` (a
+    """``2026-11-30T08:00:00Z``: ISO 8601, UTC, whole seconds; ``None`` (a
     timestamp not set yet) passes through."""
     if wall is None:
         return None

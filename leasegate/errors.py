@@ -1,4 +1,4 @@
-"""Domain errors: values with stable codes (API.md), mapped to HTTP at the edge."""
+"""Domain errors: values with stable codes, mapped to HTTP at the edge."""
 
 from __future__ import annotations
 

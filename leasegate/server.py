@@ -1,6 +1,6 @@
 """``leasegate serve``: the actors and hypercorn side by side in one nursery.
 
-Shutdown on SIGINT/SIGTERM follows DESIGN.md §7: tell the actors to drain
+Shutdown on SIGINT/SIGTERM works in this order: tell the actors to drain
 (parked long-polls answer with an empty list, new ones are refused), stop
 hypercorn, then close the actors' inboxes so each finishes what it holds.
 """

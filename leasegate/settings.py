@@ -28,7 +28,7 @@ class SettingsError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Every tunable of DESIGN.md §6. Durations are seconds."""
+    """Every tunable. Durations are seconds."""
 
     max_wait_seconds: float = 30.0
     task_claim_window: float = 30.0
@@ -58,7 +58,7 @@ class Settings:
     rate_limit_per_second: float = 200.0
     rate_limit_burst: int = 400
     sqlite_synchronous: str = "FULL"
-    # Beyond API.md's list: how often retention purges and bucket sweeps run.
+    # How often retention purges and bucket sweeps run.
     housekeeping_interval: float = 60.0
     # How long an idle or slow socket may hold a read.
     http_read_timeout: float = 60.0
@@ -83,7 +83,8 @@ class Settings:
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be greater than 0")
         if self.max_wait_seconds > 30:
-            raise SettingsError("max_wait_seconds must be at most 30 (API.md)")
+            raise SettingsError("max_wait_seconds must be at most 30: a longer long-poll "
+                                "runs into the idle timeouts of proxies on the way")
         if self.ledger_orphan_max_age <= self.task_hard_timeout:
             raise SettingsError(
                 "ledger_orphan_max_age must be greater than task_hard_timeout "

@@ -1,6 +1,6 @@
 """The client SDK against an in-memory fake of the gateway's protocol.
 
-:class:`FakeGateway` answers over ``httpx.MockTransport`` the way API.md says
+:class:`FakeGateway` answers over ``httpx.MockTransport`` the way the gateway does
 the gateway does (ids, fencing tokens, idempotent replays, the error
 envelope), and can lose a request on the way in or its answer on the way
 out. Async tests run under trio's autojump clock; the few sync ones use
@@ -631,7 +631,7 @@ async def test_a_lost_lease_is_signalled_and_the_result_still_offered(
         return {"order_no": "A1"}
 
     assert await async_worker(gateway).run_once(handler) == 1
-    # A stale task takes the result of its last lease (API.md): the worker knows best.
+    # A stale task takes the result of its last lease: the worker knows best.
     assert gateway.tasks["t1"]["status"] == "succeeded"
 
 

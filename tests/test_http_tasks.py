@@ -1,11 +1,11 @@
 """The task channel over HTTP: what upstreams, workers and operators rely on.
 
-API.md "Tasks" and DESIGN.md §1, seen from the outside: status codes, the error
+The task contract seen from the outside: status codes, the error
 table, roles and tenants, fencing, lanes, long-polls, stale tasks and reclaim,
 worker presence and ``/health``. The task actor's own transitions and races are
 in ``test_tasks_actor.py``; this file checks that they reach a user intact.
 
-Defaults (DESIGN.md §6): claim window 30 s, lease 120 s, worker offline after
+Defaults: claim window 30 s, lease 120 s, worker offline after
 90 s. Wall time starts at 2026-11-30T08:00:00Z; a test that asserts times runs
 under the autojump clock, so ``trio.sleep(120)`` is two virtual minutes.
 """

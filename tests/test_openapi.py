@@ -1,4 +1,4 @@
-"""``/openapi.json`` describes all of API.md that exists, and is a valid OpenAPI 3.1 document."""
+"""``/openapi.json`` describes every route the gateway serves and is valid OpenAPI 3.1."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.conftest import start_gateway
 ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
 AUTH_ERRORS = {"401", "403", "429", "503"}
 
-# API.md "Tasks", "Queries" and "Operations" (plus GET /v1/workers); the ledger and
+# The task, query and operations routes (plus GET /v1/workers); the ledger and
 # devices do not exist yet.
 API_MD = {
     ("post", "/v1/tasks"),

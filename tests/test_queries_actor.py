@@ -1,4 +1,4 @@
-"""The query actor driven directly: every rule of seed 000 under the autojump clock."""
+"""The query actor driven directly: every rule of the query channel under the autojump clock."""
 
 from __future__ import annotations
 

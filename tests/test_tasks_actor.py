@@ -1,4 +1,4 @@
-"""The task actor driven directly: every transition and race of DESIGN.md §1 (tasks).
+"""The task actor driven directly: every transition and race of the task state machine.
 
 Defaults: claim window 30 s, lease 120 s, hard timeout 4 h, task_ttl 24 h,
 retention 7 d, worker offline after 90 s. Wall time starts at EPOCH

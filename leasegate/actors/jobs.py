@@ -1,6 +1,6 @@
 """Periodic jobs: one record of each job's runs, and one guarded runner for all.
 
-A job fails alone (DESIGN.md §4): an exception is counted and logged at most
+A job fails alone: an exception is counted and logged at most
 once per ``error_log_window`` (with how many failures that line stands for
 and the stack tail), and the job runs again next time. The counters live on
 the trio thread; readers take a frozen :class:`JobStatistics`::

@@ -1,6 +1,6 @@
 """The query actor: read-only work, delivered at least once.
 
-Semantics of seed ``000`` exactly (DESIGN.md §1): attempts are counted when a
+Attempts are counted when a
 query is leased; an expired lease puts the query back to ``queued``, or to
 ``failed`` once ``query_max_attempts`` leases have lapsed; a query past its
 TTL is ``expired`` first (rerunning it would be pointless); finished rows are

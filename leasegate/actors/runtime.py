@@ -5,7 +5,7 @@ reach it only through its :class:`Mailbox`. Each turn of its loop it takes
 every message already waiting (up to ``batch_limit``), applies them in one
 SQLite transaction with a savepoint per message, runs the periodic jobs that
 are due in the same transaction, commits once, and only then replies to all
-(DESIGN.md §5: durable before acknowledged, group commit)::
+(durable before acknowledged; one commit for the group)::
 
     class Counter(Actor):
         name = "counter"

@@ -1,7 +1,7 @@
 """Who is serving, and what is stuck: the task actor's worker list and health report.
 
 Workers are seen only through the task channel (lease, start, renew, result),
-so a live query loop never hides a dead task loop (DESIGN.md §1).
+so a live query loop never hides a dead task loop.
 """
 
 from __future__ import annotations

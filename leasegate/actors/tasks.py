@@ -1,6 +1,6 @@
 """The task actor: irreversible writes, delivered at most once, one in flight per lane.
 
-DESIGN.md §1. A lease is only a *claim*: the worker must ``start`` within
+A lease is only a *claim*: the worker must ``start`` within
 ``task_claim_window`` before it touches the site; an unstarted claim returns
 to ``queued`` silently (nothing can have happened, no attempt is burned).
 Once started, the task runs under a lease renewed every ``task_lease_ttl``;
@@ -504,7 +504,8 @@ class TaskQueue(Actor):
             log.info("purged %d finished tasks past retention", len(purged))
             store = self.artifacts
             if store is not None:
-                # Files go after the commit, off this path (seed 004).
+                # Files go after the commit, off this path: deleting a big
+                # directory here once stalled the whole queue.
                 self.after_commit(lambda: store.discard_later(purged))
         forgotten = presence_sql.purge_workers_before(conn, cutoff)
         if forgotten:

@@ -26,7 +26,7 @@ from leasegate.client._types import (
 )
 
 MAX_WAIT_SECONDS: Final = 30
-"""The longest long-poll the gateway holds (API.md: ``wait_seconds`` 0–30)."""
+"""The longest long-poll the gateway holds (``wait_seconds`` 0–30)."""
 
 _POLL_FIRST, _POLL_FACTOR, _POLL_MAX = 0.5, 1.5, 5.0  # wait_task's GET polling
 

@@ -1,4 +1,4 @@
-"""Errors raised by the SDK: one per error code of API.md, and transport failures."""
+"""Errors raised by the SDK: one per error code of the gateway, and transport failures."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ class LeasegateError(Exception):
     """The gateway answered with an error envelope ``{"error": {code, type, message}}``.
 
     ``status`` is the HTTP status, ``code`` and ``type`` the stable error code
-    and name of API.md (``6002``, ``"task_lease_invalid"``), ``message`` free
+    and name (``6002``, ``"task_lease_invalid"``), ``message`` free
     text. Each stable code has its own subclass (:class:`TaskLeaseInvalid`,
     ...), so ``except TaskLeaseInvalid:`` and ``err.code == 6002`` are the same
     test. A reply that is not an envelope (a proxy's 502 page) gives this base

@@ -17,7 +17,7 @@ log = logging.getLogger("leasegate.client")
 
 Channel = Literal["tasks", "queries"]
 
-# What the gateway takes in a result (API.md, and the checks of its routes); a body
+# What the gateway takes in a result (the checks of its routes); a body
 # outside these limits is refused (400/413), so the SDK never sends one.
 MAX_MESSAGE: Final = 4096
 """The longest error message the gateway takes (characters)."""

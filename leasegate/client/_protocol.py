@@ -4,7 +4,7 @@ This module holds the rules and the decisions both workers share
 (:class:`_WorkerBase`); the steps themselves are in ``_worker`` (sync) and
 ``_async_worker`` (async), which mirror each other.
 
-The rules (DESIGN.md §1), whatever the network does:
+The rules, whatever the network does:
 
 - a lease call that got no answer is repeated with the same ``request_id``
   (the gateway hands back the same unstarted lease);

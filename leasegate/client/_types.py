@@ -1,4 +1,4 @@
-"""The shapes of the gateway's replies (API.md), as TypedDicts over plain JSON dicts."""
+"""The shapes of the gateway's replies, as TypedDicts over plain JSON dicts."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The app owns no actors; it is handed a running :class:`System`
 (``app.extensions["leasegate"]``), so a crashed actor stops the process
-instead of leaving hypercorn serving 500s (DESIGN.md §7).
+instead of leaving hypercorn serving 500s.
 """
 
 from __future__ import annotations

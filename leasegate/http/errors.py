@@ -1,4 +1,5 @@
-"""Every failure as the error envelope of API.md, framework ones included."""
+"""Every failure as the error envelope ``{"error": {code, type, message}}``,
+framework ones included."""
 
 from __future__ import annotations
 

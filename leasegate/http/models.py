@@ -1,6 +1,6 @@
 """Request and response models: validation at the edge and ``/openapi.json``.
 
-Ids follow API.md: 1–64 characters of ``[A-Za-z0-9._:@-]``; anything else is
+Ids are 1–64 characters of ``[A-Za-z0-9._:@-]``; anything else is
 400, never truncated. Size limits on JSON fields are checked by the routes
 (they answer 413, not 400).
 """

@@ -1,4 +1,4 @@
-"""``/openapi.json``: quart-schema's document, completed to describe all of API.md.
+"""``/openapi.json``: quart-schema's document, completed to describe every route and answer.
 
 quart-schema documents what the decorators say (request and response models).
 :class:`LeasegateOpenAPI` adds what they cannot say:

@@ -6,7 +6,7 @@ actor in the transaction that records it. Files are named by their content,
 so a move whose transaction then rolls back never changes the bytes behind a
 committed row: it only leaves an unreferenced file, removed with the task.
 
-Deleting files never happens on an actor's message path (seed 004: removing
+Deleting files never happens on an actor's message path (removing
 a GB directory under the task lock once stalled the whole queue): purged
 tasks' directories go to a deleter task that works in a thread, and two
 sweeps catch what is left::

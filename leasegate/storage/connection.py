@@ -10,7 +10,7 @@ acknowledged" needs::
     count = await db.run(lambda conn: conn.execute("SELECT count(*) FROM t").fetchone()[0])
 
 ``inline=True`` runs the calls on the trio thread instead. Tests use it so
-that the autojump clock never jumps while SQLite works (DESIGN.md §7).
+that the autojump clock never jumps while SQLite works.
 """
 
 from __future__ import annotations
