@@ -2,6 +2,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DATA ?= ./var
+PORT ?= 8470
 
 .PHONY: run test lint bench clean
 
@@ -18,7 +19,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed
-	$(BIN)/leasegate serve --data $(DATA)
+	$(BIN)/leasegate serve --data $(DATA) --port $(PORT)
 
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check leasegate tests bench

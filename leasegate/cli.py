@@ -1,9 +1,16 @@
-"""The ``leasegate`` command: serve, keys, backup, restore."""
+"""The leasegate command: serve the gateway, create keys, back up and restore the database.
+
+Exit status: 0 done; 1 it could not be done (port in use, data directory not
+writable or in use, no database, not a backup); 2 a usage error (bad
+arguments or settings); 130 (128 + signal number) when stopped by a second
+SIGINT/SIGTERM, or a first one before the server was up.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sqlite3
 import sys
 import time
@@ -16,45 +23,78 @@ from leasegate.settings import SettingsError, load
 from leasegate.storage import keys_sql
 from leasegate.storage.backup import NotABackup, backup, restore
 from leasegate.storage.connection import connect, transaction
-from leasegate.storage.datadir import DataDirBusy, DataDirLock, db_path
+from leasegate.storage.datadir import (
+    DataDirBusy,
+    DataDirLock,
+    DataDirUnusable,
+    NoDatabase,
+    db_path,
+    require_database,
+)
 from leasegate.storage.migrations import migrate
+
+USAGE_ERROR = 2
+FAILED = 1
+DATA_HELP = "data directory, holding leasegate.db (default: %(default)s)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="leasegate", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="leasegate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="serve the gateway")
-    serve.add_argument("--data", type=Path, default=Path("var"))
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8470)
-    serve.add_argument("--config", type=Path, default=None, help="TOML settings file")
+    serve = commands.add_parser(
+        "serve", help="serve the gateway",
+        description="Serve the gateway until SIGINT/SIGTERM. On a fresh data directory, "
+                    "print one key per role once. Settings come from --config and "
+                    "LEASEGATE_<NAME> environment variables.")
+    serve.add_argument("--data", type=Path, default=Path("var"),
+                       help=f"{DATA_HELP}; created if missing")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8470,
+                       help="TCP port to listen on (default: %(default)s)")
+    serve.add_argument("--config", type=Path, default=None,
+                       help="TOML settings file, flat or under [leasegate] (default: none; "
+                            "the environment's LEASEGATE_<NAME> variables override it)")
     serve.add_argument("--no-bootstrap-keys", action="store_true",
                        help="do not create and print keys on a fresh data directory")
-    serve.add_argument("--log-level", default="INFO")
+    serve.add_argument("--log-level", default="INFO",
+                       choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
+                       help="log level; logs go to stderr (default: %(default)s)")
 
     keys = commands.add_parser("keys", help="manage API keys")
-    key_commands = keys.add_subparsers(dest="keys_command", required=True)
-    create = key_commands.add_parser("create", help="create a key; prints it last")
-    create.add_argument("--role", choices=keys_sql.ROLES, required=True)
-    create.add_argument("--name", required=True)
-    create.add_argument("--tenant", default=None)
-    create.add_argument("--sites", default=None, help="comma-separated sites (worker keys)")
-    create.add_argument("--data", type=Path, default=Path("var"))
+    key_commands = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
+    create = key_commands.add_parser(
+        "create", help="create a key; prints it last",
+        description="Create a key in an existing database (with the server running or "
+                    "not); the key is the last line printed.")
+    create.add_argument("--role", choices=keys_sql.ROLES, required=True, help="the key's role")
+    create.add_argument("--name", required=True, help="a label for people (1-128 characters)")
+    create.add_argument("--tenant", default=None, help="tenant (required for client keys)")
+    create.add_argument("--sites", default=None,
+                        help="comma-separated sites the key may lease (worker keys only; "
+                             "default: all)")
+    create.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
 
-    back = commands.add_parser("backup", help="a consistent copy of the database")
-    back.add_argument("--out", type=Path, required=True)
-    back.add_argument("--data", type=Path, default=Path("var"))
+    back = commands.add_parser(
+        "backup", help="a consistent copy of the database",
+        description="Write a consistent copy of the database (safe while serving).")
+    back.add_argument("--out", type=Path, required=True, help="file to write")
+    back.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
 
-    rest = commands.add_parser("restore", help="replace the database with a backup")
-    rest.add_argument("file", type=Path)
-    rest.add_argument("--data", type=Path, default=Path("var"))
+    rest = commands.add_parser(
+        "restore", help="replace the database with a backup",
+        description="Replace the database with a checked copy of a backup "
+                    "(refused while a server holds the data directory).")
+    rest.add_argument("file", type=Path, help="a file written by backup")
+    rest.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
     return parser
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, status: int = FAILED) -> int:
     print(f"leasegate: {message}", file=sys.stderr)
-    return 2
+    return status
 
 
 def _create_key(args: argparse.Namespace) -> int:
@@ -65,10 +105,9 @@ def _create_key(args: argparse.Namespace) -> int:
         body = CreateKeyBody(role=args.role, name=args.name, tenant=args.tenant, sites=sites)
     except ValidationError as exc:
         reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
-        return _fail(f"invalid key: {reasons}")
-    args.data.mkdir(parents=True, exist_ok=True)
+        return _fail(f"invalid key: {reasons}", USAGE_ERROR)
     # Works with or without a server: WAL lets this write beside it.
-    conn = connect(db_path(args.data))
+    conn = connect(require_database(args.data))
     try:
         migrate(conn)
         with transaction(conn):
@@ -81,32 +120,40 @@ def _create_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load(args.config)
+    except SettingsError as exc:
+        return _fail(f"settings: {exc}", USAGE_ERROR)
+    from leasegate.server import Interrupted, StartupError, serve
+
+    status, message = 0, ""
+    try:
+        trio.run(lambda: serve(args.data, settings, args.host, args.port,
+                               bootstrap=not args.no_bootstrap_keys))
+    # trio wraps what ends a nursery in exception groups; one line each, no traceback.
+    except* (StartupError, DataDirBusy, DataDirUnusable) as group:
+        status, message = FAILED, str(group.exceptions[0])
+    except* KeyboardInterrupt:
+        status, message = 128 + signal.SIGINT, "interrupted"
+    except* Interrupted as group:
+        signum = getattr(group.exceptions[0], "signum", signal.SIGINT)
+        status = 128 + signum
+        message = f"second {signal.Signals(signum).name}: stopped without finishing the drain"
+    return _fail(message, status) if status else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
-        logging.basicConfig(level=args.log_level.upper(),
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        try:
-            settings = load(args.config)
-        except SettingsError as exc:
-            return _fail(f"settings: {exc}")
-        from leasegate.server import serve
-
-        try:
-            trio.run(lambda: serve(args.data, settings, args.host, args.port,
-                                   bootstrap=not args.no_bootstrap_keys))
-        except DataDirBusy as exc:
-            return _fail(str(exc))
-        except KeyboardInterrupt:
-            return 130
-        return 0
+        return _serve(args)
     try:
         if args.command == "keys":
             return _create_key(args)
         if args.command == "backup":
-            if not db_path(args.data).exists():
-                return _fail(f"no database in {args.data}")
-            size = backup(db_path(args.data), args.out)
+            size = backup(require_database(args.data), args.out)
             print(f"backed up {size} bytes to {args.out}")
             return 0
         if args.command == "restore":
@@ -116,9 +163,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     except DataDirBusy as exc:
         return _fail(f"{exc}; stop the server first")
-    except (NotABackup, OSError, sqlite3.Error) as exc:
+    except (NoDatabase, DataDirUnusable, NotABackup) as exc:
         return _fail(str(exc))
-    return _fail(f"unknown command {args.command}")
+    except OSError as exc:
+        return _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    except sqlite3.Error as exc:
+        return _fail(f"database: {exc}")
+    return _fail(f"unknown command {args.command}", USAGE_ERROR)
 
 
 if __name__ == "__main__":

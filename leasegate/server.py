@@ -1,12 +1,18 @@
 """``leasegate serve``: the actors and hypercorn side by side in one nursery.
 
 Shutdown on SIGINT/SIGTERM works in this order: tell the actors to drain
-(parked long-polls answer with an empty list, new ones are refused), stop
-hypercorn, then close the actors' inboxes so each finishes what it holds.
+(parked long-polls answer with an empty list) and answer every request that
+arrives with 503 (5030, ``Retry-After``, ``Connection: close``) for
+``drain_seconds``, still accepting connections, so that no client meets a
+refused or dropped connection while it may still be answered; then stop
+hypercorn (requests in flight get ``GRACE_SECONDS``), then close the actors'
+inboxes so each finishes what it holds (at most ``ACTORS_CLOSE_SECONDS``). A
+second signal stops at once: :class:`Interrupted` ends the nursery.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import math
@@ -16,8 +22,9 @@ from pathlib import Path
 from typing import TextIO
 
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve as hypercorn_serve
+from hypercorn.config import Config, Sockets
+from hypercorn.trio.run import worker_serve
+from hypercorn.utils import wrap_app
 
 from leasegate.actors.key_messages import CountKeys, CreateKey, Role
 from leasegate.actors.system import System, new_system
@@ -28,6 +35,21 @@ from leasegate.storage.datadir import DataDirLock, db_path
 log = logging.getLogger("leasegate.server")
 
 BOOTSTRAP_TENANT = "default"
+GRACE_SECONDS = 5.0
+ACTORS_CLOSE_SECONDS = 10.0
+
+
+class StartupError(RuntimeError):
+    """Serving could not start (e.g. the port is taken); the message is one line."""
+
+
+class Interrupted(BaseException):
+    """A second SIGINT/SIGTERM during shutdown: stop at once. A BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def hypercorn_config(settings: Settings, host: str, port: int) -> Config:
@@ -40,11 +62,25 @@ def hypercorn_config(settings: Settings, host: str, port: int) -> Config:
     # a socket only when that timer fires.
     config.read_timeout = math.ceil(settings.http_read_timeout)
     config.keep_alive_timeout = min(20.0, settings.http_read_timeout)
-    config.graceful_timeout = 5.0
+    config.graceful_timeout = GRACE_SECONDS
     config.backlog = 1024  # a thousand workers reconnecting after a restart
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     return config
+
+
+def listen(config: Config, host: str, port: int) -> Sockets:
+    """Bind and listen before anything else starts, so a taken port is one clear
+    error (hypercorn would bind inside its nursery: an exception group)."""
+    try:
+        sockets = config.create_sockets()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"port {port} is in use") from None
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    for sock in sockets.insecure_sockets:
+        sock.listen(config.backlog)
+    return sockets
 
 
 async def bootstrap_keys(system: System, out: TextIO) -> None:
@@ -66,35 +102,57 @@ async def bootstrap_keys(system: System, out: TextIO) -> None:
     out.flush()
 
 
-async def _watch_signals(system: System, shutdown: trio.Event) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for signum in signals:
-            log.info("received %s: draining", signal.Signals(signum).name)
-            system.drain()
-            shutdown.set()
-            return
+async def _watch_signals(system: System, drain_seconds: float,
+                         stop_http: trio.Event) -> None:
+    """The first signal starts the drain and, ``drain_seconds`` later, stops
+    hypercorn; a second one raises :class:`Interrupted`."""
+    draining = False
+    async with trio.open_nursery() as timer:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                if draining:
+                    raise Interrupted(signum)
+                draining = True
+                log.info("received %s: draining for %gs", signal.Signals(signum).name,
+                         drain_seconds)
+                system.drain()
+                timer.start_soon(_stop_after, drain_seconds, stop_http)
+
+
+async def _stop_after(seconds: float, stop_http: trio.Event) -> None:
+    await trio.sleep(seconds)
+    stop_http.set()
 
 
 async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", port: int = 8470,
                 *, bootstrap: bool = True, out: TextIO = sys.stdout) -> None:
-    """Serve until SIGINT/SIGTERM. Raises DataDirBusy if another server holds ``data_dir``."""
+    """Serve until SIGINT/SIGTERM. Raises DataDirBusy if another server holds ``data_dir``,
+    DataDirUnusable if it cannot be written, StartupError if the port is taken."""
     with DataDirLock(data_dir):
-        system = new_system(db_path(data_dir), settings)
-        app = create_app(system)
         config = hypercorn_config(settings, host, port)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(system.run)
-            if bootstrap:
-                await bootstrap_keys(system, out)
-            shutdown = trio.Event()
-            nursery.start_soon(_watch_signals, system, shutdown)
-            async with trio.open_nursery() as http:
-                # Ready only once hypercorn has bound the socket.
-                binds = await http.start(functools.partial(
-                    hypercorn_serve, app, config, shutdown_trigger=shutdown.wait))
-                print(f"leasegate serving {', '.join(binds)} (data: {data_dir})", file=out,
-                      flush=True)
-            system.close()
-            # The actors finish what is in their inboxes; a stuck one must not hold exit.
-            nursery.cancel_scope.deadline = trio.current_time() + 10
+        sockets = listen(config, host, port)
+        try:
+            system = new_system(db_path(data_dir), settings)
+            app = wrap_app(create_app(system), config.wsgi_max_body_size, "asgi")
+            async with trio.open_nursery() as watching:
+                stop_http = trio.Event()
+                watching.start_soon(_watch_signals, system, settings.drain_seconds, stop_http)
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(system.run)
+                    if bootstrap:
+                        await bootstrap_keys(system, out)
+                    async with trio.open_nursery() as http:
+                        binds = await http.start(functools.partial(
+                            worker_serve, app, config, sockets=sockets,
+                            shutdown_trigger=stop_http.wait))
+                        print(f"leasegate serving {', '.join(binds)} (data: {data_dir})",
+                              file=out, flush=True)
+                    system.close()
+                    # The actors finish what is in their inboxes; a stuck one must not
+                    # hold exit.
+                    nursery.cancel_scope.deadline = trio.current_time() + ACTORS_CLOSE_SECONDS
+                watching.cancel_scope.cancel()  # a signal from now on is trio's KeyboardInterrupt
+        finally:
+            for sock in sockets.insecure_sockets:
+                sock.close()
         log.info("stopped")

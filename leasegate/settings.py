@@ -64,6 +64,9 @@ class Settings:
     http_read_timeout: float = 60.0
     # Serve /metrics without an admin key (for a scraper on a private network).
     metrics_public: bool = False
+    # On SIGINT/SIGTERM, how long every request is still answered (503) before
+    # the server stops accepting connections.
+    drain_seconds: float = 2.0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -98,6 +101,8 @@ class Settings:
                 f"http_read_timeout ({self.http_read_timeout}) must be greater than "
                 f"max_wait_seconds ({self.max_wait_seconds}): it would cut long-polls short"
             )
+        if self.drain_seconds > 60:
+            raise SettingsError("drain_seconds must be at most 60: shutdown must stay quick")
         if self.device_cancel_after <= self.device_pause_after:
             raise SettingsError("device_cancel_after must be greater than device_pause_after")
         if self.sqlite_synchronous not in SYNCHRONOUS_MODES:

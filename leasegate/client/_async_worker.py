@@ -41,6 +41,7 @@ from leasegate.client._protocol import (
     _WorkerBase,
 )
 from leasegate.client._types import JSONObject
+from leasegate.client._worker import _interrupted, _log_interrupted
 
 log = logging.getLogger("leasegate.client")
 
@@ -98,13 +99,23 @@ class AsyncWorker(_WorkerBase):
 
     async def run(self, handler: AsyncHandler) -> None:
         """Lease and handle jobs until :meth:`stop` or cancellation. A gateway that cannot
-        be reached is retried for ever; an error answer to a lease is raised."""
-        while not self._stopped:
-            began = anyio.current_time()
-            handled = await self._run_once(handler, forever=True)
-            if self._idle(handled, anyio.current_time() - began):
-                with self._interruptible():
-                    await anyio.sleep(IDLE_PAUSE)
+        be reached is retried for ever; an error answer to a lease is raised. A
+        KeyboardInterrupt that trio raises in it (Ctrl-C while ``run`` is awaited in the
+        main task) ends it: one warning line, and ``run`` returns, as the sync worker's
+        does. (``asyncio.run`` instead cancels ``run`` and raises KeyboardInterrupt
+        itself, outside the worker.)"""
+        try:
+            while not self._stopped:
+                began = anyio.current_time()
+                handled = await self._run_once(handler, forever=True)
+                if self._idle(handled, anyio.current_time() - began):
+                    with self._interruptible():
+                        await anyio.sleep(IDLE_PAUSE)
+        except BaseException as error:
+            if not _interrupted(error):
+                raise
+            self._stopped = True
+            _log_interrupted(self.worker_id)
 
     async def run_once(self, handler: AsyncHandler) -> int:
         """Lease once (waiting up to ``wait_seconds``), handle what came, and return how

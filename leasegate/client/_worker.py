@@ -45,6 +45,21 @@ from leasegate.client._types import JSONObject
 log = logging.getLogger("leasegate.client")
 
 
+def _interrupted(error: BaseException) -> bool:
+    """A KeyboardInterrupt (Ctrl-C), alone or in exception groups (trio wraps it)."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(_interrupted(inner) for inner in error.exceptions)
+    return isinstance(error, KeyboardInterrupt)
+
+
+def _log_interrupted(worker_id: str) -> None:
+    """One line, no traceback. Nothing is given back: a lease not yet started comes back
+    after the claim window, a started task becomes ``stale`` when its lease lapses (its
+    handler may have acted), a query is redelivered when its lease lapses."""
+    log.warning("leasegate worker %s: interrupted, stopped; what it held is left to its "
+                "lease (claim window; a started task becomes stale)", worker_id)
+
+
 class Worker(_WorkerBase):
     """A synchronous worker: the handler runs in the calling thread, renewals in a
     background thread.
@@ -110,12 +125,18 @@ class Worker(_WorkerBase):
 
     def run(self, handler: Handler) -> None:
         """Lease and handle jobs until :meth:`stop`. A gateway that cannot be reached is
-        retried for ever; an error answer to a lease (bad key, bad site) is raised."""
-        while not self._stopped.is_set():
-            began = time.monotonic()
-            handled = self._run_once(handler, forever=True)
-            if self._idle(handled, time.monotonic() - began):
-                self._stopped.wait(IDLE_PAUSE)
+        retried for ever; an error answer to a lease (bad key, bad site) is raised.
+        Ctrl-C (KeyboardInterrupt) ends it at once: one warning line, and ``run``
+        returns; the job in hand is not reported (see :func:`_log_interrupted`)."""
+        try:
+            while not self._stopped.is_set():
+                began = time.monotonic()
+                handled = self._run_once(handler, forever=True)
+                if self._idle(handled, time.monotonic() - began):
+                    self._stopped.wait(IDLE_PAUSE)
+        except KeyboardInterrupt:
+            self._stopped.set()
+            _log_interrupted(self.worker_id)
 
     def run_once(self, handler: Handler) -> int:
         """Lease once (waiting up to ``wait_seconds``), handle what came, and return how

@@ -7,6 +7,7 @@ instead of leaving hypercorn serving 500s.
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from typing import Any
@@ -19,7 +20,7 @@ from quart_trio import QuartTrio
 
 from leasegate.actors.mailbox import request_id
 from leasegate.actors.system import System
-from leasegate.errors import InvalidRequest
+from leasegate.errors import InvalidRequest, Unavailable
 from leasegate.http import errors, routes_admin, routes_artifacts, routes_queries, routes_tasks
 from leasegate.http.auth import Authenticator, check_route_roles
 from leasegate.http.metrics import Metrics
@@ -79,6 +80,7 @@ def create_app(system: System) -> QuartTrio:
     @app.before_request
     async def authenticate() -> None:
         g.started = time.perf_counter()
+        _refuse_while_draining(system)
         # Every message this request sends carries its id (actors' log lines name it).
         given = request.headers.get("X-Request-Id")
         g.request_id = given if is_id(given) else secrets.token_hex(8)
@@ -106,6 +108,16 @@ def create_app(system: System) -> QuartTrio:
         return response
 
     return app
+
+
+def _refuse_while_draining(system: System) -> None:
+    """While the server shuts down, every request gets 503 (5030), before its key or
+    body is read: come back (to the next process) after the drain; and close the
+    connection, so no client keeps one that is about to go."""
+    if any(actor.draining for actor in system.actors):
+        retry_after = str(max(1, math.ceil(system.settings.drain_seconds)))
+        raise Unavailable("the gateway is shutting down; retry shortly",
+                          Retry_After=retry_after, Connection="close")
 
 
 def _check_query_names() -> None:

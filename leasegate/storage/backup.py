@@ -41,6 +41,10 @@ def backup(db_file: Path, out: Path) -> int:
 
 
 def check_backup(path: Path) -> None:
+    if not path.exists():
+        raise NotABackup(f"{path}: no such file")
+    if not path.is_file():
+        raise NotABackup(f"{path}: not a file")
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:

@@ -21,6 +21,27 @@ class DataDirBusy(RuntimeError):
     """Another process holds the data directory."""
 
 
+class DataDirUnusable(RuntimeError):
+    """The data directory cannot be created or written (the message says why)."""
+
+
+class NoDatabase(RuntimeError):
+    """The data directory holds no database (a command that needs one was given the
+    wrong ``--data``, or the server never ran there)."""
+
+
+def require_database(data_dir: Path) -> Path:
+    """The database in ``data_dir``; raises :class:`NoDatabase` if there is none, so a
+    command run from the wrong folder never creates a new empty database."""
+    path = db_path(data_dir)
+    if not path.is_file():
+        raise NoDatabase(
+            f"no database in {data_dir} (expected {path}); pass --data DIR, or start "
+            f"`leasegate serve --data {data_dir}` once to create one"
+        )
+    return path
+
+
 def db_path(data_dir: Path) -> Path:
     return data_dir / DB_NAME
 
@@ -37,8 +58,15 @@ class DataDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            if not os.access(self.data_dir, os.W_OK | os.X_OK):
+                raise PermissionError(13, "Permission denied")
+            fd = os.open(self.data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise DataDirUnusable(
+                f"cannot use data directory {self.data_dir}: {exc.strerror or exc}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
