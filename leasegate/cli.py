@@ -142,6 +142,14 @@ def _serve(args: argparse.Namespace) -> int:
         signum = getattr(group.exceptions[0], "signum", signal.SIGINT)
         status = 128 + signum
         message = f"second {signal.Signals(signum).name}: stopped without finishing the drain"
+    except* Exception as group:
+        # Only a failure outside message handling gets here (an actor's database
+        # gone, say): the traceback goes to the log, the reason to one last line.
+        first = group.exceptions[0]
+        while isinstance(first, ExceptionGroup):
+            first = first.exceptions[0]
+        logging.getLogger("leasegate.server").critical("stopped by a failure", exc_info=group)
+        status, message = FAILED, f"stopped: {type(first).__name__}: {first}"
     return _fail(message, status) if status else 0
 
 

@@ -130,3 +130,24 @@ def test_read_only_data_directory_is_one_line_and_status_1(tmp_path: Path) -> No
     run = run_cli("serve", "--data", str(data))
     assert run.returncode == 1
     assert run.stderr == f"leasegate: cannot use data directory {data}: Permission denied\n"
+
+
+def test_a_failure_outside_message_handling_stops_serve_with_status_1(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    import trio
+
+    import leasegate.server
+
+    async def database_gone(*args: object, **kwargs: object) -> None:
+        async def actor() -> None:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+
+        async with trio.open_nursery() as nursery:  # as the actors run: in nurseries
+            nursery.start_soon(actor)
+
+    monkeypatch.setattr(leasegate.server, "serve", database_gone)
+    assert main(["serve", "--data", "unused", "--log-level", "ERROR"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "leasegate: stopped: DatabaseError: database disk image is malformed"
