@@ -41,6 +41,8 @@ class Settings:
     query_max_attempts: int = 3
     query_retention: float = 7 * DAY
     worker_offline_after: float = 90.0
+    # Workers (distinct worker_id) one worker key may have on record; 0: no cap.
+    max_workers_per_key: int = 1000
     device_pause_after: float = 90.0
     device_cancel_after: float = 30 * MINUTE
     device_capacity: int = 5000

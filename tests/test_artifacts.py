@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,10 @@ async def test_upload_list_and_download(gateway: Gateway) -> None:
                       "sha256": hashlib.sha256(data).hexdigest()}
     status, listed = await gateway.call("GET", "/v1/tasks/t1/artifacts", "t1")
     assert status == 200
-    assert listed["items"] == [{**stored, "created_at": "2026-11-30T08:00:00Z"}]
+    # The test client may take a real second to send the body (no autojump clock here).
+    [item] = listed["items"]
+    assert item["created_at"] in ("2026-11-30T08:00:00Z", "2026-11-30T08:00:01Z")
+    assert item == {**stored, "created_at": item["created_at"]}
     response = await gateway.client.get("/v1/tasks/t1/artifacts/report.csv",
                                         headers=gateway.auth("t1"))
     assert response.status_code == 200 and await response.get_data() == data
@@ -182,7 +186,8 @@ async def test_orphan_and_staging_sweeps(gateway: Gateway, clock: Clock,
     store.staging.mkdir(parents=True, exist_ok=True)
     (store.staging / "old-upload").write_bytes(b"x")
     (store.staging / "fresh-upload").write_bytes(b"x")
-    now = clock.now()
+    # Ages are on the file system's clock (the sweeps' one), not the test's fixed date.
+    now = time.time()
     ages = {store.root / "t_ghost": 25 * HOUR, store.root / "t_young-ghost": HOUR,
             store.task_dir("alive"): 30 * HOUR,
             store.staging / "old-upload": 2 * HOUR, store.staging / "fresh-upload": 0.0}

@@ -43,6 +43,7 @@ from leasegate.actors.runtime import PARK, Actor
 from leasegate.actors.submissions import submit_once
 from leasegate.clock import Clock
 from leasegate.errors import QueryLeaseInvalid, QueryNotFound, Unavailable
+from leasegate.logs import escape
 from leasegate.settings import Settings
 from leasegate.storage import queries_sql as sql
 from leasegate.storage.connection import Database
@@ -195,7 +196,7 @@ class QueryQueue(Actor):
         else:
             code, message = m.error_code, m.error_message or "the worker gave no reason"
             log.warning("query failed: query_id=%s kind=%s code=%s message=%s",
-                        m.query_id, row["kind"], code, message)
+                        escape(m.query_id), escape(row["kind"]), code, escape(message))
         sql.finish(conn, m.query_id, m.lease_token, m.outcome, now, result, code, message,
                    m.cost, digest)
         self.work_may_be_available()  # wakes GETs waiting for this query
@@ -211,18 +212,19 @@ class QueryQueue(Actor):
     def on_wakeup(self, conn: sqlite3.Connection, now: float) -> None:
         # TTL first: a query past its TTL is pointless to rerun.
         for row in sql.expire_past_ttl(conn, now):
-            log.warning("query expired: query_id=%s kind=%s", row["query_id"], row["kind"])
+            log.warning("query expired: query_id=%s kind=%s", escape(row["query_id"]),
+                        escape(row["kind"]))
             self.work_may_be_available()
         for row in sql.lapsed_leases(conn, now):
             if row["attempts"] >= self.settings.query_max_attempts:
                 sql.fail_exhausted(conn, row["query_id"], row["attempts"], now)
                 log.warning("query attempts exhausted, failed: query_id=%s attempts=%s",
-                            row["query_id"], row["attempts"])
+                            escape(row["query_id"]), row["attempts"])
             else:
                 # Read-only work is safe to run again: this is the difference from tasks.
                 sql.requeue(conn, row["query_id"], now)
                 log.info("query lease expired, redelivering: query_id=%s attempts=%s",
-                         row["query_id"], row["attempts"])
+                         escape(row["query_id"]), row["attempts"])
             self.work_may_be_available()
 
     def _purge(self, conn: sqlite3.Connection, now: float) -> bool:

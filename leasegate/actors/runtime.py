@@ -48,6 +48,7 @@ from leasegate.actors.jobs import JobRecord, JobStatistics
 from leasegate.actors.mailbox import Ask, Envelope, Mailbox, Tell
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, LeasegateError, Unavailable
+from leasegate.logs import Throttled
 from leasegate.storage.connection import (
     Database,
     begin,
@@ -166,6 +167,7 @@ class Actor:
         self.draining = False
         self._commits = 0
         self._internal_errors = 0
+        self._storage_log = Throttled(log, error_log_window)
         self.turn = 0  # counts turns, failed ones too: "within this transaction"
         self.now = clock.now()
 
@@ -302,8 +304,10 @@ class Actor:
         except Exception as exc:
             if not is_storage_failure(exc):
                 raise
-            log.warning("%s: storage failure, batch of %d not applied: %s",
-                        self.name, len(envelopes), exc)
+            # At most one line per error_log_window: under load a full disk fails
+            # every turn, and each would be a line.
+            self._storage_log.warning(now, "%s: storage failure, batch of %d not applied: %s",
+                                      self.name, len(envelopes), exc)
             for env in envelopes:  # an Outcome unwraps once: one each
                 self._reply(env, outcome.Error(Unavailable(f"storage failure: {exc}")))
             # Retry our own work (deadlines, jobs, compensations) in a second,
@@ -314,6 +318,7 @@ class Actor:
             self._internal.extend(internal)
             return
         self._retry_at = -math.inf
+        self._storage_log.recovered(f"{self.name}: storage works again")
         self._commits += 1
         self._next_wakeup = wake
         for run in batch.job_runs:

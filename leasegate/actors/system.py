@@ -38,10 +38,12 @@ from leasegate.actors.runtime import Actor, ActorStatistics
 from leasegate.actors.task_messages import ExistingTasks, Upload
 from leasegate.actors.tasks import TaskQueue
 from leasegate.clock import Clock
+from leasegate.errors import Unavailable
+from leasegate.logs import Throttled
 from leasegate.settings import Settings
 from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.backup import backup
-from leasegate.storage.connection import Database
+from leasegate.storage.connection import Database, is_disk_failure
 from leasegate.storage.migrations import migrate
 from leasegate.storage.probe import probe_write
 
@@ -100,6 +102,9 @@ class System:
         self._closed = trio.Event()
         self._probed_at = -math.inf
         self._probe_ok = False
+        # One throttle for every "the disk is failing" line of the system: a full
+        # disk under load must not write a line per request.
+        self._disk = Throttled(log, settings.error_log_window)
 
     def _database(self) -> Database:
         db = Database(self.db_path, self.settings.sqlite_synchronous, inline=self._inline)
@@ -126,8 +131,14 @@ class System:
                                 any(a.draining for a in actors))
 
     async def stage_upload(self, chunks: AsyncIterable[bytes]) -> Upload:
-        """Stream an artifact upload to the staging area (413 past the limit)."""
-        staged = await self.artifacts.stage(chunks, self.settings.max_artifact_bytes)
+        """Stream an artifact upload to the staging area (413 past the limit; 503 when
+        the disk is full or failing, logged at most once per ``error_log_window``)."""
+        try:
+            staged = await self.artifacts.stage(chunks, self.settings.max_artifact_bytes)
+        except Unavailable as exc:
+            self._disk.warning(self.clock.now(), "artifact storage failing: %s",
+                               exc.__cause__ or exc)
+            raise
         return Upload(staged.path.name, staged.size, staged.sha256)
 
     async def discard_upload(self, upload: Upload) -> None:
@@ -144,7 +155,13 @@ class System:
         """A consistent online copy of the whole database under ``<data>/backups``."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock.now()))
         out = self.db_path.parent / "backups" / f"leasegate-{stamp}.db"
-        size = await trio.to_thread.run_sync(backup, self.db_path, out)
+        try:
+            size = await trio.to_thread.run_sync(backup, self.db_path, out)
+        except Exception as exc:
+            if not is_disk_failure(exc):
+                raise
+            self._disk.warning(self.clock.now(), "backup failed, storage failing: %s", exc)
+            raise Unavailable(f"the backup could not be written: {exc}") from exc
         return BackupMade(str(out), size)
 
     async def storage_writable(self) -> bool:
@@ -157,22 +174,23 @@ class System:
         try:
             await self._setup.run(probe_write)
         except Exception as exc:
-            log.warning("storage probe failed: %s", exc)
+            self._disk.warning(now, "storage probe failed: %s", exc)
             self._probe_ok = False
         else:
             self._probe_ok = True
+            self._disk.recovered("storage probe: the database is writable again")
         return self._probe_ok
 
     # ---- running -----------------------------------------------------------------
 
     async def _sweep_staging(self, now: float) -> None:
-        await self.artifacts.sweep_staging(now, self.settings.artifact_temp_max_age)
+        await self.artifacts.sweep_staging(self.settings.artifact_temp_max_age)
 
     async def _sweep_orphans(self, now: float) -> None:
         async def existing(task_ids: list[str]) -> set[str]:
             return set(await self.tasks.mailbox.ask(ExistingTasks(tuple(task_ids))))
 
-        await self.artifacts.sweep_orphans(now, self.settings.artifact_orphan_max_age, existing)
+        await self.artifacts.sweep_orphans(self.settings.artifact_orphan_max_age, existing)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Open the databases, migrate, and run every actor and job until :meth:`close`;

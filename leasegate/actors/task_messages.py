@@ -135,6 +135,7 @@ class LeaseTasks(Ask[tuple[TaskLease, ...]]):
     max: int = 1  # 1–10 distinct lanes
     request_id: str | None = None
     wait: bool = False  # park until work appears
+    key_id: str | None = None  # the worker key's id: bounds the workers one key creates
 
     def check(self) -> None:
         check_id("worker_id", self.worker_id)
@@ -142,6 +143,7 @@ class LeaseTasks(Ask[tuple[TaskLease, ...]]):
         check_int("max", self.max, 1, MAX_LEASES)
         check_id("request_id", self.request_id, optional=True)
         check_flag("wait", self.wait)
+        check_id("key_id", self.key_id, optional=True)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from leasegate.errors import (
     TaskNotFound,
     Unavailable,
 )
+from leasegate.logs import escape
 from leasegate.settings import Settings
 from leasegate.storage import presence_sql
 from leasegate.storage import tasks_sql as sql
@@ -110,6 +111,7 @@ class TaskQueue(Actor):
             case LeaseTasks():
                 if self.draining:
                     raise Unavailable("the gateway is shutting down")
+                task_presence.admit(conn, message, now, self.settings)
                 self._seen(conn, message.worker_id, now, message)
                 leases = self._lease(conn, message, now)
                 if not leases and message.wait:
@@ -244,7 +246,7 @@ class TaskQueue(Actor):
             return
         if sql.back_to_queue(conn, task_id, "leased", token, self._requeue_status(row), now):
             log.info("task lease released (never received): task_id=%s worker=%s",
-                     task_id, row["lease_owner"])
+                     escape(task_id), escape(row["lease_owner"]))
             self.work_may_be_available()
 
     @staticmethod
@@ -265,7 +267,7 @@ class TaskQueue(Actor):
                              now):
                 raise self._refuse("start", row, m.worker_id, m.lease_token)
             log.info("task started: task_id=%s worker=%s attempt=%d",
-                     m.task_id, m.worker_id, row["attempts"] + 1)
+                     escape(m.task_id), escape(m.worker_id), row["attempts"] + 1)
         # else: a retry after a lost response gets the current state
         self._seen(conn, m.worker_id, now)
         started = self._current(conn, m.task_id)
@@ -315,7 +317,7 @@ class TaskQueue(Actor):
         elif m.outcome == "failed":
             message = message or "the worker gave no reason"
             log.warning("task failed: task_id=%s kind=%s code=%s message=%s",
-                        m.task_id, row["kind"], code, message)
+                        escape(m.task_id), escape(row["kind"]), code, escape(message))
         # A batch task paused at a checkpoint while its client asked to cancel: canceled.
         to = "canceled" if m.outcome == "paused" and row["cancel_requested"] else m.outcome
         if not sql.finish(conn, m.task_id, status, m.lease_token, to, now,
@@ -324,7 +326,8 @@ class TaskQueue(Actor):
             raise self._refuse("result", row, m.worker_id, m.lease_token)
         if late:
             log.warning("late result accepted for stale task: task_id=%s worker=%s outcome=%s "
-                        "stale_reason=%s", m.task_id, m.worker_id, m.outcome, row["stale_reason"])
+                        "stale_reason=%s", escape(m.task_id), escape(m.worker_id), m.outcome,
+                        escape(row["stale_reason"]))
         self._seen(conn, m.worker_id, now)
         self.work_may_be_available()  # the lane is free
         return task_view(self._current(conn, m.task_id))
@@ -360,7 +363,7 @@ class TaskQueue(Actor):
             else:
                 reason = f"the task is {status}"
         log.warning("task %s refused: worker=%s task_id=%s status=%s reason=%s",
-                    call, worker_id, row["task_id"], status, reason)
+                    call, escape(worker_id), escape(row["task_id"]), status, escape(reason))
         return TaskLeaseInvalid(f"{call} of task {row['task_id']} refused: {reason}")
 
     # ---- client and operator control ----
@@ -384,7 +387,7 @@ class TaskQueue(Actor):
             # Never started: nothing happened yet; a later start with this token is 6002.
             self.work_may_be_available()
             log.info("task canceled while leased, claim withdrawn: task_id=%s worker=%s",
-                     task_id, row["lease_owner"])
+                     escape(task_id), escape(row["lease_owner"]))
             return sql.back_to_queue(conn, task_id, "leased", token, "canceled", now)
         if status == "running":
             return sql.set_flag(conn, task_id, "cancel_requested", True, "running", token, now)
@@ -440,8 +443,8 @@ class TaskQueue(Actor):
                            error_message=error_message, cost=m.cost, expires_at=expires_at):
             raise StateConflict(f"task {m.task_id} changed concurrently; try again")
         log.warning("task reclaimed: task_id=%s action=%s status=%s by=%s reason=%s "
-                    "stale_reason=%s", m.task_id, m.action, status, m.by, m.reason,
-                    row["stale_reason"])
+                    "stale_reason=%s", escape(m.task_id), m.action, status, escape(m.by),
+                    escape(m.reason), escape(row["stale_reason"]))
         self.work_may_be_available()  # the lane is free
         return task_view(self._current(conn, m.task_id))
 
@@ -453,7 +456,8 @@ class TaskQueue(Actor):
             presence_sql.seen(conn, worker_id, now)
         else:
             sites = None if lease.sites is None else canonical_json(list(lease.sites))
-            presence_sql.seen(conn, worker_id, now, sites=sites, update_sites=True)
+            presence_sql.seen(conn, worker_id, now, sites=sites, update_sites=True,
+                              key_id=lease.key_id)
 
     # ---- deadlines and periodic jobs ----
 
@@ -467,7 +471,7 @@ class TaskQueue(Actor):
             to = self._requeue_status(row)
             if sql.back_to_queue(conn, row["task_id"], "leased", row["lease_token"], to, now):
                 log.info("task claim expired unstarted, back to %s: task_id=%s worker=%s",
-                         to, row["task_id"], row["lease_owner"])
+                         to, escape(row["task_id"]), escape(row["lease_owner"]))
                 self.work_may_be_available()
         hard_timeout = self.settings.task_hard_timeout
         for row in sql.past_hard_timeout(conn, now, hard_timeout):
@@ -480,7 +484,8 @@ class TaskQueue(Actor):
                 f"{iso(row['renewed_at'])}"))
         for row in sql.expire_past_ttl(conn, now, self.settings.task_ttl):
             log.warning("task expired unstarted: task_id=%s kind=%s site=%s account=%s",
-                        row["task_id"], row["kind"], row["site"], row["account"])
+                        escape(row["task_id"]), escape(row["kind"]), escape(row["site"]),
+                        escape(row["account"]))
         if sql.not_before_passed(conn, self._not_before_seen, now):
             self.work_may_be_available()  # a parked lease may take it now
         self.after_commit(lambda: self._passed_not_before(now))
@@ -493,7 +498,8 @@ class TaskQueue(Actor):
         # Never retried automatically: the write may have happened. The lane stays blocked.
         if sql.make_stale(conn, row["task_id"], row["lease_token"], reason, now):
             log.warning("task stale, lane %s/%s blocked until reclaimed: task_id=%s reason=%s",
-                        row["site"], row["account"], row["task_id"], reason)
+                        escape(row["site"]), escape(row["account"]), escape(row["task_id"]),
+                        escape(reason))
 
     def _purge(self, conn: sqlite3.Connection, now: float) -> bool:
         """Delete finished tasks past retention, a batch at a time; True if more remain."""

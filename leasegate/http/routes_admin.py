@@ -12,6 +12,7 @@ from leasegate.actors.key_messages import CreateKey, ListKeys, RevokeKey
 from leasegate.actors.query_messages import CountQueries
 from leasegate.actors.task_messages import CheckTaskHealth, ListWorkers
 from leasegate.clock import iso
+from leasegate.errors import LeasegateError
 from leasegate.http.auth import Authenticator, allow, require
 from leasegate.http.context import system
 from leasegate.http.metrics import Metrics
@@ -80,6 +81,9 @@ async def list_workers(query_args: ListArgs) -> Any:
 
 
 async def health_report(detailed: bool) -> dict[str, Any]:
+    """Status and counts for anyone; ``details`` (per site, per lane, per job) for an
+    admin key only. The public part is bounded: its size never grows with the number
+    of sites, tenants or workers callers create."""
     sys = system()
     writable = await sys.storage_writable()
     tasks = await sys.tasks.mailbox.ask(CheckTaskHealth())
@@ -87,39 +91,53 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     for row in await sys.queries.mailbox.ask(CountQueries()):
         query_counts.setdefault(row.status, {})[row.site] = row.n
     stats = sys.statistics()
-    jobs = {
-        f"{job.owner}.{job.name}": {"runs": job.runs, "failures": job.failures,
-                                    "last_run_at": iso(job.last_run_at),
-                                    "next_run_at": iso(job.next_run_at)}
-        for job in stats.jobs
-    }
-    lanes: list[dict[str, Any]] = to_json(tasks.blocked_lanes)
-    if not detailed:  # accounts and task ids are the tenants' business
-        lanes = [{"site": lane["site"], "since": lane["since"]} for lane in lanes]
+    failing_jobs = sum(1 for job in stats.jobs if job.last_failure_at is not None
+                       and (job.last_run_at is None or job.last_failure_at > job.last_run_at))
     checks = {
         "storage_writable": writable,
         "stale_tasks": tasks.stale,
-        "blocked_lanes": lanes,
-        "sites_without_worker": list(tasks.unserved_sites),
-        "queued": {"tasks": tasks.queued, "queries": query_counts.get("queued", {})},
-        "leased_queries": query_counts.get("leased", {}),
-        "jobs": jobs,
+        "blocked_lanes": len(tasks.blocked_lanes),
+        "sites_without_worker": len(tasks.unserved_sites),
+        "queued": {"tasks": sum(tasks.queued.values()),
+                   "queries": sum(query_counts.get("queued", {}).values())},
+        "leased_queries": sum(query_counts.get("leased", {}).values()),
+        "jobs": len(stats.jobs),
+        "failing_jobs": failing_jobs,
         "draining": stats.draining,
     }
     degraded = not writable or tasks.stale > 0 or bool(tasks.unserved_sites)
-    return {"status": "degraded" if degraded else "ok", "checks": checks}
+    report: dict[str, Any] = {"status": "degraded" if degraded else "ok", "checks": checks}
+    if detailed:
+        report["details"] = {
+            "blocked_lanes": to_json(tasks.blocked_lanes),
+            "sites_without_worker": list(tasks.unserved_sites),
+            "queued": {"tasks": tasks.queued, "queries": query_counts.get("queued", {})},
+            "leased_queries": query_counts.get("leased", {}),
+            "jobs": {
+                f"{job.owner}.{job.name}": {"runs": job.runs, "failures": job.failures,
+                                            "last_run_at": iso(job.last_run_at),
+                                            "next_run_at": iso(job.next_run_at)}
+                for job in stats.jobs
+            },
+        }
+    return report
 
 
 @bp.get("/health")
 @document_response(Health)
 async def health() -> dict[str, Any]:
-    """No key needed. ``degraded`` while storage fails, a task is stale or a site has no
-    worker. Blocked lanes name their account, task and since when for an admin key;
-    without one, only their site and since when."""
+    """No key needed: ``ok`` or ``degraded`` (storage failing, a task stale, a site
+    without a worker) and counts. With an admin key, also ``details``: which lanes are
+    blocked by which task since when, which sites have no worker, queue depths by
+    site, every periodic job. Any other key, or a key that is wrong, unknown or
+    rate-limited, gets the public view: /health refuses no one."""
     detailed = False
     if request.headers.get("Authorization"):
         authenticator: Authenticator = current_app.extensions["leasegate.auth"]
-        detailed = (await authenticator.authenticate()).role == "admin"
+        try:
+            detailed = (await authenticator.authenticate()).role == "admin"
+        except LeasegateError:
+            detailed = False
     return await health_report(detailed)
 
 

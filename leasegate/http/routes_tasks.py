@@ -132,7 +132,8 @@ async def lease_tasks(data: LeaseBody) -> Any:
     principal = require("worker")
     sys = system()
     message = LeaseTasks(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
-                         max=data.max, request_id=data.request_id, wait=data.wait_seconds > 0)
+                         max=data.max, request_id=data.request_id, wait=data.wait_seconds > 0,
+                         key_id=principal.key_id)
     items = await long_poll(sys.tasks.mailbox, message, data.wait_seconds,
                             sys.settings.max_wait_seconds, release_message, ())
     return {"items": to_json(items)}

@@ -25,17 +25,22 @@ import logging
 import os
 import secrets
 import shutil
+import time
 from collections.abc import AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import trio
 
-from leasegate.errors import PayloadTooLarge
+from leasegate.errors import PayloadTooLarge, Unavailable
+from leasegate.logs import escape
+from leasegate.storage.connection import is_disk_failure
 
 log = logging.getLogger("leasegate.artifacts")
 
 DELETE_QUEUE = 10_000
+WRITE_BUFFER = 1024 * 1024  # bytes hashed and written per trip to a worker thread
 DIR_PREFIX = "t_"  # never "." or "..": task ids may be made of dots
 
 
@@ -60,31 +65,51 @@ class ArtifactStore:
         return self.task_dir(task_id) / f"{name}@{sha256}"
 
     async def stage(self, chunks: AsyncIterable[bytes], limit: int) -> Staged:
-        """Stream ``chunks`` into a staging file; 413 past ``limit`` bytes.
+        """Stream ``chunks`` into a staging file; 413 past ``limit`` bytes, 503 (5030)
+        when the disk is full or failing.
 
+        Hashing and writing run in a worker thread, a buffer of up to
+        :data:`WRITE_BUFFER` bytes at a time: the sha256 of 64 MiB is ~0.2 s of
+        CPU that must not stall the event loop (hashlib drops the GIL).
         Cancellation (the client went away) or any error removes the file.
         """
-        await trio.to_thread.run_sync(lambda: self.staging.mkdir(parents=True, exist_ok=True))
         path = self.staging / secrets.token_hex(16)
         digest = hashlib.sha256()
         size = 0
         done = False
         try:
-            async with await trio.open_file(path, "wb") as out:
+            out = await trio.to_thread.run_sync(self._open_staging, path)
+            try:
+                pending: list[bytes] = []
+                buffered = 0
                 async for chunk in chunks:
                     size += len(chunk)
                     if size > limit:
-                        raise PayloadTooLarge(f"artifact larger than {limit} bytes")
-                    digest.update(chunk)
-                    await out.write(chunk)
-                await out.flush()
-                await trio.to_thread.run_sync(os.fsync, out.fileno())
+                        raise PayloadTooLarge(f"artifact larger than {limit} bytes "
+                                              "(max_artifact_bytes)")
+                    pending.append(chunk)
+                    buffered += len(chunk)
+                    if buffered >= WRITE_BUFFER:
+                        await trio.to_thread.run_sync(_write, out, digest, pending)
+                        pending, buffered = [], 0
+                await trio.to_thread.run_sync(_write, out, digest, pending, True)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(out.close)
             done = True
             return Staged(path, size, digest.hexdigest())
+        except OSError as exc:
+            if is_disk_failure(exc):
+                raise Unavailable(f"could not store the artifact: {exc.strerror}") from exc
+            raise
         finally:
             if not done:
                 with trio.CancelScope(shield=True), contextlib.suppress(OSError):
-                    await trio.to_thread.run_sync(path.unlink)
+                    await trio.to_thread.run_sync(lambda: path.unlink(missing_ok=True))
+
+    def _open_staging(self, path: Path) -> BinaryIO:
+        self.staging.mkdir(parents=True, exist_ok=True)
+        return path.open("wb")
 
     def staged_path(self, staging_name: str) -> Path:
         """Where the upload staged under ``staging_name`` is (a name :meth:`stage` chose)."""
@@ -112,7 +137,7 @@ class ArtifactStore:
             self._doomed_send.send_nowait(path)
         except trio.WouldBlock:
             # The orphan sweep (directories) or the task's purge (files) gets it later.
-            log.warning("artifact deletion queue full; %s stays for now", path)
+            log.warning("artifact deletion queue full; %s stays for now", escape(path))
 
     async def delete_next(self) -> bool:
         """Delete the next queued path, in a thread; False once the queue is closed.
@@ -125,7 +150,13 @@ class ArtifactStore:
         self.deleted += 1
         return True
 
-    async def sweep_staging(self, now: float, max_age: float) -> int:
+    # Sweeps measure a file's age on the clock that stamped it: time.time(), read in
+    # the thread that stats the file. The gateway's Clock runs on trio's monotonic
+    # clock from a wall time taken at start-up, so after an NTP step or a suspend it
+    # may be minutes or hours away from the st_mtime the kernel writes; mixing the
+    # two could delete an upload in progress.
+
+    async def sweep_staging(self, max_age: float) -> int:
         """Remove staging files older than ``max_age`` (uploads that never finished)."""
         def sweep() -> int:
             removed = 0
@@ -133,7 +164,7 @@ class ArtifactStore:
                 return 0
             for entry in self.staging.iterdir():
                 with contextlib.suppress(FileNotFoundError):
-                    if now - entry.stat().st_mtime > max_age:
+                    if time.time() - entry.stat().st_mtime > max_age:
                         entry.unlink()
                         removed += 1
             return removed
@@ -143,9 +174,10 @@ class ArtifactStore:
             log.info("removed %d unfinished uploads", removed)
         return removed
 
-    async def sweep_orphans(self, now: float, max_age: float,
+    async def sweep_orphans(self, max_age: float,
                             existing: Callable[[list[str]], Awaitable[set[str]]]) -> int:
-        """Remove task directories with no task record that are older than ``max_age``.
+        """Remove task directories with no task record that are older than ``max_age``
+        (by their mtime, on the file system's clock: see above).
 
         Complements the purge, which is driven by task records: a directory whose
         record is gone (a crash before its deletion) is found only here.
@@ -157,7 +189,7 @@ class ArtifactStore:
             for entry in self.root.iterdir():
                 with contextlib.suppress(FileNotFoundError):
                     if (entry.name.startswith(DIR_PREFIX) and entry.is_dir()
-                            and now - entry.stat().st_mtime > max_age):
+                            and time.time() - entry.stat().st_mtime > max_age):
                         found.append(entry.name.removeprefix(DIR_PREFIX))
             return found
 
@@ -168,7 +200,7 @@ class ArtifactStore:
         orphans = [task_id for task_id in candidates if task_id not in alive]
         for task_id in orphans:
             await trio.to_thread.run_sync(_remove, self.task_dir(task_id))
-            log.info("removed orphan artifact directory of task %s", task_id)
+            log.info("removed orphan artifact directory of task %s", escape(task_id))
         return len(orphans)
 
 
@@ -177,3 +209,13 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def _write(out: BinaryIO, digest: Any, chunks: list[bytes], last: bool = False) -> None:
+    """Hash and write ``chunks`` (in a worker thread); the last call also fsyncs."""
+    for chunk in chunks:
+        digest.update(chunk)
+        out.write(chunk)
+    if last:
+        out.flush()
+        os.fsync(out.fileno())

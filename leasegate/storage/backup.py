@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from pathlib import Path
@@ -18,25 +19,32 @@ def backup(db_file: Path, out: Path) -> int:
     """Copy ``db_file`` to ``out`` through SQLite's backup API; returns the size.
 
     Safe while a server writes: the copy is one consistent snapshot. The copy
-    is written next to ``out`` and renamed, so ``out`` is never half-written.
+    is written next to ``out`` and renamed, so ``out`` is never half-written;
+    on failure the partial copy is removed.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     partial.unlink(missing_ok=True)
     # A plain connection: connect() would switch a backup file being restored
     # to WAL mode, i.e. change the user's file.
-    source = sqlite3.connect(str(db_file))
-    source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     try:
-        target = sqlite3.connect(str(partial))
+        source = sqlite3.connect(str(db_file))
+        source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         try:
-            source.backup(target)
-            target.execute("PRAGMA journal_mode = DELETE")
+            target = sqlite3.connect(str(partial))
+            try:
+                source.backup(target)
+                target.execute("PRAGMA journal_mode = DELETE")
+            finally:
+                target.close()
         finally:
-            target.close()
-    finally:
-        source.close()
-    os.replace(partial, out)
+            source.close()
+        os.replace(partial, out)
+    except BaseException:
+        # A full disk must not also keep the half copy that filled it.
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise
     return out.stat().st_size
 
 

@@ -15,6 +15,7 @@ that the autojump clock never jumps while SQLite works.
 
 from __future__ import annotations
 
+import errno
 import queue
 import sqlite3
 import threading
@@ -53,6 +54,20 @@ def is_storage_failure(exc: BaseException) -> bool:
     if code is None:
         return False
     return (code & 0xFF) in _STORAGE_FAILURE_CODES
+
+
+# The same for file operations (artifacts, backups): the disk is full, over
+# quota or over a size limit, read-only or failing. Answered 503, not 500.
+DISK_FAILURE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS,
+                                 errno.EFBIG})
+
+
+def is_disk_failure(exc: BaseException) -> bool:
+    """True for a file error caused by the disk (full, failing) rather than by our code,
+    and for an SQLite storage failure."""
+    if isinstance(exc, OSError):
+        return exc.errno in DISK_FAILURE_ERRNOS
+    return is_storage_failure(exc)
 
 
 def connect(path: Path | str, synchronous: str = "FULL") -> sqlite3.Connection:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from leasegate.storage import artifacts_sql, keys_sql, queries_sql, tasks_sql
+from leasegate.storage import artifacts_sql, keys_sql, presence_sql, queries_sql, tasks_sql
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "api keys", keys_sql.SCHEMA),
     (2, "queries", queries_sql.SCHEMA),
     (3, "tasks and workers", tasks_sql.SCHEMA),
     (4, "task artifacts", artifacts_sql.SCHEMA),
+    (5, "workers by key", presence_sql.SCHEMA_KEYS),
 ]
 
 

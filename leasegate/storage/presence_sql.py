@@ -1,6 +1,7 @@
 """SQL of worker presence and the task health report (tables owned by the task actor).
 
-The ``workers`` table's DDL is in ``tasks_sql.SCHEMA`` (migration 3).
+The ``workers`` table's DDL is in ``tasks_sql.SCHEMA`` (migration 3); its
+``key_id`` (the key whose lease call last named the worker) in :data:`SCHEMA_KEYS`.
 """
 
 from __future__ import annotations
@@ -8,6 +9,14 @@ from __future__ import annotations
 import sqlite3
 
 from leasegate.storage.rows import marks
+
+SCHEMA_KEYS = """
+ALTER TABLE workers ADD COLUMN key_id TEXT;
+CREATE INDEX workers_key ON workers (key_id, last_seen_at);
+"""
+
+_HOLDS_NO_TASK = ("NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.lease_owner = workers.worker_id "
+                  "AND tasks.status IN ('leased', 'running', 'stale'))")
 
 
 def in_flight_of(conn: sqlite3.Connection, worker_ids: list[str]) -> list[sqlite3.Row]:
@@ -21,15 +30,39 @@ def in_flight_of(conn: sqlite3.Connection, worker_ids: list[str]) -> list[sqlite
 
 
 def seen(conn: sqlite3.Connection, worker_id: str, now: float, *, sites: str | None = None,
-         update_sites: bool = False) -> None:
-    """Worker presence: upsert ``last_seen_at`` (and the sites filter of a lease call)."""
+         update_sites: bool = False, key_id: str | None = None) -> None:
+    """Worker presence: upsert ``last_seen_at`` (and the sites filter and key of a lease
+    call)."""
     conn.execute(
-        "INSERT INTO workers (worker_id, first_seen_at, last_seen_at, sites) "
-        "VALUES (?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET "
+        "INSERT INTO workers (worker_id, first_seen_at, last_seen_at, sites, key_id) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET "
         "last_seen_at = max(last_seen_at, excluded.last_seen_at), "
-        "sites = CASE WHEN ? THEN excluded.sites ELSE sites END",
-        (worker_id, now, now, sites, update_sites),
+        "sites = CASE WHEN ? THEN excluded.sites ELSE sites END, "
+        "key_id = CASE WHEN ? THEN excluded.key_id ELSE key_id END",
+        (worker_id, now, now, sites, key_id, update_sites, update_sites),
     )
+
+
+def known(conn: sqlite3.Connection, worker_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM workers WHERE worker_id = ?",
+                        (worker_id,)).fetchone() is not None
+
+
+def count_of_key(conn: sqlite3.Connection, key_id: str) -> tuple[int, float | None]:
+    """How many workers the key has, and when the least recently seen was last seen."""
+    row = conn.execute("SELECT count(*), min(last_seen_at) FROM workers WHERE key_id = ?",
+                       (key_id,)).fetchone()
+    return int(row[0]), row[1]
+
+
+def forget_one_offline(conn: sqlite3.Connection, key_id: str, seen_before: float) -> bool:
+    """Forget the key's least recently seen worker not seen since ``seen_before`` that
+    holds no task; False if there is none."""
+    cur = conn.execute(
+        "DELETE FROM workers WHERE worker_id = (SELECT worker_id FROM workers "
+        f"WHERE key_id = ? AND last_seen_at <= ? AND {_HOLDS_NO_TASK} "
+        "ORDER BY last_seen_at, worker_id LIMIT 1)", (key_id, seen_before))
+    return cur.rowcount > 0
 
 
 def workers_page(conn: sqlite3.Connection, limit: int, offset: int) -> tuple[int,
@@ -53,10 +86,7 @@ def online_workers(conn: sqlite3.Connection, offline_after: float,
 def purge_workers_before(conn: sqlite3.Connection, cutoff: float) -> int:
     """Forget workers not seen since ``cutoff`` that hold no task."""
     cur = conn.execute(
-        "DELETE FROM workers WHERE last_seen_at <= ? AND NOT EXISTS (SELECT 1 FROM tasks "
-        "WHERE tasks.lease_owner = workers.worker_id "
-        "AND tasks.status IN ('leased', 'running', 'stale'))", (cutoff,)
-    )
+        f"DELETE FROM workers WHERE last_seen_at <= ? AND {_HOLDS_NO_TASK}", (cutoff,))
     return cur.rowcount
 
 
