@@ -12,6 +12,7 @@ from leasegate.actors.key_messages import CreateKey, ListKeys, RevokeKey
 from leasegate.actors.query_messages import CountQueries
 from leasegate.actors.task_messages import CheckTaskHealth, ListWorkers
 from leasegate.clock import iso
+from leasegate.errors import RateLimited, Unauthorized
 from leasegate.http.auth import Authenticator, allow, require
 from leasegate.http.context import system
 from leasegate.http.metrics import Metrics
@@ -115,11 +116,14 @@ async def health_report(detailed: bool) -> dict[str, Any]:
 async def health() -> dict[str, Any]:
     """No key needed. ``degraded`` while storage fails, a task is stale or a site has no
     worker. Blocked lanes name their account, task and since when for an admin key;
-    without one, only their site and since when."""
+    without one (or with a bad one: never refused), only their site and since when."""
     detailed = False
     if request.headers.get("Authorization"):
         authenticator: Authenticator = current_app.extensions["leasegate.auth"]
-        detailed = (await authenticator.authenticate()).role == "admin"
+        try:
+            detailed = (await authenticator.authenticate()).role == "admin"
+        except (Unauthorized, RateLimited):
+            pass  # no key is needed here: a bad or throttled one gets the public answer
     return await health_report(detailed)
 
 
