@@ -63,7 +63,8 @@ BAD_PATH = {
 BAD_OTHERWISE = {
     ("post", "/v1/tasks/{task_id}/pause"): "a task that is not a batch task",
     ("post", "/v1/tasks/{task_id}/resume"): "a task that is not a batch task",
-    ("post", "/v1/admin/keys"): "a client key without a tenant",
+    ("post", "/v1/admin/keys"): "a client key without a tenant, sites on a key that is not "
+                                "a worker key",
     ("put", "/v1/tasks/{task_id}/artifacts/{name}"): "missing `X-Worker-Id` or "
                                                      "`X-Lease-Token`",
     ("post", "/v1/tasks/{task_id}/result"): "outcome `paused` for a task that is not a "
