@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 from quart import Quart, Response, jsonify, request
 from quart_schema import RequestSchemaValidationError
+from quart_schema.validation import QuerystringValidationError, RequestHeadersValidationError
 from werkzeug import exceptions as werkzeug_exceptions
 from werkzeug.exceptions import HTTPException
 
@@ -86,7 +87,9 @@ def install(app: Quart) -> None:
 
     @app.errorhandler(RequestSchemaValidationError)
     async def schema_error(exc: RequestSchemaValidationError) -> Response:
-        if not request.is_json:  # Quart does not even read such a body as JSON
+        # Quart does not even read a body as JSON without the content type.
+        body = not isinstance(exc, QuerystringValidationError | RequestHeadersValidationError)
+        if body and not request.is_json:
             return error_response(InvalidRequest(_not_json()))
         return error_response(InvalidRequest(_describe(exc.validation_error)))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -120,10 +121,9 @@ async def health() -> dict[str, Any]:
     detailed = False
     if request.headers.get("Authorization"):
         authenticator: Authenticator = current_app.extensions["leasegate.auth"]
-        try:
+        # No key is needed here: a bad or throttled one gets the public answer.
+        with contextlib.suppress(Unauthorized, RateLimited):
             detailed = (await authenticator.authenticate()).role == "admin"
-        except (Unauthorized, RateLimited):
-            pass  # no key is needed here: a bad or throttled one gets the public answer
     return await health_report(detailed)
 
 
