@@ -9,7 +9,6 @@ Bounded: ``EXAMPLES`` cases per operation, mode and role, generated deterministi
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import hypothesis
@@ -93,8 +92,7 @@ def exercise(schema: Any, role: str, gateway: served.Served) -> list[str]:
 
 
 @pytest.mark.parametrize("role", served.ROLES)
-def test_the_served_gateway_keeps_its_contract(gateway: served.Served, role: str,
-                                               tmp_path: Path) -> None:
+def test_the_served_gateway_keeps_its_contract(gateway: served.Served, role: str) -> None:
     schema = schemathesis.openapi.from_url(f"{gateway.url}/openapi.json")
     failures = exercise(schema, role, gateway)
     assert not failures, "\n".join(failures)
