@@ -197,6 +197,15 @@ async def test_submit_replay_and_conflict(gateway: Gateway) -> None:
     assert listed["total"] == 1
 
 
+async def test_lease_is_no_job_id(gateway: Gateway) -> None:
+    # GET /v1/tasks/lease is the lease route's path: a job named so could never be read.
+    for path, body in (("/v1/tasks", {**ORDER, "task_id": "lease"}),
+                       ("/v1/queries", {"site": "shop", "kind": "k", "query_id": "lease"})):
+        status, reply = await gateway.call("POST", path, "t1", json=body)
+        assert (status, reply["error"]["code"]) == (400, 4000)
+        assert "reserved" in reply["error"]["message"]
+
+
 async def test_generated_ids_are_distinct(gateway: Gateway) -> None:
     ids = {(await submit(gateway))["task_id"] for _ in range(30)}
     assert len(ids) == 30

@@ -14,11 +14,11 @@ from leasegate.settings import Settings, load
 from tests.conftest import start_gateway
 
 ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
-AUTH_ERRORS = {"401", "403", "429", "503"}
+AUTH_ERRORS = {"401", "403", "429"}
 
 # The task, query and operations routes (plus GET /v1/workers); the ledger and
 # devices do not exist yet.
-API_MD = {
+ROUTES = {
     ("post", "/v1/tasks"),
     ("get", "/v1/tasks/{task_id}"),
     ("get", "/v1/tasks"),
@@ -84,8 +84,8 @@ async def test_document_is_valid_openapi(document: dict[str, Any]) -> None:
     assert len(ids) == len(set(ids))
 
 
-async def test_every_path_of_api_md_is_described(document: dict[str, Any]) -> None:
-    missing = API_MD - set(operations(document))
+async def test_every_route_is_described(document: dict[str, Any]) -> None:
+    missing = ROUTES - set(operations(document))
     assert not missing
 
 
@@ -97,19 +97,22 @@ async def test_error_envelope_for_every_possible_status(document: dict[str, Any]
     for key, operation in operations(document).items():
         path = key[1]
         responses = operation["responses"]
-        expected: set[str] = set()
+        # Every route refuses unknown query parameters (400), and any may meet
+        # storage trouble or a server shutting down (503).
+        expected: set[str] = {"400", "503"}
         if key not in PUBLIC:
             expected |= AUTH_ERRORS
         if "requestBody" in operation:
-            expected |= {"400", "413"}
+            expected |= {"408", "413"}
         if "{" in path:
             expected.add("404")
         assert expected <= set(responses), (key, expected - set(responses))
         for code, response in responses.items():
             if int(code) >= 400:
                 assert json_schema(response) == ENVELOPE, (key, code)
-        if "429" in responses:
-            assert "Retry-After" in responses["429"]["headers"]
+        for code in ("429", "503"):
+            if code in responses:
+                assert "Retry-After" in responses[code]["headers"], (key, code)
     ops = operations(document)
     # 409s documented by the routes stay.
     for key in [("post", "/v1/tasks"), ("post", "/v1/queries"),
@@ -158,6 +161,7 @@ async def test_security(document: dict[str, Any]) -> None:
         if key in PUBLIC:
             assert operation["security"] == [], key
             assert not AUTH_ERRORS & set(operation["responses"]), key
+            assert "503" in operation["responses"], key
         else:
             assert "security" not in operation, key  # the global bearer key
 
@@ -171,3 +175,24 @@ async def test_public_metrics_need_no_key(nursery: trio.Nursery, tmp_path: Path,
     assert metrics["security"] == []
     assert not AUTH_ERRORS & set(metrics["responses"])
     validate(document)
+
+
+async def test_each_400_says_what_it_refuses(document: dict[str, Any]) -> None:
+    ops = operations(document)
+
+    def bad_request(method: str, path: str) -> str:
+        text: str = ops[(method, path)]["responses"]["400"]["description"]
+        assert text.startswith("invalid_request (4000): an unknown query parameter"), text
+        return text
+
+    assert "task_id" in bad_request("post", "/v1/tasks/{task_id}/cancel")
+    pause = bad_request("post", "/v1/tasks/{task_id}/pause")
+    assert "task_id" in pause and "not a batch task" in pause
+    assert "key_id" in bad_request("delete", "/v1/admin/keys/{key_id}")
+    assert "without a tenant" in bad_request("post", "/v1/admin/keys")
+    assert "Content-Type: application/json" in bad_request("post", "/v1/tasks")
+    assert "artifact name" in bad_request("put", "/v1/tasks/{task_id}/artifacts/{name}")
+    assert "value outside its rules" in bad_request("get", "/v1/tasks")
+    assert bad_request("get", "/health").endswith("an unknown query parameter.")
+    assert "request_timeout (4080)" in ops[("post", "/v1/tasks")]["responses"]["408"][
+        "description"]

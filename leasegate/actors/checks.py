@@ -32,6 +32,16 @@ def check_id(name: str, value: object, *, optional: bool = False) -> None:
         raise InvalidRequest(f"{name} must be {ID_RULE} (got {value!r:.80})")
 
 
+RESERVED_JOB_IDS = frozenset({"lease"})  # /v1/tasks/lease is a route, not a task
+
+
+def check_job_id(name: str, value: object) -> None:
+    """A client-chosen task or query id (None: the server picks one)."""
+    check_id(name, value, optional=True)
+    if value in RESERVED_JOB_IDS:
+        raise InvalidRequest(f"{name} {value!r} is reserved (it names a route)")
+
+
 def check_ids(name: str, values: tuple[str, ...] | None, *, most: int = 100,
               optional: bool = True) -> None:
     if values is None and optional:

@@ -19,6 +19,7 @@ from leasegate.actors.checks import (
     check_id,
     check_ids,
     check_int,
+    check_job_id,
     check_json,
     check_leases,
     check_page,
@@ -47,7 +48,7 @@ class SubmitQuery(Ask[QuerySubmitted]):
     def check(self) -> None:
         for name, value in (("tenant", self.tenant), ("site", self.site), ("kind", self.kind)):
             check_id(name, value)
-        check_id("query_id", self.query_id, optional=True)
+        check_job_id("query_id", self.query_id)
         check_json("params", self.params, optional=False, object_only=True)
         check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
 

@@ -19,6 +19,7 @@ from leasegate.actors.checks import (
     check_id,
     check_ids,
     check_int,
+    check_job_id,
     check_json,
     check_leases,
     check_number,
@@ -75,7 +76,7 @@ class SubmitTask(Ask[TaskSubmitted]):
         for name, value in (("tenant", self.tenant), ("site", self.site),
                             ("account", self.account), ("kind", self.kind)):
             check_id(name, value)
-        check_id("task_id", self.task_id, optional=True)
+        check_job_id("task_id", self.task_id)
         check_id("device_id", self.device_id, optional=True)
         check_json("params", self.params, optional=False, object_only=True)
         check_int("priority", self.priority, 0, MAX_PRIORITY)

@@ -21,14 +21,21 @@ from quart_trio import QuartTrio
 from leasegate.actors.mailbox import request_id
 from leasegate.actors.system import System
 from leasegate.errors import InvalidRequest, Unavailable
-from leasegate.http import errors, routes_admin, routes_artifacts, routes_queries, routes_tasks
+from leasegate.http import (
+    docs,
+    errors,
+    routes_admin,
+    routes_artifacts,
+    routes_queries,
+    routes_tasks,
+)
 from leasegate.http.auth import Authenticator, check_route_roles
 from leasegate.http.metrics import Metrics
 from leasegate.http.openapi import LeasegateOpenAPI
 from leasegate.ids import ID_RULE, is_id
 
 ID_ARGS = {"task_id", "query_id", "key_id"}
-PUBLIC_ENDPOINTS = {"admin.health", "openapi", "swagger_ui", "redoc_ui", "scalar_ui", "static"}
+PUBLIC_ENDPOINTS = {"admin.health", "openapi", *docs.ENDPOINTS}
 
 
 class JSONProvider(DefaultJSONProvider):
@@ -39,7 +46,7 @@ class JSONProvider(DefaultJSONProvider):
         try:
             return super().loads(s, **kwargs)
         except RecursionError:
-            raise ValueError("JSON nested too deeply") from None
+            raise ValueError("the JSON body is nested too deeply to parse") from None
 
 
 def create_app(system: System) -> QuartTrio:
@@ -56,6 +63,7 @@ def create_app(system: System) -> QuartTrio:
         security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
         security=[{"bearer": []}],
         openapi_provider_class=LeasegateOpenAPI,
+        swagger_ui_path=None, redoc_ui_path=None, scalar_ui_path=None,  # CDN pages: docs.py
     )
     app.json = JSONProvider(app)
     # quart-schema wraps make_response to pass every return value through a new
@@ -76,6 +84,7 @@ def create_app(system: System) -> QuartTrio:
     for blueprint in (routes_queries.bp, routes_tasks.bp, routes_artifacts.bp, routes_admin.bp):
         app.register_blueprint(blueprint)
     errors.install(app)
+    docs.install(app)
 
     @app.before_request
     async def authenticate() -> None:

@@ -3,12 +3,15 @@ framework ones included."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from pydantic import ValidationError
-from quart import Quart, Response, jsonify
+from quart import Quart, Response, jsonify, request
 from quart_schema import RequestSchemaValidationError
+from quart_schema.validation import QuerystringValidationError, RequestHeadersValidationError
+from werkzeug import exceptions as werkzeug_exceptions
 from werkzeug.exceptions import HTTPException
 
 from leasegate.errors import (
@@ -42,6 +45,41 @@ def _describe(error: Exception | None) -> str:
     return str(error) if error else "invalid request"
 
 
+def _not_json() -> str:
+    given = request.headers.get("Content-Type")
+    sent = f"Content-Type {given!r}" if given else "no Content-Type"
+    return f"the body must be JSON sent with Content-Type: application/json (got {sent})"
+
+
+def _malformed(exc: HTTPException) -> str:
+    """Quart raises a bare BadRequest while handling the parser's error: say that one."""
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, json.JSONDecodeError):
+        return f"the body is not valid JSON: {cause}"
+    if isinstance(cause, ValueError):  # e.g. the JSON provider's "nested too deeply"
+        return str(cause)
+    return "malformed request"
+
+
+def _too_large() -> str:
+    limit = request.max_content_length
+    if limit is None:
+        return "the request body is too large"
+    return f"the request body is over this route's limit of {limit} bytes"
+
+
+def _concrete_methods(app: Quart, path: str) -> set[str] | None:
+    """The methods of the route written exactly as ``path`` (no variables), if any."""
+    concrete: dict[str, set[str]] | None = app.extensions.get("leasegate.concrete_paths")
+    if concrete is None:
+        concrete = {}
+        for rule in app.url_map.iter_rules():
+            if not rule.arguments:
+                concrete.setdefault(rule.rule, set()).update(rule.methods or ())
+        app.extensions["leasegate.concrete_paths"] = concrete
+    return concrete.get(path)
+
+
 def install(app: Quart) -> None:
     @app.errorhandler(LeasegateError)
     async def domain_error(exc: LeasegateError) -> Response:
@@ -49,6 +87,10 @@ def install(app: Quart) -> None:
 
     @app.errorhandler(RequestSchemaValidationError)
     async def schema_error(exc: RequestSchemaValidationError) -> Response:
+        # Quart does not even read a body as JSON without the content type.
+        body = not isinstance(exc, QuerystringValidationError | RequestHeadersValidationError)
+        if body and not request.is_json:
+            return error_response(InvalidRequest(_not_json()))
         return error_response(InvalidRequest(_describe(exc.validation_error)))
 
     @app.errorhandler(UnicodeDecodeError)
@@ -62,18 +104,33 @@ def install(app: Quart) -> None:
         mapped: dict[int, Any] = {404: NotFound, 405: MethodNotAllowed, 413: PayloadTooLarge}
         cls = mapped.get(exc.code or 400, InvalidRequest)
         if exc.code == 400:
-            message = "malformed request (the body must be valid JSON)"
+            message = _malformed(exc)
         elif exc.code == 413:
-            message = "request body too large"
+            message = _too_large()
         else:
             message = exc.description or cls.type
         response = error_response(cls(message))
-        if exc.code == 405 and isinstance(exc, HTTPException):
-            allowed = exc.get_headers()
-            for name, value in allowed:
-                if name.lower() == "allow":
-                    response.headers["Allow"] = value
+        if exc.code == 405:
+            concrete = _concrete_methods(app, request.path)
+            if concrete is not None:  # not the methods of a {id} route the path also fits
+                response.headers["Allow"] = ", ".join(sorted(concrete))
+            else:
+                for name, value in exc.get_headers():
+                    if name.lower() == "allow":
+                        response.headers["Allow"] = value
         return response
+
+    @app.before_request
+    async def concrete_paths_first() -> None:
+        """``/v1/tasks/lease`` is the lease route alone, as in ``/openapi.json`` (a concrete
+        path wins over a templated one): ``GET /v1/tasks/lease`` is a 405, not a read of
+        a task called "lease"."""
+        rule = request.url_rule
+        if rule is None or not rule.arguments:
+            return
+        concrete = _concrete_methods(app, request.path)
+        if concrete is not None:
+            raise werkzeug_exceptions.MethodNotAllowed(valid_methods=sorted(concrete))
 
     @app.errorhandler(Exception)
     async def unexpected(exc: Exception) -> Response:

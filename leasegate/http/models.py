@@ -328,9 +328,31 @@ class KeyPage(ListPage):
     items: list[KeyObject]
 
 
+class QueuedCounts(BaseModel):
+    tasks: int
+    queries: int
+
+
+class HealthChecks(BaseModel):
+    """Counts only: the public answer's size never grows with sites or tenants."""
+
+    storage_writable: bool
+    stale_tasks: int
+    blocked_lanes: int
+    sites_without_worker: int
+    queued: QueuedCounts
+    leased_queries: int
+    jobs: int
+    failing_jobs: int
+    draining: bool
+
+
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
-    checks: dict[str, Any]
+    checks: HealthChecks
+    details: dict[str, Any] | None = Field(
+        default=None, description="Admin keys only: blocked lanes (account, task, since), "
+        "sites without a worker, queue depths by site, every periodic job.")
 
 
 class BackupMade(BaseModel):

@@ -3,9 +3,12 @@
 quart-schema documents what the decorators say (request and response models).
 :class:`LeasegateOpenAPI` adds what they cannot say:
 
-- the error envelope for every status an operation can answer with
-  (401/403/429/503 when a key is needed, 400/413 with a body, 404 with a path
-  id, ...), all as ``#/components/schemas/ErrorEnvelope``;
+- the error envelope for every status an operation can answer with, all as
+  ``#/components/schemas/ErrorEnvelope``: 400 everywhere (an unknown query
+  parameter is refused on every route; each operation's 400 says what else it
+  refuses), 503 everywhere (storage trouble or shutting down), 401/403/429 when
+  a key is needed, 408/413 with a body, 404 with a path id, 409 where the
+  route documents it;
 - the replay answer (200, ``created: false``) of the idempotent submits;
 - the raw bodies of the artifact routes and their ``X-Worker-Id`` /
   ``X-Lease-Token`` headers, and the Prometheus text of ``/metrics``;
@@ -38,15 +41,38 @@ ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN}
 
 # Error responses every operation needing a key can answer with.
 AUTH_ERRORS = {
-    401: "unauthorized (4010): missing or unknown key.",
-    403: "forbidden (4030): known key, wrong role or site.",
+    401: "unauthorized (4010): missing, unknown or revoked key.",
+    403: "forbidden (4030): known key, wrong role or site (or a client key bound to no "
+         "tenant).",
     429: "rate_limited (4290): too many requests for this key; retry after `Retry-After` "
          "seconds.",
-    503: "unavailable (5030): storage full or failing; nothing was changed.",
 }
-BAD_REQUEST = ("invalid_request (4000): malformed JSON, an unknown field, or a value, id or "
-               "name outside its rules.")
+# Every operation: storage trouble, or a server that is shutting down.
+UNAVAILABLE = ("unavailable (5030): storage full or failing, or the server is shutting "
+               "down; nothing was changed. Retry (after `Retry-After` seconds when given).")
+# What makes a 400 (invalid_request, 4000), by what the operation takes.
+BAD_QUERY = "an unknown query parameter"
+BAD_BODY = ("malformed JSON, a body without `Content-Type: application/json`, an unknown "
+            "field, or a value outside its rules")
+BAD_PATH = {
+    "task_id": "a `task_id` outside its pattern",
+    "query_id": "a `query_id` outside its pattern",
+    "key_id": "a `key_id` outside its pattern",
+    "name": "an artifact name outside its pattern",
+}
+BAD_OTHERWISE = {
+    ("post", "/v1/tasks/{task_id}/pause"): "a task that is not a batch task",
+    ("post", "/v1/tasks/{task_id}/resume"): "a task that is not a batch task",
+    ("post", "/v1/admin/keys"): "a client key without a tenant, sites on a key that is not "
+                                "a worker key",
+    ("put", "/v1/tasks/{task_id}/artifacts/{name}"): "missing `X-Worker-Id` or "
+                                                     "`X-Lease-Token`",
+    ("post", "/v1/tasks/{task_id}/result"): "outcome `paused` for a task that is not a "
+                                            "batch task",
+}
 TOO_LARGE = "payload_too_large (4130): the body or one of its JSON fields is over its limit."
+TOO_SLOW = ("request_timeout (4080): the body did not arrive within `http_read_timeout`; "
+            "nothing was changed.")
 NOT_FOUND = {
     "task_id": "task_not_found (6001): no such task for this tenant.",
     "query_id": "query_not_found (6005): no such query for this tenant.",
@@ -191,21 +217,24 @@ class LeasegateOpenAPI(OpenAPIProvider):
 
         errors: dict[str, str] = {}
         has_body = json_body or "requestBody" in operation
-        if has_body or querystring or "name" in path_ids:
-            errors["400"] = BAD_REQUEST
+        errors["400"] = self._bad_request(key, has_body=has_body, querystring=querystring,
+                                          path_ids=path_ids)
         if has_body:
+            errors["408"] = TOO_SLOW
             errors["413"] = TOO_LARGE
         if path_ids:
             errors["404"] = self._not_found(method, path_ids)
         if not public:
             errors.update({str(code): text for code, text in AUTH_ERRORS.items()})
+        errors["503"] = UNAVAILABLE
         for code, text in errors.items():
             responses.setdefault(code, self._error(text))
-        if "429" in responses and not public:
-            responses["429"].setdefault("headers", {})["Retry-After"] = {
-                "description": "Seconds to wait before the next request.",
-                "schema": {"type": "integer", "minimum": 1},
-            }
+        for code in ("429", "503"):
+            if code in responses:
+                responses[code].setdefault("headers", {})["Retry-After"] = {
+                    "description": "Seconds to wait before the next request.",
+                    "schema": {"type": "integer", "minimum": 1},
+                }
         if "409" in responses and not responses["409"].get("description"):
             responses["409"]["description"] = self._conflict(key)
 
@@ -221,6 +250,21 @@ class LeasegateOpenAPI(OpenAPIProvider):
     def _error(description: str) -> dict[str, Any]:
         return {"description": description,
                 "content": {"application/json": {"schema": dict(ERROR_REF)}}}
+
+    @staticmethod
+    def _bad_request(key: tuple[str, str], *, has_body: bool, querystring: bool,
+                     path_ids: set[str]) -> str:
+        """Every route refuses unknown query parameters; the rest depends on what it takes."""
+        reasons = [BAD_QUERY + (" or a query value outside its rules" if querystring else "")]
+        if has_body and key != ("put", ARTIFACT_PATH):
+            reasons.append(BAD_BODY)
+        reasons += [BAD_PATH[name] for name in sorted(path_ids) if name in BAD_PATH]
+        if key in BAD_OTHERWISE:
+            reasons.append(BAD_OTHERWISE[key])
+        if len(reasons) > 1:
+            reasons[-1] = "or " + reasons[-1]
+        joined = ", ".join(reasons) if len(reasons) > 2 else " ".join(reasons)
+        return f"invalid_request (4000): {joined}."
 
     @staticmethod
     def _not_found(method: str, path_ids: set[str]) -> str:

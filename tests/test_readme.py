@@ -1,0 +1,99 @@
+"""The README's curl quick starts run as written against a served gateway, and nothing
+the reader sees points at files that are not in this repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import served
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+SETUP_LINE = re.compile(r"^export LG=\S+ CLIENT_KEY=lg_\.\.\. WORKER_KEY=lg_\.\.\.$")
+# Spelled in pieces so that this file does not match itself.
+OUTSIDE_FILES = re.compile("|".join([
+    r"\b(?:API|DESIGN)" + r"\.md\b",
+    r"\bseeds?" + r"(?:\s+\d+\b|/)",
+]), re.IGNORECASE)
+# Like a reader's shell that stops at the first failure; curl fails on a 4xx/5xx
+# (and still prints the error body).
+STRICT = "set -euo pipefail\ncurl() { command curl --show-error --fail-with-body \"$@\"; }\n"
+
+
+def shell_blocks() -> list[str]:
+    return re.findall(r"^```sh\n(.*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
+
+
+def quick_start() -> tuple[str, list[str]]:
+    """The setup block without its placeholder line (the test sets those variables),
+    and the blocks that talk to the gateway (those that use ``$LG``)."""
+    setup = [block for block in shell_blocks() if "export LG=" in block]
+    assert len(setup) == 1, "one block says where the gateway is and which keys to use"
+    lines = setup[0].splitlines()
+    assert SETUP_LINE.match(lines[0]), lines[0]
+    runnable = [block for block in shell_blocks() if "$LG" in block]
+    assert len(runnable) == 2, "a query and a task quick start"
+    return "\n".join(lines[1:]) + "\n", runnable
+
+
+def run(gateway: served.Served, prelude: str, block: str) -> list[Any]:
+    """Run ``block`` with bash as a reader would; every JSON reply it printed, in order."""
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"),
+           "LG": gateway.url, "CLIENT_KEY": gateway.keys["client"],
+           "WORKER_KEY": gateway.keys["worker"]}
+    done = subprocess.run(["bash", "-c", STRICT + prelude + block], env=env, timeout=60,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    decoder, text, replies, at = json.JSONDecoder(), done.stdout, [], 0
+    while at < len(text):
+        if text[at].isspace():
+            at += 1
+            continue
+        reply, at = decoder.raw_decode(text, at)
+        replies.append(reply)
+    return replies
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[served.Served]:
+    gateway = served.start(tmp_path_factory.mktemp("readme"))
+    try:
+        yield gateway
+    finally:
+        served.stop(gateway)
+
+
+def test_the_quick_starts_run_as_written(gateway: served.Served) -> None:
+    prelude, (queries, tasks) = quick_start()
+
+    replies = run(gateway, prelude, queries)
+    submitted, read_back = replies[0], replies[-1]
+    assert submitted["query_id"] == "balance-1"
+    assert read_back["status"] == "succeeded" and read_back["result"] == {"balance": 12}
+
+    replies = run(gateway, prelude, tasks)
+    orders = [r for r in replies if r.get("task_id") == "order-1" and "status" in r]
+    assert [r["status"] for r in orders] == ["queued", "running", "succeeded", "succeeded"]
+    assert orders[-1]["result"] == {"orders": ["A-1001"]}
+    renewed = [r for r in replies if "cancel_requested" in r and "status" not in r]
+    assert renewed, replies  # the renew reply (it carries cancel and pause requests)
+    canceled = replies[-1]
+    assert (canceled["task_id"], canceled["status"]) == ("order-2", "canceled")
+
+
+def test_nothing_points_at_files_outside_the_repository() -> None:
+    files = [README, *sorted((ROOT / "leasegate").rglob("*.py")),
+             *sorted((ROOT / "tests").rglob("*.py"))]
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path in files
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if OUTSIDE_FILES.search(line)]
+    assert not found, "\n".join(found)
