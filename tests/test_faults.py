@@ -169,6 +169,8 @@ async def test_a_failing_database_is_logged_once_per_window_not_per_request(
     for _ in range(30):
         assert_unavailable(*await gateway.call("POST", "/v1/tasks", "t1", json=body))
     assert len(warnings_with(caplog, "storage failure, batch")) == 1
+    response = await gateway.client.post("/v1/tasks", json=body, headers=gateway.auth("t1"))
+    assert response.headers["Retry-After"] == "1"  # the SDK waits, then retries
     monkeypatch.setattr(db, "run", real_run)
     assert (await gateway.call("POST", "/v1/tasks", "t1", json=body))[0] == 201
     assert warnings_with(caplog, "tasks: storage works again")

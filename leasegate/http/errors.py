@@ -30,6 +30,9 @@ def error_response(exc: LeasegateError) -> Response:
     response.status_code = exc.status
     for name, value in exc.headers.items():
         response.headers[name.replace("_", "-")] = value
+    if exc.status == 503 and "Retry-After" not in response.headers:
+        # Storage trouble or a draining actor: worth a retry soon, as documented.
+        response.headers["Retry-After"] = "1"
     return response
 
 
