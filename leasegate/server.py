@@ -21,6 +21,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from leasegate.actors.key_messages import CountKeys, CreateKey, Role
 from leasegate.actors.system import System, new_system
+from leasegate.http import expect
 from leasegate.http.app import create_app
 from leasegate.settings import Settings
 from leasegate.storage.datadir import DataDirLock, db_path
@@ -82,6 +83,7 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
         system = new_system(db_path(data_dir), settings)
         app = create_app(system)
         config = hypercorn_config(settings, host, port)
+        expect.install(settings)  # no 100 Continue for a body that will be refused
         async with trio.open_nursery() as nursery:
             await nursery.start(system.run)
             if bootstrap:
