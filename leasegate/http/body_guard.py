@@ -111,7 +111,7 @@ class _Exchange:
         self.disconnected = False
         self.withheld = withholds_continue(guard.settings, scope)
         self.discarding = False
-        self.discarded = 0
+        self.received = 0
         self.settled = trio.Event()  # the body is complete, gone, or past the bound
         self.closing = False
         self.status = 0
@@ -119,13 +119,13 @@ class _Exchange:
     async def receive(self) -> ASGIReceiveEvent:
         message = cast(Message, await self._receive())
         if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
             if not message.get("more_body", False):
                 self.complete = True
                 self.settled.set()
             if self.discarding:
-                self.discarded += len(message.get("body", b""))
-                if self.discarded > self.guard.drain_bytes:
-                    self.settled.set()
+                if self.received > self.guard.drain_bytes:
+                    self.settled.set()  # too much to drain: the connection closes
                 message = {**message, "body": b""}  # the app is done with it: not kept
         elif message["type"] == "http.disconnect":
             self.disconnected = True
