@@ -246,6 +246,10 @@ async def test_a_body_of_too_many_json_values_is_413_before_validation(gateway: 
     deep_list = {**QUERY, "params": {"x": [0] * 25_000}}
     status, reply = await gateway.call("POST", "/v1/queries", "t1", json=deep_list)
     assert_error(status, reply, 413, 4130)
+    wide = {**QUERY, **{f"k{i}": 0 for i in range(5_000)}}
+    status, reply = await gateway.call("POST", "/v1/queries", "t1", json=wide)
+    assert_error(status, reply, 400, 4000)
+    assert "fields" in reply["error"]["message"]
     # Commas and colons inside strings are not values: such a body is fine.
     punctuated = {**QUERY, "params": {"x": ",:[{" * 10_000}}
     assert (await gateway.call("POST", "/v1/queries", "t1", json=punctuated))[0] == 201

@@ -36,6 +36,9 @@ POST_ONLY_PATHS = {"/v1/tasks/lease", "/v1/queries/lease"}
 # Keys and items of one JSON body: bounds the work of parsing and validating it,
 # which the byte limit alone does not (100k one-byte keys fit in a megabyte).
 MAX_JSON_VALUES = 20_000
+# No request body has more fields than this; past it, validation would spend its
+# time describing each unknown field.
+MAX_BODY_FIELDS = 64
 
 
 def _value_count_exceeds(document: Any, limit: int) -> bool:
@@ -70,6 +73,9 @@ class JSONProvider(DefaultJSONProvider):
                 and _value_count_exceeds(document, MAX_JSON_VALUES)):
             raise PayloadTooLarge(f"the body holds more than {MAX_JSON_VALUES} JSON values "
                                   "(keys and items); that is the limit")
+        if isinstance(document, dict) and len(document) > MAX_BODY_FIELDS:
+            raise InvalidRequest(f"the body has {len(document)} fields; no request takes "
+                                 f"more than {MAX_BODY_FIELDS}")
         return document
 
 
