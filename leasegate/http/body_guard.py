@@ -88,7 +88,8 @@ class BodyGuard:
 
     async def __call__(self, scope: Scope, receive: ASGIReceiveCallable,
                        send: ASGISendCallable) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["http_version"] not in ("1.0", "1.1"):
+            # HTTP/2 streams end on their own (and forbid a Connection header).
             await self.app(scope, receive, send)
             return
         exchange = _Exchange(self, cast(Message, scope), receive, send)
