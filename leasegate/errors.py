@@ -37,6 +37,7 @@ Unauthorized = _error("Unauthorized", 4010, "unauthorized", 401)
 Forbidden = _error("Forbidden", 4030, "forbidden", 403)
 NotFound = _error("NotFound", 4040, "not_found", 404)
 MethodNotAllowed = _error("MethodNotAllowed", 4050, "method_not_allowed", 405)
+RequestTimeout = _error("RequestTimeout", 4080, "request_timeout", 408)
 PayloadTooLarge = _error("PayloadTooLarge", 4130, "payload_too_large", 413)
 RateLimited = _error("RateLimited", 4290, "rate_limited", 429)
 Unavailable = _error("Unavailable", 5030, "unavailable", 503)
@@ -52,7 +53,8 @@ DeviceLimit = _error("DeviceLimit", 6008, "device_limit", 429)
 ArtifactNotFound = _error("ArtifactNotFound", 6009, "artifact_not_found", 404)
 
 ALL_ERRORS: tuple[type[LeasegateError], ...] = (
-    InvalidRequest, Unauthorized, Forbidden, NotFound, MethodNotAllowed, PayloadTooLarge,
+    InvalidRequest, Unauthorized, Forbidden, NotFound, MethodNotAllowed, RequestTimeout,
+    PayloadTooLarge,
     RateLimited, Unavailable, InternalError, TaskNotFound, TaskLeaseInvalid, StateConflict,
     IdempotencyConflict, QueryNotFound, QueryLeaseInvalid, InsufficientFunds, DeviceLimit,
     ArtifactNotFound,

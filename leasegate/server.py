@@ -28,6 +28,7 @@ from hypercorn.utils import wrap_app
 
 from leasegate.actors.key_messages import CountKeys, CreateKey, Role
 from leasegate.actors.system import System, new_system
+from leasegate.http import expect
 from leasegate.http.app import create_app
 from leasegate.settings import Settings
 from leasegate.storage.datadir import DataDirLock, db_path
@@ -130,6 +131,7 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
     DataDirUnusable if it cannot be written, StartupError if the port is taken."""
     with DataDirLock(data_dir):
         config = hypercorn_config(settings, host, port)
+        expect.install(settings)  # no 100 Continue for a body that will be refused
         sockets = listen(config, host, port)
         try:
             system = new_system(db_path(data_dir), settings)

@@ -59,11 +59,20 @@ class Settings:
     # Token bucket per API key; 0 turns rate limiting off.
     rate_limit_per_second: float = 200.0
     rate_limit_burst: int = 400
+    # Token bucket per client address (IPv6: per /64) for what needs a key lookup
+    # or no key at all: requests without a key, unknown keys, wrong secrets.
+    address_rate_limit_per_second: float = 20.0
+    address_rate_limit_burst: int = 100
     sqlite_synchronous: str = "FULL"
     # How often retention purges and bucket sweeps run.
     housekeeping_interval: float = 60.0
     # How long an idle or slow socket may hold a read.
     http_read_timeout: float = 60.0
+    # How long a request body may take to arrive in full (408 past it). A body
+    # that stops altogether for http_read_timeout is cut first, without an answer,
+    # so this is best below it (not enforced: lowering the read timeout alone must
+    # stay possible).
+    http_body_timeout: float = 20.0
     # Serve /metrics without an admin key (for a scraper on a private network).
     metrics_public: bool = False
     # On SIGINT/SIGTERM, how long every request is still answered (503) before
@@ -82,7 +91,8 @@ class Settings:
             "task_ttl", "query_lease_ttl", "query_ttl", "query_max_attempts",
             "device_capacity", "ledger_recover_interval", "artifact_orphan_sweep_interval",
             "error_log_window", "max_body_bytes", "max_json_field_bytes",
-            "max_artifact_bytes", "http_read_timeout", "housekeeping_interval",
+            "max_artifact_bytes", "http_read_timeout", "http_body_timeout",
+            "housekeeping_interval",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:
@@ -111,6 +121,9 @@ class Settings:
             raise SettingsError(f"sqlite_synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
         if self.rate_limit_per_second > 0 and self.rate_limit_burst < 1:
             raise SettingsError("rate_limit_burst must be at least 1 when rate limiting is on")
+        if self.address_rate_limit_per_second > 0 and self.address_rate_limit_burst < 1:
+            raise SettingsError("address_rate_limit_burst must be at least 1 when address "
+                                "rate limiting is on")
 
     def replace(self, **changes: Any) -> Settings:
         return load(overrides=changes, base=self)

@@ -14,8 +14,6 @@ import pytest
 from tests import served
 
 DEEP = b"[" * 5000 + b"]" * 5000
-# until early answers keep connections usable
-CLOSE = {"Connection": "close"}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +44,7 @@ class Links(HTMLParser):
 
 
 def test_docs_load_nothing_from_elsewhere(gateway: served.Served) -> None:
-    with httpx.Client(base_url=gateway.url, timeout=10, headers=CLOSE) as client:
+    with httpx.Client(base_url=gateway.url, timeout=10) as client:
         page = client.get("/docs")
         assert page.status_code == 200
         assert page.headers["content-type"].startswith("text/html")
@@ -79,7 +77,6 @@ def test_docs_load_nothing_from_elsewhere(gateway: served.Served) -> None:
 
 def test_messages_say_what_is_wrong(gateway: served.Served) -> None:
     with gateway.client("client") as client:
-        client.headers.update(CLOSE)
         no_type = client.post("/v1/tasks", content=b'{"site": "shop", "kind": "k"}')
         assert no_type.status_code == 400
         assert "Content-Type: application/json" in message(no_type)
@@ -121,7 +118,6 @@ def test_health_needs_no_key_and_refuses_none(gateway: served.Served) -> None:
 def test_a_concrete_path_is_only_itself(gateway: served.Served) -> None:
     """``/v1/tasks/lease`` is the lease route as ``/openapi.json`` says, not a task id."""
     with gateway.client("client") as client:
-        client.headers.update(CLOSE)
         for channel in ("tasks", "queries"):
             for method in ("GET", "OPTIONS", "DELETE"):
                 response = client.request(method, f"/v1/{channel}/lease")

@@ -228,3 +228,109 @@ async def test_ids_in_paths_are_checked(gateway: Gateway, path: str) -> None:
     method = "POST" if path.endswith("cancel") else "GET"
     status, reply = await gateway.call(method, path, "t1")
     assert_error(status, reply, 400, 4000)
+
+
+# --- Transport edges: the work a body costs, callers without a key, misrouted paths ---
+
+def at(address: str) -> dict[str, Any]:
+    """Request options that make the call come from ``address``."""
+    return {"scope_base": {"client": (address, 40000)}}
+
+
+async def test_a_body_of_too_many_json_values_is_413_before_validation(gateway: Gateway) -> None:
+    many = {**QUERY, **{f"k{i}": 0 for i in range(25_000)}}
+    status, reply = await gateway.call("POST", "/v1/queries", "t1", data=json.dumps(many),
+                                       headers={"Content-Type": "application/json"})
+    assert_error(status, reply, 413, 4130)
+    assert "20000" in reply["error"]["message"]
+    deep_list = {**QUERY, "params": {"x": [0] * 25_000}}
+    status, reply = await gateway.call("POST", "/v1/queries", "t1", json=deep_list)
+    assert_error(status, reply, 413, 4130)
+    wide = {**QUERY, **{f"k{i}": 0 for i in range(5_000)}}
+    status, reply = await gateway.call("POST", "/v1/queries", "t1", json=wide)
+    assert_error(status, reply, 400, 4000)
+    assert "fields" in reply["error"]["message"]
+    # Commas and colons inside strings are not values: such a body is fine.
+    punctuated = {**QUERY, "params": {"x": ",:[{" * 10_000}}
+    assert (await gateway.call("POST", "/v1/queries", "t1", json=punctuated))[0] == 201
+    # The role is checked first: a wrong key costs no parsing at all.
+    status, reply = await gateway.call("POST", "/v1/queries", "worker", data=json.dumps(many),
+                                       headers={"Content-Type": "application/json"})
+    assert_error(status, reply, 403, 4030)
+
+
+async def test_callers_without_a_known_key_are_limited_by_address(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: object,
+        autojump_clock: trio.testing.MockClock) -> None:
+    limited = settings.replace(address_rate_limit_per_second=1, address_rate_limit_burst=3)
+    gw = await start_gateway(nursery, tmp_path / "rl.db", limited, clock)  # type: ignore[arg-type]
+    here, v6 = at("192.0.2.7"), at("2001:db8:1:2::1")
+    assert (await gw.call("GET", "/v1/queries", "t1", **here))[0] == 200  # first use: a lookup
+    codes = [(await gw.call("GET", "/v1/queries", **here))[0] for _ in range(3)]
+    assert codes == [401, 401, 429]
+    response = await gw.client.get("/health", **here)  # public routes pay too
+    assert response.status_code == 429 and response.headers["Retry-After"] == "1"
+    # A key already verified costs its address nothing.
+    assert (await gw.call("GET", "/v1/queries", "t1", **here))[0] == 200
+    assert (await gw.call("GET", "/v1/queries", **at("192.0.2.8")))[0] == 401
+    # IPv6 counts by /64: another host of the same /64 shares the bucket.
+    codes = [(await gw.call("GET", "/v1/queries", **v6))[0] for _ in range(3)]
+    assert codes == [401, 401, 401]
+    assert (await gw.call("GET", "/v1/queries", **at("2001:db8:1:2::99")))[0] == 429
+    assert (await gw.call("GET", "/v1/queries", **at("2001:db8:1:3::1")))[0] == 401
+    await trio.sleep(1)
+    assert (await gw.call("GET", "/v1/queries", **here))[0] == 401
+
+
+async def test_unknown_key_ids_are_remembered_briefly(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from leasegate.actors.key_messages import LookupKey
+
+    lookups: list[str] = []
+    mailbox = gateway.system.keys.mailbox
+    real_ask = mailbox.ask
+
+    async def counting_ask(message: Any) -> Any:
+        if isinstance(message, LookupKey):
+            lookups.append(message.key_id)
+        return await real_ask(message)
+
+    monkeypatch.setattr(mailbox, "ask", counting_ask)
+    made_up = {"Authorization": "Bearer lg_0badc0ffee00_secret"}
+    for _ in range(5):
+        status, body = await gateway.call("GET", "/v1/queries", headers=made_up)
+        assert_error(status, body, 401, 4010)
+    assert lookups == ["0badc0ffee00"]
+    await trio.sleep(5)
+    assert (await gateway.call("GET", "/v1/queries", headers=made_up))[0] == 401
+    assert lookups == ["0badc0ffee00"] * 2
+    # A real key is not affected, and is looked up once.
+    for _ in range(3):
+        assert (await gateway.call("GET", "/v1/queries", "t2"))[0] == 200
+    assert len(lookups) == 3
+
+
+def test_address_and_unknown_key_tables_are_bounded() -> None:
+    from leasegate.http.auth import RecentlyUnknown
+    from leasegate.http.limits import RateLimiter
+
+    limiter = RateLimiter(rate=1, burst=1, max_buckets=3)
+    for address in ("a", "b", "c"):
+        assert limiter.take(address, 0.0) == 0.0
+    assert limiter.take("a", 0.0) > 0  # "a" is now the most recently used
+    assert limiter.take("d", 0.0) == 0.0  # forgets "b", the least recently used
+    assert limiter.take("a", 0.0) > 0 and limiter.take("c", 0.0) > 0
+    assert limiter.take("b", 0.0) == 0.0  # a fresh bucket
+    unknown = RecentlyUnknown(seconds=5, capacity=2)
+    for key_id in ("k1", "k2", "k3"):
+        unknown.add(key_id, 0.0)
+    assert "k1" not in unknown and unknown.holds("k3", 1.0) and not unknown.holds("k3", 5.0)
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "GET", "PUT", "DELETE"])
+@pytest.mark.parametrize("path", ["/v1/tasks/lease", "/v1/queries/lease"])
+async def test_only_post_reaches_the_lease_paths(gateway: Gateway, method: str, path: str) -> None:
+    response = await gateway.client.open(path, method=method, headers=gateway.auth("worker"))
+    assert_error(response.status_code, await response.get_json(), 405, 4050)
+    assert response.headers["Allow"] == "POST"

@@ -3,7 +3,7 @@
 import-linter (``make test``) holds the arrows http → actors → storage and keeps
 the SDK free of the server. These tests hold the rest: SQL lives in
 ``leasegate/storage`` alone, and the actor seam is typed end to end (no ``Any``
-in the mailbox's signatures, no ``cast`` where the HTTP edge asks an actor).
+in the mailbox's signatures, no ``cast`` in the actors or where a route asks one).
 """
 
 from __future__ import annotations
@@ -47,9 +47,14 @@ def test_the_mailbox_signatures_name_no_any() -> None:
         assert all("Any" not in repr(hint) for hint in hints.values()), (name, hints)
 
 
-def test_no_cast_in_the_server() -> None:
+def test_no_cast_at_the_seam() -> None:
+    """Actors and the routes that ask them. (The ASGI middleware may cast between
+    hypercorn's message TypedDicts: that is no actor's business.)"""
     found = []
     for path, tree in modules(outside="client"):
+        where = path.relative_to(PACKAGE).parts
+        if not (where[0] == "actors" or where[-1].startswith(("routes_", "auth", "render"))):
+            continue
         for node in ast.walk(tree):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute)
                     and (getattr(node.func, "id", None) == "cast"

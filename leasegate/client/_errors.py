@@ -73,6 +73,10 @@ class MethodNotAllowed(LeasegateError):
     """4050 (405)."""
 
 
+class RequestTimeout(LeasegateError):
+    """4080 (408): the request body arrived too slowly; nothing was done."""
+
+
 class PayloadTooLarge(LeasegateError):
     """4130 (413): body over 1 MiB, or ``params``/``result``/``progress`` over 64 KiB."""
 
@@ -132,6 +136,7 @@ ERRORS_BY_CODE: dict[int, type[LeasegateError]] = {
     4030: Forbidden,
     4040: NotFound,
     4050: MethodNotAllowed,
+    4080: RequestTimeout,
     4130: PayloadTooLarge,
     4290: RateLimited,
     5030: Unavailable,

@@ -17,10 +17,17 @@ from quart.json.provider import DefaultJSONProvider
 from quart_schema import QuartSchema
 from quart_schema.validation import QUART_SCHEMA_QUERYSTRING_ATTRIBUTE
 from quart_trio import QuartTrio
+from werkzeug.exceptions import RequestTimeout as BodyTooSlow
 
 from leasegate.actors.mailbox import request_id
 from leasegate.actors.system import System
-from leasegate.errors import InvalidRequest, Unavailable
+from leasegate.errors import (
+    InvalidRequest,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    RequestTimeout,
+    Unavailable,
+)
 from leasegate.http import (
     docs,
     errors,
@@ -30,12 +37,35 @@ from leasegate.http import (
     routes_tasks,
 )
 from leasegate.http.auth import Authenticator, check_route_roles
+from leasegate.http.body_guard import BodyGuard
 from leasegate.http.metrics import Metrics
 from leasegate.http.openapi import LeasegateOpenAPI
 from leasegate.ids import ID_RULE, is_id
 
 ID_ARGS = {"task_id", "query_id", "key_id"}
 PUBLIC_ENDPOINTS = {"admin.health", "openapi", *docs.ENDPOINTS}
+# Keys and items of one JSON body: bounds the work of parsing and validating it,
+# which the byte limit alone does not (100k one-byte keys fit in a megabyte).
+MAX_JSON_VALUES = 20_000
+# No request body has more fields than this; past it, validation would spend its
+# time describing each unknown field.
+MAX_BODY_FIELDS = 64
+
+
+def _value_count_exceeds(document: Any, limit: int) -> bool:
+    """Whether ``document`` holds more than ``limit`` values and keys (no recursion)."""
+    count, stack = 0, [document]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            count += len(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        if count > limit:
+            return True
+    return False
 
 
 class JSONProvider(DefaultJSONProvider):
@@ -44,15 +74,29 @@ class JSONProvider(DefaultJSONProvider):
 
     def loads(self, s: str | bytes, **kwargs: Any) -> Any:
         try:
-            return super().loads(s, **kwargs)
+            document = super().loads(s, **kwargs)
         except RecursionError:
-            raise ValueError("the JSON body is nested too deeply to parse") from None
+                        raise ValueError("the JSON body is nested too deeply to parse") from None
+        # Every value but the first follows one of these characters: counting them
+        # (fast, in C) spares the walk for all but the largest bodies.
+        text = s.decode("utf-8", "replace") if isinstance(s, bytes) else s
+        if (sum(text.count(mark) for mark in ",:[{") >= MAX_JSON_VALUES
+                and _value_count_exceeds(document, MAX_JSON_VALUES)):
+            raise PayloadTooLarge(f"the body holds more than {MAX_JSON_VALUES} JSON values "
+                                  "(keys and items); that is the limit")
+        if isinstance(document, dict) and len(document) > MAX_BODY_FIELDS:
+            raise InvalidRequest(f"the body has {len(document)} fields; no request takes "
+                                 f"more than {MAX_BODY_FIELDS}")
+        return document
 
 
 def create_app(system: System) -> QuartTrio:
     app = QuartTrio("leasegate")
     app.request_class = routes_artifacts.request_class(system.settings.max_artifact_bytes)
     app.config["MAX_CONTENT_LENGTH"] = system.settings.max_body_bytes
+    # A body still arriving after this is a 408 (below hypercorn's read timeout,
+    # which would otherwise drop the connection without an answer).
+    app.config["BODY_TIMEOUT"] = system.settings.http_body_timeout
     app.config["JSON_SORT_KEYS"] = False
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     QuartSchema(
@@ -76,7 +120,7 @@ def create_app(system: System) -> QuartTrio:
     metrics = Metrics()
     app.extensions["leasegate.metrics"] = metrics
     async def sweep_buckets(now: float) -> None:
-        authenticator.limiter.sweep(now)
+        authenticator.sweep(now)
 
     system.add_background_job("http", "rate_limit_buckets",
                               system.settings.housekeeping_interval, sweep_buckets)
@@ -86,6 +130,11 @@ def create_app(system: System) -> QuartTrio:
     errors.install(app)
     docs.install(app)
 
+    @app.errorhandler(BodyTooSlow)
+    async def body_too_slow(exc: BodyTooSlow) -> Response:
+        return errors.error_response(RequestTimeout(
+            f"the request body did not arrive within {system.settings.http_body_timeout:g} s"))
+
     @app.before_request
     async def authenticate() -> None:
         g.started = time.perf_counter()
@@ -94,13 +143,21 @@ def create_app(system: System) -> QuartTrio:
         given = request.headers.get("X-Request-Id")
         g.request_id = given if is_id(given) else secrets.token_hex(8)
         request_id.set(g.request_id)
+        # A fixed path wins over a templated one, as in /openapi.json: GET
+        # /v1/tasks/lease is a 405, not a read of the task called "lease".
+        rule = request.url_rule
+        fixed = errors.concrete_methods(app, request.path) if rule and rule.arguments else None
+        misrouted = fixed is not None
+        public = (request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None  # 404/405
+                  or (request.endpoint == "admin.metrics" and system.settings.metrics_public))
+        if public or misrouted:
+            authenticator.charge_address()  # answered without a key: the address pays
+        if misrouted:
+            allowed = ", ".join(sorted(fixed or ()))
+            raise MethodNotAllowed(f"{request.path} takes {allowed} only", Allow=allowed)
         _check_query_names()
-        if request.endpoint in PUBLIC_ENDPOINTS:
+        if public:
             return
-        if request.endpoint == "admin.metrics" and system.settings.metrics_public:
-            return
-        if request.endpoint is None:
-            return  # 404/405: answered by the error handlers, no key needed
         g.principal = principal = await authenticator.authenticate()
         check_route_roles(principal)  # before the body is read: the wrong key costs nothing
         view_args = request.view_args or {}
@@ -116,6 +173,8 @@ def create_app(system: System) -> QuartTrio:
             response.headers["X-Request-Id"] = g.request_id
         return response
 
+    # Outermost: sees every request's body and answer (see body_guard).
+    app.asgi_app = BodyGuard(app.asgi_app, system.settings)  # type: ignore[method-assign]
     return app
 
 

@@ -5,12 +5,20 @@ HTTP layer keeps the keys it has seen; a revocation through the API drops
 its entry, so it takes effect on the next request) and its secret compared
 in constant time. Missing or unknown: 401 (4010); known but the wrong role
 or site: 403 (4030).
+
+What a caller can do without a key we already know (no key, an unknown key
+id, a wrong secret, a public route) is paid for by its client address:
+``address_rate_limit_*``, 429 past it, checked before any database lookup.
+An unknown key id is remembered for ``UNKNOWN_KEY_SECONDS`` so that repeating
+it costs no lookup either.
 """
 
 from __future__ import annotations
 
+import ipaddress
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from quart import current_app, g, request
 
@@ -25,6 +33,63 @@ F = TypeVar("F", bound=Callable[..., object])
 
 SUBMITTER_ONLY = "submitting needs a client key: work belongs to a tenant"
 
+ADDRESS_BUCKETS = 10_000
+UNKNOWN_KEY_SECONDS = 5.0
+UNKNOWN_KEYS = 10_000
+
+
+def client_address() -> str:
+    """The caller's address as rate limiting counts it: IPv4 as is, IPv6 by /64
+    (one host commonly holds a whole /64)."""
+    client = request.scope.get("client")
+    host = client[0] if client else ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+class RecentlyUnknown:
+    """Key ids the database did not know, each for ``seconds``; at most ``capacity``
+    of them (the oldest forgotten first): a flood of invented ids costs one lookup
+    per id, not one per request."""
+
+    def __init__(self, seconds: float = UNKNOWN_KEY_SECONDS,
+                 capacity: int = UNKNOWN_KEYS) -> None:
+        self.seconds = seconds
+        self.capacity = capacity
+        self._until: OrderedDict[str, float] = OrderedDict()
+
+    def __contains__(self, key_id: str) -> bool:
+        return key_id in self._until
+
+    def holds(self, key_id: str, now: float) -> bool:
+        until = self._until.get(key_id)
+        if until is None:
+            return False
+        if until <= now:
+            del self._until[key_id]
+            return False
+        return True
+
+    def add(self, key_id: str, now: float) -> None:
+        self._until.pop(key_id, None)
+        while len(self._until) >= self.capacity:
+            self._until.popitem(last=False)
+        self._until[key_id] = now + self.seconds
+
+    def discard(self, key_id: str) -> None:
+        self._until.pop(key_id, None)
+
+    def sweep(self, now: float) -> None:
+        while self._until and next(iter(self._until.values())) <= now:
+            self._until.popitem(last=False)
+
 
 class Authenticator:
     def __init__(self, system: System) -> None:
@@ -33,23 +98,48 @@ class Authenticator:
         self._known: dict[str, tuple[Principal, str]] = {}
         settings = system.settings
         self.limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+        self.address_limiter = RateLimiter(settings.address_rate_limit_per_second,
+                                           settings.address_rate_limit_burst, ADDRESS_BUCKETS)
+        self.unknown = RecentlyUnknown()
 
     def forget(self, key_id: str) -> None:
         self._known.pop(key_id, None)
+        self.unknown.discard(key_id)
+
+    def sweep(self, now: float) -> None:
+        self.limiter.sweep(now)
+        self.address_limiter.sweep(now)
+        self.unknown.sweep(now)
+
+    def charge_address(self) -> None:
+        """Take a token from the caller's address; 429 when it has none left."""
+        wait = self.address_limiter.take(client_address(), self.system.clock.now())
+        if wait > 0:
+            raise RateLimited("too many requests without a valid key from this address",
+                              Retry_After=str(max(1, int(wait + 0.999))))
+
+    def _refuse(self, message: str) -> NoReturn:
+        self.charge_address()
+        raise Unauthorized(message)
 
     async def authenticate(self) -> Principal:
         header = request.headers.get("Authorization", "")
         scheme, _, key = header.partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
-            raise Unauthorized("missing API key (Authorization: Bearer <key>)")
+            self._refuse("missing API key (Authorization: Bearer <key>)")
         parts = split_key(key.strip())
         if parts is None:
-            raise Unauthorized("unknown API key")
+            self._refuse("unknown API key")
         key_id, secret = parts
         known = self._known.get(key_id)
         if known is None:
+            now = self.system.clock.now()
+            if self.unknown.holds(key_id, now):
+                self._refuse("unknown API key")
+            self.charge_address()  # before the lookup: the address pays for it
             found = await self.system.keys.mailbox.ask(LookupKey(key_id))
             if found is None:
+                self.unknown.add(key_id, now)
                 raise Unauthorized("unknown API key")
             if not secret_matches(secret, found.secret_hash):
                 raise Unauthorized("unknown API key")
@@ -58,7 +148,7 @@ class Authenticator:
             known = self._known[key_id] = (found.principal, found.secret_hash)
         principal, secret_hash = known
         if not secret_matches(secret, secret_hash):
-            raise Unauthorized("unknown API key")
+            self._refuse("unknown API key")
         wait = self.limiter.take(key_id, self.system.clock.now())
         if wait > 0:
             raise RateLimited("too many requests for this key",

@@ -11,7 +11,6 @@ from pydantic import ValidationError
 from quart import Quart, Response, jsonify, request
 from quart_schema import RequestSchemaValidationError
 from quart_schema.validation import QuerystringValidationError, RequestHeadersValidationError
-from werkzeug import exceptions as werkzeug_exceptions
 from werkzeug.exceptions import HTTPException
 
 from leasegate.errors import (
@@ -71,7 +70,7 @@ def _too_large() -> str:
     return f"the request body is over this route's limit of {limit} bytes"
 
 
-def _concrete_methods(app: Quart, path: str) -> set[str] | None:
+def concrete_methods(app: Quart, path: str) -> set[str] | None:
     """The methods of the route written exactly as ``path`` (no variables), if any."""
     concrete: dict[str, set[str]] | None = app.extensions.get("leasegate.concrete_paths")
     if concrete is None:
@@ -114,7 +113,7 @@ def install(app: Quart) -> None:
             message = exc.description or cls.type
         response = error_response(cls(message))
         if exc.code == 405:
-            concrete = _concrete_methods(app, request.path)
+            concrete = concrete_methods(app, request.path)
             if concrete is not None:  # not the methods of a {id} route the path also fits
                 response.headers["Allow"] = ", ".join(sorted(concrete))
             else:
@@ -122,18 +121,6 @@ def install(app: Quart) -> None:
                     if name.lower() == "allow":
                         response.headers["Allow"] = value
         return response
-
-    @app.before_request
-    async def concrete_paths_first() -> None:
-        """``/v1/tasks/lease`` is the lease route alone, as in ``/openapi.json`` (a concrete
-        path wins over a templated one): ``GET /v1/tasks/lease`` is a 405, not a read of
-        a task called "lease"."""
-        rule = request.url_rule
-        if rule is None or not rule.arguments:
-            return
-        concrete = _concrete_methods(app, request.path)
-        if concrete is not None:
-            raise werkzeug_exceptions.MethodNotAllowed(valid_methods=sorted(concrete))
 
     @app.errorhandler(Exception)
     async def unexpected(exc: Exception) -> Response:

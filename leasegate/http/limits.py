@@ -1,7 +1,10 @@
-"""Per-key token buckets (``rate_limit_per_second``, ``rate_limit_burst``).
+"""Token buckets: per API key (``rate_limit_per_second``, ``rate_limit_burst``)
+and per client address (``address_rate_limit_*``).
 
-Buckets exist only for keys that were authenticated, so callers cannot
-invent new ones; idle buckets are dropped by a periodic job anyway::
+Key buckets exist only for keys that were authenticated, so callers cannot
+invent new ones. Addresses can be invented (IPv6 has plenty), so that limiter
+holds at most ``max_buckets`` and forgets the least recently used past it;
+idle buckets are dropped by a periodic job anyway::
 
     limiter = RateLimiter(rate=10, burst=20)
     wait = limiter.take("key-1", now)   # 0.0: allowed; else seconds to wait
@@ -19,10 +22,11 @@ class _Bucket:
 
 
 class RateLimiter:
-    def __init__(self, rate: float, burst: int) -> None:
+    def __init__(self, rate: float, burst: int, max_buckets: int | None = None) -> None:
         self.rate = rate
         self.burst = burst
-        self._buckets: dict[str, _Bucket] = {}
+        self.max_buckets = max_buckets
+        self._buckets: dict[str, _Bucket] = {}  # least recently used first
 
     @property
     def enabled(self) -> bool:
@@ -32,9 +36,13 @@ class RateLimiter:
         """Take one token for ``key``; returns 0 if allowed, else the seconds until one."""
         if not self.enabled:
             return 0.0
-        bucket = self._buckets.get(key)
+        bucket = self._buckets.pop(key, None)
         if bucket is None:
-            bucket = self._buckets[key] = _Bucket(float(self.burst), now)
+            if self.max_buckets is not None and len(self._buckets) >= self.max_buckets:
+                # A forgotten bucket starts full again: at worst one burst more.
+                del self._buckets[next(iter(self._buckets))]
+            bucket = _Bucket(float(self.burst), now)
+        self._buckets[key] = bucket  # now the most recently used
         bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.updated) * self.rate)
         bucket.updated = now
         if bucket.tokens >= 1.0:

@@ -1,0 +1,190 @@
+"""Every answer leaves its keep-alive connection usable or closed, never stuck.
+
+A route may answer before it has read the request body (401, 403, 413, a bad
+id...). hypercorn then stops handing the rest of the body to anyone: its
+queue to the finished app fills, its reader blocks, and the next request on
+that connection waits for an answer that never comes. This ASGI middleware
+sits between hypercorn and the app and, when the response starts while the
+body is still arriving:
+
+* reads the rest and throws it away (at most ``drain_bytes`` and
+  ``DRAIN_SECONDS``) before the response goes out, so the connection stays
+  reusable; or, when that is not possible (a declared length over the bound,
+  a body too slow, a 408, a body the client holds back until a
+  ``100 Continue`` it will not get),
+* answers with ``Connection: close`` and keeps discarding for a moment
+  (``LINGER_SECONDS``) before hypercorn closes the socket, so that closing
+  on unread bytes does not reset the connection under the answer.
+
+::
+
+    app.asgi_app = BodyGuard(app.asgi_app, settings)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, cast
+
+import trio
+from hypercorn.typing import (
+    ASGIFramework,
+    ASGIReceiveCallable,
+    ASGIReceiveEvent,
+    ASGISendCallable,
+    ASGISendEvent,
+    Scope,
+)
+
+from leasegate.http.routes_artifacts import UPLOAD_PATH
+from leasegate.settings import Settings
+
+MiB = 1024 * 1024
+DRAIN_FLOOR = 16 * MiB
+DRAIN_SECONDS = 3.0
+LINGER_SECONDS = 1.0
+
+Message = dict[str, Any]  # an ASGI event, read and rebuilt as a plain dict
+
+
+def body_limit(settings: Settings, method: str, path: str) -> int:
+    """The largest body the route takes: artifact uploads have their own limit."""
+    if method == "PUT" and UPLOAD_PATH.fullmatch(path):
+        return settings.max_artifact_bytes
+    return settings.max_body_bytes
+
+
+def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return None
+
+
+def declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
+    value = _header(headers, b"content-length")
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value)
+
+
+def withholds_continue(settings: Settings, scope: Message) -> bool:
+    """Whether the client waits for ``100 Continue`` before sending a body the route
+    refuses anyway (its declared length is over the route's limit): it gets its
+    413 without a 100, and its body never comes."""
+    headers = scope.get("headers", [])
+    expect = _header(headers, b"expect")
+    if expect is None or expect.strip().lower() != b"100-continue":
+        return False
+    length = declared_length(headers)
+    return length is not None and length > body_limit(settings, scope["method"], scope["path"])
+
+
+class BodyGuard:
+    def __init__(self, app: ASGIFramework, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+        self.drain_bytes = max(DRAIN_FLOOR, settings.max_artifact_bytes)
+
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable,
+                       send: ASGISendCallable) -> None:
+        if scope["type"] != "http" or scope["http_version"] not in ("1.0", "1.1"):
+            # HTTP/2 streams end on their own (and forbid a Connection header).
+            await self.app(scope, receive, send)
+            return
+        exchange = _Exchange(self, cast(Message, scope), receive, send)
+        await self.app(scope, exchange.receive, exchange.send)
+
+
+class _Exchange:
+    """One request: how much of its body has arrived, and what its answer must say."""
+
+    def __init__(self, guard: BodyGuard, scope: Message, receive: ASGIReceiveCallable,
+                 send: ASGISendCallable) -> None:
+        self.guard = guard
+        self._receive = receive
+        self._send = send
+        headers = scope.get("headers", [])
+        self.declared = declared_length(headers)
+        chunked = _header(headers, b"transfer-encoding") is not None
+        # No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body.
+        self.complete = not chunked and not self.declared
+        self.disconnected = False
+        self.withheld = withholds_continue(guard.settings, scope)
+        self.discarding = False
+        self.received = 0
+        self.settled = trio.Event()  # the body is complete, gone, or past the bound
+        self.closing = False
+        self.status = 0
+
+    async def receive(self) -> ASGIReceiveEvent:
+        message = cast(Message, await self._receive())
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                self.complete = True
+                self.settled.set()
+            if self.discarding:
+                if self.received > self.guard.drain_bytes:
+                    self.settled.set()  # too much to drain: the connection closes
+                message = {**message, "body": b""}  # the app is done with it: not kept
+        elif message["type"] == "http.disconnect":
+            self.disconnected = True
+            self.settled.set()
+        return cast(ASGIReceiveEvent, message)
+
+    async def send(self, event: ASGISendEvent) -> None:
+        message = cast(Message, event)
+        if message["type"] == "http.response.start" and not self.complete:
+            self.status = int(message["status"])
+            if self._may_drain(self.status):
+                await self._discard(DRAIN_SECONDS)
+            if not self.complete:
+                self.closing = True
+                headers = [(k, v) for k, v in message.get("headers", [])
+                           if k.lower() != b"connection"]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            await self._finish(message)
+            return
+        await self._send(cast(ASGISendEvent, message))
+
+    async def _finish(self, message: Message) -> None:
+        """The last message: hypercorn ends the exchange in it, recycling the
+        connection or closing the socket."""
+        if self.closing and not self.withheld and self.status != 408:
+            # The whole answer is out: let the client read it before the close
+            # (a 408's client is too slow for that to help).
+            await self._discard(LINGER_SECONDS)
+        # Shielded: while hypercorn hands the app its http.disconnect here, Quart
+        # cancels the request, and a cancel in the middle left the socket open.
+        # Meanwhile someone must take what still arrives, or hypercorn, whose
+        # queue to the app is full, never gets to closing.
+        with trio.CancelScope(shield=True):
+            async with trio.open_nursery() as nursery:
+                if not self.complete:
+                    nursery.start_soon(self._pump)
+                await self._send(cast(ASGISendEvent, message))
+                nursery.cancel_scope.cancel()
+
+    def _may_drain(self, status: int) -> bool:
+        if self.withheld or status == 408:
+            return False  # no body is coming, or it is coming too slowly
+        return self.declared is None or self.declared <= self.guard.drain_bytes
+
+    async def _discard(self, seconds: float) -> None:
+        """Read and drop body chunks until the body is complete, gone, past the
+        bound, or ``seconds`` have passed. The app's own reader (if it still
+        runs) drops them too once this starts."""
+        self.discarding = True
+        if self.complete or self.disconnected:
+            return
+        with trio.move_on_after(seconds):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._pump)
+                await self.settled.wait()
+                nursery.cancel_scope.cancel()
+
+    async def _pump(self) -> None:
+        while not (self.complete or self.disconnected):
+            await self.receive()
