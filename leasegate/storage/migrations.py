@@ -27,6 +27,21 @@ def current_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
+def statements(ddl: str) -> list[str]:
+    """The statements of a DDL script; a trigger's body keeps its own semicolons."""
+    found: list[str] = []
+    pending = ""
+    for piece in ddl.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                found.append(pending)
+            pending = ""
+    if pending.strip(" \n;"):
+        raise ValueError(f"incomplete statement in a migration: {pending.strip()!r}")
+    return found
+
+
 def migrate(conn: sqlite3.Connection) -> list[int]:
     """Bring the schema up to date; returns the versions applied.
 
@@ -45,9 +60,8 @@ def migrate(conn: sqlite3.Connection) -> list[int]:
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in ddl.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(ddl):
+                conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number}")
         except BaseException:
             conn.execute("ROLLBACK")
