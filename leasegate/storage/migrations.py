@@ -16,6 +16,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (3, "tasks and workers", tasks_sql.SCHEMA),
     (4, "task artifacts", artifacts_sql.SCHEMA),
     (5, "workers by key", presence_sql.SCHEMA_KEYS),
+    (6, "job id tombstones",
+     tasks_sql.SCHEMA_TOMBSTONES + queries_sql.SCHEMA_TOMBSTONES),
 ]
 
 
