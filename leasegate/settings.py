@@ -40,6 +40,8 @@ class Settings:
     query_ttl: float = 600.0
     query_max_attempts: int = 3
     query_retention: float = 7 * DAY
+    # How long a purged task's or query's id stays taken (counted from its purge).
+    id_tombstone_retention: float = 400 * DAY
     worker_offline_after: float = 90.0
     # Workers (distinct worker_id) one worker key may have on record; 0: no cap.
     max_workers_per_key: int = 1000
@@ -89,6 +91,7 @@ class Settings:
         positive = (
             "max_wait_seconds", "task_claim_window", "task_lease_ttl", "task_hard_timeout",
             "task_ttl", "query_lease_ttl", "query_ttl", "query_max_attempts",
+            "id_tombstone_retention",
             "device_capacity", "ledger_recover_interval", "artifact_orphan_sweep_interval",
             "error_log_window", "max_body_bytes", "max_json_field_bytes",
             "max_artifact_bytes", "http_read_timeout", "http_body_timeout",

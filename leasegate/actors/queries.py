@@ -4,7 +4,9 @@ Attempts are counted when a
 query is leased; an expired lease puts the query back to ``queued``, or to
 ``failed`` once ``query_max_attempts`` leases have lapsed; a query past its
 TTL is ``expired`` first (rerunning it would be pointless); finished rows are
-purged after ``query_retention``. Queries never touch worker presence: a live
+purged after ``query_retention``, each leaving a tombstone (tenant, id,
+fingerprint, final status) for ``id_tombstone_retention`` so that a resubmit
+of its id is a replay or 6004, never a new query. Queries never touch worker presence: a live
 query loop must not hide a dead task loop.
 
 Deadlines are timers: the actor wakes exactly when the next lease or TTL runs
@@ -106,7 +108,7 @@ class QueryQueue(Actor):
                                  params=params, max_cost=m.max_cost, fingerprint=digest,
                                  status="queued", created_at=now, updated_at=now,
                                  expires_at=now + self.settings.query_ttl),
-            lambda i: sql.get(conn, i))
+            lambda i: sql.get_or_tombstone(conn, i))
         if replayed is not None:
             return QuerySubmitted(query_id, replayed, created=False)
         self.work_may_be_available()
@@ -228,11 +230,16 @@ class QueryQueue(Actor):
             self.work_may_be_available()
 
     def _purge(self, conn: sqlite3.Connection, now: float) -> bool:
-        """Delete finished queries past retention, a batch at a time; True if more remain."""
-        purged = sql.purge_completed_before(conn, now - self.settings.query_retention,
+        """Delete finished queries past retention (each leaves a tombstone that keeps
+        its id taken) and tombstones past theirs, a batch at a time; True if more remain."""
+        purged = sql.purge_completed_before(conn, now - self.settings.query_retention, now,
                                             PURGE_BATCH)
+        forgotten = sql.purge_tombstones_before(
+            conn, now - self.settings.id_tombstone_retention, PURGE_BATCH)
         if purged:
             log.info("purged %d finished queries past retention", purged)
-        return purged == PURGE_BATCH
+        if forgotten:
+            log.info("forgot %d query id tombstones past id_tombstone_retention", forgotten)
+        return PURGE_BATCH in (purged, forgotten)
 
 

@@ -2,7 +2,9 @@
 
 A client-chosen id that exists already is a replay when the payload is the
 same, and 6004 when it differs; a server-generated id carries 96 random bits
-and is never taken for a replay::
+and is never taken for a replay. A purged job leaves a tombstone (tenant,
+fingerprint, final status) that the insert refuses and ``get`` returns, so a
+resubmit days later is still a replay (or 6004), never the job again::
 
     job_id, replayed = submit_once(given_id, "t", digest, "task", insert, get)
     if replayed is None: ...   # created

@@ -14,6 +14,11 @@ index). Lease, start, renew and result are the workers' heartbeat.
 
 Deadlines are timers: the actor wakes exactly at the next claim expiry, lease
 expiry, hard timeout, TTL or ``not_before``.
+
+Finished tasks are purged after ``task_retention``; each leaves a tombstone
+(tenant, id, fingerprint, final status) for ``id_tombstone_retention``, so an
+upstream resubmitting the id days later gets a replay or 6004, never the
+order placed again.
 """
 
 from __future__ import annotations
@@ -163,7 +168,7 @@ class TaskQueue(Actor):
                 device_id=m.device_id, batch_total=m.batch_total, max_cost=m.max_cost,
                 fingerprint=digest, status="queued", created_at=now, updated_at=now,
                 expires_at=self._ttl_deadline(m.not_before, now)),
-            lambda i: sql.get(conn, i))
+            lambda i: sql.get_or_tombstone(conn, i))
         if replayed is not None:
             return TaskSubmitted(task_id, replayed, created=False)
         if m.not_before is None or m.not_before <= now:
@@ -502,10 +507,15 @@ class TaskQueue(Actor):
                         escape(reason))
 
     def _purge(self, conn: sqlite3.Connection, now: float) -> bool:
-        """Delete finished tasks past retention, a batch at a time; True if more remain."""
+        """Delete finished tasks past retention (each leaves a tombstone that keeps
+        its id taken) and tombstones past theirs, a batch at a time; True if more remain."""
         cutoff = now - self.settings.task_retention
-        purged = sql.purge_completed_before(conn, cutoff, PURGE_BATCH)
-        more = len(purged) == PURGE_BATCH
+        purged = sql.purge_completed_before(conn, cutoff, now, PURGE_BATCH)
+        forgotten_ids = sql.purge_tombstones_before(
+            conn, now - self.settings.id_tombstone_retention, PURGE_BATCH)
+        more = PURGE_BATCH in (len(purged), forgotten_ids)
+        if forgotten_ids:
+            log.info("forgot %d task id tombstones past id_tombstone_retention", forgotten_ids)
         if purged:
             log.info("purged %d finished tasks past retention", len(purged))
             store = self.artifacts

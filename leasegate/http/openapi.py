@@ -79,10 +79,12 @@ NOT_FOUND = {
     "key_id": "not_found (4040): no such key.",
 }
 CONFLICTS = {
-    ("post", "/v1/tasks"): "idempotency_conflict (6004): the same `task_id` with a different "
-                           "payload.",
-    ("post", "/v1/queries"): "idempotency_conflict (6004): the same `query_id` with a "
-                             "different payload.",
+    ("post", "/v1/tasks"): "idempotency_conflict (6004): the same `task_id` (also of a task "
+                           "purged within `id_tombstone_retention`) with a different payload "
+                           "or from another tenant.",
+    ("post", "/v1/queries"): "idempotency_conflict (6004): the same `query_id` (also of a "
+                             "query purged within `id_tombstone_retention`) with a different "
+                             "payload or from another tenant.",
     ("post", "/v1/queries/{query_id}/result"): "query_lease_invalid (6006): terminal query, "
                                                "other owner or old token.",
 }
@@ -178,7 +180,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
             responses["201"]["description"] = "Created (`created: true`)."
             replay = copy.deepcopy(responses["201"])
             replay["description"] = ("An identical replay of an earlier submit: the existing "
-                                     "item, `created: false`.")
+                                     "item, `created: false`; for an item purged within "
+                                     "`id_tombstone_retention`, its final status.")
             responses.setdefault("200", replay)
 
         if key == ("get", "/metrics"):

@@ -16,6 +16,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (3, "tasks and workers", tasks_sql.SCHEMA),
     (4, "task artifacts", artifacts_sql.SCHEMA),
     (5, "workers by key", presence_sql.SCHEMA_KEYS),
+    (6, "job id tombstones",
+     tasks_sql.SCHEMA_TOMBSTONES + queries_sql.SCHEMA_TOMBSTONES),
 ]
 
 
@@ -25,6 +27,21 @@ class SchemaTooNew(RuntimeError):
 
 def current_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def statements(ddl: str) -> list[str]:
+    """The statements of a DDL script; a trigger's body keeps its own semicolons."""
+    found: list[str] = []
+    pending = ""
+    for piece in ddl.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                found.append(pending)
+            pending = ""
+    if pending.strip(" \n;"):
+        raise ValueError(f"incomplete statement in a migration: {pending.strip()!r}")
+    return found
 
 
 def migrate(conn: sqlite3.Connection) -> list[int]:
@@ -45,9 +62,8 @@ def migrate(conn: sqlite3.Connection) -> list[int]:
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in ddl.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(ddl):
+                conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number}")
         except BaseException:
             conn.execute("ROLLBACK")

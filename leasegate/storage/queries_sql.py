@@ -46,6 +46,25 @@ CREATE INDEX queries_lease_request ON queries (lease_owner, lease_request_id)
 CREATE INDEX queries_tenant ON queries (tenant, created_at);
 """
 
+# What is left of a purged query: enough to answer a resubmit of its id (a replay
+# or 6004), never its params or result. The trigger makes the database itself
+# refuse a query under a tombstoned id, whatever code path inserts it.
+SCHEMA_TOMBSTONES = """
+CREATE TABLE query_tombstones (
+    query_id    TEXT PRIMARY KEY,
+    tenant      TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('succeeded', 'failed', 'expired')),
+    purged_at   REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX query_tombstones_purged ON query_tombstones (purged_at);
+CREATE TRIGGER queries_never_reuse_a_tombstoned_id BEFORE INSERT ON queries
+    WHEN EXISTS (SELECT 1 FROM query_tombstones WHERE query_id = NEW.query_id)
+BEGIN
+    SELECT RAISE(IGNORE);
+END;
+"""
+
 TERMINAL = ("succeeded", "failed", "expired")
 
 
@@ -56,8 +75,19 @@ def get(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row | None:
     return row
 
 
+def get_or_tombstone(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row | None:
+    """The query, else the tombstone of a purged one (tenant, fingerprint, status)."""
+    row = get(conn, query_id)
+    if row is None:
+        row = conn.execute(
+            "SELECT * FROM query_tombstones WHERE query_id = ?", (query_id,)
+        ).fetchone()
+    return row
+
+
 def insert(conn: sqlite3.Connection, **values: Any) -> bool:
-    """Insert a new query; False (and nothing written) if its id exists already."""
+    """Insert a new query; False (and nothing written) if its id exists already
+    or has a tombstone."""
     return insert_new(conn, "queries", "query_id", values)
 
 
@@ -170,11 +200,26 @@ def next_deadline(conn: sqlite3.Connection) -> float | None:
     return None if row[0] is None else float(row[0])
 
 
-def purge_completed_before(conn: sqlite3.Connection, cutoff: float, limit: int = 1000) -> int:
+def purge_completed_before(conn: sqlite3.Connection, cutoff: float, now: float,
+                           limit: int = 1000) -> int:
+    """Delete finished queries past retention, leaving a tombstone for each in the
+    same transaction; how many."""
+    ids = [(row[0],) for row in conn.execute(
+        "SELECT query_id FROM queries WHERE completed_at IS NOT NULL AND completed_at <= ? "
+        "LIMIT ?", (cutoff, limit))]
+    conn.executemany(
+        "INSERT INTO query_tombstones (query_id, tenant, fingerprint, status, purged_at) "
+        "SELECT query_id, tenant, fingerprint, status, ? FROM queries WHERE query_id = ?",
+        [(now, i) for (i,) in ids])
+    conn.executemany("DELETE FROM queries WHERE query_id = ?", ids)
+    return len(ids)
+
+
+def purge_tombstones_before(conn: sqlite3.Connection, cutoff: float, limit: int = 1000) -> int:
+    """Forget tombstones laid at or before ``cutoff``: their ids are free again."""
     cur = conn.execute(
-        "DELETE FROM queries WHERE rowid IN (SELECT rowid FROM queries "
-        "WHERE completed_at IS NOT NULL AND completed_at <= ? LIMIT ?)", (cutoff, limit),
-    )
+        "DELETE FROM query_tombstones WHERE query_id IN (SELECT query_id FROM query_tombstones "
+        "WHERE purged_at <= ? LIMIT ?)", (cutoff, limit))
     return cur.rowcount
 
 

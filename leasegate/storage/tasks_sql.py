@@ -89,6 +89,25 @@ CREATE TABLE workers (
 CREATE INDEX workers_last_seen ON workers (last_seen_at);
 """
 
+# What is left of a purged task: enough to answer a resubmit of its id (a replay
+# or 6004), never its params or result. The trigger makes the database itself
+# refuse a task under a tombstoned id, whatever code path inserts it.
+SCHEMA_TOMBSTONES = """
+CREATE TABLE task_tombstones (
+    task_id     TEXT PRIMARY KEY,
+    tenant      TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('succeeded', 'failed', 'canceled', 'expired')),
+    purged_at   REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX task_tombstones_purged ON task_tombstones (purged_at);
+CREATE TRIGGER tasks_never_reuse_a_tombstoned_id BEFORE INSERT ON tasks
+    WHEN EXISTS (SELECT 1 FROM task_tombstones WHERE task_id = NEW.task_id)
+BEGIN
+    SELECT RAISE(IGNORE);
+END;
+"""
+
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
           "expired")
 TERMINAL = ("succeeded", "failed", "canceled", "expired")
@@ -107,8 +126,19 @@ def get(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
     return row
 
 
+def get_or_tombstone(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
+    """The task, else the tombstone of a purged one (tenant, fingerprint, status)."""
+    row = get(conn, task_id)
+    if row is None:
+        row = conn.execute(
+            "SELECT * FROM task_tombstones WHERE task_id = ?", (task_id,)
+        ).fetchone()
+    return row
+
+
 def insert(conn: sqlite3.Connection, **values: Any) -> bool:
-    """Insert a new task; False (and nothing written) if its id exists already."""
+    """Insert a new task; False (and nothing written) if its id exists already
+    or has a tombstone."""
     return insert_new(conn, "tasks", "task_id", values)
 
 
@@ -396,14 +426,27 @@ def next_deadline(conn: sqlite3.Connection, hard_timeout: float, now: float) -> 
     return None if row[0] is None else float(row[0])
 
 
-def purge_completed_before(conn: sqlite3.Connection, cutoff: float,
+def purge_completed_before(conn: sqlite3.Connection, cutoff: float, now: float,
                            limit: int = 1000) -> list[str]:
-    """Delete finished tasks past retention (their artifact rows cascade); their ids."""
-    ids = [row[0] for row in conn.execute(
+    """Delete finished tasks past retention (their artifact rows cascade), leaving a
+    tombstone for each in the same transaction; their ids."""
+    ids = [(row[0],) for row in conn.execute(
         "SELECT task_id FROM tasks WHERE status IN ('succeeded', 'failed', 'canceled', 'expired') "
         "AND completed_at <= ? LIMIT ?", (cutoff, limit))]
-    conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(i,) for i in ids])
-    return ids
+    conn.executemany(
+        "INSERT INTO task_tombstones (task_id, tenant, fingerprint, status, purged_at) "
+        "SELECT task_id, tenant, fingerprint, status, ? FROM tasks WHERE task_id = ?",
+        [(now, i) for (i,) in ids])
+    conn.executemany("DELETE FROM tasks WHERE task_id = ?", ids)
+    return [i for (i,) in ids]
+
+
+def purge_tombstones_before(conn: sqlite3.Connection, cutoff: float, limit: int = 1000) -> int:
+    """Forget tombstones laid at or before ``cutoff``: their ids are free again."""
+    cur = conn.execute(
+        "DELETE FROM task_tombstones WHERE task_id IN (SELECT task_id FROM task_tombstones "
+        "WHERE purged_at <= ? LIMIT ?)", (cutoff, limit))
+    return cur.rowcount
 
 
 def existing(conn: sqlite3.Connection, task_ids: list[str]) -> set[str]:
