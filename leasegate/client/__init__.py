@@ -79,7 +79,9 @@ from leasegate.client._job import (
     Paused,
 )
 from leasegate.client._types import (
+    Account,
     DeviceHeartbeat,
+    Entry,
     Page,
     Query,
     QuerySubmitted,
@@ -89,6 +91,7 @@ from leasegate.client._types import (
 from leasegate.client._worker import Worker
 
 __all__ = [
+    "Account",
     "ArtifactNotFound",
     "AsyncClient",
     "AsyncHandler",
@@ -99,6 +102,7 @@ __all__ = [
     "Client",
     "DeviceHeartbeat",
     "DeviceLimit",
+    "Entry",
     "Failed",
     "Forbidden",
     "Handler",
