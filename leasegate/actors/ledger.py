@@ -91,7 +91,6 @@ log = logging.getLogger("leasegate.ledger")
 
 RECOVER_BATCH = 1000  # holds one recovery run resolves per channel; more runs a second later
 PURGE_BATCH = 2000
-AUDIT_INTERVAL = 3600.0  # the periodic audit reads the whole journal: hourly, not per minute
 
 
 class LedgerUnbalanced(RuntimeError):
@@ -143,7 +142,7 @@ class Ledger(Actor):
         self.last_audit: AuditReport | None = None  # set on the trio thread only
         self.add_job("recover_holds", settings.ledger_recover_interval, self._recover)
         self.add_job("purge_settled_holds", settings.housekeeping_interval, self._purge)
-        self.add_job("audit", AUDIT_INTERVAL, self._audit_job)
+        self.add_job("audit", settings.ledger_audit_interval, self._audit_job)
 
     def handle(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object:
         now = self.now
