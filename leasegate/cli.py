@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
                             "the environment's LEASEGATE_<NAME> variables override it)")
     serve.add_argument("--no-bootstrap-keys", action="store_true",
                        help="do not create and print keys on a fresh data directory")
+    serve.add_argument("--allow-unbalanced", action="store_true",
+                       help="serve even if the start-up ledger audit fails (it is still "
+                            "logged, and shown in /health and /metrics)")
     serve.add_argument("--log-level", default="INFO",
                        choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
                        help="log level; logs go to stderr (default: %(default)s)")
@@ -127,14 +130,16 @@ def _serve(args: argparse.Namespace) -> int:
         settings = load(args.config)
     except SettingsError as exc:
         return _fail(f"settings: {exc}", USAGE_ERROR)
+    from leasegate.actors.ledger import LedgerUnbalanced
     from leasegate.server import Interrupted, StartupError, serve
 
     status, message = 0, ""
     try:
         trio.run(lambda: serve(args.data, settings, args.host, args.port,
-                               bootstrap=not args.no_bootstrap_keys))
+                               bootstrap=not args.no_bootstrap_keys,
+                               allow_unbalanced=args.allow_unbalanced))
     # trio wraps what ends a nursery in exception groups; one line each, no traceback.
-    except* (StartupError, DataDirBusy, DataDirUnusable) as group:
+    except* (StartupError, DataDirBusy, DataDirUnusable, LedgerUnbalanced) as group:
         status, message = FAILED, str(group.exceptions[0])
     except* KeyboardInterrupt:
         status, message = 128 + signal.SIGINT, "interrupted"

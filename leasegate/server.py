@@ -126,7 +126,8 @@ async def _stop_after(seconds: float, stop_http: trio.Event) -> None:
 
 
 async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", port: int = 8470,
-                *, bootstrap: bool = True, out: TextIO = sys.stdout) -> None:
+                *, bootstrap: bool = True, out: TextIO = sys.stdout,
+                allow_unbalanced: bool = False) -> None:
     """Serve until SIGINT/SIGTERM. Raises DataDirBusy if another server holds ``data_dir``,
     DataDirUnusable if it cannot be written, StartupError if the port is taken."""
     with DataDirLock(data_dir):
@@ -134,7 +135,7 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
         expect.install(settings)  # no 100 Continue for a body that will be refused
         sockets = listen(config, host, port)
         try:
-            system = new_system(db_path(data_dir), settings)
+            system = new_system(db_path(data_dir), settings, allow_unbalanced=allow_unbalanced)
             app = wrap_app(create_app(system), config.wsgi_max_body_size, "asgi")
             async with trio.open_nursery() as watching:
                 stop_http = trio.Event()

@@ -51,6 +51,8 @@ class Settings:
     ledger_recover_interval: float = 60.0
     ledger_orphan_max_age: float = 5 * HOUR
     ledger_settled_retention: float = 90 * DAY
+    # How often the ledger audits its books (a read of the whole journal).
+    ledger_audit_interval: float = HOUR
     artifact_orphan_sweep_interval: float = HOUR
     artifact_orphan_max_age: float = 24 * HOUR
     artifact_temp_max_age: float = HOUR
@@ -92,7 +94,8 @@ class Settings:
             "max_wait_seconds", "task_claim_window", "task_lease_ttl", "task_hard_timeout",
             "task_ttl", "query_lease_ttl", "query_ttl", "query_max_attempts",
             "id_tombstone_retention",
-            "device_capacity", "ledger_recover_interval", "artifact_orphan_sweep_interval",
+            "device_capacity", "ledger_recover_interval", "ledger_audit_interval",
+            "artifact_orphan_sweep_interval",
             "error_log_window", "max_body_bytes", "max_json_field_bytes",
             "max_artifact_bytes", "http_read_timeout", "http_body_timeout",
             "housekeeping_interval",

@@ -112,7 +112,9 @@ async def gateway(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
 def served(tmp_path: Path) -> Iterator[Served]:
     """A real ``leasegate serve`` subprocess on a fresh data directory."""
     s = start(tmp_path / "var", {"LEASEGATE_HOUSEKEEPING_INTERVAL": "0.2",
-                                  "LEASEGATE_ARTIFACT_ORPHAN_SWEEP_INTERVAL": "0.2"})
+                                  "LEASEGATE_ARTIFACT_ORPHAN_SWEEP_INTERVAL": "0.2",
+                                  "LEASEGATE_LEDGER_RECOVER_INTERVAL": "0.2",
+                                  "LEASEGATE_LEDGER_AUDIT_INTERVAL": "0.2"})
     yield s
     if s.process.poll() is None:
         stop(s)

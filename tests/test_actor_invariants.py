@@ -15,7 +15,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from leasegate.actors import key_messages, query_messages, task_messages
+from leasegate.actors import key_messages, ledger_messages, query_messages, task_messages
 from leasegate.actors.mailbox import Ask, Message, Tell
 from leasegate.actors.pages import Page
 from leasegate.actors.runtime import Actor
@@ -68,6 +68,15 @@ VALID: dict[type[Message], Message] = {
     task_messages.ListArtifacts: task_messages.ListArtifacts("t1", "ten"),
     task_messages.FindArtifact: task_messages.FindArtifact("t1", "a.txt", "ten"),
     task_messages.ExistingTasks: task_messages.ExistingTasks(("t1",)),
+    ledger_messages.Credit: ledger_messages.Credit("ten", 100, "r1", "memo"),
+    ledger_messages.GetAccount: ledger_messages.GetAccount("ten"),
+    ledger_messages.ListEntries: ledger_messages.ListEntries("ten"),
+    ledger_messages.ListHolds: ledger_messages.ListHolds("ten", "open"),
+    ledger_messages.PlaceHold: ledger_messages.PlaceHold("task", "t1", "ten", 5),
+    ledger_messages.ReleaseHold: ledger_messages.ReleaseHold("task", "t1"),
+    ledger_messages.Settle: ledger_messages.Settle("task", "t1", "succeeded", 3),
+    ledger_messages.HoldsOf: ledger_messages.HoldsOf("query", ("q1",)),
+    ledger_messages.RunAudit: ledger_messages.RunAudit(),
 }
 
 # Values each named field must refuse (400), whatever the rest of the message says.
@@ -84,6 +93,8 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "result": ({"n": NAN},), "progress": ({"n": NAN},), "reason": ("",), "name": ("",),
     "sites": (("a\n",), ("x",) * 101), "page": (Page(0, 0), Page(501, 0), Page(1, -1)),
     "leases": ((("t", ""),), (("t",),), (("a\n", "tok"),)),
+    "amount": (-1, 10**20, True), "ref": ("", "a\n"), "channel": ("tasks",),
+    "job_id": ("", "a\n"), "job_ids": (("a\n",), ("x",) * 501), "memo": ("x" * 257,),
 }
 
 
@@ -95,7 +106,7 @@ def messages_of(module: ModuleType) -> Iterator[type[Message]]:
 
 
 def test_every_message_type_is_covered() -> None:
-    every = {cls for module in (key_messages, query_messages, task_messages)
+    every = {cls for module in (key_messages, query_messages, task_messages, ledger_messages)
              for cls in messages_of(module)}
     assert every == set(VALID)
 
@@ -117,7 +128,7 @@ async def system(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
 def owner(system: System, cls: type[Message]) -> Actor:
     module = cls.__module__
     return {key_messages.__name__: system.keys, query_messages.__name__: system.queries,
-            task_messages.__name__: system.tasks}[module]
+            task_messages.__name__: system.tasks, ledger_messages.__name__: system.ledger}[module]
 
 
 async def send(actor: Actor, message: Message) -> object:
@@ -145,6 +156,7 @@ async def still_serving(system: System) -> None:
     assert await system.keys.mailbox.ask(key_messages.CountKeys()) >= 0
     await system.queries.mailbox.ask(query_messages.CountQueries())
     await system.tasks.mailbox.ask(task_messages.CheckTaskHealth())
+    assert (await system.ledger.mailbox.ask(ledger_messages.RunAudit())).ok
 
 
 async def test_out_of_range_values_are_domain_errors(system: System,

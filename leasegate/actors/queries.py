@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from leasegate.actors.billing import SettleNotices
 from leasegate.actors.leases import DryFilters, check_site, new_lease_token
-from leasegate.actors.mailbox import Ask, Tell
+from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.pages import Paged
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.query_messages import (
@@ -60,9 +61,12 @@ PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second
 class QueryQueue(Actor):
     name = "queries"
 
-    def __init__(self, db: Database, clock: Clock, settings: Settings) -> None:
+    def __init__(self, db: Database, clock: Clock, settings: Settings, *,
+                 ledger: Mailbox | None = None) -> None:
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
+        # A query with max_cost that ends is settled by the ledger after the commit.
+        self.settle = SettleNotices(self, "query", ledger)
         self._dry = DryFilters()
         self.add_job("purge_queries", settings.housekeeping_interval, self._purge)
 
@@ -204,6 +208,7 @@ class QueryQueue(Actor):
         self.work_may_be_available()  # wakes GETs waiting for this query
         updated = sql.get(conn, m.query_id)
         assert updated is not None
+        self.settle.ended(updated, TERMINAL)
         return query_view(updated)
 
     # ---- deadlines and periodic jobs ----
@@ -216,10 +221,12 @@ class QueryQueue(Actor):
         for row in sql.expire_past_ttl(conn, now):
             log.warning("query expired: query_id=%s kind=%s", escape(row["query_id"]),
                         escape(row["kind"]))
+            self.settle.ended(sql.get(conn, row["query_id"]), TERMINAL)
             self.work_may_be_available()
         for row in sql.lapsed_leases(conn, now):
             if row["attempts"] >= self.settings.query_max_attempts:
                 sql.fail_exhausted(conn, row["query_id"], row["attempts"], now)
+                self.settle.ended(sql.get(conn, row["query_id"]), TERMINAL)
                 log.warning("query attempts exhausted, failed: query_id=%s attempts=%s",
                             escape(row["query_id"]), row["attempts"])
             else:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import sqlite3
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ import trio
 
 from leasegate.actors.jobs import JobRecord, JobStatistics, run_guarded, serve_guarded
 from leasegate.actors.keys import KeyStore
+from leasegate.actors.ledger import Ledger, LedgerUnbalanced, audit
+from leasegate.actors.ledger_views import AuditReport
 from leasegate.actors.queries import QueryQueue
 from leasegate.actors.runtime import Actor, ActorStatistics
 from leasegate.actors.task_messages import ExistingTasks, Upload
@@ -43,7 +46,7 @@ from leasegate.logs import Throttled
 from leasegate.settings import Settings
 from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.backup import backup
-from leasegate.storage.connection import Database, is_disk_failure
+from leasegate.storage.connection import Database, is_disk_failure, transaction
 from leasegate.storage.migrations import migrate
 from leasegate.storage.probe import probe_write
 
@@ -82,17 +85,22 @@ class System:
     """
 
     def __init__(self, db_path: Path, settings: Settings, clock: Clock, *,
-                 inline_storage: bool = False) -> None:
+                 inline_storage: bool = False, allow_unbalanced: bool = False) -> None:
         self.db_path = db_path
         self.settings = settings
         self.clock = clock
         self._inline = inline_storage
+        self.allow_unbalanced = allow_unbalanced
         self._databases: list[Database] = []
         self._setup = self._database()
         self.keys = KeyStore(self._database(), clock)
-        self.queries = QueryQueue(self._database(), clock, settings)
+        # The queues tell the ledger; the ledger never asks them (an acyclic graph).
+        self.ledger = Ledger(self._database(), clock, settings)
+        self.queries = QueryQueue(self._database(), clock, settings,
+                                  ledger=self.ledger.mailbox)
         self.artifacts = ArtifactStore(db_path.parent / "artifacts")
-        self.tasks = TaskQueue(self._database(), clock, settings, self.artifacts)
+        self.tasks = TaskQueue(self._database(), clock, settings, self.artifacts,
+                               ledger=self.ledger.mailbox)
         self._background: list[_BackgroundJob] = []
         self.add_background_job("artifacts", "sweep_staging", settings.housekeeping_interval,
                                 self._sweep_staging)
@@ -113,7 +121,7 @@ class System:
 
     @property
     def actors(self) -> tuple[Actor, ...]:
-        return (self.keys, self.queries, self.tasks)
+        return (self.keys, self.ledger, self.queries, self.tasks)
 
     def add_background_job(self, owner: str, name: str, every: float,
                            fn: Callable[[float], Awaitable[object]]) -> None:
@@ -200,6 +208,7 @@ class System:
             for db in self._databases:
                 await db.start()
             await self._setup.run(migrate)
+            await self._audit_ledger()
             async with trio.open_nursery() as actors:
                 for actor in self.actors:
                     await actors.start(actor.run)
@@ -220,6 +229,23 @@ class System:
                 for db in self._databases:
                     await db.stop()
 
+    async def _audit_ledger(self) -> None:
+        """The start-up audit: a violation refuses to serve (naming the failing checks)
+        unless ``allow_unbalanced``; either way /health and /metrics show it."""
+        def check(conn: sqlite3.Connection) -> AuditReport:
+            with transaction(conn):
+                return audit(conn)
+
+        report = await self._setup.run(check)
+        self.ledger.last_audit = report
+        if report.ok:
+            return
+        failing = "; ".join(f"{c.name} ({c.detail})" for c in report.checks if not c.ok)
+        if not self.allow_unbalanced:
+            raise LedgerUnbalanced(f"the ledger audit failed: {failing}; not serving "
+                                   "(--allow-unbalanced serves anyway)")
+        log.error("the ledger audit failed, serving anyway (--allow-unbalanced): %s", failing)
+
     def drain(self) -> None:
         """Parked long-polls answer with an empty list; new ones are refused."""
         for actor in self.actors:
@@ -231,18 +257,21 @@ class System:
 
 
 def new_system(db_path: Path, settings: Settings, *, clock: Clock | None = None,
-               inline_storage: bool = False) -> System:
+               inline_storage: bool = False, allow_unbalanced: bool = False) -> System:
     """Build a system (nothing opened yet); must be called inside ``trio.run``."""
-    return System(db_path, settings, clock or Clock(), inline_storage=inline_storage)
+    return System(db_path, settings, clock or Clock(), inline_storage=inline_storage,
+                  allow_unbalanced=allow_unbalanced)
 
 
 @contextlib.asynccontextmanager
 async def open_system(db_path: Path, settings: Settings, *, clock: Clock | None = None,
-                      inline_storage: bool = False) -> AsyncIterator[System]:
+                      inline_storage: bool = False,
+                      allow_unbalanced: bool = False) -> AsyncIterator[System]:
     """A running system for the body of the ``async with``; on exit the actors finish
     what their inboxes hold and everything is closed. A crashed actor cancels the
     body and its exception comes out of the ``async with``."""
-    system = new_system(db_path, settings, clock=clock, inline_storage=inline_storage)
+    system = new_system(db_path, settings, clock=clock, inline_storage=inline_storage,
+                        allow_unbalanced=allow_unbalanced)
     async with trio.open_nursery() as nursery:
         await nursery.start(system.run)
         try:

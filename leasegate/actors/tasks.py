@@ -28,8 +28,9 @@ import math
 import sqlite3
 
 from leasegate.actors import task_artifacts, task_presence
+from leasegate.actors.billing import SettleNotices
 from leasegate.actors.leases import DryFilters, check_site, new_lease_token
-from leasegate.actors.mailbox import Ask, Tell
+from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.pages import Paged
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.runtime import PARK, Actor
@@ -90,9 +91,12 @@ class TaskQueue(Actor):
     name = "tasks"
 
     def __init__(self, db: Database, clock: Clock, settings: Settings,
-                 artifacts: ArtifactStore | None = None) -> None:
+                 artifacts: ArtifactStore | None = None, *,
+                 ledger: Mailbox | None = None) -> None:
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
+        # A task with max_cost that ends is settled by the ledger after the commit.
+        self.settle = SettleNotices(self, "task", ledger)
         self._dry = DryFilters()
         self.artifacts = artifacts
         # How far passed not_before times have already woken the parked leases.
@@ -335,7 +339,9 @@ class TaskQueue(Actor):
                         escape(row["stale_reason"]))
         self._seen(conn, m.worker_id, now)
         self.work_may_be_available()  # the lane is free
-        return task_view(self._current(conn, m.task_id))
+        done = self._current(conn, m.task_id)
+        self.settle.ended(done, sql.TERMINAL)
+        return task_view(done)
 
     def _existing(self, conn: sqlite3.Connection, task_id: str) -> sqlite3.Row:
         row = sql.get(conn, task_id)
@@ -382,7 +388,9 @@ class TaskQueue(Actor):
         act = {"cancel": self._cancel, "pause": self._pause, "resume": self._resume}[m.action]
         if not act(conn, row, now):
             raise StateConflict(f"task {m.task_id} changed concurrently; try again")
-        return task_view(self._current(conn, m.task_id))
+        changed = self._current(conn, m.task_id)
+        self.settle.ended(changed, sql.TERMINAL)  # a cancel of an unstarted task
+        return task_view(changed)
 
     def _cancel(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool:
         task_id, status, token = row["task_id"], row["status"], row["lease_token"]
@@ -451,7 +459,9 @@ class TaskQueue(Actor):
                     "stale_reason=%s", escape(m.task_id), m.action, status, escape(m.by),
                     escape(m.reason), escape(row["stale_reason"]))
         self.work_may_be_available()  # the lane is free
-        return task_view(self._current(conn, m.task_id))
+        resolved = self._current(conn, m.task_id)
+        self.settle.ended(resolved, sql.TERMINAL)  # a stale task's hold is resolved now
+        return task_view(resolved)
 
     # ---- workers and health ----
 
@@ -491,6 +501,7 @@ class TaskQueue(Actor):
             log.warning("task expired unstarted: task_id=%s kind=%s site=%s account=%s",
                         escape(row["task_id"]), escape(row["kind"]), escape(row["site"]),
                         escape(row["account"]))
+            self.settle.ended(sql.get(conn, row["task_id"]), sql.TERMINAL)
         if sql.not_before_passed(conn, self._not_before_seen, now):
             self.work_may_be_available()  # a parked lease may take it now
         self.after_commit(lambda: self._passed_not_before(now))

@@ -61,7 +61,9 @@ def job_error(row: sqlite3.Row) -> JobError | None:
 
 
 def billing(row: sqlite3.Row) -> Billing | None:
-    """The ``billing`` of a job. No ledger yet: the hold's state is unknown."""
+    """The ``billing`` of a job as its queue knows it: ``max_cost`` only. What was
+    charged and refunded, and the hold's state, are the ledger's (filled in by
+    ``leasegate.actors.billing.with_billing``)."""
     if row["max_cost"] is None:
         return None
-    return Billing(row["max_cost"], row["cost"], None, None)
+    return Billing(row["max_cost"], None, None, None)

@@ -80,7 +80,9 @@ from leasegate.client._job import (
     Paused,
 )
 from leasegate.client._types import (
+    Account,
     DeviceHeartbeat,
+    Entry,
     Page,
     Query,
     QuerySubmitted,
@@ -90,6 +92,7 @@ from leasegate.client._types import (
 from leasegate.client._worker import Worker
 
 __all__ = [
+    "Account",
     "ArtifactNotFound",
     "AsyncClient",
     "AsyncHandler",
@@ -100,6 +103,7 @@ __all__ = [
     "Client",
     "DeviceHeartbeat",
     "DeviceLimit",
+    "Entry",
     "Failed",
     "Forbidden",
     "Handler",

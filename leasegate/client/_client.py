@@ -16,7 +16,9 @@ from leasegate.client._http import DEFAULT_TIMEOUT, AsyncHTTP, Retry, SyncHTTP, 
 from leasegate.client._types import (
     QUERY_DONE_STATES,
     TASK_DONE_STATES,
+    Account,
     DeviceHeartbeat,
+    Entry,
     JSONObject,
     Page,
     Query,
@@ -252,6 +254,27 @@ class Client:
         ``offset``."""
         return cast(Page[Query], self._http.call("GET", path("queries"), params=_given(**filters)))
 
+    # ---- ledger -----------------------------------------------------------------------
+
+    def credit(self, account: str, amount: int, ref: str, memo: str | None = None) -> Account:
+        """Credit ``amount`` (minor units) to a tenant's account (admin key). Idempotent by
+        ``ref``: a retry changes nothing; another amount under the same ``ref`` raises
+        :class:`IdempotencyConflict`."""
+        body = _given(amount=amount, ref=ref, memo=memo)
+        return cast(Account, self._http.call("POST", path("ledger", "accounts", account,
+                                                          "credit"), json=body))
+
+    def account(self, account: str) -> Account:
+        """A ledger account (a client key: its own tenant's only)."""
+        return cast(Account, self._http.call("GET", path("ledger", "accounts", account)))
+
+    def entries(self, account: str, *, limit: int | None = None,
+                offset: int | None = None) -> Page[Entry]:
+        """An account's journal lines, newest first."""
+        return cast(Page[Entry], self._http.call(
+            "GET", path("ledger", "accounts", account, "entries"),
+            params=_given(limit=limit, offset=offset)))
+
     # ---- devices ----------------------------------------------------------------------
 
     def heartbeat_device(self, device_id: str) -> DeviceHeartbeat:
@@ -396,6 +419,26 @@ class AsyncClient:
         return cast(
             Page[Query], await self._http.call("GET", path("queries"), params=_given(**filters))
         )
+
+    # ---- ledger -----------------------------------------------------------------------
+
+    async def credit(self, account: str, amount: int, ref: str,
+                     memo: str | None = None) -> Account:
+        """See :meth:`Client.credit`."""
+        body = _given(amount=amount, ref=ref, memo=memo)
+        return cast(Account, await self._http.call(
+            "POST", path("ledger", "accounts", account, "credit"), json=body))
+
+    async def account(self, account: str) -> Account:
+        """See :meth:`Client.account`."""
+        return cast(Account, await self._http.call("GET", path("ledger", "accounts", account)))
+
+    async def entries(self, account: str, *, limit: int | None = None,
+                      offset: int | None = None) -> Page[Entry]:
+        """See :meth:`Client.entries`."""
+        return cast(Page[Entry], await self._http.call(
+            "GET", path("ledger", "accounts", account, "entries"),
+            params=_given(limit=limit, offset=offset)))
 
     # ---- devices ----------------------------------------------------------------------
 

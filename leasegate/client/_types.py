@@ -84,6 +84,27 @@ class Query(TypedDict):
     billing: JSONObject | None
 
 
+class Account(TypedDict):
+    """A ledger account: ``available`` can be spent now, ``held`` sits in open holds,
+    ``balance`` is both. Amounts are integers in minor units."""
+
+    account: str
+    available: int
+    held: int
+    balance: int
+
+
+class Entry(TypedDict):
+    """A journal line of an account; ``amount`` is signed, for this account."""
+
+    txn_id: int
+    kind: str
+    amount: int
+    ref: str
+    memo: str | None
+    created_at: str
+
+
 class DeviceHeartbeat(TypedDict):
     """Reply of a device heartbeat: ``resumed`` counts the paused tasks put back in line."""
 

@@ -33,6 +33,7 @@ from leasegate.http import (
     errors,
     routes_admin,
     routes_artifacts,
+    routes_ledger,
     routes_queries,
     routes_tasks,
 )
@@ -125,7 +126,8 @@ def create_app(system: System) -> QuartTrio:
     system.add_background_job("http", "rate_limit_buckets",
                               system.settings.housekeeping_interval, sweep_buckets)
 
-    for blueprint in (routes_queries.bp, routes_tasks.bp, routes_artifacts.bp, routes_admin.bp):
+    for blueprint in (routes_queries.bp, routes_tasks.bp, routes_artifacts.bp, routes_admin.bp,
+                      routes_ledger.bp):
         app.register_blueprint(blueprint)
     errors.install(app)
     docs.install(app)

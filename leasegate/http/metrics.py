@@ -28,6 +28,7 @@ class Metrics(Collector):
                                  ["route"], registry=self.registry,
                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                           0.5, 1, 2.5, 5, 10, 30))
+        self._ledger_ok = True
         self._snapshot: tuple[TaskHealthReport, tuple[QueryCounts, ...],
                               SystemStatistics] | None = None
         self.registry.register(self)
@@ -53,6 +54,8 @@ class Metrics(Collector):
     async def refresh(self, system: System) -> None:
         tasks = await system.tasks.mailbox.ask(CheckTaskHealth())
         queries = await system.queries.mailbox.ask(CountQueries())
+        audit = system.ledger.last_audit
+        self._ledger_ok = audit is None or audit.ok
         self._snapshot = (tasks, queries, system.statistics())
 
     def describe(self) -> Iterator[Metric]:
@@ -98,3 +101,6 @@ class Metrics(Collector):
         yield parked
         yield commits
         yield errors
+        yield GaugeMetricFamily("leasegate_ledger_audit_ok",
+                                "1 if the last ledger audit passed, else 0",
+                                value=1 if self._ledger_ok else 0)

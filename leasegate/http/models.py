@@ -345,6 +345,8 @@ class HealthChecks(BaseModel):
     jobs: int
     failing_jobs: int
     draining: bool
+    ledger_ok: bool = Field(description="The last ledger audit (at start-up, every "
+                            "`ledger_audit_interval`, or on GET /v1/ledger/audit) passed.")
 
 
 class Health(BaseModel):

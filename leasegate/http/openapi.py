@@ -59,6 +59,7 @@ BAD_PATH = {
     "query_id": "a `query_id` outside its pattern",
     "key_id": "a `key_id` outside its pattern",
     "name": "an artifact name outside its pattern",
+    "account": "an `account` outside its pattern (or, to credit, a system account `@...`)",
 }
 BAD_OTHERWISE = {
     ("post", "/v1/tasks/{task_id}/pause"): "a task that is not a batch task",
@@ -87,7 +88,11 @@ CONFLICTS = {
                              "payload or from another tenant.",
     ("post", "/v1/queries/{query_id}/result"): "query_lease_invalid (6006): terminal query, "
                                                "other owner or old token.",
+    ("post", "/v1/ledger/accounts/{account}/credit"): "idempotency_conflict (6004): the same "
+                                                      "`ref` with another account or amount.",
 }
+SHORT_FUNDS = ("insufficient_funds (6007): the tenant's available balance is less than "
+               "`max_cost`; nothing was enqueued.")
 TASK_CONFLICTS = {
     "cancel": "state_conflict (6003): the task is terminal or stale.",
     "pause": "state_conflict (6003): the task cannot be paused now.",
@@ -169,7 +174,7 @@ class LeasegateOpenAPI(OpenAPIProvider):
                 continue
             if parameter["name"] == "name":
                 parameter["schema"] = {"type": "string", "pattern": ARTIFACT_NAME_PATTERN}
-            elif parameter["name"] in ("task_id", "query_id"):
+            elif parameter["name"] in ("task_id", "query_id", "account"):
                 parameter["schema"] = dict(ID_SCHEMA)
         path_ids = {p["name"] for p in parameters if p["in"] == "path"}
 
@@ -238,6 +243,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
                     "description": "Seconds to wait before the next request.",
                     "schema": {"type": "integer", "minimum": 1},
                 }
+        if "402" in responses and not responses["402"].get("description"):
+            responses["402"]["description"] = SHORT_FUNDS
         if "409" in responses and not responses["409"].get("description"):
             responses["409"]["description"] = self._conflict(key)
 
@@ -277,6 +284,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
         for name in ("task_id", "query_id", "key_id"):
             if name in path_ids:
                 return NOT_FOUND[name]
+        if "account" in path_ids:
+            return "not_found (4040): a client key asked for another tenant's account."
         return "not_found (4040)."
 
     @staticmethod

@@ -91,6 +91,8 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     for row in await sys.queries.mailbox.ask(CountQueries()):
         query_counts.setdefault(row.status, {})[row.site] = row.n
     stats = sys.statistics()
+    audit = sys.ledger.last_audit
+    ledger_ok = audit is None or audit.ok  # None: not audited yet (never after start-up)
     failing_jobs = sum(1 for job in stats.jobs if job.last_failure_at is not None
                        and (job.last_run_at is None or job.last_failure_at > job.last_run_at))
     checks = {
@@ -104,8 +106,10 @@ async def health_report(detailed: bool) -> dict[str, Any]:
         "jobs": len(stats.jobs),
         "failing_jobs": failing_jobs,
         "draining": stats.draining,
+        "ledger_ok": ledger_ok,
     }
-    degraded = not writable or tasks.stale > 0 or bool(tasks.unserved_sites)
+    degraded = (not writable or tasks.stale > 0 or bool(tasks.unserved_sites)
+                or not ledger_ok)
     report: dict[str, Any] = {"status": "degraded" if degraded else "ok", "checks": checks}
     if detailed:
         report["details"] = {
@@ -113,6 +117,7 @@ async def health_report(detailed: bool) -> dict[str, Any]:
             "sites_without_worker": list(tasks.unserved_sites),
             "queued": {"tasks": tasks.queued, "queries": query_counts.get("queued", {})},
             "leased_queries": query_counts.get("leased", {}),
+            "ledger_failing_checks": [] if audit is None else list(audit.failing()),
             "jobs": {
                 f"{job.owner}.{job.name}": {"runs": job.runs, "failures": job.failures,
                                             "last_run_at": iso(job.last_run_at),

@@ -7,6 +7,7 @@ from typing import Any
 from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
+from leasegate.actors import billing
 from leasegate.actors.query_messages import (
     GetQuery,
     LeaseQueries,
@@ -41,6 +42,7 @@ bp = Blueprint("queries", __name__)
 @allow("client", admin=False, refusal=SUBMITTER_ONLY)
 @validate_request(SubmitQueryBody)
 @document_response(QuerySubmitted, 201)
+@document_response(ErrorEnvelope, 402)
 @document_response(ErrorEnvelope, 409)
 async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     """Submit a read-only query (client). Idempotent by ``query_id``."""
@@ -48,7 +50,8 @@ async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     assert tenant is not None  # a client key (checked by allow)
     sys = system()
     check_json_field("params", data.params)
-    reply = await sys.queries.mailbox.ask(SubmitQuery(
+    # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
+    reply = await billing.submit_query(sys.queries.mailbox, sys.ledger.mailbox, SubmitQuery(
         tenant=tenant, query_id=data.query_id, site=data.site, kind=data.kind,
         params=data.params, max_cost=data.max_cost))
     return to_json(reply), 201 if reply.created else 200
@@ -68,8 +71,9 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
                                 query_args.wait_seconds, sys.settings.max_wait_seconds,
                                 lambda _: None, None)
         if found is not None:
-            return to_json(found)
-    return to_json(await queries.ask(GetQuery(query_id, tenant)))
+            return to_json(await billing.with_billing(sys.ledger.mailbox, found))
+    return to_json(await billing.with_billing(sys.ledger.mailbox,
+                                              await queries.ask(GetQuery(query_id, tenant))))
 
 
 @bp.get("/v1/queries")
@@ -79,9 +83,11 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
 async def list_queries(query_args: QueryListArgs) -> Any:
     """Queries, newest first (own tenant; admin: all)."""
     _, tenant = require_tenant("client")
-    return to_json(await system().queries.mailbox.ask(ListQueries(
+    sys = system()
+    found = await sys.queries.mailbox.ask(ListQueries(
         tenant=tenant, status=query_args.status, site=query_args.site, kind=query_args.kind,
-        page=page(query_args))))
+        page=page(query_args)))
+    return to_json(await billing.page_with_billing(sys.ledger.mailbox, "query", found))
 
 
 @bp.post("/v1/queries/lease")
@@ -110,8 +116,10 @@ async def query_result(query_id: str, data: QueryResultBody) -> Any:
     principal = require("worker")
     sys = system()
     check_json_field("result", data.result)
-    return to_json(await sys.queries.mailbox.ask(QueryResult(
+    done = await sys.queries.mailbox.ask(QueryResult(
         query_id=query_id, worker_id=data.worker_id, lease_token=data.lease_token,
         sites=principal.sites, outcome=data.outcome, result=data.result,
         error_code=data.error.code if data.error else None,
-        error_message=data.error.message if data.error else None, cost=data.cost)))
+        error_message=data.error.message if data.error else None, cost=data.cost))
+    # The settle was told after the query's commit, so it is ahead of this ask.
+    return to_json(await billing.with_billing(sys.ledger.mailbox, done))

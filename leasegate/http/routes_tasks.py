@@ -8,6 +8,7 @@ from typing import Any
 from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
+from leasegate.actors import billing
 from leasegate.actors.task_messages import (
     ControlTask,
     GetTask,
@@ -57,13 +58,16 @@ def utc_timestamp(when: datetime) -> float:
 @allow("client", admin=False, refusal=SUBMITTER_ONLY)
 @validate_request(SubmitTaskBody)
 @document_response(TaskSubmitted, 201)
+@document_response(ErrorEnvelope, 402)
 @document_response(ErrorEnvelope, 409)
 async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     """Submit an irreversible task (client). Idempotent by ``task_id``."""
     _, tenant = require_tenant("client")
     assert tenant is not None  # a client key (checked by allow)
     check_json_field("params", data.params)
-    reply = await system().tasks.mailbox.ask(SubmitTask(
+    sys = system()
+    # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
+    reply = await billing.submit_task(sys.tasks.mailbox, sys.ledger.mailbox, SubmitTask(
         tenant=tenant, task_id=data.task_id, site=data.site, account=data.account,
         kind=data.kind, params=data.params, priority=data.priority,
         not_before=utc_timestamp(data.not_before) if data.not_before else None,
@@ -87,8 +91,9 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
                                 query_args.wait_seconds, sys.settings.max_wait_seconds,
                                 lambda _: None, None)
         if found is not None:
-            return to_json(found)
-    return to_json(await tasks.ask(GetTask(task_id, tenant)))
+            return to_json(await billing.with_billing(sys.ledger.mailbox, found))
+    return to_json(await billing.with_billing(sys.ledger.mailbox,
+                                              await tasks.ask(GetTask(task_id, tenant))))
 
 
 @bp.get("/v1/tasks")
@@ -98,9 +103,11 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
 async def list_tasks(query_args: TaskListArgs) -> Any:
     """Tasks, newest first (own tenant; admin: all)."""
     _, tenant = require_tenant("client")
-    return to_json(await system().tasks.mailbox.ask(ListTasks(
+    sys = system()
+    found = await sys.tasks.mailbox.ask(ListTasks(
         tenant=tenant, status=query_args.status, site=query_args.site,
-        account=query_args.account, kind=query_args.kind, page=page(query_args))))
+        account=query_args.account, kind=query_args.kind, page=page(query_args)))
+    return to_json(await billing.page_with_billing(sys.ledger.mailbox, "task", found))
 
 
 def _control_route(action: TaskControl, doc: str) -> None:
@@ -109,7 +116,9 @@ def _control_route(action: TaskControl, doc: str) -> None:
 
     async def control(task_id: str) -> Any:
         _, tenant = require_tenant("client")
-        return to_json(await system().tasks.mailbox.ask(ControlTask(task_id, action, tenant)))
+        sys = system()
+        return to_json(await billing.with_billing(
+            sys.ledger.mailbox, await sys.tasks.mailbox.ask(ControlTask(task_id, action, tenant))))
 
     control.__name__ = f"{action}_task"
     control.__doc__ = doc
@@ -174,12 +183,15 @@ async def task_result(task_id: str, data: TaskResultBody) -> Any:
     principal = require("worker")
     check_json_field("result", data.result)
     check_json_field("progress", data.progress)
-    return to_json(await system().tasks.mailbox.ask(TaskResult(
+    sys = system()
+    done = await sys.tasks.mailbox.ask(TaskResult(
         task_id=task_id, worker_id=data.worker_id, lease_token=data.lease_token,
         sites=principal.sites, outcome=data.outcome, result=data.result,
         error_code=data.error.code if data.error else None,
         error_message=data.error.message if data.error else None,
-        cost=data.cost, progress=data.progress)))
+        cost=data.cost, progress=data.progress))
+    # The settle was told after the task's commit, so it is ahead of this ask.
+    return to_json(await billing.with_billing(sys.ledger.mailbox, done))
 
 
 @bp.post("/v1/tasks/<task_id>/reclaim")
@@ -191,6 +203,8 @@ async def reclaim_task(task_id: str, data: ReclaimBody) -> Any:
     """Resolve a stale task (admin): requeue, succeeded or failed, with a reason."""
     principal = require("admin")
     check_json_field("result", data.result)
-    return to_json(await system().tasks.mailbox.ask(ReclaimTask(
-        task_id, data.action, data.reason, by=f"{principal.name} ({principal.key_id})",
-        result=data.result, cost=data.cost)))
+    sys = system()
+    return to_json(await billing.with_billing(sys.ledger.mailbox, await sys.tasks.mailbox.ask(
+        ReclaimTask(task_id, data.action, data.reason,
+                    by=f"{principal.name} ({principal.key_id})",
+                    result=data.result, cost=data.cost))))

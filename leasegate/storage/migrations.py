@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from leasegate.storage import artifacts_sql, keys_sql, presence_sql, queries_sql, tasks_sql
+from leasegate.storage import (
+    artifacts_sql,
+    keys_sql,
+    ledger_sql,
+    presence_sql,
+    queries_sql,
+    tasks_sql,
+)
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "api keys", keys_sql.SCHEMA),
@@ -18,6 +25,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (5, "workers by key", presence_sql.SCHEMA_KEYS),
     (6, "job id tombstones",
      tasks_sql.SCHEMA_TOMBSTONES + queries_sql.SCHEMA_TOMBSTONES),
+    (7, "ledger", ledger_sql.SCHEMA),
 ]
 
 

@@ -1,0 +1,163 @@
+"""Where the queues meet the ledger: the submit saga, settle notices, jobs' ``billing``.
+
+The arrows go one way only, queues → ledger (see ``leasegate.actors.ledger``
+for the saga's crash points and what repairs each):
+
+- :func:`submit_task` / :func:`submit_query` run in the caller's task (the HTTP
+  request), not in an actor: hold first, then enqueue, release on refusal;
+- :class:`SettleNotices` is how a queue actor tells the ledger a job ended,
+  after its commit, never waiting (a full ledger inbox loses the notice;
+  recovery settles the hold from the job's row);
+- :func:`with_billing` fills a job view's ``billing`` from the ledger's hold
+  (one ask per view or page, only when a job has ``max_cost``): the queue
+  actors cannot ask the ledger inside a turn, and a copy of the hold kept in
+  the job row could disagree with the ledger; the ledger is the truth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sqlite3
+from typing import TypeVar
+
+import trio
+
+from leasegate.actors.ledger_messages import HoldsOf, PlaceHold, ReleaseHold, Settle
+from leasegate.actors.ledger_views import Channel, HoldView
+from leasegate.actors.mailbox import Mailbox
+from leasegate.actors.pages import Paged
+from leasegate.actors.query_messages import SubmitQuery
+from leasegate.actors.query_views import QuerySubmitted, QueryView
+from leasegate.actors.runtime import Actor
+from leasegate.actors.submissions import new_id
+from leasegate.actors.task_messages import SubmitTask
+from leasegate.actors.task_views import TaskSubmitted, TaskView
+from leasegate.actors.views import Billing
+from leasegate.errors import LeasegateError
+from leasegate.logs import escape
+
+log = logging.getLogger("leasegate.billing")
+
+RELEASE_SECONDS = 5.0  # how long a refused submit may spend releasing its hold
+
+
+# ---- the submit saga --------------------------------------------------------------
+
+async def submit_task(tasks: Mailbox, ledger: Mailbox, message: SubmitTask) -> TaskSubmitted:
+    """Submit a task; with ``max_cost``, hold it on the tenant's account first."""
+    max_cost = message.max_cost
+    if max_cost is None:
+        return await tasks.ask(message)
+    message.check()  # a bad field is refused before any money moves
+    # The id is chosen before the hold: the hold is named by it. A generated id has 96
+    # random bits; the queue treats it like a client's, so a collision (never) is a
+    # 6004 and the hold is released, never a replay of someone else's task.
+    message = dataclasses.replace(message, task_id=message.task_id or new_id("t"))
+    assert message.task_id is not None
+    placed = await ledger.ask(PlaceHold("task", message.task_id, message.tenant, max_cost))
+    try:
+        return await tasks.ask(message)
+    except LeasegateError:
+        if placed.created:
+            await _release(ledger, "task", message.task_id)
+        raise
+
+
+async def submit_query(queries: Mailbox, ledger: Mailbox,
+                       message: SubmitQuery) -> QuerySubmitted:
+    """Submit a query; with ``max_cost``, hold it on the tenant's account first."""
+    max_cost = message.max_cost
+    if max_cost is None:
+        return await queries.ask(message)
+    message.check()
+    message = dataclasses.replace(message, query_id=message.query_id or new_id("q"))
+    assert message.query_id is not None
+    placed = await ledger.ask(PlaceHold("query", message.query_id, message.tenant,
+                                        max_cost))
+    try:
+        return await queries.ask(message)
+    except LeasegateError:
+        if placed.created:
+            await _release(ledger, "query", message.query_id)
+        raise
+
+
+async def _release(ledger: Mailbox, channel: Channel, job_id: str) -> None:
+    # Shielded: a caller that goes away now must not leave the money held until
+    # the orphan age (it would be repaired then, but not at once).
+    with trio.move_on_after(RELEASE_SECONDS, shield=True):
+        try:
+            await ledger.ask(ReleaseHold(channel, job_id))
+        except LeasegateError as exc:
+            log.warning("hold of refused %s %s not released (recovery will): %s",
+                        channel, escape(job_id), exc)
+
+
+# ---- settle notices from the queue actors ----------------------------------------
+
+class SettleNotices:
+    """A queue actor's way to tell the ledger that jobs ended, once they are committed."""
+
+    def __init__(self, actor: Actor, channel: Channel, ledger: Mailbox | None) -> None:
+        self.actor = actor
+        self.channel: Channel = channel
+        self.ledger = ledger
+
+    def ended(self, row: sqlite3.Row | None, terminal: tuple[str, ...]) -> None:
+        """Call inside the turn with the job's row after a change; a terminal job with
+        ``max_cost`` is settled after the commit."""
+        if self.ledger is None or row is None or row["max_cost"] is None:
+            return
+        status = row["status"]
+        if status not in terminal:
+            return
+        notice = Settle(self.channel, row[f"{self.channel}_id"], status, row["cost"])
+        self.actor.after_commit(lambda: self._tell(notice))
+
+    def _tell(self, notice: Settle) -> None:
+        assert self.ledger is not None
+        try:
+            self.ledger.tell_nowait(notice)
+        except (trio.WouldBlock, LeasegateError):
+            # A full inbox, or a ledger already closed at shutdown: recovery settles it.
+            log.warning("settle of %s %s not delivered; recovery will settle it",
+                        notice.channel, escape(notice.job_id))
+
+
+# ---- billing in job views ----------------------------------------------------------
+
+J = TypeVar("J", TaskView, QueryView)
+
+
+def _job_id(view: TaskView | QueryView) -> str:
+    return view.task_id if isinstance(view, TaskView) else view.query_id
+
+
+def _billed(view: J, holds: dict[str, HoldView]) -> J:
+    if view.billing is None:
+        return view
+    hold = holds.get(_job_id(view))
+    if hold is None:  # no hold (released, or never placed): nothing moved
+        billing = Billing(view.billing.max_cost, None, None, None)
+    else:
+        billing = Billing(view.billing.max_cost, hold.charged, hold.refunded, hold.status)
+    return dataclasses.replace(view, billing=billing)
+
+
+async def with_billing(ledger: Mailbox, view: J) -> J:
+    """``view`` with its ``billing`` as the ledger has it."""
+    if view.billing is None:
+        return view
+    channel: Channel = "task" if isinstance(view, TaskView) else "query"
+    holds = await ledger.ask(HoldsOf(channel, (_job_id(view),)))
+    return _billed(view, {hold.ref: hold for hold in holds})
+
+
+async def page_with_billing(ledger: Mailbox, channel: Channel, page: Paged[J]) -> Paged[J]:
+    """Every job of ``page`` with its ``billing`` (one ask for the page)."""
+    ids = tuple(_job_id(view) for view in page.items if view.billing is not None)
+    if not ids:
+        return page
+    holds = {hold.ref: hold for hold in await ledger.ask(HoldsOf(channel, ids))}
+    return dataclasses.replace(page, items=tuple(_billed(view, holds) for view in page.items))

@@ -1,0 +1,279 @@
+"""SQL of the ledger (owned by the ledger actor): accounts, journal, holds, credits.
+
+Amounts are integers in minor units. Every journal transaction's lines sum to
+zero; each account's cached ``balance`` is the sum of its lines, and ``held``
+is the sum of its open holds. A hold is keyed by its job (channel + job id);
+``ledger_settled_jobs`` remembers every settled job id for good (a few bytes a
+job), so a settled job can never be held or refunded again after its hold row
+is deleted by retention.
+
+The one exception to "each actor reads only its own tables": recovery and the
+release of a refused submit *read* the ``tasks`` and ``queries`` tables
+(:func:`job_state`, :func:`recoverable`) — a read-only SELECT on the same
+database file, never a write. Asking the queue actors instead would make the
+ledger send requests to them while they send requests to the ledger (a cycle
+of bounded inboxes that can deadlock); a read of committed rows needs no
+mailbox at all.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from leasegate.storage.rows import marks
+
+SCHEMA = """
+CREATE TABLE ledger_accounts (
+    account    TEXT PRIMARY KEY,
+    balance    INTEGER NOT NULL DEFAULT 0,
+    held       INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL
+);
+CREATE TABLE ledger_txns (
+    txn_id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind       TEXT NOT NULL CHECK (kind IN ('credit', 'hold', 'charge', 'refund')),
+    ref        TEXT NOT NULL,
+    memo       TEXT,
+    created_at REAL NOT NULL
+);
+CREATE TABLE ledger_lines (
+    txn_id  INTEGER NOT NULL REFERENCES ledger_txns (txn_id),
+    account TEXT NOT NULL,
+    amount  INTEGER NOT NULL
+);
+CREATE INDEX ledger_lines_account ON ledger_lines (account, txn_id);
+CREATE INDEX ledger_lines_txn ON ledger_lines (txn_id);
+CREATE TABLE ledger_credits (
+    ref        TEXT PRIMARY KEY,
+    account    TEXT NOT NULL,
+    amount     INTEGER NOT NULL,
+    txn_id     INTEGER NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE ledger_holds (
+    channel    TEXT NOT NULL CHECK (channel IN ('task', 'query')),
+    job_id     TEXT NOT NULL,
+    account    TEXT NOT NULL,
+    amount     INTEGER NOT NULL CHECK (amount >= 0),
+    status     TEXT NOT NULL CHECK (status IN ('open', 'settled')),
+    charged    INTEGER,
+    refunded   INTEGER,
+    outcome    TEXT,
+    created_at REAL NOT NULL,
+    settled_at REAL,
+    PRIMARY KEY (channel, job_id),
+    CHECK (status = 'open' OR (charged IS NOT NULL AND refunded IS NOT NULL
+                               AND settled_at IS NOT NULL))
+);
+CREATE INDEX ledger_holds_open ON ledger_holds (created_at) WHERE status = 'open';
+CREATE INDEX ledger_holds_settled ON ledger_holds (settled_at) WHERE status = 'settled';
+CREATE INDEX ledger_holds_account ON ledger_holds (account, created_at);
+CREATE TABLE ledger_settled_jobs (
+    channel    TEXT NOT NULL,
+    job_id     TEXT NOT NULL,
+    settled_at REAL NOT NULL,
+    PRIMARY KEY (channel, job_id)
+) WITHOUT ROWID;
+"""
+
+SYSTEM_ACCOUNTS = ("@world", "@holds", "@revenue")
+TABLES = {"task": ("tasks", "task_id"), "query": ("queries", "query_id")}
+TERMINAL = {"task": ("succeeded", "failed", "canceled", "expired"),
+            "query": ("succeeded", "failed", "expired")}
+
+
+# ---- accounts and journal --------------------------------------------------------
+
+def account(conn: sqlite3.Connection, name: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM ledger_accounts WHERE account = ?", (name,)).fetchone()
+    return row
+
+
+def post(conn: sqlite3.Connection, kind: str, ref: str, memo: str | None, now: float,
+         lines: list[tuple[str, int]]) -> int:
+    """One journal transaction; ``lines`` (account, signed amount) must sum to zero.
+    Zero lines are left out; the accounts' cached balances follow."""
+    assert sum(amount for _, amount in lines) == 0, lines
+    cur = conn.execute("INSERT INTO ledger_txns (kind, ref, memo, created_at) "
+                       "VALUES (?, ?, ?, ?)", (kind, ref, memo, now))
+    txn_id = int(cur.lastrowid or 0)
+    for name, amount in lines:
+        if amount == 0:
+            continue
+        conn.execute("INSERT INTO ledger_lines (txn_id, account, amount) VALUES (?, ?, ?)",
+                     (txn_id, name, amount))
+        conn.execute("INSERT INTO ledger_accounts (account, balance, created_at) "
+                     "VALUES (?, ?, ?) ON CONFLICT (account) "
+                     "DO UPDATE SET balance = balance + excluded.balance",
+                     (name, amount, now))
+    return txn_id
+
+
+def add_held(conn: sqlite3.Connection, name: str, delta: int, now: float) -> None:
+    conn.execute("INSERT INTO ledger_accounts (account, held, created_at) VALUES (?, ?, ?) "
+                 "ON CONFLICT (account) DO UPDATE SET held = held + excluded.held",
+                 (name, delta, now))
+
+
+def entries(conn: sqlite3.Connection, name: str, limit: int,
+            offset: int) -> tuple[int, list[sqlite3.Row]]:
+    """``(total, rows)`` of an account's journal lines, newest first."""
+    total = conn.execute("SELECT count(*) FROM ledger_lines WHERE account = ?",
+                         (name,)).fetchone()[0]
+    rows = conn.execute(
+        "SELECT l.txn_id, t.kind, l.amount, t.ref, t.memo, t.created_at "
+        "FROM ledger_lines l JOIN ledger_txns t ON t.txn_id = l.txn_id "
+        "WHERE l.account = ? ORDER BY l.txn_id DESC, l.rowid DESC LIMIT ? OFFSET ?",
+        (name, limit, offset)).fetchall()
+    return int(total), rows
+
+
+def credit_by_ref(conn: sqlite3.Connection, ref: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM ledger_credits WHERE ref = ?", (ref,)).fetchone()
+    return row
+
+
+def record_credit(conn: sqlite3.Connection, ref: str, name: str, amount: int, txn_id: int,
+                  now: float) -> None:
+    conn.execute("INSERT INTO ledger_credits (ref, account, amount, txn_id, created_at) "
+                 "VALUES (?, ?, ?, ?, ?)", (ref, name, amount, txn_id, now))
+
+
+# ---- holds -----------------------------------------------------------------------
+
+def hold(conn: sqlite3.Connection, channel: str, job_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM ledger_holds WHERE channel = ? AND job_id = ?",
+        (channel, job_id)).fetchone()
+    return row
+
+
+def holds_of(conn: sqlite3.Connection, channel: str, job_ids: list[str]) -> list[sqlite3.Row]:
+    return conn.execute(f"SELECT * FROM ledger_holds WHERE channel = ? AND job_id IN "
+                        f"({marks(job_ids)})", [channel, *job_ids]).fetchall()
+
+
+def was_settled(conn: sqlite3.Connection, channel: str, job_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM ledger_settled_jobs WHERE channel = ? AND job_id = ?",
+                        (channel, job_id)).fetchone() is not None
+
+
+def open_hold(conn: sqlite3.Connection, channel: str, job_id: str, name: str, amount: int,
+              now: float) -> None:
+    conn.execute("INSERT INTO ledger_holds (channel, job_id, account, amount, status, "
+                 "created_at) VALUES (?, ?, ?, ?, 'open', ?)",
+                 (channel, job_id, name, amount, now))
+
+
+def close_hold(conn: sqlite3.Connection, channel: str, job_id: str, charged: int,
+               refunded: int, outcome: str, now: float) -> bool:
+    """Mark an open hold settled (and its job id settled for good); False if it was not
+    open (a second settle changes nothing)."""
+    cur = conn.execute(
+        "UPDATE ledger_holds SET status = 'settled', charged = ?, refunded = ?, outcome = ?, "
+        "settled_at = ? WHERE channel = ? AND job_id = ? AND status = 'open'",
+        (charged, refunded, outcome, now, channel, job_id))
+    if cur.rowcount != 1:
+        return False
+    conn.execute("INSERT INTO ledger_settled_jobs (channel, job_id, settled_at) "
+                 "VALUES (?, ?, ?) ON CONFLICT DO NOTHING", (channel, job_id, now))
+    return True
+
+
+def drop_open_hold(conn: sqlite3.Connection, channel: str, job_id: str) -> bool:
+    """Forget an open hold whose submit was refused (its money is refunded by the
+    caller): no job took it, so the id may be held again by an honest retry."""
+    cur = conn.execute("DELETE FROM ledger_holds WHERE channel = ? AND job_id = ? "
+                       "AND status = 'open'", (channel, job_id))
+    return cur.rowcount == 1
+
+
+def page_holds(conn: sqlite3.Connection, name: str | None, status: str | None, limit: int,
+               offset: int) -> tuple[int, list[sqlite3.Row]]:
+    where, args = [], []
+    if name is not None:
+        where.append("account = ?")
+        args.append(name)
+    if status is not None:
+        where.append("status = ?")
+        args.append(status)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    total = conn.execute(f"SELECT count(*) FROM ledger_holds{clause}", args).fetchone()[0]
+    rows = conn.execute(f"SELECT * FROM ledger_holds{clause} "
+                        "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                        [*args, limit, offset]).fetchall()
+    return int(total), rows
+
+
+def purge_settled_before(conn: sqlite3.Connection, cutoff: float, limit: int) -> int:
+    """Delete settled holds past retention (the journal and the settled job ids stay)."""
+    cur = conn.execute(
+        "DELETE FROM ledger_holds WHERE rowid IN (SELECT rowid FROM ledger_holds "
+        "WHERE status = 'settled' AND settled_at < ? LIMIT ?)", (cutoff, limit))
+    return cur.rowcount
+
+
+# ---- the jobs' state (read-only; see the module docstring) ------------------------
+
+def job_state(conn: sqlite3.Connection, channel: str, job_id: str) -> sqlite3.Row | None:
+    """The job's tenant, max_cost, status and cost, read from its queue's table."""
+    table, key = TABLES[channel]
+    row: sqlite3.Row | None = conn.execute(
+        f"SELECT tenant, max_cost, status, cost FROM {table} WHERE {key} = ?",
+        (job_id,)).fetchone()
+    return row
+
+
+def recoverable(conn: sqlite3.Connection, channel: str, orphan_before: float,
+                limit: int) -> list[sqlite3.Row]:
+    """Open holds recovery must resolve: those whose job is terminal, and those whose job
+    does not exist and that were opened before ``orphan_before``. A hold of a live,
+    stale or paused job is never among them."""
+    table, key = TABLES[channel]
+    terminal = TERMINAL[channel]
+    return conn.execute(
+        f"SELECT h.job_id, h.created_at, j.status, j.cost FROM ledger_holds h "
+        f"LEFT JOIN {table} j ON j.{key} = h.job_id "
+        f"WHERE h.status = 'open' AND h.channel = ? AND "
+        f"(j.status IN ({marks(terminal)}) OR (j.{key} IS NULL AND h.created_at < ?)) "
+        f"ORDER BY h.created_at LIMIT ?", [channel, *terminal, orphan_before, limit]).fetchall()
+
+
+# ---- audit -----------------------------------------------------------------------
+
+def audit_figures(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Everything the audit compares, in one read."""
+    one = conn.execute
+    sum_balances = one("SELECT coalesce(sum(balance), 0) FROM ledger_accounts").fetchone()[0]
+    holds_balance = one("SELECT coalesce(sum(balance), 0) FROM ledger_accounts "
+                        "WHERE account = '@holds'").fetchone()[0]
+    open_holds = one("SELECT coalesce(sum(amount), 0) FROM ledger_holds "
+                     "WHERE status = 'open'").fetchone()[0]
+    unbalanced_txns = [r[0] for r in one(
+        "SELECT txn_id FROM ledger_lines GROUP BY txn_id HAVING sum(amount) <> 0 "
+        "ORDER BY txn_id LIMIT 10").fetchall()]
+    cache_mismatch = [r[0] for r in one(
+        "SELECT a.account FROM ledger_accounts a LEFT JOIN "
+        "(SELECT account, sum(amount) AS total FROM ledger_lines GROUP BY account) j "
+        "ON j.account = a.account WHERE a.balance <> coalesce(j.total, 0) "
+        "UNION SELECT j.account FROM (SELECT DISTINCT account FROM ledger_lines) j "
+        "WHERE j.account NOT IN (SELECT account FROM ledger_accounts) LIMIT 10").fetchall()]
+    held_mismatch = [r[0] for r in one(
+        "SELECT a.account FROM ledger_accounts a LEFT JOIN "
+        "(SELECT account, sum(amount) AS total FROM ledger_holds WHERE status = 'open' "
+        "GROUP BY account) h ON h.account = a.account "
+        "WHERE a.held <> coalesce(h.total, 0) LIMIT 10").fetchall()]
+    unresolved = [r[0] for r in one(
+        "SELECT job_id FROM ledger_holds WHERE status = 'settled' "
+        "AND charged + refunded <> amount LIMIT 10").fetchall()]
+    negative = [r[0] for r in one(
+        "SELECT account FROM ledger_accounts WHERE account NOT LIKE '@%' "
+        "AND (balance < 0 OR held < 0) LIMIT 10").fetchall()]
+    return {"sum_balances": int(sum_balances), "holds_balance": int(holds_balance),
+            "open_holds": int(open_holds), "unbalanced_txns": unbalanced_txns,
+            "cache_mismatch": cache_mismatch, "held_mismatch": held_mismatch,
+            "unresolved": unresolved, "negative": negative}
+
