@@ -27,3 +27,16 @@ async def long_poll(mailbox: Mailbox, message: Ask[R], wait_seconds: float, max_
     wait = min(wait_seconds, max_wait)
     return await mailbox.ask_parked(message, deadline=trio.current_time() + wait,
                                     give_back=give_back, on_timeout=on_timeout)
+
+
+async def read_settled(mailbox: Mailbox, now: Ask[R], settled: Ask[R],
+                       wait_seconds: float | None, max_wait: float) -> R:
+    """``GET /v1/<jobs>/{id}?wait_seconds=``: the job once ``settled`` answers (the
+    actor parks it until the job ends), or as ``now`` finds it when the wait runs out
+    (or ``wait_seconds`` is 0). A reply lost to a gone caller costs nothing: a read."""
+    if wait_seconds:
+        found = await long_poll(mailbox, settled, wait_seconds, max_wait,
+                                lambda _: None, None)
+        if found is not None:
+            return found
+    return await mailbox.ask(now)

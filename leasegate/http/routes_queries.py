@@ -19,7 +19,7 @@ from leasegate.actors.query_messages import (
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import long_poll
+from leasegate.http.long_poll import long_poll, read_settled
 from leasegate.http.models import (
     ErrorEnvelope,
     LeaseBody,
@@ -65,15 +65,10 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
     """A query; with ``wait_seconds`` (0–30), long-poll until it is terminal."""
     _, tenant = require_tenant("client")
     sys = system()
-    queries = sys.queries.mailbox
-    if query_args.wait_seconds:
-        found = await long_poll(queries, GetQuery(query_id, tenant, wait=True),
-                                query_args.wait_seconds, sys.settings.max_wait_seconds,
-                                lambda _: None, None)
-        if found is not None:
-            return to_json(await billing.with_billing(sys.ledger.mailbox, found))
-    return to_json(await billing.with_billing(sys.ledger.mailbox,
-                                              await queries.ask(GetQuery(query_id, tenant))))
+    found = await read_settled(sys.queries.mailbox, GetQuery(query_id, tenant),
+                               GetQuery(query_id, tenant, wait=True), query_args.wait_seconds,
+                               sys.settings.max_wait_seconds)
+    return to_json(await billing.with_billing(sys.ledger.mailbox, found))
 
 
 @bp.get("/v1/queries")

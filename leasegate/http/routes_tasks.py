@@ -25,7 +25,7 @@ from leasegate.actors.task_messages import (
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import long_poll
+from leasegate.http.long_poll import long_poll, read_settled
 from leasegate.http.models import (
     ErrorEnvelope,
     FencedBody,
@@ -85,15 +85,10 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
     (stale, paused)."""
     _, tenant = require_tenant("client")
     sys = system()
-    tasks = sys.tasks.mailbox
-    if query_args.wait_seconds:
-        found = await long_poll(tasks, GetTask(task_id, tenant, wait=True),
-                                query_args.wait_seconds, sys.settings.max_wait_seconds,
-                                lambda _: None, None)
-        if found is not None:
-            return to_json(await billing.with_billing(sys.ledger.mailbox, found))
-    return to_json(await billing.with_billing(sys.ledger.mailbox,
-                                              await tasks.ask(GetTask(task_id, tenant))))
+    found = await read_settled(sys.tasks.mailbox, GetTask(task_id, tenant),
+                               GetTask(task_id, tenant, wait=True), query_args.wait_seconds,
+                               sys.settings.max_wait_seconds)
+    return to_json(await billing.with_billing(sys.ledger.mailbox, found))
 
 
 @bp.get("/v1/tasks")
