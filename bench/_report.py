@@ -125,16 +125,17 @@ def hold_rows(figures: Figures) -> list[tuple[str, str, str, str]]:
 
 
 def notes(figures: Figures, lg: LoadResult, base: LoadResult) -> None:
-    generator = max(lg.generator_cpu / lg.duration, base.generator_cpu / base.duration)
+    loads = [lg, base, *figures.holds.values()]
+    generator = max(r.generator_cpu / r.duration for r in loads if r.duration)
     if generator > 0.7:
         say(f"note: the load generator used up to {generator:.2f} cores; it is the same "
-            f"generator for both targets, so the ratio is fair, but the absolute rates are a "
+            f"generator for every load, so the ratios are fair, but the absolute rates are a "
             f"floor (generator and server share this machine's cores).")
-    others = max(lg.others_cpu / lg.duration, base.others_cpu / base.duration,
-                 figures.latency_others_cores)
+    others = max(figures.latency_others_cores,
+                 *(r.others_cpu / r.duration for r in loads if r.duration))
     if others > 0.2:
         say(f"note: other processes used up to {others:.2f} cores while measuring; the slices "
-            f"alternate so both targets share that noise, but figures from a quiet machine "
+            f"alternate so every load shares that noise, but figures from a quiet machine "
             f"are more trustworthy.")
     if figures.park_failures:
         listed = ", ".join(f"{k}: {n}" for k, n in figures.park_failures.most_common())
