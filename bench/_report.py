@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from _load import LoadResult, percentile
 
 RATIO_TARGET = 0.7
+HOLD_RATIO_TARGET = 0.5  # submits with max_cost / without: holds must not halve the rate
 P99_TARGET_MS = 10.0
 PARKED_POLLS = 1000
 
@@ -28,6 +29,11 @@ class Figures:
     parked_seen: int = 0
     parked_left: int = 0
     park_failures: Counter[str] = field(default_factory=Counter)
+    holds: dict[str, LoadResult] = field(default_factory=dict)  # by load label
+    hold_commits: dict[str, float] = field(default_factory=dict)  # by actor, during the slices
+    held_expected: int = 0  # acknowledged submits with max_cost 1
+    held_seen: int = 0  # the tenant's ``held`` afterwards
+    audit_ok: bool = False
 
 
 def say(text: str = "") -> None:
@@ -82,6 +88,7 @@ def report(figures: Figures) -> None:
         ("server RSS after release", f"{figures.rss_released_kib / 1024:.1f} MiB",
          f"{figures.parked_left} still parked", "-"),
     ]
+    rows += hold_rows(figures)
     heads = ("figure", "value", "detail", "target")
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
     say()
@@ -93,17 +100,42 @@ def report(figures: Figures) -> None:
     notes(figures, lg, base)
 
 
+def hold_rows(figures: Figures) -> list[tuple[str, str, str, str]]:
+    """Each channel's submits without and with ``max_cost``, and their ratio."""
+    rows: list[tuple[str, str, str, str]] = []
+    for channel in ("queries", "tasks"):
+        plain, held = figures.holds[channel], figures.holds[f"{channel}+max_cost"]
+        ratio = held.per_second / plain.per_second if plain.per_second else 0.0
+        for label, r in ((channel, plain), (f"{channel} + max_cost", held)):
+            rows.append((f"submits/s, {label}", f"{r.per_second:,.0f}/s",
+                         f"{r.ok} acked, {r.errors} err, {r.duration:.1f} s, "
+                         f"{r.server_cpu / max(r.ok, 1) * 1e6:.0f} us server CPU each", "-"))
+        rows.append((f"ratio with / without max_cost ({channel})", f"{ratio:.2f}", "",
+                     f">= {HOLD_RATIO_TARGET}  {_verdict(ratio >= HOLD_RATIO_TARGET)}"))
+    commits = figures.hold_commits.get("ledger", 0.0)
+    holds = sum(r.ok for label, r in figures.holds.items() if label.endswith("+max_cost"))
+    rows.append(("holds per ledger group commit", f"{holds / commits if commits else 0:.1f}",
+                 f"{commits:.0f} commits", "-"))
+    books = figures.held_seen == figures.held_expected and figures.audit_ok
+    rows.append(("ledger afterwards", f"held {figures.held_seen}",
+                 f"{figures.held_expected} held submits acked; audit "
+                 f"{'passed' if figures.audit_ok else 'FAILED'}",
+                 f"held = acked, audit ok  {_verdict(books)}"))
+    return rows
+
+
 def notes(figures: Figures, lg: LoadResult, base: LoadResult) -> None:
-    generator = max(lg.generator_cpu / lg.duration, base.generator_cpu / base.duration)
+    loads = [lg, base, *figures.holds.values()]
+    generator = max(r.generator_cpu / r.duration for r in loads if r.duration)
     if generator > 0.7:
         say(f"note: the load generator used up to {generator:.2f} cores; it is the same "
-            f"generator for both targets, so the ratio is fair, but the absolute rates are a "
+            f"generator for every load, so the ratios are fair, but the absolute rates are a "
             f"floor (generator and server share this machine's cores).")
-    others = max(lg.others_cpu / lg.duration, base.others_cpu / base.duration,
-                 figures.latency_others_cores)
+    others = max(figures.latency_others_cores,
+                 *(r.others_cpu / r.duration for r in loads if r.duration))
     if others > 0.2:
         say(f"note: other processes used up to {others:.2f} cores while measuring; the slices "
-            f"alternate so both targets share that noise, but figures from a quiet machine "
+            f"alternate so every load shares that noise, but figures from a quiet machine "
             f"are more trustworthy.")
     if figures.park_failures:
         listed = ", ".join(f"{k}: {n}" for k, n in figures.park_failures.most_common())

@@ -1,6 +1,6 @@
 """leasegate dispatch benchmark: submit throughput, dispatch latency, parked-poll memory.
 
-One run (``.venv/bin/python bench/dispatch.py``, well under a minute) prints:
+One run (``.venv/bin/python bench/dispatch.py``, about a minute and a half) prints:
 
 1. acknowledged ``POST /v1/queries`` per second over HTTP (201 received), 32
    concurrent clients with a keep-alive connection each, against the real
@@ -10,13 +10,25 @@ One run (``.venv/bin/python bench/dispatch.py``, well under a minute) prints:
 3. their ratio (target >= 0.7);
 4. dispatch latency p50/p99, submit -> a parked long-poll worker holds the
    lease (target p99 <= 10 ms on loopback);
-5. server RSS idle and with 1,000 parked long-polls.
+5. server RSS idle and with 1,000 parked long-polls;
+6. the cost of the ledger's hold at submit: acknowledged ``POST /v1/queries``
+   and ``POST /v1/tasks`` per second without ``max_cost`` and with
+   ``max_cost`` 1 (the bootstrap client's tenant credited enough first), the
+   four loads in alternating slices against one more fresh ``leasegate
+   serve`` (32 clients again), with the server CPU per submit of each load
+   and the ledger's group commits meanwhile, and for each channel the ratio
+   with / without (target >= 0.5: holds must not halve the submit rate).
+   Afterwards the tenant's ``held`` must equal the acknowledged submits with
+   ``max_cost`` (each held 1, none settled: nothing is leased in this run) and
+   ``GET /v1/ledger/audit`` must pass.
+
+Sections 1-3 and 6 alternate their loads in slices (A B B A ...), so noise
+from other processes on the machine hits every load alike.
 
 Both servers run with ``LEASEGATE_RATE_LIMIT_PER_SECOND=0`` (rate limiting
 off). The load generator is Python (httpx under trio) in this process; it is
 the same for both targets, so if it is the bottleneck the ratio is still fair
-(and the CPU figures say so). The two targets' load runs in alternating
-slices, so noise from other processes on the machine hits both alike.
+(and the CPU figures say so).
 """
 
 from __future__ import annotations
@@ -68,7 +80,16 @@ PARK_BUDGET_SECONDS = 20.0
 PARK_BATCH = 50
 PARK_ATTEMPTS = 3
 SUBMIT = b'{"site": "bench", "kind": "echo", "params": {"n": 1}}'
+HELD = b'{"site": "bench", "kind": "echo", "params": {"n": 1}, "max_cost": 1}'
 COMMITS = "leasegate_actor_commits"
+HOLD_WARMUP_SECONDS = 1.0  # per load
+HOLD_LOAD_SECONDS = 6.0  # per load, in SLICES alternating slices
+HOLD_TENANT = "default"  # the bootstrap client key's tenant
+HOLD_CREDIT = 2**50  # far more than any run can hold at max_cost 1
+# (label, path, body): each channel without and with max_cost, side by side.
+HOLD_ACTORS = ("queries", "tasks", "ledger")
+HOLD_LOADS = (("queries", "/v1/queries", SUBMIT), ("queries+max_cost", "/v1/queries", HELD),
+              ("tasks", "/v1/tasks", SUBMIT), ("tasks+max_cost", "/v1/tasks", HELD))
 
 
 def auth(key: str) -> dict[str, str]:
@@ -226,6 +247,54 @@ async def parked_memory(served: Served, figures: Figures) -> None:
             f"VmRSS {figures.rss_released_kib / 1024:.1f} MiB")
 
 
+# ---- 6: the ledger's hold at submit -----------------------------------------------------
+
+
+async def hold_cost(served: Served, figures: Figures) -> None:
+    """Submits without and with ``max_cost`` on both channels, in alternating slices."""
+    async with (one_client(served, "admin") as admin,
+                open_clients(CLIENTS, served.url, auth(served.keys["client"]), 10) as clients):
+        reply = await admin.post(f"/v1/ledger/accounts/{HOLD_TENANT}/credit",
+                                 json={"amount": HOLD_CREDIT, "ref": "bench"})
+        reply.raise_for_status()
+        held = 0
+        say("  warm-up:")
+        for label, path, body in HOLD_LOADS:
+            warm = await closed_loop(clients, path, body, 201, HOLD_WARMUP_SECONDS, served.pid)
+            describe(label, warm)
+            held += warm.ok if body == HELD else 0
+        totals = {label: LoadResult() for label, _, _ in HOLD_LOADS}
+        commits = {actor: await actor_gauge(admin, COMMITS, actor) for actor in HOLD_ACTORS}
+        for n in range(SLICES):
+            for label, path, body in (HOLD_LOADS if n % 2 == 0 else HOLD_LOADS[::-1]):
+                part = await closed_loop(clients, path, body, 201, HOLD_LOAD_SECONDS / SLICES,
+                                         served.pid)
+                totals[label].absorb(part)
+        for actor in HOLD_ACTORS:
+            figures.hold_commits[actor] = await actor_gauge(admin, COMMITS, actor) \
+                - commits[actor]
+        say("  measured:")
+        for label, _, body in HOLD_LOADS:
+            total = totals[label]
+            describe(label, total)
+            say(f"  {'':<19} per slice: " + " ".join(f"{r:.0f}" for r in total.slices) + " /s")
+            held += total.ok if body == HELD else 0
+        say("  group commits during the slices: " + ", ".join(
+            f"{actor} {n:.0f}" for actor, n in figures.hold_commits.items()))
+        figures.holds.update(totals)
+
+        reply = await admin.get(f"/v1/ledger/accounts/{HOLD_TENANT}")
+        reply.raise_for_status()
+        figures.held_expected, figures.held_seen = held, int(reply.json()["held"])
+        started = time.perf_counter()
+        reply = await admin.get("/v1/ledger/audit", timeout=60)
+        reply.raise_for_status()
+        figures.audit_ok = bool(reply.json()["ok"])
+        say(f"  afterwards: {HOLD_TENANT} holds {figures.held_seen} for {held} acknowledged "
+            f"submits with max_cost 1; audit {'passed' if figures.audit_ok else 'FAILED'} "
+            f"({time.perf_counter() - started:.2f} s)")
+
+
 # ---- the run -----------------------------------------------------------------------------
 
 
@@ -275,6 +344,15 @@ def main() -> int:
 
             say(f"\n[5] server RSS with {PARKED_POLLS:,} parked long-polls (same server)")
             trio.run(parked_memory, served, figures)
+            stop(served)
+
+            say(f"\n[6] the ledger's hold at submit: POST /v1/queries and POST /v1/tasks "
+                f"without and with max_cost 1, {CLIENTS} clients (fresh data dir, tenant "
+                f"{HOLD_TENANT} credited first); warm-up {HOLD_WARMUP_SECONDS:.0f} s each, then "
+                f"{HOLD_LOAD_SECONDS:.0f} s each in {SLICES} alternating slices")
+            ledgered = start_leasegate(Path(tmp) / "holds", ENV)
+            servers.append(ledgered)
+            trio.run(hold_cost, ledgered, figures)
         finally:
             for server in servers:
                 stop(server)
