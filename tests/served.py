@@ -7,9 +7,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -28,6 +30,14 @@ class Served:
     url: str
     keys: dict[str, str]
     data: Path
+    env: dict[str, str] = field(default_factory=dict)
+    # The server's output after start-up, when ``start(..., collect_output=True)``.
+    output: list[str] = field(default_factory=list)
+    log_level: str = "WARNING"
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
 
     def client(self, role: str) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=10,
@@ -38,19 +48,26 @@ class Served:
 TEST_ENV = {"LEASEGATE_DRAIN_SECONDS": "0.2"}
 
 
-def start(data: Path, env: dict[str, str] | None = None) -> Served:
-    """Serve ``data`` on a free port; ``env`` adds to (and overrides) ``TEST_ENV``."""
-    port = free_port()
+def start(data: Path, env: dict[str, str] | None = None, *, port: int | None = None,
+          keys: dict[str, str] | None = None, collect_output: bool = False,
+          log_level: str = "WARNING") -> Served:
+    """Serve ``data`` on ``port`` (default: a free one); ``env`` adds to (and overrides)
+    ``TEST_ENV``. ``keys`` are those of an earlier start on ``data`` (bootstrap keys are
+    printed on a fresh directory only). ``collect_output`` keeps reading the server's
+    output into ``Served.output`` so that a chatty server never blocks on a full pipe."""
+    port = port or free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(data),
-         "--port", str(port), "--log-level", "WARNING"],
+         "--port", str(port), "--log-level", log_level],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, **TEST_ENV, **(env or {})},
     )
-    keys: dict[str, str] = {}
+    keys = dict(keys or {})
     assert process.stdout is not None
     deadline = time.monotonic() + 20
+    seen: list[str] = []
     for line in process.stdout:
+        seen.append(line)
         parts = line.split()
         if len(parts) >= 2 and parts[0] in ROLES and parts[1].startswith("lg_"):
             keys[parts[0]] = parts[1]
@@ -58,8 +75,27 @@ def start(data: Path, env: dict[str, str] | None = None) -> Served:
             break
         assert time.monotonic() < deadline, "server did not start"
     else:
-        raise AssertionError(f"server exited: {process.wait()}")
-    return Served(process, f"http://127.0.0.1:{port}", keys, data)
+        raise AssertionError(f"server exited: {process.wait()}\n{''.join(seen[-20:])}")
+    served = Served(process, f"http://127.0.0.1:{port}", keys, data, dict(env or {}),
+                    log_level=log_level)
+    if collect_output:
+        threading.Thread(target=_collect, args=(process.stdout, served.output),
+                         daemon=True).start()
+    return served
+
+
+def _collect(stream: IO[str], into: list[str]) -> None:
+    for line in stream:
+        into.append(line)
+
+
+def restart(served: Served) -> Served:
+    """Serve the same data directory again, on the same port, with the same keys and
+    environment (after ``stop``, or after ``served.process.kill()``: a crash)."""
+    if served.process.poll() is None:
+        served.process.wait(timeout=15)
+    return start(served.data, served.env, port=served.port, keys=served.keys,
+                 collect_output=True, log_level=served.log_level)
 
 
 def stop(served: Served) -> int:
