@@ -24,10 +24,13 @@ what repairs a crash (or a lost message) between any two steps:
    is older than ``ledger_orphan_max_age`` (which the settings keep greater
    than ``task_hard_timeout``, so no job that could still be running loses
    its hold). A retry of the submit meanwhile reuses the same hold (idempotent
-   by job id).
+   by job id); a retry after the refund is refused (6004): the id's hold is
+   settled, and a job must never run without one.
 3. The queue refuses the submit (6004, a bad field, storage trouble): the
    hold this submit placed is released (refunded) at once. Crash before the
-   release: as in 2, recovery refunds it past the orphan age. A hold that a
+   release: as in 2, recovery refunds it past the orphan age, also when a job
+   with this id exists but is not the hold's (another tenant, another or no
+   ``max_cost``): that job's outcome is never charged to it. A hold that a
    job with this id, tenant and amount exists for is never released.
 4. The job runs. Its hold stays open whatever happens (lease expiry, stale,
    pause) until the job is terminal; recovery never touches the hold of a
@@ -183,12 +186,18 @@ class Ledger(Actor):
 
     def _hold(self, conn: sqlite3.Connection, m: PlaceHold, now: float) -> HoldPlaced:
         row = sql.hold(conn, m.channel, m.job_id)
+        if row is not None and (row["account"] != m.account or row["amount"] != m.amount):
+            raise IdempotencyConflict(f"{m.channel} {m.job_id} is held with another "
+                                      "account or amount")
+        settled = sql.was_settled(conn, m.channel, m.job_id)
+        if settled and not sql.job_known(conn, m.channel, m.job_id):
+            # Refunded as an orphan (its submit never completed) or forgotten past the
+            # tombstone's retention: never held again, and never run without a hold.
+            raise IdempotencyConflict(f"the hold of {m.channel} {m.job_id} was settled and "
+                                      "no job took it; submit under another id")
         if row is not None:
-            if row["account"] != m.account or row["amount"] != m.amount:
-                raise IdempotencyConflict(f"{m.channel} {m.job_id} is held with another "
-                                          "account or amount")
             return HoldPlaced(m.job_id, row["status"], created=False)
-        if sql.was_settled(conn, m.channel, m.job_id):
+        if settled:
             return HoldPlaced(m.job_id, "settled", created=False)  # never held again
         found = sql.account(conn, m.account)
         available = 0 if found is None else int(found["balance"])
@@ -255,19 +264,19 @@ class Ledger(Actor):
     # ---- periodic jobs ----
 
     def _recover(self, conn: sqlite3.Connection, now: float) -> bool:
-        """Settle open holds whose job is terminal (a settle was lost); refund those whose
-        job does not exist, past ``ledger_orphan_max_age``. Live and stale jobs' holds
-        are never among them."""
+        """Settle open holds whose own job is terminal (a settle was lost); refund those
+        whose job does not exist or is not theirs, past ``ledger_orphan_max_age``. The
+        holds of live and stale jobs are never among them."""
         more = False
         orphan_before = now - self.settings.ledger_orphan_max_age
         for channel in ("task", "query"):
             rows = sql.recoverable(conn, channel, orphan_before, RECOVER_BATCH)
             for row in rows:
                 job_id = row["job_id"]
-                if row["status"] is None:
+                if not row["own"]:
                     self._settle(conn, channel, job_id, "orphaned", None, now)
-                    log.warning("recovery refunded an orphan hold (no such job): %s %s",
-                                channel, escape(job_id))
+                    log.warning("recovery refunded an orphan hold (its job never came): "
+                                "%s %s", channel, escape(job_id))
                 else:
                     self._settle(conn, channel, job_id, row["status"], row["cost"], now)
                     log.info("recovery settled a hold whose settle was lost: %s %s %s",

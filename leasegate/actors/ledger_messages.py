@@ -98,7 +98,8 @@ class ListHolds(Ask[Paged[HoldView]]):
 class PlaceHold(Ask[HoldPlaced]):
     """``account -> @holds`` for a job about to be submitted. 6007 when the account's
     available balance is short; idempotent by the job (another account or amount
-    under the same job is 6004); a job id settled before is never held again."""
+    under the same job is 6004); a job id settled before is never held again, and
+    is 6004 when no job with it exists (its hold was refunded as an orphan)."""
 
     channel: Channel
     job_id: str

@@ -227,18 +227,31 @@ def job_state(conn: sqlite3.Connection, channel: str, job_id: str) -> sqlite3.Ro
     return row
 
 
+def job_known(conn: sqlite3.Connection, channel: str, job_id: str) -> bool:
+    """Whether a job with this id exists, or existed and left its tombstone."""
+    table, key = TABLES[channel]
+    return conn.execute(f"SELECT 1 FROM {table} WHERE {key} = ? UNION ALL "
+                        f"SELECT 1 FROM {channel}_tombstones WHERE {key} = ?",
+                        (job_id, job_id)).fetchone() is not None
+
+
 def recoverable(conn: sqlite3.Connection, channel: str, orphan_before: float,
                 limit: int) -> list[sqlite3.Row]:
-    """Open holds recovery must resolve: those whose job is terminal, and those whose job
-    does not exist and that were opened before ``orphan_before``. A hold of a live,
-    stale or paused job is never among them."""
+    """Open holds recovery must resolve: those whose own job is terminal, and orphans
+    opened before ``orphan_before``: holds whose job does not exist, or whose job is
+    not theirs (another tenant's or amount's: the hold of a refused submit whose release
+    was lost). ``own`` tells which. A hold of its own live, stale or paused job is never
+    among them."""
     table, key = TABLES[channel]
     terminal = TERMINAL[channel]
+    own = (f"(j.{key} IS NOT NULL AND j.tenant = h.account "
+           f"AND j.max_cost IS h.amount)")
     return conn.execute(
-        f"SELECT h.job_id, h.created_at, j.status, j.cost FROM ledger_holds h "
-        f"LEFT JOIN {table} j ON j.{key} = h.job_id "
+        f"SELECT h.job_id, h.created_at, j.status, j.cost, {own} AS own "
+        f"FROM ledger_holds h LEFT JOIN {table} j ON j.{key} = h.job_id "
         f"WHERE h.status = 'open' AND h.channel = ? AND "
-        f"(j.status IN ({marks(terminal)}) OR (j.{key} IS NULL AND h.created_at < ?)) "
+        f"(({own} AND j.status IN ({marks(terminal)})) "
+        f" OR (NOT {own} AND h.created_at < ?)) "
         f"ORDER BY h.created_at LIMIT ?", [channel, *terminal, orphan_before, limit]).fetchall()
 
 
