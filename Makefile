@@ -25,7 +25,7 @@ test: $(VENV)/.installed-dev
 	$(BIN)/ruff check leasegate tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile  # two workers, one file each: served tests keep their order
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check leasegate tests bench
