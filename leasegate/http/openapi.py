@@ -82,10 +82,13 @@ NOT_FOUND = {
 CONFLICTS = {
     ("post", "/v1/tasks"): "idempotency_conflict (6004): the same `task_id` (also of a task "
                            "purged within `id_tombstone_retention`) with a different payload "
-                           "or from another tenant.",
+                           "or from another tenant; or, with `max_cost`, an id whose hold was "
+                           "settled without a task (a submit that never completed, refunded "
+                           "by recovery): submit under another id.",
     ("post", "/v1/queries"): "idempotency_conflict (6004): the same `query_id` (also of a "
                              "query purged within `id_tombstone_retention`) with a different "
-                             "payload or from another tenant.",
+                             "payload or from another tenant; or, with `max_cost`, an id whose "
+                             "hold was settled without a query (refunded by recovery).",
     ("post", "/v1/queries/{query_id}/result"): "query_lease_invalid (6006): terminal query, "
                                                "other owner or old token.",
     ("post", "/v1/ledger/accounts/{account}/credit"): "idempotency_conflict (6004): the same "
