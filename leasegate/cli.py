@@ -123,6 +123,14 @@ def _create_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception in ``group``, however deep the nurseries nested it."""
+    first = group.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
+
+
 def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -140,19 +148,17 @@ def _serve(args: argparse.Namespace) -> int:
                                allow_unbalanced=args.allow_unbalanced))
     # trio wraps what ends a nursery in exception groups; one line each, no traceback.
     except* (StartupError, DataDirBusy, DataDirUnusable, LedgerUnbalanced) as group:
-        status, message = FAILED, str(group.exceptions[0])
+        status, message = FAILED, str(_first(group))
     except* KeyboardInterrupt:
         status, message = 128 + signal.SIGINT, "interrupted"
     except* Interrupted as group:
-        signum = getattr(group.exceptions[0], "signum", signal.SIGINT)
+        signum = getattr(_first(group), "signum", signal.SIGINT)
         status = 128 + signum
         message = f"second {signal.Signals(signum).name}: stopped without finishing the drain"
     except* Exception as group:
         # Only a failure outside message handling gets here (an actor's database
         # gone, say): the traceback goes to the log, the reason to one last line.
-        first = group.exceptions[0]
-        while isinstance(first, ExceptionGroup):
-            first = first.exceptions[0]
+        first = _first(group)
         logging.getLogger("leasegate.server").critical("stopped by a failure", exc_info=group)
         status, message = FAILED, f"stopped: {type(first).__name__}: {first}"
     return _fail(message, status) if status else 0

@@ -50,15 +50,16 @@ TEST_ENV = {"LEASEGATE_DRAIN_SECONDS": "0.2"}
 
 def start(data: Path, env: dict[str, str] | None = None, *, port: int | None = None,
           keys: dict[str, str] | None = None, collect_output: bool = False,
-          log_level: str = "WARNING") -> Served:
-    """Serve ``data`` on ``port`` (default: a free one); ``env`` adds to (and overrides)
+          log_level: str = "WARNING", extra_args: tuple[str, ...] = ()) -> Served:
+    """Serve ``data`` on ``port`` (default: a free one), with ``extra_args`` for
+    ``serve``; ``env`` adds to (and overrides)
     ``TEST_ENV``. ``keys`` are those of an earlier start on ``data`` (bootstrap keys are
     printed on a fresh directory only). ``collect_output`` keeps reading the server's
     output into ``Served.output`` so that a chatty server never blocks on a full pipe."""
     port = port or free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(data),
-         "--port", str(port), "--log-level", log_level],
+         "--port", str(port), "--log-level", log_level, *extra_args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, **TEST_ENV, **(env or {})},
     )

@@ -151,3 +151,26 @@ def test_a_failure_outside_message_handling_stops_serve_with_status_1(
     assert main(["serve", "--data", "unused", "--log-level", "ERROR"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[-1] == "leasegate: stopped: DatabaseError: database disk image is malformed"
+
+
+def test_serve_refuses_unbalanced_books_unless_allowed(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tests import served
+
+    data = tmp_path / "var"
+    gateway = served.start(data)
+    assert served.stop(gateway) == 0
+    with sqlite3.connect(db_path(data)) as conn:  # someone edited the books by hand
+        conn.execute("INSERT INTO ledger_accounts (account, balance, held, created_at) "
+                     "VALUES ('t1', 5, 0, 0)")
+    run = run_cli("serve", "--data", str(data), "--port", str(served.free_port()))
+    assert run.returncode == 1
+    [line] = run.stderr.splitlines()
+    assert line.startswith("leasegate: ") and "balances_sum_to_zero" in line, line
+    again = served.start(data, keys=gateway.keys, extra_args=("--allow-unbalanced",))
+    try:
+        health = again.client("admin").get("/health").json()
+        assert (health["status"], health["checks"]["ledger_ok"]) == ("degraded", False)
+    finally:
+        assert served.stop(again) == 0
