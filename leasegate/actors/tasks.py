@@ -19,6 +19,11 @@ Finished tasks are purged after ``task_retention``; each leaves a tombstone
 (tenant, id, fingerprint, final status) for ``id_tombstone_retention``, so an
 upstream resubmitting the id days later gets a replay or 6004, never the
 order placed again.
+
+The handlers are split by who calls them: the workers' fenced calls in
+``task_fencing``, clients' and operators' control in ``task_control``,
+artifacts in ``task_artifacts``, worker presence and health in
+``task_presence``; submit, read, lease and the clock's transitions here.
 """
 
 from __future__ import annotations
@@ -29,12 +34,14 @@ import sqlite3
 
 from leasegate.actors import task_artifacts, task_presence
 from leasegate.actors.billing import SettleNotices
-from leasegate.actors.leases import DryFilters, check_site, new_lease_token
+from leasegate.actors.leases import DryFilters, new_lease_token
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.pages import Paged
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.runtime import PARK, Actor
 from leasegate.actors.submissions import submit_once
+from leasegate.actors.task_control import TaskControl
+from leasegate.actors.task_fencing import FencedCalls
 from leasegate.actors.task_messages import (
     SETTLED,
     CheckTaskHealth,
@@ -56,8 +63,6 @@ from leasegate.actors.task_messages import (
     release_message,
 )
 from leasegate.actors.task_views import (
-    Renewed,
-    Started,
     TaskLease,
     TaskSubmitted,
     TaskView,
@@ -67,9 +72,6 @@ from leasegate.actors.task_views import (
 from leasegate.clock import Clock, iso
 from leasegate.errors import (
     InvalidRequest,
-    LeasegateError,
-    StateConflict,
-    TaskLeaseInvalid,
     TaskNotFound,
     Unavailable,
 )
@@ -87,7 +89,7 @@ PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second
 
 # ---- the actor ------------------------------------------------------------------
 
-class TaskQueue(Actor):
+class TaskQueue(Actor, TaskControl, FencedCalls):
     name = "tasks"
 
     def __init__(self, db: Database, clock: Clock, settings: Settings,
@@ -264,204 +266,6 @@ class TaskQueue(Actor):
         if row["pause_requested"] and row["batch_total"] is not None:
             return "paused"
         return "queued"
-
-    # ---- the fenced worker calls ----
-
-    def _start(self, conn: sqlite3.Connection, m: StartTask, now: float) -> Started:
-        row = self._existing(conn, m.task_id)
-        check_site(row["site"], m.sites)
-        if not (row["status"] == "running" and self._holds(row, m.worker_id, m.lease_token)):
-            lease_expires_at = now + self.settings.task_lease_ttl
-            if not sql.start(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at,
-                             now):
-                raise self._refuse("start", row, m.worker_id, m.lease_token)
-            log.info("task started: task_id=%s worker=%s attempt=%d",
-                     escape(m.task_id), escape(m.worker_id), row["attempts"] + 1)
-        # else: a retry after a lost response gets the current state
-        self._seen(conn, m.worker_id, now)
-        started = self._current(conn, m.task_id)
-        # The control flags too: a cancel may have come while the reply was lost,
-        # and the worker should know before it touches the site.
-        return Started(m.task_id, "running", started["lease_expires_at"],
-                       bool(started["cancel_requested"]), bool(started["pause_requested"]))
-
-    def _renew(self, conn: sqlite3.Connection, m: RenewTask, now: float) -> Renewed:
-        row = self._existing(conn, m.task_id)
-        check_site(row["site"], m.sites)
-        progress = None if m.progress is None else canonical_json(m.progress)
-        lease_expires_at = now + self.settings.task_lease_ttl
-        if not sql.renew(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at,
-                         progress, now):
-            raise self._refuse("renew", row, m.worker_id, m.lease_token)
-        self._seen(conn, m.worker_id, now)
-        row = self._current(conn, m.task_id)
-        return Renewed(lease_expires_at, bool(row["cancel_requested"]),
-                       bool(row["pause_requested"]))
-
-    def _result(self, conn: sqlite3.Connection, m: TaskResult, now: float) -> TaskView:
-        row = self._existing(conn, m.task_id)
-        check_site(row["site"], m.sites)
-        if m.outcome == "paused" and row["batch_total"] is None:
-            raise InvalidRequest("outcome paused is only for batch tasks (batch_total set)")
-        result = None if m.result is None else canonical_json(m.result)  # once each
-        progress = None if m.progress is None else canonical_json(m.progress)
-        digest = fingerprint(m.outcome, result, m.error_code, m.error_message, m.cost, progress)
-        ours = self._holds(row, m.worker_id, m.lease_token)
-        status = row["status"]
-        if status in sql.TERMINAL or status == "paused":
-            if ours and row["outcome_digest"] == digest:
-                self._seen(conn, m.worker_id, now)
-                return task_view(row)  # a retry of the accepted result
-            raise self._refuse("result", row, m.worker_id, m.lease_token,
-                               f"the task is already {status}; no further result is accepted")
-        if not ours or status not in ("running", "stale"):
-            raise self._refuse("result", row, m.worker_id, m.lease_token)
-        # A stale task takes its last lease's report, a pause too: the worker stopped
-        # cleanly at that checkpoint and knows better than an operator's guess.
-        late = status == "stale"
-        code, message = m.error_code, m.error_message
-        if m.outcome == "succeeded":
-            result = result if result is not None else canonical_json({})
-            code, message = None, None
-        elif m.outcome == "failed":
-            message = message or "the worker gave no reason"
-            log.warning("task failed: task_id=%s kind=%s code=%s message=%s",
-                        escape(m.task_id), escape(row["kind"]), code, escape(message))
-        # A batch task paused at a checkpoint while its client asked to cancel: canceled.
-        to = "canceled" if m.outcome == "paused" and row["cancel_requested"] else m.outcome
-        if not sql.finish(conn, m.task_id, status, m.lease_token, to, now,
-                          result=result, error_code=code, error_message=message, cost=m.cost,
-                          progress=progress, digest=digest, late=late):
-            raise self._refuse("result", row, m.worker_id, m.lease_token)
-        if late:
-            log.warning("late result accepted for stale task: task_id=%s worker=%s outcome=%s "
-                        "stale_reason=%s", escape(m.task_id), escape(m.worker_id), m.outcome,
-                        escape(row["stale_reason"]))
-        self._seen(conn, m.worker_id, now)
-        self.work_may_be_available()  # the lane is free
-        done = self._current(conn, m.task_id)
-        self.settle.ended(done, sql.TERMINAL)
-        return task_view(done)
-
-    def _existing(self, conn: sqlite3.Connection, task_id: str) -> sqlite3.Row:
-        row = sql.get(conn, task_id)
-        if row is None:
-            raise TaskNotFound(f"no task {task_id}")
-        return row
-
-    @staticmethod
-    def _holds(row: sqlite3.Row, worker_id: str, token: str) -> bool:
-        return bool(row["lease_owner"] == worker_id and row["lease_token"] == token)
-
-    def _refuse(self, call: str, row: sqlite3.Row, worker_id: str, token: str,
-                reason: str | None = None) -> LeasegateError:
-        """A fenced call that does not hold the task's current lease: 6002, logged."""
-        status = row["status"]
-        if reason is None:
-            if status == "queued":
-                reason = "the task is queued again: its claim expired or was given back"
-            elif row["lease_token"] != token:
-                reason = (f"the task is {status} under another lease" if row["lease_token"]
-                          else f"the task is {status} and holds no lease")
-            elif row["lease_owner"] != worker_id:
-                reason = "the lease belongs to another worker"
-            elif status == "leased" and call != "start":
-                reason = "the task was never started (start it first)"
-            elif status == "leased":
-                reason = f"the claim window ended at {iso(row['claim_expires_at'])}"
-            elif status == "running":
-                reason = f"the lease expired at {iso(row['lease_expires_at'])}"
-            else:
-                reason = f"the task is {status}"
-        log.warning("task %s refused: worker=%s task_id=%s status=%s reason=%s",
-                    call, escape(worker_id), escape(row["task_id"]), status, escape(reason))
-        return TaskLeaseInvalid(f"{call} of task {row['task_id']} refused: {reason}")
-
-    # ---- client and operator control ----
-
-    def _control(self, conn: sqlite3.Connection, m: ControlTask, now: float) -> TaskView:
-        """Cancel, pause or resume; a change that raced another is 6003."""
-        row = self._visible(conn, m.task_id, m.tenant)
-        if m.action != "cancel" and row["batch_total"] is None:
-            raise InvalidRequest(f"task {m.task_id} is not a batch task (no batch_total): "
-                                 "only batch tasks pause and resume")
-        act = {"cancel": self._cancel, "pause": self._pause, "resume": self._resume}[m.action]
-        if not act(conn, row, now):
-            raise StateConflict(f"task {m.task_id} changed concurrently; try again")
-        changed = self._current(conn, m.task_id)
-        self.settle.ended(changed, sql.TERMINAL)  # a cancel of an unstarted task
-        return task_view(changed)
-
-    def _cancel(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool:
-        task_id, status, token = row["task_id"], row["status"], row["lease_token"]
-        if status in ("queued", "paused"):
-            return sql.cancel_unleased(conn, task_id, status, token, now)
-        if status == "leased":
-            # Never started: nothing happened yet; a later start with this token is 6002.
-            self.work_may_be_available()
-            log.info("task canceled while leased, claim withdrawn: task_id=%s worker=%s",
-                     escape(task_id), escape(row["lease_owner"]))
-            return sql.back_to_queue(conn, task_id, "leased", token, "canceled", now)
-        if status == "running":
-            return sql.set_flag(conn, task_id, "cancel_requested", True, "running", token, now)
-        hint = " (an operator resolves a stale task by reclaim)" if status == "stale" else ""
-        raise StateConflict(f"task {task_id} is {status} and cannot be canceled{hint}")
-
-    def _pause(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool:
-        task_id, status, token = row["task_id"], row["status"], row["lease_token"]
-        if status == "queued":
-            return sql.pause_queued(conn, task_id, token, now)
-        if status in ("leased", "running"):
-            return sql.set_flag(conn, task_id, "pause_requested", True, status, token, now)
-        if status == "paused":  # pausing a paused task changes nothing
-            return True
-        raise StateConflict(f"task {task_id} is {status} and cannot be paused")
-
-    def _resume(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool:
-        task_id, status, token = row["task_id"], row["status"], row["lease_token"]
-        if status == "paused":
-            self.work_may_be_available()
-            return sql.resume(conn, task_id, token, self._ttl_deadline(row["not_before"], now),
-                              now)
-        if status in ("leased", "running"):
-            if not row["pause_requested"]:
-                return True
-            return sql.set_flag(conn, task_id, "pause_requested", False, status, token, now)
-        if status == "queued":  # resuming a queued task changes nothing
-            return True
-        raise StateConflict(f"task {task_id} is {status} and cannot be resumed")
-
-    def _reclaim(self, conn: sqlite3.Connection, m: ReclaimTask, now: float) -> TaskView:
-        row = self._existing(conn, m.task_id)
-        if row["status"] != "stale":
-            raise StateConflict(f"task {m.task_id} is {row['status']}; only a stale task "
-                                "can be reclaimed")
-        if m.action == "requeue" and (m.result is not None or m.cost is not None):
-            raise InvalidRequest("result and cost go with reclaim succeeded or failed, "
-                                 "not requeue")
-        result, error_message, expires_at = None, None, None
-        if m.action == "requeue":
-            # A cancel asked for while it ran is honoured now that nothing runs.
-            status = "canceled" if row["cancel_requested"] else self._requeue_status(row)
-            expires_at = self._ttl_deadline(row["not_before"], now)
-        elif m.action == "succeeded":
-            status = "succeeded"
-            result = canonical_json(m.result if m.result is not None else {})
-        else:
-            status = "failed"
-            result = None if m.result is None else canonical_json(m.result)
-            error_message = f"reclaimed as failed by {m.by}: {m.reason}"
-        if not sql.reclaim(conn, m.task_id, row["lease_token"], status, action=m.action,
-                           reason=m.reason, by=m.by, now=now, result=result,
-                           error_message=error_message, cost=m.cost, expires_at=expires_at):
-            raise StateConflict(f"task {m.task_id} changed concurrently; try again")
-        log.warning("task reclaimed: task_id=%s action=%s status=%s by=%s reason=%s "
-                    "stale_reason=%s", escape(m.task_id), m.action, status, escape(m.by),
-                    escape(m.reason), escape(row["stale_reason"]))
-        self.work_may_be_available()  # the lane is free
-        resolved = self._current(conn, m.task_id)
-        self.settle.ended(resolved, sql.TERMINAL)  # a stale task's hold is resolved now
-        return task_view(resolved)
 
     # ---- workers and health ----
 
