@@ -136,7 +136,7 @@ class System:
         jobs = [job for stats in actors for job in stats.jobs]
         jobs += [bg.record.statistics() for bg in self._background]
         return SystemStatistics(actors, tuple(jobs), (self._deleter.statistics(),),
-                                any(a.draining for a in actors))
+                                self.draining)
 
     async def stage_upload(self, chunks: AsyncIterable[bytes]) -> Upload:
         """Stream an artifact upload to the staging area (413 past the limit; 503 when
@@ -245,6 +245,10 @@ class System:
             raise LedgerUnbalanced(f"the ledger audit failed: {failing}; not serving "
                                    "(--allow-unbalanced serves anyway)")
         log.error("the ledger audit failed, serving anyway (--allow-unbalanced): %s", failing)
+
+    @property
+    def draining(self) -> bool:
+        return any(actor.draining for actor in self.actors)
 
     def drain(self) -> None:
         """Parked long-polls answer with an empty list; new ones are refused."""
