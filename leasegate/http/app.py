@@ -99,7 +99,7 @@ class JSONProvider(DefaultJSONProvider):
 
 def create_app(system: System) -> QuartTrio:
     app = QuartTrio("leasegate")
-    app.request_class = routes_artifacts.request_class(system.settings.max_artifact_bytes)
+    app.request_class = routes_artifacts.request_class(system.settings)
     app.config["MAX_CONTENT_LENGTH"] = system.settings.max_body_bytes
     # A body still arriving after this is a 408 (below hypercorn's read timeout,
     # which would otherwise drop the connection without an answer).

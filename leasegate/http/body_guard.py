@@ -36,7 +36,7 @@ from hypercorn.typing import (
     Scope,
 )
 
-from leasegate.http.routes_artifacts import UPLOAD_PATH
+from leasegate.http.routes_artifacts import body_limit
 from leasegate.settings import Settings
 
 MiB = 1024 * 1024
@@ -45,13 +45,6 @@ DRAIN_SECONDS = 3.0
 LINGER_SECONDS = 1.0
 
 Message = dict[str, Any]  # an ASGI event, read and rebuilt as a plain dict
-
-
-def body_limit(settings: Settings, method: str, path: str) -> int:
-    """The largest body the route takes: artifact uploads have their own limit."""
-    if method == "PUT" and UPLOAD_PATH.fullmatch(path):
-        return settings.max_artifact_bytes
-    return settings.max_body_bytes
 
 
 def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:

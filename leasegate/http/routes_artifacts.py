@@ -17,21 +17,29 @@ from leasegate.http.context import system
 from leasegate.http.models import ArtifactList, ArtifactStored
 from leasegate.http.render import to_json
 from leasegate.ids import ARTIFACT_NAME_RULE, is_artifact_name, is_id
+from leasegate.settings import Settings
 
 bp = Blueprint("artifacts", __name__)
 
 UPLOAD_PATH = re.compile(r"/v1/tasks/[^/]+/artifacts/[^/]+")
 
 
-def request_class(upload_limit: int) -> type[TrioRequest]:
-    """Quart fixes a request's body limit when it creates the request: raise it
-    from ``max_body_bytes`` to ``max_artifact_bytes`` for artifact uploads only."""
+def body_limit(settings: Settings, method: str, path: str) -> int:
+    """The largest body a route takes: ``max_artifact_bytes`` for an artifact upload,
+    ``max_body_bytes`` for everything else (one rule for Quart and the body guard)."""
+    if method == "PUT" and UPLOAD_PATH.fullmatch(path):
+        return settings.max_artifact_bytes
+    return settings.max_body_bytes
+
+
+def request_class(settings: Settings) -> type[TrioRequest]:
+    """Quart fixes a request's body limit when it creates the request: set it by
+    :func:`body_limit`."""
 
     class GatewayRequest(TrioRequest):
         def __init__(self, method: str, scheme: str, path: str, *args: Any,
                      **kwargs: Any) -> None:
-            if method == "PUT" and UPLOAD_PATH.fullmatch(path):
-                kwargs["max_content_length"] = upload_limit
+            kwargs["max_content_length"] = body_limit(settings, method, path)
             super().__init__(method, scheme, path, *args, **kwargs)
 
     return GatewayRequest
