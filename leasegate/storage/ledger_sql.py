@@ -21,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from leasegate.storage.pages import page_rows
 from leasegate.storage.rows import marks
 
 SCHEMA = """
@@ -193,19 +194,7 @@ def drop_open_hold(conn: sqlite3.Connection, channel: str, job_id: str) -> bool:
 
 def page_holds(conn: sqlite3.Connection, name: str | None, status: str | None, limit: int,
                offset: int) -> tuple[int, list[sqlite3.Row]]:
-    where, args = [], []
-    if name is not None:
-        where.append("account = ?")
-        args.append(name)
-    if status is not None:
-        where.append("status = ?")
-        args.append(status)
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
-    total = conn.execute(f"SELECT count(*) FROM ledger_holds{clause}", args).fetchone()[0]
-    rows = conn.execute(f"SELECT * FROM ledger_holds{clause} "
-                        "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
-                        [*args, limit, offset]).fetchall()
-    return int(total), rows
+    return page_rows(conn, "ledger_holds", {"account": name, "status": status}, limit, offset)
 
 
 def purge_settled_before(conn: sqlite3.Connection, cutoff: float, limit: int) -> int:
