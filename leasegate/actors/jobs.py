@@ -8,6 +8,12 @@ the trio thread; readers take a frozen :class:`JobStatistics`::
     job = JobRecord("sweep_staging", owner="artifacts", every=60.0)
     nursery.start_soon(run_guarded, job, clock, window, sweep)   # await sweep(now)
     job.statistics().runs
+
+A job is *overdue* when it has not completed a run for :data:`OVERDUE_INTERVALS`
+of its intervals, counted from its last successful run, or from start-up while
+it has none yet (a failed run does not count: a job that fails every time is
+overdue too). Jobs that run on demand (``every`` infinite, such as the file
+deleter, or data-driven timers) are never overdue.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from leasegate.clock import Clock
 
 log = logging.getLogger("leasegate.jobs")
 
+OVERDUE_INTERVALS = 3
+
 
 @dataclass(frozen=True)
 class JobStatistics:
@@ -37,6 +45,14 @@ class JobStatistics:
     last_run_at: float | None
     last_failure_at: float | None
     next_run_at: float | None
+    started_at: float | None
+
+    def overdue(self, now: float) -> bool:
+        """Whether no run has succeeded for three intervals (see the module docstring)."""
+        since = self.last_run_at if self.last_run_at is not None else self.started_at
+        if since is None or math.isinf(self.every):
+            return False
+        return now - since > OVERDUE_INTERVALS * self.every
 
 
 class JobRecord:
@@ -47,6 +63,7 @@ class JobRecord:
         self.owner = owner
         self.every = every
         self.next_at: float | None = None
+        self.started_at: float | None = None  # when the system started running it
         self.runs = 0
         self.failures = 0
         self.last_run_at: float | None = None
@@ -74,7 +91,8 @@ class JobRecord:
 
     def statistics(self) -> JobStatistics:
         return JobStatistics(self.owner, self.name, self.every, self.runs, self.failures,
-                             self.last_run_at, self.last_failure_at, self.next_at)
+                             self.last_run_at, self.last_failure_at, self.next_at,
+                             self.started_at)
 
 
 async def run_guarded(job: JobRecord, clock: Clock, window: float,
@@ -85,13 +103,12 @@ async def run_guarded(job: JobRecord, clock: Clock, window: float,
     while True:
         job.next_at = clock.now() + job.every
         await trio.sleep_until(clock.deadline(job.next_at))
-        now = clock.now()
         try:
-            await fn(now)
+            await fn(clock.now())
         except Exception:
-            job.failed(now, window, traceback.format_exc())
+            job.failed(clock.now(), window, traceback.format_exc())
         else:
-            job.succeeded(now)
+            job.succeeded(clock.now())  # when it completed: a hung run is no run
 
 
 async def serve_guarded(job: JobRecord, clock: Clock, window: float,

@@ -55,8 +55,9 @@ log = logging.getLogger("leasegate.system")
 
 @dataclass(frozen=True)
 class SystemStatistics:
-    """A snapshot of every actor, every periodic job and every queue-driven one
-    (``services``: work that runs when it comes, such as file deletions)."""
+    """A snapshot of every actor, every periodic job and every one that runs on demand
+    (``services``: work that runs when it comes, such as file deletions, or when a
+    deadline in the data comes, such as the task actor's lease and timeout timer)."""
 
     actors: tuple[ActorStatistics, ...]
     jobs: tuple[JobStatistics, ...]
@@ -135,8 +136,13 @@ class System:
         actors = tuple(actor.statistics() for actor in self.actors)
         jobs = [job for stats in actors for job in stats.jobs]
         jobs += [bg.record.statistics() for bg in self._background]
-        return SystemStatistics(actors, tuple(jobs), (self._deleter.statistics(),),
-                                self.draining)
+        services = (self._deleter.statistics(), self.tasks.deadline_timer.statistics())
+        return SystemStatistics(actors, tuple(jobs), services, self.draining)
+
+    def _job_records(self) -> list[JobRecord]:
+        records = [job.record for actor in self.actors for job in actor.jobs]
+        return [*records, *(bg.record for bg in self._background), self._deleter,
+                self.tasks.deadline_timer]
 
     async def stage_upload(self, chunks: AsyncIterable[bytes]) -> Upload:
         """Stream an artifact upload to the staging area (413 past the limit; 503 when
@@ -212,6 +218,10 @@ class System:
             async with trio.open_nursery() as actors:
                 for actor in self.actors:
                     await actors.start(actor.run)
+                # A job that has never run is overdue three intervals after this.
+                started = self.clock.now()
+                for record in self._job_records():
+                    record.started_at = started
                 async with trio.open_nursery() as jobs:
                     window = self.settings.error_log_window
                     for bg in self._background:

@@ -34,6 +34,7 @@ import sqlite3
 
 from leasegate.actors import task_artifacts, task_presence
 from leasegate.actors.billing import SettleNotices
+from leasegate.actors.jobs import JobRecord
 from leasegate.actors.leases import DryFilters, new_lease_token
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.pages import Paged
@@ -104,6 +105,9 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
         # How far passed not_before times have already woken the parked leases.
         self._not_before_seen = -math.inf
         self.add_job("purge_tasks", settings.housekeeping_interval, self._purge)
+        # The exact timer of on_wakeup (claims, leases, hard timeouts, task_ttl): runs
+        # when the data says, so it is listed with the on-demand jobs (never overdue).
+        self.deadline_timer = JobRecord("deadlines", owner=self.name, every=math.inf)
 
     def handle(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object:
         now = self.now  # the turn's instant (trio's clock is not readable on the DB thread)
@@ -309,6 +313,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
         if sql.not_before_passed(conn, self._not_before_seen, now):
             self.work_may_be_available()  # a parked lease may take it now
         self.after_commit(lambda: self._passed_not_before(now))
+        self.after_commit(lambda: self.deadline_timer.succeeded(now))
 
     def _passed_not_before(self, now: float) -> None:
         self._not_before_seen = max(self._not_before_seen, now)

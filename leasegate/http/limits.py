@@ -29,6 +29,11 @@ class RateLimiter:
         self._buckets: dict[str, _Bucket] = {}  # least recently used first
 
     @property
+    def size(self) -> int:
+        """Buckets held now (for /metrics)."""
+        return len(self._buckets)
+
+    @property
     def enabled(self) -> bool:
         return self.rate > 0
 

@@ -35,6 +35,9 @@ class Metrics(Collector):
         # Label children by key: labels() costs a lock and several dict lookups.
         self._counted: dict[tuple[str, str, int], Any] = {}
         self._timed: dict[str, Any] = {}
+        self._scraped_at = 0.0  # the system's clock at refresh (jobs' overdue rule)
+        # Token buckets held, by limiter ("key", "address"); set by the /metrics route.
+        self.rate_limit_buckets: dict[str, int] = {}
 
     def observe(self, method: str, route: str, status: int, started: float | None) -> None:
         """Count one request. Labels stay bounded: ``route`` is a rule, never a raw
@@ -57,6 +60,7 @@ class Metrics(Collector):
         audit = system.ledger.last_audit
         self._ledger_ok = audit is None or audit.ok
         self._snapshot = (tasks, queries, system.statistics())
+        self._scraped_at = system.clock.now()
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -78,15 +82,7 @@ class Metrics(Collector):
         for row in query_counts:
             queries.add_metric([row.status, row.site], row.n)
         yield queries
-        runs = GaugeMetricFamily("leasegate_job_runs", "Completed runs of each periodic job",
-                                 labels=["owner", "job"])
-        failures = GaugeMetricFamily("leasegate_job_failures", "Failed runs of each periodic job",
-                                     labels=["owner", "job"])
-        for job in stats.jobs + stats.services:
-            runs.add_metric([job.owner, job.name], job.runs)
-            failures.add_metric([job.owner, job.name], job.failures)
-        yield runs
-        yield failures
+        yield from self._job_metrics(stats)
         parked = GaugeMetricFamily("leasegate_parked_requests", "Long-polls parked in an actor",
                                    labels=["actor"])
         commits = GaugeMetricFamily("leasegate_actor_commits", "Group commits per actor",
@@ -104,3 +100,32 @@ class Metrics(Collector):
         yield GaugeMetricFamily("leasegate_ledger_audit_ok",
                                 "1 if the last ledger audit passed, else 0",
                                 value=1 if self._ledger_ok else 0)
+
+    def _job_metrics(self, stats: SystemStatistics) -> Iterator[Metric]:
+        """Every periodic and on-demand job: runs, failures, last run, overdue; and the
+        token buckets the idle-bucket sweep keeps small."""
+        labels = ["owner", "job"]
+        runs = GaugeMetricFamily("leasegate_job_runs", "Completed runs of each periodic job",
+                                 labels=labels)
+        failures = GaugeMetricFamily("leasegate_job_failures", "Failed runs of each periodic job",
+                                     labels=labels)
+        last_run = GaugeMetricFamily("leasegate_job_last_run_timestamp_seconds",
+                                     "Unix time of the job's last successful run (0: none yet)",
+                                     labels=labels)
+        overdue = GaugeMetricFamily("leasegate_job_overdue",
+                                    "1 if the job has not run for three of its intervals "
+                                    "(since start-up if it never ran); on-demand jobs never",
+                                    labels=labels)
+        for job in stats.jobs + stats.services:
+            key = [job.owner, job.name]
+            runs.add_metric(key, job.runs)
+            failures.add_metric(key, job.failures)
+            last_run.add_metric(key, job.last_run_at or 0.0)
+            overdue.add_metric(key, 1 if job.overdue(self._scraped_at) else 0)
+        yield from (runs, failures, last_run, overdue)
+        buckets = GaugeMetricFamily("leasegate_rate_limit_buckets",
+                                    "Token buckets held (idle ones are swept)",
+                                    labels=["limiter"])
+        for limiter, n in sorted(self.rate_limit_buckets.items()):
+            buckets.add_metric([limiter], n)
+        yield buckets

@@ -344,6 +344,8 @@ class HealthChecks(BaseModel):
     leased_queries: int
     jobs: int
     failing_jobs: int
+    overdue_jobs: int = Field(description="Periodic jobs that have not run for three of "
+                              "their intervals (counted from start-up until their first run).")
     draining: bool
     ledger_ok: bool = Field(description="The last ledger audit (at start-up, every "
                             "`ledger_audit_interval`, or on GET /v1/ledger/audit) passed.")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from quart import Blueprint, Response, current_app, request
 from quart_schema import document_response, validate_querystring, validate_request
 
+from leasegate.actors.jobs import JobStatistics
 from leasegate.actors.key_messages import CreateKey, ListKeys, RevokeKey
 from leasegate.actors.query_messages import CountQueries
 from leasegate.actors.task_messages import CheckTaskHealth, ListWorkers
@@ -93,8 +95,11 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     stats = sys.statistics()
     audit = sys.ledger.last_audit
     ledger_ok = audit is None or audit.ok  # None: not audited yet (never after start-up)
-    failing_jobs = sum(1 for job in stats.jobs if job.last_failure_at is not None
+    now = sys.clock.now()
+    every_job = stats.jobs + stats.services
+    failing_jobs = sum(1 for job in every_job if job.last_failure_at is not None
                        and (job.last_run_at is None or job.last_failure_at > job.last_run_at))
+    overdue_jobs = sum(1 for job in stats.jobs if job.overdue(now))
     checks = {
         "storage_writable": writable,
         "stale_tasks": tasks.stale,
@@ -105,11 +110,12 @@ async def health_report(detailed: bool) -> dict[str, Any]:
         "leased_queries": sum(query_counts.get("leased", {}).values()),
         "jobs": len(stats.jobs),
         "failing_jobs": failing_jobs,
+        "overdue_jobs": overdue_jobs,
         "draining": stats.draining,
         "ledger_ok": ledger_ok,
     }
     degraded = (not writable or tasks.stale > 0 or bool(tasks.unserved_sites)
-                or not ledger_ok)
+                or not ledger_ok or overdue_jobs > 0)
     report: dict[str, Any] = {"status": "degraded" if degraded else "ok", "checks": checks}
     if detailed:
         report["details"] = {
@@ -118,21 +124,28 @@ async def health_report(detailed: bool) -> dict[str, Any]:
             "queued": {"tasks": tasks.queued, "queries": query_counts.get("queued", {})},
             "leased_queries": query_counts.get("leased", {}),
             "ledger_failing_checks": [] if audit is None else list(audit.failing()),
-            "jobs": {
-                f"{job.owner}.{job.name}": {"runs": job.runs, "failures": job.failures,
-                                            "last_run_at": iso(job.last_run_at),
-                                            "next_run_at": iso(job.next_run_at)}
-                for job in stats.jobs
-            },
+            "jobs": {f"{job.owner}.{job.name}": _job(job, now) for job in stats.jobs},
+            "on_demand_jobs": {f"{job.owner}.{job.name}": _job(job, now)
+                               for job in stats.services},
         }
     return report
+
+
+def _job(job: JobStatistics, now: float) -> dict[str, Any]:
+    periodic = math.isfinite(job.every)
+    return {"every": job.every if periodic else None, "runs": job.runs,
+            "failures": job.failures, "last_run_at": iso(job.last_run_at),
+            "last_failure_at": iso(job.last_failure_at),
+            "next_run_at": iso(job.next_run_at) if periodic else None,
+            "overdue": job.overdue(now)}
 
 
 @bp.get("/health")
 @document_response(Health)
 async def health() -> dict[str, Any]:
     """No key needed: ``ok`` or ``degraded`` (storage failing, a task stale, a site
-    without a worker) and counts. With an admin key, also ``details``: which lanes are
+    without a worker, the ledger audit failing, a periodic job that has not run for
+    three of its intervals) and counts. With an admin key, also ``details``: which lanes are
     blocked by which task since when, which sites have no worker, queue depths by
     site, every periodic job. Any other key, or a key that is wrong, unknown or
     rate-limited, gets the public view: /health refuses no one."""
@@ -153,5 +166,8 @@ async def metrics() -> Response:
     if not sys.settings.metrics_public:
         require("admin")
     collector: Metrics = current_app.extensions["leasegate.metrics"]
+    authenticator: Authenticator = current_app.extensions["leasegate.auth"]
+    collector.rate_limit_buckets = {"key": authenticator.limiter.size,
+                                    "address": authenticator.address_limiter.size}
     await collector.refresh(sys)
     return Response(generate_latest(collector.registry), content_type=CONTENT_TYPE_LATEST)
