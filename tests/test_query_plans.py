@@ -151,7 +151,8 @@ async def fenced(gw: Gateway, item: Json, action: str, worker_id: str = "w1",
                                   json={"worker_id": worker_id,
                                         "lease_token": item["lease_token"], **body})
     assert status == 200, reply
-    return reply
+    done: Json = reply
+    return done
 
 
 def ids(items: list[Json]) -> list[str]:
