@@ -11,9 +11,10 @@ however much waits behind blocked lanes or on the lanes it takes::
 Triggers on ``tasks`` keep every row right in the statement that changes a
 task (insert, any change of status, priority or lane, delete), so every
 transition, whichever module writes it, updates its lane in its own
-transaction. A row is the lane's state recomputed from ``tasks`` through two
-index seeks (the in-flight task on ``tasks_one_per_lane``, the head on
-``tasks_lane_queue``); a lane with nothing queued or in flight has no row.
+transaction. A submit only compares itself with its lane's head; any other
+change recomputes the lane's row from ``tasks`` through two index seeks (the
+in-flight task on ``tasks_one_per_lane``, the head on ``tasks_lane_queue``);
+a lane with nothing queued or in flight has no row.
 """
 
 from __future__ import annotations
@@ -89,8 +90,19 @@ INSERT INTO task_lanes (site, account, blocked_by, blocked_since)
     SELECT site, account, task_id, updated_at FROM tasks WHERE status IN {_IN_FLIGHT}
     ON CONFLICT (site, account) DO UPDATE SET
         blocked_by = excluded.blocked_by, blocked_since = excluded.blocked_since;
+CREATE TRIGGER task_lanes_insert_queued AFTER INSERT ON tasks
+    WHEN NEW.status = 'queued'
+BEGIN
+    INSERT INTO task_lanes (site, account, head_task, head_rank, head_created, head_seq)
+    VALUES (NEW.site, NEW.account, NEW.task_id, -NEW.priority, NEW.created_at, NEW.rowid)
+    ON CONFLICT (site, account) DO UPDATE SET
+        head_task = excluded.head_task, head_rank = excluded.head_rank,
+        head_created = excluded.head_created, head_seq = excluded.head_seq
+    WHERE head_task IS NULL OR (excluded.head_rank, excluded.head_created, excluded.head_seq)
+                                < (head_rank, head_created, head_seq);
+END;
 CREATE TRIGGER task_lanes_insert AFTER INSERT ON tasks
-    WHEN NEW.status IN {_LIVE}
+    WHEN NEW.status IN {_IN_FLIGHT}
 BEGIN{_NEW}
 END;
 CREATE TRIGGER task_lanes_update AFTER UPDATE OF status, priority, created_at, site, account
