@@ -11,6 +11,7 @@ import sqlite3
 from leasegate.storage import (
     artifacts_sql,
     keys_sql,
+    lanes_sql,
     ledger_sql,
     presence_sql,
     queries_sql,
@@ -26,6 +27,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (6, "job id tombstones",
      tasks_sql.SCHEMA_TOMBSTONES + queries_sql.SCHEMA_TOMBSTONES),
     (7, "ledger", ledger_sql.SCHEMA),
+    (9, "lease indexes and task lanes", lanes_sql.SCHEMA + queries_sql.SCHEMA_READY),
 ]
 
 

@@ -6,9 +6,11 @@ Times are wall seconds (REAL). A lease is valid strictly before
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from typing import Any
 
+from leasegate.storage.keyset import merged, ordered
 from leasegate.storage.rows import insert_new, marks
 
 SCHEMA = """
@@ -65,7 +67,20 @@ BEGIN
 END;
 """
 
+# Migration 9: the queued queries in submission order, so that a lease without a
+# sites filter reads only queued rows, however many finished ones are retained
+# (without it the plan was a SCAN of the whole table in rowid order). With a
+# filter each site is its own range of ``queries_queued`` (site, rowid).
+SCHEMA_READY = """
+CREATE INDEX queries_ready ON queries (status) WHERE status = 'queued';
+"""
+
 TERMINAL = ("succeeded", "failed", "expired")
+
+# INDEXED BY: with both indexes on queued rows the planner would take either.
+_ALL_QUEUED = "SELECT *, rowid FROM queries INDEXED BY queries_ready"
+_SITE_QUEUED = "SELECT *, rowid FROM queries INDEXED BY queries_queued"
+_ORDER = ("rowid",)
 
 
 def get(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row | None:
@@ -93,14 +108,23 @@ def insert(conn: sqlite3.Connection, **values: Any) -> bool:
 
 def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
                 limit: int) -> list[sqlite3.Row]:
-    """Oldest first; a query past its TTL is never handed out."""
-    sql = "SELECT * FROM queries WHERE status = 'queued' AND expires_at > ?"
-    args: list[Any] = [now]
-    if sites is not None:
-        sql += f" AND site IN ({marks(sites)})"
-        args += sites
-    sql += " ORDER BY rowid LIMIT ?"
-    return conn.execute(sql, [*args, limit]).fetchall()
+    """Oldest first; a query past its TTL is never handed out.
+
+    Each stream is an index range of queued rows only (``queries_ready``, or
+    ``queries_queued`` per site), read a page at a time.
+    """
+    live = "status = 'queued' AND expires_at > ?"
+    if sites is None:
+        rows = ordered(conn, _ALL_QUEUED, live, [now], _ORDER, limit)
+    else:
+        distinct = sorted(set(sites))
+        if not distinct:
+            return []
+        page = -(-limit // len(distinct))
+        by_site = f"site = ? AND {live}"
+        rows = merged((ordered(conn, _SITE_QUEUED, by_site, [site, now], _ORDER, page)
+                       for site in distinct), key=lambda row: (row["rowid"],))
+    return list(itertools.islice(rows, limit))
 
 
 def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,

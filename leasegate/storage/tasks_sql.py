@@ -9,7 +9,8 @@ strictly before ``lease_expires_at``, a queued task is live strictly before
 Every transition is a conditional UPDATE on the status (and the lease token
 where there is one); callers check the returned rowcount. One task in flight
 per lane (site + account) is enforced by the partial unique index
-``tasks_one_per_lane`` as well as by the lease query.
+``tasks_one_per_lane`` as well as by the lease query, which reads the lanes
+kept by triggers in ``lanes_sql``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from leasegate.storage import lanes_sql
 from leasegate.storage.rows import insert_new, marks
 
 SCHEMA = """
@@ -144,42 +146,13 @@ def insert(conn: sqlite3.Connection, **values: Any) -> bool:
 
 def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
                 limit: int) -> list[sqlite3.Row]:
-    """The best leasable task of up to ``limit`` distinct free lanes, best first.
+    """The best leasable task of up to ``limit`` distinct free lanes, best first
+    (highest priority, then oldest); rows of ``task_id``, ``site``, ``account``.
 
-    Leasable: queued, ``not_before`` passed, within its TTL, on an allowed
-    site, and no task of its lane leased, running or stale. Best: highest
-    priority, then oldest. The scan walks the queued index in that order and
-    stops as soon as it has ``limit`` lanes (no sort, no full scan when work is
-    available); nothing is written while the cursor is open.
+    It walks the free lanes (the ``task_lanes`` table), never the queue itself,
+    so a backlog behind a blocked lane or deep in a taken one costs nothing.
     """
-    site_clause = ""
-    args: list[Any] = [now, now]
-    if sites is not None:
-        site_clause = f" AND t.site IN ({marks(sites)})"
-        args += sites
-    cursor = conn.execute(
-        "SELECT t.task_id, t.site, t.account FROM tasks AS t WHERE t.status = 'queued' "
-        "AND (t.not_before IS NULL OR t.not_before <= ?) AND t.expires_at > ?"
-        f"{site_clause} "
-        "AND NOT EXISTS (SELECT 1 FROM tasks AS o WHERE o.site = t.site "
-        "AND o.account = t.account AND o.status IN ('leased', 'running', 'stale')) "
-        "ORDER BY t.priority DESC, t.created_at, t.rowid",
-        args,
-    )
-    picked: list[sqlite3.Row] = []
-    lanes: set[tuple[str, str]] = set()
-    try:
-        for row in cursor:
-            lane = (row["site"], row["account"])
-            if lane in lanes:
-                continue
-            lanes.add(lane)
-            picked.append(row)
-            if len(picked) >= limit:
-                break
-    finally:
-        cursor.close()
-    return picked
+    return lanes_sql.next_leasable(conn, sites, now, limit)
 
 
 def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,

@@ -1,0 +1,54 @@
+"""Rows in index order, a page at a time, and several such streams merged.
+
+A lease reads only as many ready rows as it hands out, whatever is queued,
+blocked or retained besides. It walks an index in its order with keyset
+paging (``(a, b) > (last a, last b)``: every page is an index seek, never an
+OFFSET), and a ``sites`` filter merges one stream per site so that each
+stream is still an index range::
+
+    rows = ordered(conn, "SELECT name, x, y FROM t", "kind = ?", ["k"], ("x", "y"), page=10)
+    best = merged([stream_a, stream_b], key=lambda row: (row["x"], row["y"]))
+
+Nothing may write to the tables read while a stream is being consumed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+MAX_PAGE = 512
+
+
+def ordered(conn: sqlite3.Connection, select: str, where: str, args: Sequence[Any],
+            order: Sequence[str], page: int) -> Iterator[sqlite3.Row]:
+    """The rows of ``select WHERE where ORDER BY order``, fetched lazily.
+
+    ``order`` is a list of ascending expressions, unique together, that are
+    also the last columns of ``select`` (the next page starts after the last
+    row's values); pages start at ``page`` rows and double up to ``MAX_PAGE``.
+    """
+    columns = ", ".join(order)
+    after: list[Any] | None = None
+    size = max(1, page)
+    while True:
+        condition, values = where, list(args)
+        if after is not None:
+            condition += f" AND ({columns}) > ({', '.join('?' for _ in order)})"
+            values += after
+        rows = conn.execute(f"{select} WHERE {condition} ORDER BY {columns} LIMIT ?",
+                            [*values, size]).fetchall()
+        yield from rows
+        if len(rows) < size:
+            return
+        last = rows[-1]
+        after = [last[i] for i in range(len(last) - len(order), len(last))]
+        size = min(size * 2, MAX_PAGE)
+
+
+def merged(streams: Iterable[Iterator[sqlite3.Row]],
+           key: Callable[[sqlite3.Row], tuple[Any, ...]]) -> Iterator[sqlite3.Row]:
+    """One stream in ``key`` order from streams each in that order."""
+    return heapq.merge(*streams, key=key)

@@ -1,0 +1,192 @@
+"""Task lanes: one row per lane (site + account) with work queued or in flight.
+
+A row says whether the lane is blocked (``blocked_by``: its task leased,
+running or stale, and since when) and which queued task is its head (highest
+priority, then oldest, then first submitted). The lease walks the free lanes
+in head order on a partial index, so it reads one row per lane it hands out,
+however much waits behind blocked lanes or on the lanes it takes::
+
+    rows = next_leasable(conn, sites=["s1"], now=now, limit=10)   # task_id, site, account
+
+Triggers on ``tasks`` keep every row right in the statement that changes a
+task (insert, any change of status, priority or lane, delete), so every
+transition, whichever module writes it, updates its lane in its own
+transaction. A submit only compares itself with its lane's head; any other
+change recomputes the lane's row from ``tasks`` through two index seeks (the
+in-flight task on ``tasks_one_per_lane``, the head on ``tasks_lane_queue``);
+a lane with nothing queued or in flight has no row.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+from leasegate.storage.keyset import merged, ordered
+
+_LIVE = "('queued', 'leased', 'running', 'stale')"
+_IN_FLIGHT = "('leased', 'running', 'stale')"
+
+# The lane of ``{row}`` (NEW or OLD in a trigger) recomputed, then dropped if empty.
+_REFRESH = f"""
+    INSERT INTO task_lanes (site, account, blocked_by, blocked_since,
+                            head_task, head_rank, head_created, head_seq)
+    SELECT {{row}}.site, {{row}}.account, b.task_id, b.updated_at,
+           h.task_id, -h.priority, h.created_at, h.seq
+    FROM (SELECT 1)
+    LEFT JOIN tasks AS b ON b.site = {{row}}.site AND b.account = {{row}}.account
+        AND b.status IN {_IN_FLIGHT}
+    LEFT JOIN (SELECT task_id, priority, created_at, rowid AS seq FROM tasks
+               WHERE site = {{row}}.site AND account = {{row}}.account AND status = 'queued'
+               ORDER BY priority DESC, created_at, rowid LIMIT 1) AS h
+    WHERE true
+    ON CONFLICT (site, account) DO UPDATE SET
+        blocked_since = CASE WHEN blocked_by IS excluded.blocked_by THEN blocked_since
+                             ELSE excluded.blocked_since END,
+        blocked_by = excluded.blocked_by, head_task = excluded.head_task,
+        head_rank = excluded.head_rank, head_created = excluded.head_created,
+        head_seq = excluded.head_seq;
+    DELETE FROM task_lanes WHERE site = {{row}}.site AND account = {{row}}.account
+        AND blocked_by IS NULL AND head_task IS NULL;"""
+
+_NEW, _OLD = _REFRESH.format(row="NEW"), _REFRESH.format(row="OLD")
+
+# Migration 9. ``head_rank`` is -priority so that every index and keyset runs
+# ascending; ``head_seq`` (the head's rowid) orders tasks submitted in one instant.
+# ``blocked_since`` is when the blocking task was taken (its updated_at then).
+# The old ``tasks_queued`` index only served the lease's walk of the whole queue.
+SCHEMA = f"""
+CREATE INDEX tasks_lane_queue ON tasks (site, account, priority DESC, created_at)
+    WHERE status = 'queued';
+DROP INDEX tasks_queued;
+CREATE TABLE task_lanes (
+    site          TEXT NOT NULL,
+    account       TEXT NOT NULL,
+    blocked_by    TEXT,
+    blocked_since REAL,
+    head_task     TEXT,
+    head_rank     INTEGER,
+    head_created  REAL,
+    head_seq      INTEGER,
+    PRIMARY KEY (site, account),
+    CHECK ((blocked_by IS NULL) = (blocked_since IS NULL))
+) WITHOUT ROWID;
+CREATE INDEX task_lanes_ready ON task_lanes (head_rank, head_created, head_seq)
+    WHERE blocked_by IS NULL AND head_task IS NOT NULL;
+CREATE INDEX task_lanes_ready_by_site ON task_lanes (site, head_rank, head_created, head_seq)
+    WHERE blocked_by IS NULL AND head_task IS NOT NULL;
+CREATE INDEX task_lanes_blocked ON task_lanes (blocked_since) WHERE blocked_by IS NOT NULL;
+INSERT INTO task_lanes (site, account, head_task, head_rank, head_created, head_seq)
+    SELECT site, account, task_id, -priority, created_at, seq FROM (
+        SELECT site, account, task_id, priority, created_at, rowid AS seq,
+               row_number() OVER (PARTITION BY site, account
+                                  ORDER BY priority DESC, created_at, rowid) AS n
+        FROM tasks WHERE status = 'queued')
+    WHERE n = 1;
+INSERT INTO task_lanes (site, account, blocked_by, blocked_since)
+    SELECT site, account, task_id, updated_at FROM tasks WHERE status IN {_IN_FLIGHT}
+    ON CONFLICT (site, account) DO UPDATE SET
+        blocked_by = excluded.blocked_by, blocked_since = excluded.blocked_since;
+CREATE TRIGGER task_lanes_insert_queued AFTER INSERT ON tasks
+    WHEN NEW.status = 'queued'
+BEGIN
+    INSERT INTO task_lanes (site, account, head_task, head_rank, head_created, head_seq)
+    VALUES (NEW.site, NEW.account, NEW.task_id, -NEW.priority, NEW.created_at, NEW.rowid)
+    ON CONFLICT (site, account) DO UPDATE SET
+        head_task = excluded.head_task, head_rank = excluded.head_rank,
+        head_created = excluded.head_created, head_seq = excluded.head_seq
+    WHERE head_task IS NULL OR (excluded.head_rank, excluded.head_created, excluded.head_seq)
+                                < (head_rank, head_created, head_seq);
+END;
+CREATE TRIGGER task_lanes_insert AFTER INSERT ON tasks
+    WHEN NEW.status IN {_IN_FLIGHT}
+BEGIN{_NEW}
+END;
+CREATE TRIGGER task_lanes_update AFTER UPDATE OF status, priority, created_at, site, account
+    ON tasks
+    WHEN (OLD.status IN {_LIVE} OR NEW.status IN {_LIVE})
+        AND (OLD.status IS NOT NEW.status OR OLD.priority IS NOT NEW.priority
+             OR OLD.created_at IS NOT NEW.created_at OR OLD.site IS NOT NEW.site
+             OR OLD.account IS NOT NEW.account)
+BEGIN{_NEW}
+END;
+CREATE TRIGGER task_lanes_leave AFTER UPDATE OF site, account ON tasks
+    WHEN OLD.status IN {_LIVE} AND (OLD.site IS NOT NEW.site OR OLD.account IS NOT NEW.account)
+BEGIN{_OLD}
+END;
+CREATE TRIGGER task_lanes_delete AFTER DELETE ON tasks
+    WHEN OLD.status IN {_LIVE}
+BEGIN{_OLD}
+END;
+"""
+
+# The lease's reads: a page of free lanes in head order with their heads' times,
+# and the best leasable task of one lane when its head is not (yet) leasable.
+# The index is named (and CROSS JOIN fixes the join order) so that no statistics
+# can turn the plan into a walk of the queue.
+_LANES = ("SELECT l.site, l.account, l.head_task AS task_id, t.not_before, t.expires_at, "
+          "l.head_rank, l.head_created, l.head_seq FROM task_lanes AS l INDEXED BY {index} "
+          "CROSS JOIN tasks AS t ON t.task_id = l.head_task")
+_FREE = "l.blocked_by IS NULL AND l.head_task IS NOT NULL"
+_ORDER = ("l.head_rank", "l.head_created", "l.head_seq")
+LANE_BEST = (
+    "SELECT task_id, site, account, not_before, expires_at, -priority AS head_rank, "
+    "created_at AS head_created, rowid AS head_seq FROM tasks INDEXED BY tasks_lane_queue "
+    "WHERE site = ? AND account = ? AND status = 'queued' "
+    "AND (not_before IS NULL OR not_before <= ?) AND expires_at > ? "
+    "ORDER BY priority DESC, created_at, rowid LIMIT 1")
+
+
+def free_lanes(conn: sqlite3.Connection, site: str | None, page: int) -> Iterator[sqlite3.Row]:
+    """Lanes with nothing in flight and something queued (of ``site``), best head first."""
+    if site is None:
+        return ordered(conn, _LANES.format(index="task_lanes_ready"), _FREE, [], _ORDER, page)
+    return ordered(conn, _LANES.format(index="task_lanes_ready_by_site"),
+                   f"l.site = ? AND {_FREE}", [site], _ORDER, page)
+
+
+def _key(row: sqlite3.Row) -> tuple[Any, ...]:
+    return (row["head_rank"], row["head_created"], row["head_seq"])
+
+
+def next_leasable(conn: sqlite3.Connection, sites: list[str] | None, now: float,
+                  limit: int) -> list[sqlite3.Row]:
+    """The best leasable task of up to ``limit`` free lanes, best first.
+
+    Leasable: queued, ``not_before`` passed, within its TTL, on an allowed site,
+    its lane free. A lane's head bounds its best leasable task, so walking the
+    lanes in head order and handing out a candidate once no later lane can
+    beat it (its key <= the current head) gives the exact order of a full scan
+    while reading, when heads are leasable, one lane per task handed out. A
+    head waiting for its ``not_before`` costs a seek into its lane.
+    """
+    if sites is None:
+        lanes = free_lanes(conn, None, limit)
+    else:
+        distinct = sorted(set(sites))
+        if not distinct:
+            return []
+        page = -(-limit // len(distinct))
+        lanes = merged((free_lanes(conn, site, page) for site in distinct), key=_key)
+    picked: list[sqlite3.Row] = []
+    waiting: list[tuple[tuple[Any, ...], int, sqlite3.Row]] = []
+    tie = itertools.count()
+    for lane in lanes:
+        candidate: sqlite3.Row | None = lane
+        not_before = lane["not_before"]
+        if (not_before is not None and not_before > now) or lane["expires_at"] <= now:
+            candidate = conn.execute(LANE_BEST, (lane["site"], lane["account"], now,
+                                                 now)).fetchone()
+        if candidate is not None:
+            heapq.heappush(waiting, (_key(candidate), next(tie), candidate))
+        bound = _key(lane)
+        while waiting and waiting[0][0] <= bound:
+            picked.append(heapq.heappop(waiting)[2])
+            if len(picked) >= limit:
+                return picked
+    while waiting and len(picked) < limit:
+        picked.append(heapq.heappop(waiting)[2])
+    return picked
