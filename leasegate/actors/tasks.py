@@ -33,6 +33,7 @@ import math
 import sqlite3
 
 from leasegate.actors import task_artifacts, task_presence
+from leasegate.actors.batches import EachItem
 from leasegate.actors.billing import SettleNotices
 from leasegate.actors.leases import DryFilters, new_lease_token
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
@@ -58,8 +59,11 @@ from leasegate.actors.task_messages import (
     ReleaseTaskLeases,
     RenewTask,
     StartTask,
+    StartTasks,
     SubmitTask,
+    SubmitTasks,
     TaskResult,
+    TaskResults,
     release_message,
 )
 from leasegate.actors.task_views import (
@@ -89,7 +93,7 @@ PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second
 
 # ---- the actor ------------------------------------------------------------------
 
-class TaskQueue(Actor, TaskControl, FencedCalls):
+class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
     name = "tasks"
 
     def __init__(self, db: Database, clock: Clock, settings: Settings,
@@ -110,6 +114,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
         match message:
             case SubmitTask():
                 return self._submit(conn, message, now)
+            case SubmitTasks():
+                return self.each(conn, message.items, lambda c, m: self._submit(c, m, now))
             case GetTask():
                 row = self._visible(conn, message.task_id, message.tenant)
                 if message.wait and row["status"] not in SETTLED:
@@ -130,10 +136,14 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
                 return leases
             case StartTask():
                 return self._start(conn, message, now)
+            case StartTasks():
+                return self.each(conn, message.items, lambda c, m: self._start(c, m, now))
             case RenewTask():
                 return self._renew(conn, message, now)
             case TaskResult():
                 return self._result(conn, message, now)
+            case TaskResults():
+                return self.each(conn, message.items, lambda c, m: self._result(c, m, now))
             case ReclaimTask():
                 return self._reclaim(conn, message, now)
             case ReleaseTaskLeases():
