@@ -134,20 +134,24 @@ async def _submit_many(channel: Channel, queue: Mailbox, ledger: Mailbox,
         messages[i] = item
     placed: dict[int, HoldPlaced] = {}
 
-    async def hold(i: int, m: S) -> None:
+    async def hold(i: int, m: S, *, task_status: trio.TaskStatus[None]) -> None:
         assert m.max_cost is not None
         jid = job_id(m)
         assert jid is not None
+        task_status.started()
         try:
             placed[i] = await ledger.ask(PlaceHold(channel, jid, m.tenant, m.max_cost))
         except LeasegateError as exc:
             answers[i] = exc
 
     # Asked together, the holds land in one turn of the ledger: one commit for all.
+    # In request order (an earlier item is served first when funds run short): each
+    # ask puts its message in the inbox before it first waits, and the next is
+    # started only once the previous one waits.
     async with trio.open_nursery() as nursery:
         for i, m in messages.items():
             if m.max_cost is not None:
-                nursery.start_soon(hold, i, m)
+                await nursery.start(hold, i, m)
     enqueue = [i for i in messages if answers[i] is None]
     try:
         if enqueue:
