@@ -52,11 +52,12 @@ def item_error(entry: Mapping[str, Any]) -> LeasegateError:
 
 def submitted(reply: Any, noun: str, count: int) -> list[Any]:
     """Per item of a batch submit's reply: the ``noun`` object, or its error."""
-    entries = reply["items"]
-    if len(entries) != count:
+    entries = reply.get("items") if isinstance(reply, Mapping) else None
+    if not isinstance(entries, list) or len(entries) != count:
         raise LeasegateError(200, 0, "invalid_response",
-                             f"{len(entries)} answers to a batch of {count}")
-    return [entry[noun] if noun in entry else item_error(entry) for entry in entries]
+                             f"not {count} answers to a batch of {count}: {reply!r:.200}")
+    return [entry[noun] if isinstance(entry, Mapping) and noun in entry
+            else item_error(entry if isinstance(entry, Mapping) else {}) for entry in entries]
 
 
 @dataclass

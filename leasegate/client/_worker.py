@@ -273,8 +273,14 @@ class Worker(_WorkerBase):
             starts = self._start_all(leases)
             with ThreadPoolExecutor(len(leases), "leasegate-handler") as pool:
                 handled = sum(pool.map(handle, leases, starts))
-        finally:
-            sender.join()
+        except BaseException:
+            # The sender must not wait for jobs that will never end; what is pending
+            # it still sends, in the background (a daemon thread: not waited for).
+            with changed:
+                outbox.running = 0
+                changed.notify()
+            raise
+        sender.join()
         return handled
 
     def _start_all(self, leases: Sequence[Lease]) -> list[Any]:
