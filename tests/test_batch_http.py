@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import trio
+
 from tests.conftest import Gateway
 from tests.test_http_tasks import ORDER, call, fence, lease, submit
 from tests.test_ledger import account, credit
@@ -148,6 +150,18 @@ async def test_billing_per_item_one_short_of_funds_alone_is_402(gateway: Gateway
                                                        "max_cost": 11}]})
     assert statuses(queries) == [201, 402]
     assert (await account(gateway))["held"] == 100
+
+
+async def test_holds_are_placed_in_request_order(gateway: Gateway, autojump_clock: Any) -> None:
+    await credit(gateway, "t1", 100, "pay-1")
+    for _ in range(3):  # the first item wins the money, every time
+        items = await batch(gateway, "/v1/tasks/batch", "t1", {"items": [
+            {**ORDER, "account": f"a{n}", "max_cost": 60} for n in range(2)]})
+        assert statuses(items) == [201, 402]
+        done = items[0]["task"]["task_id"]
+        status, _ = await call(gateway, "POST", f"/v1/tasks/{done}/cancel", "t1")
+        assert status == 200  # canceled: its hold is refunded
+        await trio.sleep(0.1)  # the settle reaches the ledger after the task's commit
 
 
 async def test_a_refused_enqueue_gives_its_hold_back(gateway: Gateway) -> None:

@@ -32,6 +32,7 @@ from leasegate.client import (
     Retry,
     Worker,
 )
+from leasegate.client._batch import LEASE_MARGIN, Outbox
 from tests.conftest import Gateway
 from tests.served import Served
 from tests.test_http_tasks import ORDER
@@ -271,3 +272,51 @@ def test_sync_submit_many_and_a_sync_batch_worker(served: Served) -> None:
     with Client(served.url, served.keys["client"]) as upstream:
         for query in queries:
             assert upstream.get_query(query["query_id"])["status"] == "succeeded"  # type: ignore[index]
+
+
+# ---- the outbox's decisions ----------------------------------------------------------
+
+def _job(job_id: str) -> Job:
+    return Job("queries", {"query_id": job_id, "site": "s", "kind": "k", "params": {},
+                           "lease_token": f"tok-{job_id}"}, "w1")
+
+
+def test_the_outbox_lingers_never_past_a_lease_and_decides_per_item() -> None:
+    outbox = Outbox("queries", "w1", size=10, linger=0.05, retry=Retry(backoff=1.0),
+                    jobs=3)
+    a, b, c = _job("a"), _job("b"), _job("c")
+    c._due_by = 100.0 + LEASE_MARGIN + 0.01  # its lease ends 2.01 s from now
+    outbox.put(a, {"worker_id": "w1", "lease_token": "tok-a", "outcome": "succeeded"}, 100.0)
+    assert outbox.next_batch(100.0) is None  # waits for company, one linger at most
+    outbox.put(c, {"worker_id": "w1", "lease_token": "tok-c", "outcome": "succeeded",
+                   "result": {"big": "x" * 100}}, 100.0)
+    assert outbox.wake_at() == pytest.approx(100.01)  # c's lease comes first
+    batch = outbox.next_batch(100.01)
+    assert batch is not None and [p.job.id for p in batch] == ["a", "c"]
+    assert outbox.request(batch)["items"][0] == {"query_id": "a", "lease_token": "tok-a",
+                                                 "outcome": "succeeded"}
+    refused: list[tuple[str, int]] = []
+
+    def decide(job: Any, body: Json, error: Any, tried: int) -> Json | None:
+        refused.append((job.id, error.code))
+        return {**body, "result": "slim"} if error.code == 4130 else None
+
+    reply = {"items": [{"status": 500, "error": {"code": 5000, "type": "internal_error",
+                                                 "message": "bug"}},
+                       {"status": 413, "error": {"code": 4130, "type": "payload_too_large",
+                                                 "message": "too big"}}]}
+    outbox.answered(batch, reply, 100.02, decide)
+    assert refused == [("c", 4130)]  # a 5xx is retried, never handed to the decision
+    again = {p.job.id: p for p in outbox.pending}
+    assert again["a"].ready_at > 100.02 and again["a"].tried == 1  # after a retry pause
+    assert again["c"].body["result"] == "slim" and again["c"].ready_at == 100.02
+    outbox.put(b, {"worker_id": "w1", "lease_token": "tok-b", "outcome": "failed"}, 100.03)
+    assert outbox.running == 0  # every job ended: nothing waits for company any more
+    batch = outbox.next_batch(100.03)
+    assert batch is not None and [p.job.id for p in batch] == ["c", "b"]
+    outbox.answered(batch, {"items": [{"status": 200, "query": {}},
+                                      {"status": 409, "error": {
+                                          "code": 6006, "type": "query_lease_invalid",
+                                          "message": "old"}}]}, 100.04, decide)
+    assert refused[-1] == ("b", 6006)  # refused: given up (the worker logs it)
+    assert [p.job.id for p in outbox.pending] == ["a"]
