@@ -49,6 +49,10 @@ VALID: dict[type[Message], Message] = {
                                                            1, "m", 3, ("shop",)),
     query_messages.ReleaseQueryLeases: query_messages.ReleaseQueryLeases((("q1", "tok"),)),
     query_messages.CountQueries: query_messages.CountQueries(),
+    query_messages.SubmitQueries: query_messages.SubmitQueries((
+        query_messages.SubmitQuery("ten", "shop", "balance", {}, "q2"),)),
+    query_messages.QueryResults: query_messages.QueryResults((
+        query_messages.QueryResult("q1", "w1", "tok", "succeeded"),)),
     task_messages.SubmitTask: task_messages.SubmitTask(
         "ten", "shop", "order", {}, "t1", "acct", 3, 1.8e9, "dev", 5, 7),
     task_messages.GetTask: task_messages.GetTask("t1", "ten"),
@@ -68,6 +72,12 @@ VALID: dict[type[Message], Message] = {
     task_messages.ListArtifacts: task_messages.ListArtifacts("t1", "ten"),
     task_messages.FindArtifact: task_messages.FindArtifact("t1", "a.txt", "ten"),
     task_messages.ExistingTasks: task_messages.ExistingTasks(("t1",)),
+    task_messages.SubmitTasks: task_messages.SubmitTasks((
+        task_messages.SubmitTask("ten", "shop", "order", {}, "t2"),)),
+    task_messages.StartTasks: task_messages.StartTasks((
+        task_messages.StartTask("t1", "w1", "tok"),)),
+    task_messages.TaskResults: task_messages.TaskResults((
+        task_messages.TaskResult("t1", "w1", "tok", "failed"),)),
     ledger_messages.Credit: ledger_messages.Credit("ten", 100, "r1", "memo"),
     ledger_messages.GetAccount: ledger_messages.GetAccount("ten"),
     ledger_messages.ListEntries: ledger_messages.ListEntries("ten"),
@@ -85,7 +95,7 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "worker_id": ("", "a\n", "x" * 65), "site": ("", "a\n"), "kind": ("", "a b"),
     "tenant": ("a\n",), "account": ("", "a\n"), "request_id": ("a\n",),
     "device_id": ("x" * 65,), "key_id": ("",),
-    "priority": (-1, 10, 10**20, True), "max": (0, 11, 10**20), "batch_total": (0, 10**20),
+    "priority": (-1, 10, 10**20, True), "max": (0, 101, 10**20), "batch_total": (0, 10**20),
     "max_cost": (-1, 10**20), "cost": (-1, 10**20), "error_code": (10**20,),
     "not_before": (NAN, -1.0, 10.0**20), "lease_token": ("", "x" * 129),
     "outcome": ("done", "canceled-ish"), "action": ("retry",), "role": ("root",),
@@ -95,6 +105,7 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "leases": ((("t", ""),), (("t",),), (("a\n", "tok"),)),
     "amount": (-1, 10**20, True), "ref": ("", "a\n"), "channel": ("tasks",),
     "job_id": ("", "a\n"), "job_ids": (("a\n",), ("x",) * 501), "memo": ("x" * 257,),
+    "items": ((), ("a\n",), (task_messages.GetTask("t1"),)),
 }
 
 

@@ -115,7 +115,7 @@ async def test_bad_query_string_is_400(gateway: Gateway, path: str) -> None:
 
 
 async def test_lease_body_limits(gateway: Gateway) -> None:
-    for body in ({"worker_id": "w", "wait_seconds": 31}, {"worker_id": "w", "max": 11},
+    for body in ({"worker_id": "w", "wait_seconds": 31}, {"worker_id": "w", "max": 101},
                  {"worker_id": "w", "max": 0}, {"worker_id": "w w"}):
         status, reply = await gateway.call("POST", "/v1/queries/lease", "worker", json=body)
         assert_error(status, reply, 400, 4000)

@@ -321,7 +321,7 @@ async def test_bad_submit_is_400_and_changes_nothing(gateway: Gateway, change: J
 
 @pytest.mark.parametrize(("who", "suffix", "body"), [
     ("worker", "lease", {"worker_id": "w2", "wait_seconds": 31}),
-    ("worker", "lease", {"worker_id": "w2", "max": 11}),
+    ("worker", "lease", {"worker_id": "w2", "max": 101}),
     ("worker", "lease", {"worker_id": "w2", "max": 0}),
     ("worker", "lease", {"worker_id": "w w"}),
     ("worker", "lease", {"worker_id": "w2", "sites": []}),

@@ -291,7 +291,7 @@ async def test_invalid_outcomes(queue: TaskQueue) -> None:
         await report(queue, got, "paused")
     assert (await get(queue))["status"] == "running"
     with pytest.raises(InvalidRequest):
-        await lease(queue, max=11)
+        await lease(queue, max=101)
 
 
 # ---- the claim window -------------------------------------------------------------------

@@ -5,6 +5,9 @@ for the saga's crash points and what repairs each):
 
 - :func:`submit_task` / :func:`submit_query` run in the caller's task (the HTTP
   request), not in an actor: hold first, then enqueue, release on refusal;
+  :func:`submit_tasks` / :func:`submit_queries` do the same for a batch, item by
+  item (all holds at once, one enqueue message, the refused items' holds
+  released), so one item short of funds is that item's 402 alone;
 - :class:`SettleNotices` is how a queue actor tells the ledger a job ended,
   after its commit, never waiting (a full ledger inbox loses the notice;
   recovery settles the hold from the job's row);
@@ -19,19 +22,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sqlite3
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import trio
 
+from leasegate.actors.batches import Batch, check_batch_size
 from leasegate.actors.ledger_messages import HoldsOf, PlaceHold, ReleaseHold, Settle
-from leasegate.actors.ledger_views import Channel, HoldView
+from leasegate.actors.ledger_views import Channel, HoldPlaced, HoldView
 from leasegate.actors.mailbox import Mailbox
 from leasegate.actors.pages import Paged
-from leasegate.actors.query_messages import SubmitQuery
+from leasegate.actors.query_messages import SubmitQueries, SubmitQuery
 from leasegate.actors.query_views import QuerySubmitted, QueryView
 from leasegate.actors.runtime import Actor
 from leasegate.actors.submissions import new_id
-from leasegate.actors.task_messages import SubmitTask
+from leasegate.actors.task_messages import SubmitTask, SubmitTasks
 from leasegate.actors.task_views import TaskSubmitted, TaskView
 from leasegate.actors.views import Billing
 from leasegate.errors import LeasegateError
@@ -81,6 +86,91 @@ async def submit_query(queries: Mailbox, ledger: Mailbox,
         if placed.created:
             await _release(ledger, "query", message.query_id)
         raise
+
+
+S = TypeVar("S", SubmitTask, SubmitQuery)
+A = TypeVar("A", TaskSubmitted, QuerySubmitted)
+
+
+async def submit_tasks(tasks: Mailbox, ledger: Mailbox,
+                       items: Sequence[SubmitTask | LeasegateError],
+                       ) -> list[TaskSubmitted | LeasegateError]:
+    """Submit up to 100 tasks (an item already refused at the edge stays refused): the
+    saga of :func:`submit_task` for each item with ``max_cost``, in one enqueue."""
+    return await _submit_many(
+        "task", tasks, ledger, items, SubmitTasks,
+        lambda m: m.task_id, lambda m: dataclasses.replace(m, task_id=new_id("t")))
+
+
+async def submit_queries(queries: Mailbox, ledger: Mailbox,
+                         items: Sequence[SubmitQuery | LeasegateError],
+                         ) -> list[QuerySubmitted | LeasegateError]:
+    """Submit up to 100 queries: :func:`submit_tasks` for the query channel."""
+    return await _submit_many(
+        "query", queries, ledger, items, SubmitQueries,
+        lambda m: m.query_id, lambda m: dataclasses.replace(m, query_id=new_id("q")))
+
+
+async def _submit_many(channel: Channel, queue: Mailbox, ledger: Mailbox,
+                       items: Sequence[S | LeasegateError],
+                       batch: Callable[[tuple[S, ...]], Batch[S, A]],
+                       job_id: Callable[[S], str | None], with_new_id: Callable[[S], S],
+                       ) -> list[A | LeasegateError]:
+    check_batch_size(len(items))
+    answers: list[A | LeasegateError | None] = [
+        item if isinstance(item, LeasegateError) else None for item in items]
+    messages: dict[int, S] = {}
+    for i, item in enumerate(items):
+        if isinstance(item, LeasegateError):
+            continue
+        if item.max_cost is not None:
+            try:
+                item.check()  # a bad field is refused before any money moves
+            except LeasegateError as exc:
+                answers[i] = exc
+                continue
+            if job_id(item) is None:  # the hold is named by the id: chosen first
+                item = with_new_id(item)
+        messages[i] = item
+    placed: dict[int, HoldPlaced] = {}
+
+    async def hold(i: int, m: S, *, task_status: trio.TaskStatus[None]) -> None:
+        assert m.max_cost is not None
+        jid = job_id(m)
+        assert jid is not None
+        task_status.started()
+        try:
+            placed[i] = await ledger.ask(PlaceHold(channel, jid, m.tenant, m.max_cost))
+        except LeasegateError as exc:
+            answers[i] = exc
+
+    # Asked together, the holds land in one turn of the ledger: one commit for all.
+    # In request order (an earlier item is served first when funds run short): each
+    # ask puts its message in the inbox before it first waits, and the next is
+    # started only once the previous one waits.
+    async with trio.open_nursery() as nursery:
+        for i, m in messages.items():
+            if m.max_cost is not None:
+                await nursery.start(hold, i, m)
+    enqueue = [i for i in messages if answers[i] is None]
+    try:
+        if enqueue:
+            replies = await queue.ask(batch(tuple(messages[i] for i in enqueue)))
+            for i, reply in zip(enqueue, replies, strict=True):
+                answers[i] = reply
+    finally:
+        # Refused items give their holds back; all of them do if the whole message was
+        # refused (storage trouble, shutting down: nothing enqueued, the call fails).
+        refused = [i for i, hold in placed.items() if hold.created
+                   and not isinstance(answers[i], TaskSubmitted | QuerySubmitted)]
+        async with trio.open_nursery() as nursery:
+            for i in refused:
+                jid = job_id(messages[i])
+                assert jid is not None
+                nursery.start_soon(_release, ledger, channel, jid)
+    done = [answer for answer in answers if answer is not None]
+    assert len(done) == len(items)
+    return done
 
 
 async def _release(ledger: Mailbox, channel: Channel, job_id: str) -> None:
@@ -161,3 +251,15 @@ async def page_with_billing(ledger: Mailbox, channel: Channel, page: Paged[J]) -
         return page
     holds = {hold.ref: hold for hold in await ledger.ask(HoldsOf(channel, ids))}
     return dataclasses.replace(page, items=tuple(_billed(view, holds) for view in page.items))
+
+
+async def many_with_billing(ledger: Mailbox, channel: Channel,
+                            answers: Sequence[J | LeasegateError]) -> list[J | LeasegateError]:
+    """A batch's answers with each job view's ``billing`` (one ask for the batch); the
+    errors as they are."""
+    ids = tuple(_job_id(a) for a in answers
+                if not isinstance(a, LeasegateError) and a.billing is not None)
+    if not ids:
+        return list(answers)
+    holds = {hold.ref: hold for hold in await ledger.ask(HoldsOf(channel, ids))}
+    return [a if isinstance(a, LeasegateError) else _billed(a, holds) for a in answers]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from leasegate.actors.batches import EachItem
 from leasegate.actors.billing import SettleNotices
 from leasegate.actors.leases import DryFilters, check_site, new_lease_token
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
@@ -30,7 +31,9 @@ from leasegate.actors.query_messages import (
     LeaseQueries,
     ListQueries,
     QueryResult,
+    QueryResults,
     ReleaseQueryLeases,
+    SubmitQueries,
     SubmitQuery,
     release_message,
 )
@@ -58,7 +61,7 @@ PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second
 
 # ---- the actor ------------------------------------------------------------------
 
-class QueryQueue(Actor):
+class QueryQueue(Actor, EachItem):
     name = "queries"
 
     def __init__(self, db: Database, clock: Clock, settings: Settings, *,
@@ -75,6 +78,8 @@ class QueryQueue(Actor):
         match message:
             case SubmitQuery():
                 return self._submit(conn, message, now)
+            case SubmitQueries():
+                return self.each(conn, message.items, lambda c, m: self._submit(c, m, now))
             case GetQuery():
                 row = self._visible(conn, message.query_id, message.tenant)
                 if message.wait and row["status"] not in TERMINAL:
@@ -91,6 +96,8 @@ class QueryQueue(Actor):
                 return leases
             case QueryResult():
                 return self._result(conn, message, now)
+            case QueryResults():
+                return self.each(conn, message.items, lambda c, m: self._result(c, m, now))
             case ReleaseQueryLeases():
                 for query_id, token in message.leases:
                     if sql.give_back(conn, query_id, token, now):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from leasegate.actors.batches import MAX_BATCH, Batch
 from leasegate.actors.checks import (
     INT32,
     MAX_AMOUNT,
@@ -33,7 +34,7 @@ from leasegate.storage.queries_sql import TERMINAL as TERMINAL
 
 QueryStatus = Literal["queued", "leased", "succeeded", "failed", "expired"]
 QueryOutcome = Literal["succeeded", "failed"]
-MAX_LEASES: Final = 10
+MAX_LEASES: Final = MAX_BATCH
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,20 @@ class QueryResult(Ask[QueryView]):
         check_text("error.message", self.error_message, optional=True, most=MAX_TEXT)
         check_int("cost", self.cost, 0, MAX_AMOUNT, optional=True)
         check_ids("sites", self.sites)
+
+
+@dataclass(frozen=True)
+class SubmitQueries(Batch[SubmitQuery, QuerySubmitted]):
+    """Up to 100 submits, each idempotent on its own, in one group commit."""
+
+    item = SubmitQuery
+
+
+@dataclass(frozen=True)
+class QueryResults(Batch[QueryResult, QueryView]):
+    """Up to 100 results, each fenced on its own."""
+
+    item = QueryResult
 
 
 @dataclass(frozen=True)

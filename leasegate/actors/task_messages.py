@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from leasegate.actors.batches import MAX_BATCH, Batch
 from leasegate.actors.checks import (
     INT32,
     MAX_AMOUNT,
@@ -52,7 +53,7 @@ ReclaimAction = Literal["requeue", "succeeded", "failed"]
 TaskControl = Literal["cancel", "pause", "resume"]
 SETTLED: Final = (*TERMINAL, "stale", "paused")
 """Where a task waits for nobody but a person: a ``GET ?wait_seconds`` returns there."""
-MAX_LEASES: Final = 10
+MAX_LEASES: Final = MAX_BATCH  # distinct lanes
 MAX_PRIORITY: Final = 9
 # Far enough for any real schedule, near enough that SQLite's REAL keeps whole seconds.
 MAX_INSTANT: Final = 2**40
@@ -133,7 +134,7 @@ class ControlTask(Ask[TaskView]):
 class LeaseTasks(Ask[tuple[TaskLease, ...]]):
     worker_id: str
     sites: tuple[str, ...] | None = None  # None: every site
-    max: int = 1  # 1–10 distinct lanes
+    max: int = 1  # 1–100 distinct lanes
     request_id: str | None = None
     wait: bool = False  # park until work appears
     key_id: str | None = None  # the worker key's id: bounds the workers one key creates
@@ -200,6 +201,27 @@ class TaskResult(Fenced, Ask[TaskView]):
         check_int("cost", self.cost, 0, MAX_AMOUNT, optional=True)
         check_json("progress", self.progress, object_only=self.progress is not None)
         check_ids("sites", self.sites)
+
+
+@dataclass(frozen=True)
+class SubmitTasks(Batch[SubmitTask, TaskSubmitted]):
+    """Up to 100 submits, each idempotent on its own, in one group commit."""
+
+    item = SubmitTask
+
+
+@dataclass(frozen=True)
+class StartTasks(Batch[StartTask, Started]):
+    """Up to 100 starts, each fenced on its own (and each still explicit)."""
+
+    item = StartTask
+
+
+@dataclass(frozen=True)
+class TaskResults(Batch[TaskResult, TaskView]):
+    """Up to 100 results, each fenced on its own."""
+
+    item = TaskResult
 
 
 @dataclass(frozen=True)

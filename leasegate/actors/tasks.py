@@ -33,6 +33,7 @@ import math
 import sqlite3
 
 from leasegate.actors import task_artifacts, task_presence
+from leasegate.actors.batches import EachItem
 from leasegate.actors.billing import SettleNotices
 from leasegate.actors.jobs import JobRecord
 from leasegate.actors.leases import DryFilters, new_lease_token
@@ -59,8 +60,11 @@ from leasegate.actors.task_messages import (
     ReleaseTaskLeases,
     RenewTask,
     StartTask,
+    StartTasks,
     SubmitTask,
+    SubmitTasks,
     TaskResult,
+    TaskResults,
     release_message,
 )
 from leasegate.actors.task_views import (
@@ -90,7 +94,7 @@ PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second
 
 # ---- the actor ------------------------------------------------------------------
 
-class TaskQueue(Actor, TaskControl, FencedCalls):
+class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
     name = "tasks"
 
     def __init__(self, db: Database, clock: Clock, settings: Settings,
@@ -114,6 +118,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
         match message:
             case SubmitTask():
                 return self._submit(conn, message, now)
+            case SubmitTasks():
+                return self.each(conn, message.items, lambda c, m: self._submit(c, m, now))
             case GetTask():
                 row = self._visible(conn, message.task_id, message.tenant)
                 if message.wait and row["status"] not in SETTLED:
@@ -134,10 +140,14 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
                 return leases
             case StartTask():
                 return self._start(conn, message, now)
+            case StartTasks():
+                return self.each(conn, message.items, lambda c, m: self._start(c, m, now))
             case RenewTask():
                 return self._renew(conn, message, now)
             case TaskResult():
                 return self._result(conn, message, now)
+            case TaskResults():
+                return self.each(conn, message.items, lambda c, m: self._result(c, m, now))
             case ReclaimTask():
                 return self._reclaim(conn, message, now)
             case ReleaseTaskLeases():

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Self, cast
+from typing import Any, Self, cast
 
 import anyio
 import httpx
 
+from leasegate.client._batch import DEFAULT_LINGER, Outbox, submitted
 from leasegate.client._errors import (
     LeasegateError,
     TransportError,
@@ -26,6 +27,7 @@ from leasegate.client._http import DEFAULT_TIMEOUT, AsyncHTTP, Retry, path
 from leasegate.client._job import (
     AsyncHandler,
     AsyncJob,
+    BaseJob,
     Channel,
     Failed,
     HandlerResult,
@@ -49,10 +51,13 @@ log = logging.getLogger("leasegate.client")
 class AsyncWorker(_WorkerBase):
     """An asynchronous worker (anyio: runs under trio or asyncio).
 
-    Same settings as :class:`Worker`, except that ``max`` may be 1–10: the jobs
+    Same settings as :class:`Worker`, except that ``max`` may be 1–100: the jobs
     of one lease call are started and handled concurrently (none waits for
     another, so each is started well within its claim window), each with its
     renewals in a task of its own; an error in one job never cancels another.
+    ``batch`` (2–100) does the same with fewer requests: up to ``batch`` jobs a
+    lease call, the tasks started in one call, the results reported together
+    once each has waited at most ``linger`` seconds (never past its lease).
     ``wall_clock`` (used only without ``Date`` headers, as for :class:`Worker`)
     defaults to ``time.time()`` taken once and advanced by
     ``anyio.current_time()``, so it follows a mock clock in tests.
@@ -72,8 +77,11 @@ class AsyncWorker(_WorkerBase):
         transport: httpx.AsyncBaseTransport | None = None,
         retry: Retry | None = None,
         wall_clock: Callable[[], float] | None = None,
+        batch: int = 1,
+        linger: float = DEFAULT_LINGER,
     ) -> None:
-        super().__init__(worker_id, channel, sites, wait_seconds, max, retry or Retry())
+        super().__init__(worker_id, channel, sites, wait_seconds, max, retry or Retry(),
+                         batch, linger)
         self._http = AsyncHTTP(
             base_url, key, timeout=timeout, transport=transport, retry=self._retry
         )
@@ -129,6 +137,9 @@ class AsyncWorker(_WorkerBase):
         if self._waiting is not None:
             self._waiting.cancel()
 
+    def _now(self) -> float:
+        return anyio.current_time()
+
     def _wall(self) -> float:
         if self._wall_clock is not None:
             return self._wall_clock()
@@ -150,12 +161,15 @@ class AsyncWorker(_WorkerBase):
 
     async def _run_once(self, handler: AsyncHandler, *, forever: bool) -> int:
         leases: Sequence[Lease] = []
+        server_time = None
         with self._interruptible():
-            reply = await self._http.call(
+            reply, server_time = await self._http.call_dated(
                 "POST", path(self.channel, "lease"), json=self._lease_body(),
                 extra_timeout=self.wait_seconds, forever=forever,
             )  # fmt: skip
             leases = cast(Sequence[Lease], reply["items"])
+        if self.batch > 1 and leases:
+            return await self._run_batch(leases, server_time, handler)
         handled = 0
 
         async def handle(lease: Lease) -> None:
@@ -187,10 +201,15 @@ class AsyncWorker(_WorkerBase):
             if _start_unconfirmed(error):
                 await self._report_not_executed(job)
             return 0
+        return await self._run_started(job, handler, started, server_time, self._report)
+
+    async def _run_started(self, job: AsyncJob, handler: AsyncHandler, started: Mapping[str, Any],
+                           server_time: float | None, report: _Report) -> int:
+        """Run the handler of a started task (its start reply just came), renewing."""
         arrived = anyio.current_time()
         interval = self._next_renewal(job, started, server_time)
         if job.cancel_requested:
-            await self._report(job, self._canceled_at_start(job))
+            await report(job, self._canceled_at_start(job))
             return 0
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._renew, job, arrived + interval)
@@ -198,8 +217,108 @@ class AsyncWorker(_WorkerBase):
                 ending = await _async_ending(handler, job)
             finally:
                 tg.cancel_scope.cancel()
-        await self._report(job, ending)
+        await report(job, ending)
         return 1
+
+    # ---- batches ------------------------------------------------------------------------
+
+    async def _run_batch(self, leases: Sequence[Lease], server_time: float | None,
+                         handler: AsyncHandler) -> int:
+        """The jobs of one lease call, started together (tasks) and reported together."""
+        outbox = Outbox(self.channel, self.worker_id, self.batch, self.linger, self._retry,
+                        len(leases))
+        signal = _Signal()
+        handled = 0
+
+        async def report(job: AsyncJob, ending: HandlerResult | Exception) -> None:
+            try:
+                outbox.put(job, job._result_body(ending), anyio.current_time())
+            except Exception:
+                self._report_crashed(job)
+                outbox.ended()
+            signal.set()
+
+        async def handle(lease: Lease, start: Any) -> None:
+            nonlocal handled
+            put = False
+
+            async def report_once(job: AsyncJob, ending: HandlerResult | Exception) -> None:
+                nonlocal put
+                put = True
+                await report(job, ending)
+
+            try:
+                ran = await self._handle_batched(lease, server_time, start, handler,
+                                                 report_once)
+            except Exception:  # never let one job's trouble cancel its siblings
+                log.exception("%s %s: handling the lease failed", self.channel,
+                              _lease_name(lease))  # fmt: skip
+                ran = 0
+            handled += ran
+            if not put:  # ended with no result to send: the outbox waits for it no more
+                outbox.ended()
+                signal.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._send_results, outbox, signal)
+            starts = await self._start_all(leases)
+            for lease, start in zip(leases, starts, strict=True):
+                tg.start_soon(handle, lease, start)
+        return handled
+
+    async def _start_all(self, leases: Sequence[Lease]) -> list[Any]:
+        """One start call for the tasks of a lease call: per task, ``(reply, Date)`` or
+        the error (the whole call's, if it failed as a whole). Queries: Nones."""
+        if self.channel == "queries":
+            return [None] * len(leases)
+        body = {"worker_id": self.worker_id,
+                "items": [{"task_id": lease.get("task_id"),
+                           "lease_token": lease.get("lease_token")} for lease in leases]}
+        try:
+            reply, server_time = await self._http.call_dated(
+                "POST", path("tasks", "start"), json=body)
+            answers = submitted(reply, "task", len(leases))
+        except (LeasegateError, TransportError) as error:
+            return [error] * len(leases)
+        return [a if isinstance(a, LeasegateError) else (a, server_time) for a in answers]
+
+    async def _handle_batched(self, lease: Lease, server_time: float | None, start: Any,
+                              handler: AsyncHandler, report: _Report) -> int:
+        job = AsyncJob(self.channel, lease, self.worker_id)
+        if self.channel == "queries":
+            self._leased(job, server_time)
+            await report(job, await _async_ending(handler, job))
+            return 1
+        if isinstance(start, LeasegateError | TransportError):
+            self._not_started(job, start)
+            if _start_unconfirmed(start):
+                await self._report_not_executed(job)
+            return 0
+        started, server_time = start
+        return await self._run_started(job, handler, started, server_time, report)
+
+    async def _send_results(self, outbox: Outbox, signal: _Signal) -> None:
+        """Send the outbox's results as they fall due, until every job has ended and
+        every result is answered."""
+        while outbox.running > 0 or outbox.pending:
+            batch = outbox.next_batch(anyio.current_time())
+            if batch is None:
+                wake_at = outbox.wake_at()
+                with anyio.move_on_after(
+                        60.0 if wake_at is None else wake_at - anyio.current_time()):
+                    await signal.wait()
+                continue
+            try:
+                reply = await self._http.call("POST", path(self.channel, "results"),
+                                              json=outbox.request(batch), forever=True)
+            except LeasegateError as error:
+                # Refused as a whole (e.g. too large together): one by one, as alone.
+                log.warning("%s results: a batch of %d refused (%s); sending each alone",
+                            self.channel, len(batch), error)  # fmt: skip
+                for item in batch:
+                    await self._send_result(item.job, item.body)
+                continue
+            outbox.answered(batch, reply, anyio.current_time(), self._retry_refused)
 
     async def _renew(self, job: AsyncJob, due: float) -> None:
         """Renew ``job``'s lease from ``due`` (``anyio.current_time()``) on; never raises,
@@ -222,7 +341,15 @@ class AsyncWorker(_WorkerBase):
     async def _report(self, job: AsyncJob, ending: HandlerResult | Exception) -> None:
         """Send the result until the gateway answers; never raises (but is cancellable)."""
         try:
-            body: JSONObject | None = job._result_body(ending)
+            body = job._result_body(ending)
+        except Exception:
+            self._report_crashed(job)
+            return
+        await self._send_result(job, body)
+
+    async def _send_result(self, job: BaseJob, first: JSONObject) -> None:
+        try:
+            body: JSONObject | None = first
             tried = 0
             while body is not None:
                 tried += 1
@@ -247,3 +374,20 @@ class AsyncWorker(_WorkerBase):
             self._not_executed(job, error)
         else:
             self._not_executed(job, None)
+
+
+_Report = Callable[[AsyncJob, HandlerResult | Exception], Awaitable[None]]
+
+
+class _Signal:
+    """A wake-up that can be waited for again and again (a fresh event each time)."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event = anyio.Event()

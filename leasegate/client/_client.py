@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Final, Self, TypeVar, cast
+from typing import Any, Final, Self, TypeVar, cast
 
 import anyio
 import httpx
 
-from leasegate.client._errors import StateConflict
+from leasegate.client._batch import chunks, submitted
+from leasegate.client._errors import LeasegateError, StateConflict
 from leasegate.client._http import DEFAULT_TIMEOUT, AsyncHTTP, Retry, SyncHTTP, new_id, path
 from leasegate.client._types import (
     QUERY_DONE_STATES,
@@ -81,6 +83,20 @@ def _query_body(
     return _given(
         query_id=query_id or new_id(), site=site, kind=kind, params=params, max_cost=max_cost
     )
+
+
+_TASK_DEFAULTS: Final[dict[str, Any]] = dict.fromkeys(
+    ("task_id", "account", "priority", "not_before", "device_id", "batch_total", "max_cost"))
+
+
+def _many(items: Iterable[Mapping[str, Any]], noun: str) -> list[JSONObject]:
+    """The bodies of a ``submit_many_*`` (each a dict of the single submit's keyword
+    arguments, ``params`` optional); a key the single submit does not take is a
+    TypeError, before anything is sent."""
+    if noun == "task":
+        return [_task_body(**{"params": {}, **_TASK_DEFAULTS, **item}) for item in items]
+    return [_query_body(**{"params": {}, "query_id": None, "max_cost": None, **item})
+            for item in items]
 
 
 def _long_poll(remaining: float | None) -> int:
@@ -167,6 +183,24 @@ class Client:
         )  # fmt: skip
         return cast(TaskSubmitted, self._http.call("POST", path("tasks"), json=body))
 
+    def submit_many_tasks(
+        self, items: Iterable[Mapping[str, Any]]
+    ) -> list[TaskSubmitted | LeasegateError]:
+        """Submit many tasks, up to 100 a request, each item a dict of
+        :meth:`submit_task`'s arguments; per item, in order, what :meth:`submit_task`
+        would have returned, or the :class:`LeasegateError` it would have raised
+        (e.g. :class:`InsufficientFunds` for that item alone). An id given twice is
+        a replay: the second gets ``created`` False."""
+        return self._many(_many(items, "task"), "tasks", "task")
+
+    def _many(self, bodies: list[JSONObject], channel: str,
+              noun: str) -> list[Any]:
+        answers: list[Any] = []
+        for chunk in chunks(bodies):
+            reply = self._http.call("POST", path(channel, "batch"), json={"items": chunk})
+            answers += submitted(reply, noun, len(chunk))
+        return answers
+
     def get_task(self, task_id: str) -> Task:
         """The task object."""
         return cast(Task, self._http.call("GET", path("tasks", task_id)))
@@ -219,6 +253,12 @@ class Client:
         """Submit a read-only query (delivered at least once)."""
         body = _query_body(site, kind, params, query_id, max_cost)
         return cast(QuerySubmitted, self._http.call("POST", path("queries"), json=body))
+
+    def submit_many_queries(
+        self, items: Iterable[Mapping[str, Any]]
+    ) -> list[QuerySubmitted | LeasegateError]:
+        """Submit many queries, as :meth:`submit_many_tasks` does tasks."""
+        return self._many(_many(items, "query"), "queries", "query")
 
     def get_query(self, query_id: str, wait_seconds: float | None = None) -> Query:
         """The query object; with ``wait_seconds`` (0–30) the gateway holds the reply until
@@ -345,6 +385,19 @@ class AsyncClient:
         )  # fmt: skip
         return cast(TaskSubmitted, await self._http.call("POST", path("tasks"), json=body))
 
+    async def submit_many_tasks(
+        self, items: Iterable[Mapping[str, Any]]
+    ) -> list[TaskSubmitted | LeasegateError]:
+        """See :meth:`Client.submit_many_tasks`."""
+        return await self._many(_many(items, "task"), "tasks", "task")
+
+    async def _many(self, bodies: list[JSONObject], channel: str, noun: str) -> list[Any]:
+        answers: list[Any] = []
+        for chunk in chunks(bodies):
+            reply = await self._http.call("POST", path(channel, "batch"), json={"items": chunk})
+            answers += submitted(reply, noun, len(chunk))
+        return answers
+
     async def get_task(self, task_id: str) -> Task:
         """The task object."""
         return cast(Task, await self._http.call("GET", path("tasks", task_id)))
@@ -391,6 +444,12 @@ class AsyncClient:
         """See :meth:`Client.submit_query`."""
         body = _query_body(site, kind, params, query_id, max_cost)
         return cast(QuerySubmitted, await self._http.call("POST", path("queries"), json=body))
+
+    async def submit_many_queries(
+        self, items: Iterable[Mapping[str, Any]]
+    ) -> list[QuerySubmitted | LeasegateError]:
+        """See :meth:`Client.submit_many_queries`."""
+        return await self._many(_many(items, "query"), "queries", "query")
 
     async def get_query(self, query_id: str, wait_seconds: float | None = None) -> Query:
         """See :meth:`Client.get_query`."""

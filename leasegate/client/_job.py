@@ -204,6 +204,7 @@ class BaseJob:
         self._progress_set = False
         self._cancel = self._pause = self._lost = False
         self._renew_failures = 0  # renewals failed in a row (the worker's bookkeeping)
+        self._due_by: float | None = None  # the lease's end on the worker's monotonic clock
 
     @property
     def progress(self) -> JSONObject | None:

@@ -39,7 +39,13 @@ The rules, whatever the network does:
   body (the result replaced by a note, the checkpoint left out; not for a
   pause, see :func:`_slimmed`);
 - an error while handling or reporting one job is logged and never cancels
-  or skips another job of the same lease call.
+  or skips another job of the same lease call;
+- with ``batch`` (2–100), a lease call takes up to ``batch`` jobs, the tasks
+  among them are started in one call (each start still answered on its own:
+  a handler runs only if its own start was taken), and results go out
+  together (see ``_batch.Outbox``): a result waits at most ``linger`` for
+  others, never past its lease, and each is fenced and answered on its own,
+  with the same decisions as a single result. Renewals stay one per job.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from leasegate.client._batch import DEFAULT_LINGER, MAX_BATCH
 from leasegate.client._errors import (
     InvalidRequest,
     LeasegateError,
@@ -163,9 +170,21 @@ class _WorkerBase:
         wait_seconds: float,
         max: int,
         retry: Retry,
+        batch: int = 1,
+        linger: float = DEFAULT_LINGER,
     ) -> None:
         if channel not in ("tasks", "queries"):
             raise ValueError(f"channel must be 'tasks' or 'queries', not {channel!r}")
+        if not 1 <= batch <= MAX_BATCH:
+            raise ValueError(f"batch must be 1 to {MAX_BATCH}, not {batch!r}")
+        if batch > 1 and max not in (1, batch):
+            raise ValueError(f"batch={batch} leases up to {batch} jobs a call; leave max "
+                             f"at 1 (not {max!r})")
+        if not 0 <= linger <= 1:
+            raise ValueError(f"linger must be 0 to 1 second, not {linger!r}")
+        self.batch = batch
+        self.linger = linger
+        max = batch if batch > 1 else max
         self.worker_id = worker_id
         self.channel: Channel = channel
         self.sites: list[str] | None = None if sites is None else list(sites)
@@ -201,9 +220,22 @@ class _WorkerBase:
         requests; ``server_time``: its ``Date``) and return the seconds from its arrival
         to the next renewal."""
         job._renewed(reply)
-        interval = renew_interval(self._lease_duration(job, server_time))
+        duration = self._lease_duration(job, server_time)
+        if duration is not None:
+            job._due_by = self._now() + duration
+        interval = renew_interval(duration)
         job._renew_failures = 0
         return interval
+
+    def _now(self) -> float:
+        """The worker's monotonic clock (what renewals and results are timed by)."""
+        raise NotImplementedError
+
+    def _leased(self, job: BaseJob, server_time: float | None) -> None:
+        """A query's lease just came (its reply's ``Date``: ``server_time``): when it
+        ends on the worker's clock, so that its result is never held past it."""
+        if job.lease_expires_at is not None and server_time is not None:
+            job._due_by = self._now() + job.lease_expires_at - server_time
 
     def _renew_retry(self, job: BaseJob, error: Exception) -> float | None:
         """After a renewal failed (logged): the pause before the next one (the retry

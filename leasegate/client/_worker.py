@@ -11,18 +11,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Self, cast
+from typing import Any, Self, cast
 
 import httpx
 
+from leasegate.client._batch import DEFAULT_LINGER, Outbox, submitted
 from leasegate.client._errors import (
     LeasegateError,
     TransportError,
 )
 from leasegate.client._http import DEFAULT_TIMEOUT, Retry, SyncHTTP, path
 from leasegate.client._job import (
+    BaseJob,
     Channel,
     Failed,
     Handler,
@@ -75,6 +78,12 @@ class Worker(_WorkerBase):
     ``Date`` header (renewals are timed by the gateway's clock and the local
     monotonic one, so the worker's clock need not agree with the gateway's).
     ``transport`` and ``retry`` as for :class:`Client`.
+
+    ``batch`` (2–100) takes up to ``batch`` jobs a lease call and runs their
+    handlers side by side, each in a thread of its own (so the handler must be
+    thread-safe), with the tasks started in one call and the results reported
+    together once each has waited at most ``linger`` seconds (never past its
+    lease); every per-job rule above holds for each job.
     """
 
     def __init__(
@@ -91,14 +100,18 @@ class Worker(_WorkerBase):
         transport: httpx.BaseTransport | None = None,
         retry: Retry | None = None,
         wall_clock: Callable[[], float] | None = None,
+        batch: int = 1,
+        linger: float = DEFAULT_LINGER,
     ) -> None:
         if max != 1:
             raise ValueError(
                 f"Worker handles one job at a time, so max must be 1, not {max!r}: a job "
                 "leased beside it would hold its lane unstarted until its claim ran out. "
-                "Use AsyncWorker to run several jobs of one lease call concurrently."
+                "Use batch=N (handlers in threads) or AsyncWorker to run several jobs of "
+                "one lease call concurrently."
             )
-        super().__init__(worker_id, channel, sites, wait_seconds, max, retry or Retry())
+        super().__init__(worker_id, channel, sites, wait_seconds, max, retry or Retry(),
+                         batch, linger)
         self._http = SyncHTTP(
             base_url, key, timeout=timeout, transport=transport, retry=self._retry
         )
@@ -107,6 +120,9 @@ class Worker(_WorkerBase):
 
     def _wall(self) -> float:
         return self._clock()
+
+    def _now(self) -> float:
+        return time.monotonic()
 
     def __enter__(self) -> Self:
         return self
@@ -149,17 +165,20 @@ class Worker(_WorkerBase):
         self._stopped.set()
 
     def _run_once(self, handler: Handler, *, forever: bool) -> int:
-        return sum(self._handle_safely(lease, handler) for lease in self._lease(forever=forever))
+        leases, server_time = self._lease(forever=forever)
+        if self.batch > 1 and leases:
+            return self._run_batch(leases, server_time, handler)
+        return sum(self._handle_safely(lease, handler) for lease in leases)
 
-    def _lease(self, *, forever: bool) -> Sequence[Lease]:
+    def _lease(self, *, forever: bool) -> tuple[Sequence[Lease], float | None]:
         try:
-            reply = self._http.call(
+            reply, server_time = self._http.call_dated(
                 "POST", path(self.channel, "lease"), json=self._lease_body(),
                 extra_timeout=self.wait_seconds, forever=forever, sleep=self._pause,
             )  # fmt: skip
         except _Stopped:
-            return []
-        return cast(Sequence[Lease], reply["items"])
+            return [], None
+        return cast(Sequence[Lease], reply["items"]), server_time
 
     def _pause(self, seconds: float) -> None:
         if self._stopped.wait(seconds):
@@ -186,18 +205,143 @@ class Worker(_WorkerBase):
             if _start_unconfirmed(error):
                 self._report_not_executed(job)
             return 0
+        return self._run_started(job, handler, started, server_time, self._report)
+
+    def _run_started(self, job: Job, handler: Handler, started: Mapping[str, Any],
+                     server_time: float | None, report: _Report) -> int:
+        """Run the handler of a started task (its start reply just came), renewing."""
         arrived = time.monotonic()
         interval = self._next_renewal(job, started, server_time)
         if job.cancel_requested:
-            self._report(job, self._canceled_at_start(job))
+            report(job, self._canceled_at_start(job))
             return 0
         finish_renewing = self._renew_in_background(job, arrived + interval)
         try:
             ending = _ending(handler, job)
         finally:
             finish_renewing()
-        self._report(job, ending)
+        report(job, ending)
         return 1
+
+    # ---- batches ------------------------------------------------------------------------
+
+    def _run_batch(self, leases: Sequence[Lease], server_time: float | None,
+                   handler: Handler) -> int:
+        """The jobs of one lease call, started together (tasks), each handler in a thread
+        of its own, the results reported together by a sender thread."""
+        outbox = Outbox(self.channel, self.worker_id, self.batch, self.linger, self._retry,
+                        len(leases))
+        changed = threading.Condition()
+
+        def report(job: Job, ending: HandlerResult | Exception) -> None:
+            try:
+                body = job._result_body(ending)
+            except Exception:
+                self._report_crashed(job)
+                body = None
+            with changed:
+                if body is None:
+                    outbox.ended()
+                else:
+                    outbox.put(job, body, time.monotonic())
+                changed.notify()
+
+        def handle(lease: Lease, start: Any) -> int:
+            put = False
+
+            def report_once(job: Job, ending: HandlerResult | Exception) -> None:
+                nonlocal put
+                put = True
+                report(job, ending)
+
+            try:
+                return self._handle_batched(lease, server_time, start, handler, report_once)
+            except Exception:
+                log.exception("%s %s: handling the lease failed", self.channel,
+                              _lease_name(lease))  # fmt: skip
+                return 0
+            finally:
+                if not put:  # ended with no result to send
+                    with changed:
+                        outbox.ended()
+                        changed.notify()
+
+        sender = threading.Thread(target=self._send_results, args=(outbox, changed),
+                                  name=f"leasegate-results-{self.worker_id}", daemon=True)
+        sender.start()
+        try:
+            starts = self._start_all(leases)
+            with ThreadPoolExecutor(len(leases), "leasegate-handler") as pool:
+                handled = sum(pool.map(handle, leases, starts))
+        except BaseException:
+            # The sender must not wait for jobs that will never end; what is pending
+            # it still sends, in the background (a daemon thread: not waited for).
+            with changed:
+                outbox.running = 0
+                changed.notify()
+            raise
+        sender.join()
+        return handled
+
+    def _start_all(self, leases: Sequence[Lease]) -> list[Any]:
+        """See ``AsyncWorker._start_all``."""
+        if self.channel == "queries":
+            return [None] * len(leases)
+        body = {"worker_id": self.worker_id,
+                "items": [{"task_id": lease.get("task_id"),
+                           "lease_token": lease.get("lease_token")} for lease in leases]}
+        try:
+            reply, server_time = self._http.call_dated("POST", path("tasks", "start"), json=body)
+            answers = submitted(reply, "task", len(leases))
+        except (LeasegateError, TransportError) as error:
+            return [error] * len(leases)
+        return [a if isinstance(a, LeasegateError) else (a, server_time) for a in answers]
+
+    def _handle_batched(self, lease: Lease, server_time: float | None, start: Any,
+                        handler: Handler, report: _Report) -> int:
+        job = Job(self.channel, lease, self.worker_id)
+        if self.channel == "queries":
+            self._leased(job, server_time)
+            report(job, _ending(handler, job))
+            return 1
+        if isinstance(start, LeasegateError | TransportError):
+            self._not_started(job, start)
+            if _start_unconfirmed(start):
+                self._report_not_executed(job)
+            return 0
+        started, server_time = start
+        return self._run_started(job, handler, started, server_time, report)
+
+    def _send_results(self, outbox: Outbox, changed: threading.Condition) -> None:
+        """The sender thread: the outbox's results as they fall due, until every job has
+        ended and every result is answered. Never raises."""
+        try:
+            while True:
+                with changed:
+                    while True:
+                        if outbox.running <= 0 and not outbox.pending:
+                            return
+                        batch = outbox.next_batch(time.monotonic())
+                        if batch is not None:
+                            break
+                        wake_at = outbox.wake_at()
+                        changed.wait(None if wake_at is None
+                                     else max(0.0, wake_at - time.monotonic()))
+                    request = outbox.request(batch)
+                try:
+                    reply = self._http.call("POST", path(self.channel, "results"),
+                                            json=request, forever=True)
+                except LeasegateError as error:
+                    log.warning("%s results: a batch of %d refused (%s); sending each alone",
+                                self.channel, len(batch), error)  # fmt: skip
+                    for item in batch:
+                        self._send_result(item.job, item.body)
+                    continue
+                with changed:
+                    outbox.answered(batch, reply, time.monotonic(), self._retry_refused)
+        except Exception:
+            log.exception("%s results: the sender failed; the leases will run out",
+                          self.channel)  # fmt: skip
 
     def _renew_in_background(self, job: Job, due: float) -> Callable[[], None]:
         """Renew ``job``'s lease from ``due`` (``time.monotonic()``) on, until finished."""
@@ -230,7 +374,15 @@ class Worker(_WorkerBase):
     def _report(self, job: Job, ending: HandlerResult | Exception) -> None:
         """Send the result until the gateway answers; never raises."""
         try:
-            body: JSONObject | None = job._result_body(ending)
+            body = job._result_body(ending)
+        except Exception:
+            self._report_crashed(job)
+            return
+        self._send_result(job, body)
+
+    def _send_result(self, job: BaseJob, first: JSONObject) -> None:
+        try:
+            body: JSONObject | None = first
             tried = 0
             while body is not None:
                 tried += 1
@@ -255,3 +407,6 @@ class Worker(_WorkerBase):
             self._not_executed(job, error)
         else:
             self._not_executed(job, None)
+
+
+_Report = Callable[[Job, HandlerResult | Exception], None]

@@ -10,8 +10,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    StringConstraints,
+    model_validator,
+)
 
+from leasegate.actors.batches import MAX_BATCH
 from leasegate.actors.key_messages import Role
 from leasegate.actors.pages import Page
 from leasegate.actors.query_messages import QueryOutcome, QueryStatus
@@ -64,7 +72,7 @@ class LeaseBody(Strict):
     worker_id: Id
     wait_seconds: Annotated[float, Field(ge=0, le=30)] = 20
     sites: Annotated[list[Id], Field(min_length=1, max_length=100)] | None = None
-    max: Annotated[int, Field(ge=1, le=10)] = 1
+    max: Annotated[int, Field(ge=1, le=MAX_BATCH)] = 1
     request_id: Id | None = None
 
 
@@ -97,6 +105,65 @@ class TaskResultBody(FencedBody):
     error: ErrorBody | None = None
     cost: Amount | None = None
     progress: dict[str, Any] | None = None
+
+
+# ---- batches: the envelope is checked here (1..100 items); each item on its own by
+# the route, with the single route's model, so a bad item is that item's 400 alone.
+
+def _batch(item: Any) -> Any:
+    """``items``: 1..100 of ``item``, documented as such but not validated here."""
+    return Annotated[list[SkipValidation[item]],
+                     Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class SubmitTasksBody(Strict):
+    items: _batch(SubmitTaskBody)  # type: ignore[valid-type]
+
+
+class SubmitQueriesBody(Strict):
+    items: _batch(SubmitQueryBody)  # type: ignore[valid-type]
+
+
+Token = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class StartItem(Strict):
+    task_id: Id
+    lease_token: Token
+
+
+class StartTasksBody(Strict):
+    worker_id: Id
+    items: _batch(StartItem)  # type: ignore[valid-type]
+
+
+class TaskResultItem(Strict):
+    task_id: Id
+    lease_token: Token
+    outcome: TaskOutcome
+    result: Any = None
+    error: ErrorBody | None = None
+    cost: Amount | None = None
+    progress: dict[str, Any] | None = None
+
+
+class TaskResultsBody(Strict):
+    worker_id: Id
+    items: _batch(TaskResultItem)  # type: ignore[valid-type]
+
+
+class QueryResultItem(Strict):
+    query_id: Id
+    lease_token: Token
+    outcome: QueryOutcome
+    result: Any = None
+    error: ErrorBody | None = None
+    cost: Amount | None = None
+
+
+class QueryResultsBody(Strict):
+    worker_id: Id
+    items: _batch(QueryResultItem)  # type: ignore[valid-type]
 
 
 class ReclaimBody(Strict):
@@ -276,6 +343,51 @@ class Started(BaseModel):
     lease_expires_at: Timestamp
     cancel_requested: bool
     pause_requested: bool
+
+
+class BatchItem(BaseModel):
+    status: int = Field(description="The HTTP status this item would have had alone.")
+    error: ErrorInfo | None = Field(default=None, description="When the item was refused.")
+
+
+class TaskSubmittedItem(BatchItem):
+    task: TaskSubmitted | None = None
+
+
+class QuerySubmittedItem(BatchItem):
+    query: QuerySubmitted | None = None
+
+
+class StartedItem(BatchItem):
+    task: Started | None = None
+
+
+class TaskItem(BatchItem):
+    task: TaskObject | None = None
+
+
+class QueryItem(BatchItem):
+    query: QueryObject | None = None
+
+
+class TasksSubmitted(BaseModel):
+    items: list[TaskSubmittedItem]
+
+
+class QueriesSubmitted(BaseModel):
+    items: list[QuerySubmittedItem]
+
+
+class TasksStarted(BaseModel):
+    items: list[StartedItem]
+
+
+class TaskItems(BaseModel):
+    items: list[TaskItem]
+
+
+class QueryItems(BaseModel):
+    items: list[QueryItem]
 
 
 class Renewed(BaseModel):

@@ -13,9 +13,11 @@ from leasegate.actors.query_messages import (
     LeaseQueries,
     ListQueries,
     QueryResult,
+    QueryResults,
     SubmitQuery,
     release_message,
 )
+from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
@@ -23,12 +25,17 @@ from leasegate.http.long_poll import long_poll, read_settled
 from leasegate.http.models import (
     ErrorEnvelope,
     LeaseBody,
+    QueriesSubmitted,
+    QueryItems,
     QueryLeases,
     QueryListArgs,
     QueryObject,
     QueryPage,
     QueryResultBody,
+    QueryResultItem,
+    QueryResultsBody,
     QuerySubmitted,
+    SubmitQueriesBody,
     SubmitQueryBody,
     WaitArgs,
     page,
@@ -49,12 +56,58 @@ async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     _, tenant = require_tenant("client")
     assert tenant is not None  # a client key (checked by allow)
     sys = system()
-    check_json_field("params", data.params)
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
-    reply = await billing.submit_query(sys.queries.mailbox, sys.ledger.mailbox, SubmitQuery(
-        tenant=tenant, query_id=data.query_id, site=data.site, kind=data.kind,
-        params=data.params, max_cost=data.max_cost))
+    reply = await billing.submit_query(sys.queries.mailbox, sys.ledger.mailbox,
+                                       _submit_message(tenant, data))
     return to_json(reply), 201 if reply.created else 200
+
+
+def _submit_message(tenant: str, data: SubmitQueryBody) -> SubmitQuery:
+    check_json_field("params", data.params)
+    return SubmitQuery(tenant=tenant, query_id=data.query_id, site=data.site, kind=data.kind,
+                       params=data.params, max_cost=data.max_cost)
+
+
+@bp.post("/v1/queries/batch")
+@allow("client", admin=False, refusal=SUBMITTER_ONLY)
+@validate_request(SubmitQueriesBody)
+@document_response(QueriesSubmitted)
+async def submit_queries(data: SubmitQueriesBody) -> Any:
+    """Submit 1–100 queries (client) in one commit, each answered on its own.
+
+    Each item gets the status ``POST /v1/queries`` would give it alone. An id given
+    twice in one batch: the second is a replay of the first."""
+    _, tenant = require_tenant("client")
+    assert tenant is not None  # a client key (checked by allow)
+    sys = system()
+    items = batches.each_item(SubmitQueryBody, data.items,
+                              lambda body: _submit_message(tenant, body))
+    answers = await billing.submit_queries(sys.queries.mailbox, sys.ledger.mailbox, items)
+    return batches.reply("query", answers, batches.created)
+
+
+@bp.post("/v1/queries/results")
+@allow("worker")
+@validate_request(QueryResultsBody)
+@document_response(QueryItems)
+async def query_results(data: QueryResultsBody) -> Any:
+    """Report 1–100 query results (worker), each fenced and answered on its own."""
+    principal = require("worker")
+
+    def result(item: QueryResultItem) -> QueryResult:
+        check_json_field("result", item.result)
+        return QueryResult(
+            query_id=item.query_id, worker_id=data.worker_id, lease_token=item.lease_token,
+            sites=principal.sites, outcome=item.outcome, result=item.result,
+            error_code=item.error.code if item.error else None,
+            error_message=item.error.message if item.error else None, cost=item.cost)
+
+    sys = system()
+    answers = await batches.ask_each(sys.queries.mailbox, QueryResults,
+                                     batches.each_item(QueryResultItem, data.items, result))
+    # The settles were told after the queries' commit, so they are ahead of this ask.
+    return batches.reply("query", await billing.many_with_billing(sys.ledger.mailbox, "query",
+                                                                  answers))
 
 
 @bp.get("/v1/queries/<query_id>")

@@ -17,11 +17,14 @@ from leasegate.actors.task_messages import (
     ReclaimTask,
     RenewTask,
     StartTask,
+    StartTasks,
     SubmitTask,
     TaskControl,
     TaskResult,
+    TaskResults,
     release_message,
 )
+from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
@@ -34,12 +37,20 @@ from leasegate.http.models import (
     RenewBody,
     Renewed,
     Started,
+    StartItem,
+    StartTasksBody,
     SubmitTaskBody,
+    SubmitTasksBody,
+    TaskItems,
     TaskLeases,
     TaskListArgs,
     TaskObject,
     TaskPage,
     TaskResultBody,
+    TaskResultItem,
+    TaskResultsBody,
+    TasksStarted,
+    TasksSubmitted,
     TaskSubmitted,
     WaitArgs,
     page,
@@ -64,15 +75,39 @@ async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     """Submit an irreversible task (client). Idempotent by ``task_id``."""
     _, tenant = require_tenant("client")
     assert tenant is not None  # a client key (checked by allow)
-    check_json_field("params", data.params)
     sys = system()
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
-    reply = await billing.submit_task(sys.tasks.mailbox, sys.ledger.mailbox, SubmitTask(
+    reply = await billing.submit_task(sys.tasks.mailbox, sys.ledger.mailbox,
+                                      _submit_message(tenant, data))
+    return to_json(reply), 201 if reply.created else 200
+
+
+def _submit_message(tenant: str, data: SubmitTaskBody) -> SubmitTask:
+    check_json_field("params", data.params)
+    return SubmitTask(
         tenant=tenant, task_id=data.task_id, site=data.site, account=data.account,
         kind=data.kind, params=data.params, priority=data.priority,
         not_before=utc_timestamp(data.not_before) if data.not_before else None,
-        device_id=data.device_id, batch_total=data.batch_total, max_cost=data.max_cost))
-    return to_json(reply), 201 if reply.created else 200
+        device_id=data.device_id, batch_total=data.batch_total, max_cost=data.max_cost)
+
+
+@bp.post("/v1/tasks/batch")
+@allow("client", admin=False, refusal=SUBMITTER_ONLY)
+@validate_request(SubmitTasksBody)
+@document_response(TasksSubmitted)
+async def submit_tasks(data: SubmitTasksBody) -> Any:
+    """Submit 1–100 tasks (client) in one commit, each answered on its own.
+
+    Each item gets the status ``POST /v1/tasks`` would give it alone (201, a 200
+    replay, 400, 402, 409...). An id given twice in one batch: the second is a
+    replay of the first."""
+    _, tenant = require_tenant("client")
+    assert tenant is not None  # a client key (checked by allow)
+    sys = system()
+    items = batches.each_item(SubmitTaskBody, data.items,
+                              lambda body: _submit_message(tenant, body))
+    answers = await billing.submit_tasks(sys.tasks.mailbox, sys.ledger.mailbox, items)
+    return batches.reply("task", answers, batches.created)
 
 
 @bp.get("/v1/tasks/<task_id>")
@@ -141,6 +176,47 @@ async def lease_tasks(data: LeaseBody) -> Any:
     items = await long_poll(sys.tasks.mailbox, message, data.wait_seconds,
                             sys.settings.max_wait_seconds, release_message, ())
     return {"items": to_json(items)}
+
+
+@bp.post("/v1/tasks/start")
+@allow("worker")
+@validate_request(StartTasksBody)
+@document_response(TasksStarted)
+async def start_tasks(data: StartTasksBody) -> Any:
+    """Start 1–100 claims (worker), each fenced and answered on its own.
+
+    Only a task whose item is 200 may be touched."""
+    principal = require("worker")
+    starts = batches.each_item(StartItem, data.items, lambda item: StartTask(
+        item.task_id, data.worker_id, item.lease_token, principal.sites))
+    return batches.reply("task", await batches.ask_each(system().tasks.mailbox, StartTasks,
+                                                        starts))
+
+
+@bp.post("/v1/tasks/results")
+@allow("worker")
+@validate_request(TaskResultsBody)
+@document_response(TaskItems)
+async def task_results(data: TaskResultsBody) -> Any:
+    """Report 1–100 results (worker), each fenced and answered on its own."""
+    principal = require("worker")
+
+    def result(item: TaskResultItem) -> TaskResult:
+        check_json_field("result", item.result)
+        check_json_field("progress", item.progress)
+        return TaskResult(
+            task_id=item.task_id, worker_id=data.worker_id, lease_token=item.lease_token,
+            sites=principal.sites, outcome=item.outcome, result=item.result,
+            error_code=item.error.code if item.error else None,
+            error_message=item.error.message if item.error else None,
+            cost=item.cost, progress=item.progress)
+
+    sys = system()
+    answers = await batches.ask_each(sys.tasks.mailbox, TaskResults,
+                                     batches.each_item(TaskResultItem, data.items, result))
+    # The settles were told after the tasks' commit, so they are ahead of this ask.
+    return batches.reply("task", await billing.many_with_billing(sys.ledger.mailbox, "task",
+                                                                 answers))
 
 
 @bp.post("/v1/tasks/<task_id>/start")

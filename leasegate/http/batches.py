@@ -1,0 +1,68 @@
+"""Batch routes' edges: each item validated on its own, each answered on its own.
+
+The envelope (``{"items": [...]}``, 1..100 items) is validated by the route's
+model; an item is validated here with the single route's model, so a bad item
+is that item's 400 (the single route's message) and never the whole call's.
+The reply is always 200 with ``{"items": [...]}`` in request order, each entry
+``{"status": <what it would have been alone>, "<noun>": {...}}`` or
+``{"status": <4xx/5xx>, "error": {"code", "type", "message"}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from leasegate.actors.mailbox import Ask, Mailbox
+from leasegate.errors import InvalidRequest, LeasegateError
+from leasegate.http.errors import _describe
+from leasegate.http.render import to_json
+
+B = TypeVar("B", bound=BaseModel)
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def each_item(model: type[B], raw: Sequence[Any],
+              build: Callable[[B], T]) -> list[T | LeasegateError]:
+    """Every raw item validated with ``model`` and turned into a message by ``build``
+    (which may refuse it with a :class:`LeasegateError`, e.g. a 413 JSON field)."""
+    built: list[T | LeasegateError] = []
+    for item in raw:
+        try:
+            built.append(build(model.model_validate(item)))
+        except ValidationError as exc:
+            built.append(InvalidRequest(_describe(exc)))
+        except LeasegateError as exc:
+            built.append(exc)
+    return built
+
+
+def reply(noun: str, answers: Sequence[object | LeasegateError],
+          status: Callable[[Any], int] = lambda _: 200) -> dict[str, Any]:
+    """The batch reply: one entry per answer, in order."""
+    items: list[dict[str, Any]] = []
+    for answer in answers:
+        if isinstance(answer, LeasegateError):
+            items.append({"status": answer.status, "error": answer.envelope()["error"]})
+        else:
+            items.append({"status": status(answer), noun: to_json(answer)})
+    return {"items": items}
+
+
+def created(answer: Any) -> int:
+    """A submit's status: 201 created, 200 an idempotent replay."""
+    return 201 if answer.created else 200
+
+
+async def ask_each(mailbox: Mailbox,
+                   batch: Callable[[tuple[T, ...]], Ask[tuple[R | LeasegateError, ...]]],
+                   items: Sequence[T | LeasegateError]) -> list[R | LeasegateError]:
+    """Send the items the edge took as one batch message; the refused keep their error.
+    A refusal of the whole message (storage trouble, shutting down: nothing changed)
+    is the whole call's."""
+    taken = [item for item in items if not isinstance(item, LeasegateError)]
+    replies = iter(await mailbox.ask(batch(tuple(taken))) if taken else ())
+    return [item if isinstance(item, LeasegateError) else next(replies) for item in items]
