@@ -3,12 +3,15 @@
     token = new_lease_token()
     check_site(row["site"], key_sites)          # 403 for another site's job
     if dry.known(turn, sites): ...              # this filter found nothing this turn
+    self.work_may_be_available(*new_work(site)) # wakes lease_wait(sites) with that site
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Hashable
 
+from leasegate.actors.parking import Wait
 from leasegate.errors import Forbidden
 
 
@@ -52,3 +55,26 @@ class DryFilters:
         self._dry.add(sites)
         if sites is not None:
             self._dry.update((site,) for site in sites)
+
+
+# ---- what parked requests wait for (see leasegate.actors.parking) ----
+
+def lease_wait(sites: tuple[str, ...] | None) -> Wait:
+    """A parked lease: queued with the leases of the same filter, woken by its sites."""
+    topics = (("site", "*"),) if sites is None else tuple(("site", s) for s in sites)
+    return Wait(queue=("lease", sites), topics=topics)
+
+
+def new_work(site: str) -> tuple[Hashable, ...]:
+    """The topics of a job that became leasable at ``site``."""
+    return (("site", site), ("site", "*"))
+
+
+def job_wait(job_id: str) -> Wait:
+    """A parked read of one job (``wait_seconds``), woken by :func:`job_changed`."""
+    return Wait(queue=("job", job_id), topics=(job_changed(job_id),))
+
+
+def job_changed(job_id: str) -> Hashable:
+    """The topic of a job whose status changed (it may have settled)."""
+    return ("job", job_id)

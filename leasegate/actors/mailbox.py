@@ -20,10 +20,9 @@ as a broken channel, which the actor treats as "reply undelivered".
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import outcome
 import trio
@@ -64,17 +63,27 @@ class Tell(Message):
     __slots__ = ()
 
 
-@dataclass(eq=False)
+NOT_PARKED: Final[Hashable] = object()
+"""``Envelope.queue`` of an envelope that is in no parking queue."""
+
+
 class Envelope(Generic[R]):
     """A message, the channel its reply goes to (None: no reply wanted), and the id
-    of the request it was sent for."""
+    of the request it was sent for; while parked, the key of its queue (see
+    :mod:`leasegate.actors.parking`). ``left``: its caller stopped waiting.
 
-    message: Ask[R] | Tell
-    reply: trio.MemorySendChannel[outcome.Outcome[R]] | None = None
-    request_id: str | None = field(default_factory=request_id.get)
+    Slots: a parked long-poll holds one of these for as long as it waits.
+    """
 
-    def caller_gone(self) -> bool:
-        return self.reply is not None and self.reply.statistics().open_receive_channels == 0
+    __slots__ = ("left", "message", "queue", "reply", "request_id")
+
+    def __init__(self, message: Ask[R] | Tell,
+                 reply: trio.MemorySendChannel[outcome.Outcome[R]] | None = None) -> None:
+        self.message = message
+        self.reply = reply
+        self.request_id = request_id.get()
+        self.queue = NOT_PARKED
+        self.left = False
 
 
 def _gone() -> LeasegateError:
@@ -88,8 +97,10 @@ class Mailbox:
     raises :class:`~leasegate.errors.Unavailable`.
     """
 
-    def __init__(self, send: trio.MemorySendChannel[Envelope[Any]]) -> None:
+    def __init__(self, send: trio.MemorySendChannel[Envelope[Any]],
+                 leave: Callable[[Envelope[Any]], None] = lambda env: None) -> None:
         self._send = send
+        self._leave = leave  # the actor's Parking.leave: a caller gone is unparked at once
 
     async def tell(self, message: Tell) -> None:
         """Deliver ``message``; no reply. Cancellation: the message was not sent."""
@@ -113,15 +124,18 @@ class Mailbox:
         applies (and commits) it; the reply is dropped.
         """
         send, recv = trio.open_memory_channel[outcome.Outcome[R]](1)
+        env = Envelope(message, send)
         with recv:
             try:
-                await self._send.send(Envelope(message, send))
+                await self._send.send(env)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 raise _gone() from None
             try:
                 result = await recv.receive()
             except trio.EndOfChannel:
                 raise _gone() from None
+            finally:
+                self._leave(env)  # if the actor parked it (wait=True), unpark it now
         return result.unwrap()
 
     async def ask_parked(
@@ -142,11 +156,12 @@ class Mailbox:
         ``give_back(reply)`` to the actor, shielded for up to 5 s.
         """
         send, recv = trio.open_memory_channel[outcome.Outcome[R]](1)
+        env = Envelope(message, send)
         received: outcome.Outcome[R] | None = None
         delivered = False
         try:
             try:
-                await self._send.send(Envelope(message, send))
+                await self._send.send(env)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 raise _gone() from None
             with trio.move_on_at(deadline):
@@ -171,6 +186,9 @@ class Mailbox:
                 except (trio.WouldBlock, trio.EndOfChannel):
                     received = None
             recv.close()
+            # Out of the actor's parked set at once (a timeout or a cancelled
+            # request): no turn has to look at it again.
+            self._leave(env)
             if not delivered and isinstance(received, outcome.Value):
                 compensation = give_back(received.value)
                 if compensation is not None:

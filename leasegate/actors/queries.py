@@ -20,9 +20,18 @@ import sqlite3
 
 from leasegate.actors.batches import EachItem
 from leasegate.actors.billing import SettleNotices
-from leasegate.actors.leases import DryFilters, check_site, new_lease_token
+from leasegate.actors.leases import (
+    DryFilters,
+    check_site,
+    job_changed,
+    job_wait,
+    lease_wait,
+    new_lease_token,
+    new_work,
+)
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.pages import Paged
+from leasegate.actors.parking import Wait
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.query_messages import (
     TERMINAL,
@@ -101,7 +110,7 @@ class QueryQueue(Actor, EachItem):
             case ReleaseQueryLeases():
                 for query_id, token in message.leases:
                     if sql.give_back(conn, query_id, token, now):
-                        self.work_may_be_available()
+                        self._queued_again(conn, query_id)
                 return None
             case CountQueries():
                 return tuple(QueryCounts(r["status"], r["site"], r["n"])
@@ -122,7 +131,7 @@ class QueryQueue(Actor, EachItem):
             lambda i: sql.get_or_tombstone(conn, i))
         if replayed is not None:
             return QuerySubmitted(query_id, replayed, created=False)
-        self.work_may_be_available()
+        self.work_may_be_available(*new_work(m.site))
         return QuerySubmitted(query_id, "queued", created=True)
 
     def _visible(self, conn: sqlite3.Connection, query_id: str, tenant: str | None) -> sqlite3.Row:
@@ -156,6 +165,18 @@ class QueryQueue(Actor, EachItem):
                 assert leased is not None
                 leases.append(query_lease(leased))
         return tuple(leases)
+
+    def _queued_again(self, conn: sqlite3.Connection, query_id: str) -> None:
+        row = sql.get(conn, query_id)
+        assert row is not None, query_id
+        self.work_may_be_available(*new_work(row["site"]))
+
+    def parked_on(self, message: Ask[object] | Tell) -> Wait | None:
+        if isinstance(message, LeaseQueries):
+            return lease_wait(message.sites)
+        if isinstance(message, GetQuery):
+            return job_wait(message.query_id)
+        return None
 
     def serve_parked(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object | None:
         if isinstance(message, LeaseQueries):
@@ -212,7 +233,7 @@ class QueryQueue(Actor, EachItem):
                         escape(m.query_id), escape(row["kind"]), code, escape(message))
         sql.finish(conn, m.query_id, m.lease_token, m.outcome, now, result, code, message,
                    m.cost, digest)
-        self.work_may_be_available()  # wakes GETs waiting for this query
+        self.work_may_be_available(job_changed(m.query_id))  # wakes GETs waiting for it
         updated = sql.get(conn, m.query_id)
         assert updated is not None
         self.settle.ended(updated, TERMINAL)
@@ -229,19 +250,20 @@ class QueryQueue(Actor, EachItem):
             log.warning("query expired: query_id=%s kind=%s", escape(row["query_id"]),
                         escape(row["kind"]))
             self.settle.ended(sql.get(conn, row["query_id"]), TERMINAL)
-            self.work_may_be_available()
+            self.work_may_be_available(job_changed(row["query_id"]))
         for row in sql.lapsed_leases(conn, now):
             if row["attempts"] >= self.settings.query_max_attempts:
                 sql.fail_exhausted(conn, row["query_id"], row["attempts"], now)
                 self.settle.ended(sql.get(conn, row["query_id"]), TERMINAL)
                 log.warning("query attempts exhausted, failed: query_id=%s attempts=%s",
                             escape(row["query_id"]), row["attempts"])
+                self.work_may_be_available(job_changed(row["query_id"]))
             else:
                 # Read-only work is safe to run again: this is the difference from tasks.
                 sql.requeue(conn, row["query_id"], now)
                 log.info("query lease expired, redelivering: query_id=%s attempts=%s",
                          escape(row["query_id"]), row["attempts"])
-            self.work_may_be_available()
+                self._queued_again(conn, row["query_id"])
 
     def _purge(self, conn: sqlite3.Connection, now: float) -> bool:
         """Delete finished queries past retention (each leaves a tombstone that keeps

@@ -19,10 +19,12 @@ are due in the same transaction, commits once, and only then replies to all
         n = await counter.mailbox.ask(Increment())
 
 Long-polls park inside the actor: :meth:`Actor.handle` returns :data:`PARK`,
-and the runtime offers the message to :meth:`Actor.serve_parked` inside each
-later transaction in which work may have appeared. A reply that cannot be
-delivered (the caller is gone) is handed to :meth:`Actor.undelivered`, which
-may schedule compensating work (e.g. releasing a lease nobody received).
+:meth:`Actor.parked_on` says what the message waits for, and the runtime offers
+it to :meth:`Actor.serve_parked` inside each later transaction that calls
+:meth:`Actor.work_may_be_available` with one of its topics (see
+:mod:`leasegate.actors.parking`). A reply that cannot be delivered (the caller
+is gone) is handed to :meth:`Actor.undelivered`, which may schedule
+compensating work (e.g. releasing a lease nobody received).
 
 A message that breaks a rule is a domain error (its :meth:`~Message.check`
 or the handler raises a :class:`LeasegateError`); an unexpected exception
@@ -46,6 +48,8 @@ import trio
 
 from leasegate.actors.jobs import JobRecord, JobStatistics
 from leasegate.actors.mailbox import Ask, Envelope, Mailbox, Tell
+from leasegate.actors.parking import PARK as PARK  # re-exported: actors import it from here
+from leasegate.actors.parking import PARK_OUTCOME, Parking, ParkingActor, Wait
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, LeasegateError, Unavailable
 from leasegate.logs import Throttled
@@ -68,14 +72,6 @@ BATCH_LIMIT: Final = 256
 STORAGE_RETRY_DELAY: Final = 1.0
 CATCH_UP_DELAY: Final = 1.0
 
-
-class _Park:
-    def __repr__(self) -> str:
-        return "PARK"
-
-
-PARK: Final = _Park()
-"""Returned by :meth:`Actor.handle` to hold the reply until work appears."""
 
 @dataclass
 class PeriodicJob:
@@ -119,15 +115,15 @@ class _JobRun:
 class _Batch:
     envelopes: list[Envelope[Any]]
     jobs: list[PeriodicJob]
-    parked: list[Envelope[Any]]
     results: list[outcome.Outcome[Any] | None] = field(default_factory=list)
     served: list[tuple[Envelope[Any], outcome.Outcome[Any]]] = field(default_factory=list)
+    newcomers: list[tuple[Envelope[Any], Wait]] = field(default_factory=list)  # parked now
     effects: list[Callable[[], None]] = field(default_factory=list)
     job_runs: list[_JobRun] = field(default_factory=list)
     internal_errors: list[tuple[Envelope[Any], str]] = field(default_factory=list)
 
 
-class Actor:
+class Actor(ParkingActor):
     """Base class. Subclasses implement :meth:`handle` and may override the hooks.
 
     Everything that runs inside the transaction runs on the database thread
@@ -156,14 +152,14 @@ class Actor:
         self.error_log_window = error_log_window
         self.batch_limit = batch_limit
         self._send, self._inbox = trio.open_memory_channel[Envelope[Any]](mailbox_size)
-        self.mailbox = Mailbox(self._send)
+        self._parking = Parking()
+        self.mailbox = Mailbox(self._send, self._parking.leave)
         self.jobs: list[PeriodicJob] = []
-        self._parked: list[Envelope[Any]] = []
         self._effects: list[Callable[[], None]] = []
         self._internal: list[Tell] = []
         self._next_wakeup: float | None = None
         self._retry_at = -math.inf
-        self._work_may_be_available = False
+        ParkingActor.__init__(self)
         self.draining = False
         self._commits = 0
         self._internal_errors = 0
@@ -180,17 +176,6 @@ class Actor:
         """
         raise NotImplementedError
 
-    def serve_parked(self, conn: sqlite3.Connection, message: Ask[Any] | Tell) -> object | None:
-        """Try again to answer a parked message; ``None`` keeps it parked."""
-        return None
-
-    def drained_reply(self, conn: sqlite3.Connection, message: Ask[Any] | Tell) -> object:
-        """What a parked message gets when the actor drains for shutdown (not None)."""
-        raise Unavailable("the gateway is shutting down")
-
-    def undelivered(self, message: Ask[Any] | Tell, reply: object) -> Tell | None:
-        """The caller of ``message`` is gone; return internal work to undo ``reply``."""
-        return None
 
     def next_wakeup(self, conn: sqlite3.Connection) -> float | None:
         """The wall time of the next data-driven deadline (e.g. a lease expiry), computed
@@ -214,9 +199,6 @@ class Actor:
         """
         self._effects.append(effect)
 
-    def work_may_be_available(self) -> None:
-        """Offer the parked messages another try in this transaction."""
-        self._work_may_be_available = True
 
     def add_job(self, name: str, every: float,
                 run: Callable[[sqlite3.Connection, float], bool | None]) -> PeriodicJob:
@@ -226,7 +208,7 @@ class Actor:
 
     def statistics(self) -> ActorStatistics:
         """A snapshot of this actor; call on the trio thread."""
-        return ActorStatistics(self.name, len(self._parked), self._commits,
+        return ActorStatistics(self.name, len(self._parking), self._commits,
                                self._internal_errors, self.draining,
                                tuple(job.record.statistics() for job in self.jobs))
 
@@ -250,9 +232,9 @@ class Actor:
             if envelopes is None:
                 break
             await self._turn(envelopes)
-        for env in self._parked:  # parked after the drain turn: not answered yet
+        for env in self._parking.everyone():  # parked after the drain turn: not answered yet
+            self._parking.take(env)
             self._reply(env, outcome.Error(Unavailable("the gateway is shutting down")))
-        self._parked.clear()
 
     async def _start_up(self) -> None:
         def start(conn: sqlite3.Connection) -> float | None:
@@ -297,8 +279,8 @@ class Actor:
         envelopes = [Envelope[Any](m) for m in internal] + envelopes
         due_jobs = [job for job in self.jobs
                     if job.record.next_at is not None and job.record.next_at <= now]
-        self._parked = [env for env in self._parked if not env.caller_gone()]
-        batch = _Batch(envelopes, due_jobs, list(self._parked))
+        batch = _Batch(envelopes, due_jobs)
+        self._parking.busy = True  # callers leaving now are unlinked after the turn
         try:
             wake = await self.db.run(lambda conn: self._apply(conn, batch, now))
         except Exception as exc:
@@ -317,6 +299,8 @@ class Actor:
                 job.record.next_at = now + min(job.record.every, STORAGE_RETRY_DELAY)
             self._internal.extend(internal)
             return
+        finally:
+            self._parking.settle()
         self._retry_at = -math.inf
         self._storage_log.recovered(f"{self.name}: storage works again")
         self._commits += 1
@@ -338,41 +322,34 @@ class Actor:
         for effect in batch.effects:
             effect()
         for env, result in zip(batch.envelopes, batch.results, strict=True):
-            if result is PARK_OUTCOME:
-                self._parked.append(env)
-            elif result is not None:
+            if result is not None and result is not PARK_OUTCOME:
                 self._reply(env, result)
-        served = {id(env) for env, _ in batch.served}
-        self._parked = [env for env in self._parked if id(env) not in served]
         for env, result in batch.served:
+            self._parking.take(env)
             self._reply(env, result)
+        served = {id(env) for env, _ in batch.served}
+        for env, wait in batch.newcomers:
+            if id(env) not in served:
+                self._parking.park(env, wait)  # refused if its caller already left
 
     def _apply(self, conn: sqlite3.Connection, batch: _Batch, now: float) -> float | None:
         begin(conn)
         try:
             self._effects = []
-            self._work_may_be_available = False
+            self._new_turn()
             # Deadlines first, so every message sees the state as of `now`; only
             # when one is due (next_wakeup is exact), not on every turn.
             if self._next_wakeup is not None and now >= self._next_wakeup:
                 self.on_wakeup(conn, now)
             for env in batch.envelopes:
-                batch.results.append(self._apply_one(conn, env, batch))
+                result = self._apply_one(conn, env, batch)
+                batch.results.append(result)
+                if result is PARK_OUTCOME:
+                    wait = self.parked_on(env.message) or Wait(queue=env)
+                    batch.newcomers.append((env, wait))
             for job in batch.jobs:
                 batch.job_runs.append(self._run_job(conn, job, now))
-            parked = list(batch.parked)
-            parked += [
-                env for env, result in zip(batch.envelopes, batch.results, strict=True)
-                if result is PARK_OUTCOME
-            ]
-            if parked and (self._work_may_be_available or self.draining):
-                for env in parked:
-                    if self.draining:
-                        batch.served.append((env, self._drained(conn, env.message)))
-                        continue
-                    reply = self.serve_parked(conn, env.message)
-                    if reply is not None:
-                        batch.served.append((env, outcome.Value(reply)))
+            self._offer_parked(conn, batch.served, batch.newcomers)
             wake = self.next_wakeup(conn)
             batch.effects = self._effects
             commit(conn)
@@ -381,6 +358,7 @@ class Actor:
             rollback(conn)
             raise
         return wake
+
 
     def _apply_one(self, conn: sqlite3.Connection, env: Envelope[Any],
                    batch: _Batch) -> outcome.Outcome[Any] | None:
@@ -412,11 +390,6 @@ class Actor:
             return parked
         return outcome.Value(reply) if env.reply is not None else None
 
-    def _drained(self, conn: sqlite3.Connection, message: Ask[Any] | Tell) -> outcome.Outcome[Any]:
-        try:
-            return outcome.Value(self.drained_reply(conn, message))
-        except LeasegateError as exc:
-            return outcome.Error(exc)
 
     def _rollback_savepoint(self, conn: sqlite3.Connection, mark: int) -> None:
         undo(conn, "message")
@@ -436,18 +409,6 @@ class Actor:
         release(conn, "job")
         return _JobRun(job, more=more is True)
 
-    def _reply(self, env: Envelope[Any], result: outcome.Outcome[Any]) -> None:
-        if env.reply is None:
-            return
-        try:
-            env.reply.send_nowait(result)
-        except (trio.BrokenResourceError, trio.WouldBlock, trio.ClosedResourceError):
-            if isinstance(result, outcome.Value):
-                work = self.undelivered(env.message, result.value)
-                if work is not None:
-                    self._internal.append(work)
-        finally:
-            env.reply.close()
 
     # ---- shutdown ---------------------------------------------------------------
 
@@ -470,6 +431,3 @@ class Actor:
 
 class _Nudge(Tell):
     """Internal no-op message: makes the actor take a turn now."""
-
-
-PARK_OUTCOME: Final[Any] = outcome.Value(PARK)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
+from leasegate.actors.leases import job_changed
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.task_messages import ControlTask, ReclaimTask
 from leasegate.actors.task_views import TaskView, task_view
@@ -29,7 +31,7 @@ class TaskControl:
     if TYPE_CHECKING:  # provided by TaskQueue and its Actor base
         settle: SettleNotices
 
-        def work_may_be_available(self) -> None: ...
+        def work_may_be_available(self, *topics: Hashable) -> None: ...
         def _visible(self, conn: sqlite3.Connection, task_id: str,
                      tenant: str | None) -> sqlite3.Row: ...
         def _current(self, conn: sqlite3.Connection, task_id: str) -> sqlite3.Row: ...
@@ -48,6 +50,7 @@ class TaskControl:
         if not act(conn, row, now):
             raise StateConflict(f"task {m.task_id} changed concurrently; try again")
         changed = self._current(conn, m.task_id)
+        self.work_may_be_available(job_changed(m.task_id))  # a cancel or pause settles it
         self.settle.ended(changed, sql.TERMINAL)  # a cancel of an unstarted task
         return task_view(changed)
 

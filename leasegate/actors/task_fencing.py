@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from leasegate.actors.leases import check_site
+from leasegate.actors.leases import check_site, job_changed, new_work
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.task_messages import RenewTask, StartTask, TaskResult
 from leasegate.actors.task_views import Renewed, Started, TaskView, task_view
@@ -34,7 +35,7 @@ class FencedCalls:
         settings: Settings
         settle: SettleNotices
 
-        def work_may_be_available(self) -> None: ...
+        def work_may_be_available(self, *topics: Hashable) -> None: ...
         def _current(self, conn: sqlite3.Connection, task_id: str) -> sqlite3.Row: ...
         def _seen(self, conn: sqlite3.Connection, worker_id: str, now: float,
                   lease: LeaseTasks | None = None) -> None: ...
@@ -110,7 +111,7 @@ class FencedCalls:
                         "stale_reason=%s", escape(m.task_id), escape(m.worker_id), m.outcome,
                         escape(row["stale_reason"]))
         self._seen(conn, m.worker_id, now)
-        self.work_may_be_available()  # the lane is free
+        self.work_may_be_available(*new_work(row["site"]), job_changed(m.task_id))  # lane free
         done = self._current(conn, m.task_id)
         self.settle.ended(done, sql.TERMINAL)
         return task_view(done)

@@ -36,9 +36,17 @@ from leasegate.actors import task_artifacts, task_presence
 from leasegate.actors.batches import EachItem
 from leasegate.actors.billing import SettleNotices
 from leasegate.actors.jobs import JobRecord
-from leasegate.actors.leases import DryFilters, new_lease_token
+from leasegate.actors.leases import (
+    DryFilters,
+    job_changed,
+    job_wait,
+    lease_wait,
+    new_lease_token,
+    new_work,
+)
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.pages import Paged
+from leasegate.actors.parking import Wait
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.runtime import PARK, Actor
 from leasegate.actors.submissions import submit_once
@@ -192,7 +200,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
         if replayed is not None:
             return TaskSubmitted(task_id, replayed, created=False)
         if m.not_before is None or m.not_before <= now:
-            self.work_may_be_available()
+            self.work_may_be_available(*new_work(m.site))
         return TaskSubmitted(task_id, "queued", created=True)
 
     def _ttl_deadline(self, not_before: float | None, now: float) -> float:
@@ -236,6 +244,13 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
                 leases.append(task_lease(self._current(conn, row["task_id"])))
         return tuple(leases)
 
+    def parked_on(self, message: Ask[object] | Tell) -> Wait | None:
+        if isinstance(message, LeaseTasks):
+            return lease_wait(message.sites)
+        if isinstance(message, GetTask):
+            return job_wait(message.task_id)
+        return None
+
     def serve_parked(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object | None:
         if isinstance(message, GetTask):
             row = sql.get(conn, message.task_id)
@@ -272,7 +287,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
         if sql.back_to_queue(conn, task_id, "leased", token, self._requeue_status(row), now):
             log.info("task lease released (never received): task_id=%s worker=%s",
                      escape(task_id), escape(row["lease_owner"]))
-            self.work_may_be_available()
+            self.work_may_be_available(*new_work(row["site"]))
 
     @staticmethod
     def _requeue_status(row: sqlite3.Row) -> str:
@@ -305,7 +320,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
             if sql.back_to_queue(conn, row["task_id"], "leased", row["lease_token"], to, now):
                 log.info("task claim expired unstarted, back to %s: task_id=%s worker=%s",
                          to, escape(row["task_id"]), escape(row["lease_owner"]))
-                self.work_may_be_available()
+                self.work_may_be_available(*new_work(row["site"]), job_changed(row["task_id"]))
         hard_timeout = self.settings.task_hard_timeout
         for row in sql.past_hard_timeout(conn, now, hard_timeout):
             self._make_stale(conn, row, now, (
@@ -320,6 +335,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
                         escape(row["task_id"]), escape(row["kind"]), escape(row["site"]),
                         escape(row["account"]))
             self.settle.ended(sql.get(conn, row["task_id"]), sql.TERMINAL)
+            self.work_may_be_available(job_changed(row["task_id"]))  # a GET waits for it
         if sql.not_before_passed(conn, self._not_before_seen, now):
             self.work_may_be_available()  # a parked lease may take it now
         self.after_commit(lambda: self._passed_not_before(now))
@@ -332,6 +348,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
                     reason: str) -> None:
         # Never retried automatically: the write may have happened. The lane stays blocked.
         if sql.make_stale(conn, row["task_id"], row["lease_token"], reason, now):
+            self.work_may_be_available(job_changed(row["task_id"]))  # stale is settled
             log.warning("task stale, lane %s/%s blocked until reclaimed: task_id=%s reason=%s",
                         escape(row["site"]), escape(row["account"]), escape(row["task_id"]),
                         escape(reason))

@@ -1,0 +1,299 @@
+"""Parked waiters: FIFO queues keyed by what each waits for; leaving is O(1).
+
+An actor parks a request it cannot answer yet (a long-poll) with a
+:class:`Wait`: the *queue* of waiters interchangeable with it (if the oldest
+finds nothing in a turn, so would the others) and the *topics* whose changes
+may bring it something. A turn offers work only to the queues of the topics it
+touched, oldest waiter first across them, and stops a queue at its first
+waiter that finds nothing: its cost follows the work found, not the number
+parked. A waiter whose caller went away leaves at once, with no turn::
+
+    parking = Parking()
+    eu = Wait(queue=("lease", ("eu",)), topics=(("site", "eu"),))
+    parking.park(envelope, eu)
+    parking.offer({("site", "eu")}, serve, [])   # serve(envelope) -> True if answered
+    parking.take(envelope)                       # answered: out of its queue
+    parking.leave(other)                         # its caller is gone
+
+Threads: :meth:`offer` runs on the database thread inside a turn, while the
+actor's task waits for it with :attr:`busy` set; :meth:`leave` (the callers'
+side, on the trio thread) then only marks the envelope and defers the unlinking
+to :meth:`settle`, so the queues never change under the reader.
+
+:class:`ParkingActor` is the actor's side of it (mixed into ``Actor``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+from collections.abc import Callable, Collection, Hashable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import outcome
+import trio
+
+from leasegate.actors.mailbox import NOT_PARKED, Ask, Envelope, Tell
+from leasegate.errors import LeasegateError, Unavailable
+
+Serve = Callable[[Envelope[Any]], bool]
+"""Answer one parked envelope if work is there (True), or report its queue dry (False)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """What a parked request waits for.
+
+    ``queue``: waiters with an equal key are interchangeable (same filter); a
+    turn stops offering to a queue at the first one that finds nothing.
+    ``topics``: what :meth:`Parking.offer` is called with when such work may
+    have appeared (a site's new job, a job's end). No topics: offered only when
+    a turn offers to everyone.
+    """
+
+    queue: Hashable
+    topics: tuple[Hashable, ...] = ()
+
+
+_Head = tuple[int, Hashable, Envelope[Any], Iterator[tuple[Envelope[Any], int]]]
+
+
+class Parking:
+    """The parked envelopes of one actor (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._queues: dict[Hashable, dict[Envelope[Any], int]] = {}  # envelope -> seq
+        self._topics: dict[Hashable, dict[Hashable, None]] = {}  # topic -> queue keys
+        self._queue_topics: dict[Hashable, tuple[Hashable, ...]] = {}
+        self._seq = 0
+        self._count = 0
+        self._left: list[Envelope[Any]] = []
+        self.busy = False  # a turn is reading the queues on the database thread
+
+    def __len__(self) -> int:
+        """Parked envelopes whose callers still wait."""
+        return self._count
+
+    def park(self, env: Envelope[Any], wait: Wait) -> bool:
+        """Park ``env`` at the end of its queue; False if its caller already left."""
+        if env.left:
+            return False
+        queue = self._queues.get(wait.queue)
+        if queue is None:
+            queue = self._queues[wait.queue] = {}
+            self._queue_topics[wait.queue] = wait.topics
+            for topic in wait.topics:
+                self._topics.setdefault(topic, {})[wait.queue] = None
+        self._seq += 1
+        queue[env] = self._seq
+        env.queue = wait.queue
+        self._count += 1
+        return True
+
+    def leave(self, env: Envelope[Any]) -> None:
+        """The caller of ``env`` stopped waiting (answered, timed out or cancelled).
+
+        It no longer counts at once; it is unlinked now, or after the turn that
+        is reading the queues. A turn does not serve it any more (a reply already
+        on its way is the caller's to give back: see ``Mailbox.ask_parked``).
+        """
+        if env.left:
+            return
+        env.left = True
+        if env.queue is NOT_PARKED:
+            return  # not parked (yet): park() will refuse it
+        self._count -= 1
+        if self.busy:
+            self._left.append(env)
+        else:
+            self._unlink(env)
+
+    def take(self, env: Envelope[Any]) -> None:
+        """``env`` was answered by a turn: out of its queue (no-op if never parked)."""
+        if env.queue is NOT_PARKED:
+            return
+        if not env.left:
+            self._count -= 1
+        self._unlink(env)
+
+    def settle(self) -> None:
+        """After a turn: unlink the envelopes that left while it ran."""
+        self.busy = False
+        left, self._left = self._left, []
+        for env in left:
+            if env.queue is not NOT_PARKED:
+                self._unlink(env)
+
+    def everyone(self) -> list[Envelope[Any]]:
+        """Every parked envelope still waited for, oldest first."""
+        waiting = [(seq, env) for queue in self._queues.values()
+                   for env, seq in queue.items() if not env.left]
+        waiting.sort(key=lambda pair: pair[0])
+        return [env for _, env in waiting]
+
+    def offer(self, topics: Collection[Hashable] | None, serve: Serve,
+              newcomers: list[tuple[Envelope[Any], Wait]]) -> None:
+        """Offer work to the waiters of ``topics`` (None: all), oldest first.
+
+        ``newcomers`` parked in this very turn (not in a queue yet) come after
+        the others, in order. A queue is not offered again in this call once one
+        of its waiters found nothing.
+        """
+        if topics is None:
+            keys: Collection[Hashable] = list(self._queues)
+        else:
+            keys = {key for topic in topics for key in self._topics.get(topic, ())}
+        heads: list[_Head] = []
+        for key in keys:
+            self._push(heads, key, iter(self._queues[key].items()))
+        heapq.heapify(heads)
+        dry: set[Hashable] = set()
+        while heads:
+            _, key, env, rest = heapq.heappop(heads)
+            if serve(env):
+                self._push(heads, key, rest, heap=True)
+            else:
+                dry.add(key)
+        for env, wait in newcomers:
+            if env.left or wait.queue in dry:
+                continue
+            if topics is not None and not any(topic in topics for topic in wait.topics):
+                continue
+            if not serve(env):
+                dry.add(wait.queue)
+
+    @staticmethod
+    def _push(heads: list[_Head], key: Hashable, rest: Iterator[tuple[Envelope[Any], int]],
+              heap: bool = False) -> None:
+        for env, seq in rest:
+            if not env.left:
+                head = (seq, key, env, rest)
+                if heap:
+                    heapq.heappush(heads, head)
+                else:
+                    heads.append(head)
+                return
+
+    def _unlink(self, env: Envelope[Any]) -> None:
+        key = env.queue
+        env.queue = NOT_PARKED
+        queue = self._queues[key]
+        del queue[env]
+        if queue:
+            return
+        del self._queues[key]
+        for topic in self._queue_topics.pop(key):
+            subscribers = self._topics[topic]
+            del subscribers[key]
+            if not subscribers:
+                del self._topics[topic]
+
+
+class _Park:
+    def __repr__(self) -> str:
+        return "PARK"
+
+
+PARK: Final = _Park()
+"""Returned by ``Actor.handle`` to hold the reply until work appears."""
+
+PARK_OUTCOME: Final[Any] = outcome.Value(PARK)
+
+Served = list[tuple[Envelope[Any], outcome.Outcome[Any]]]
+
+
+class ParkingActor:
+    """The parking side of ``Actor``: its hooks, wake-ups and the safe hand-off.
+
+    A subclass returns :data:`PARK` from ``handle``, says what the message waits
+    for in :meth:`parked_on`, and calls :meth:`work_may_be_available` with the
+    topics of whatever it changed::
+
+        def parked_on(self, message):
+            return Wait(queue=("lease", message.sites), topics=sites_topics(message.sites))
+
+        def handle(self, conn, message):     # a submit at site "eu"
+            ...; self.work_may_be_available(("site", "eu"))
+    """
+
+    _parking: Parking
+    _internal: list[Tell]
+    draining: bool
+
+    def __init__(self) -> None:
+        self._wake_all = False
+        self._wake: set[Hashable] = set()
+
+    # ---- hooks for subclasses -------------------------------------------------
+
+    def parked_on(self, message: Ask[Any] | Tell) -> Wait | None:
+        """What a parked ``message`` waits for: its queue and topics (see :class:`Wait`).
+        None: a queue of its own, offered work only by a turn that calls
+        :meth:`work_may_be_available` without topics."""
+        return None
+
+    def serve_parked(self, conn: sqlite3.Connection, message: Ask[Any] | Tell) -> object | None:
+        """Try again to answer a parked message; ``None`` keeps it parked (and tells
+        the turn that its queue has nothing: the rest of that queue is skipped)."""
+        return None
+
+    def drained_reply(self, conn: sqlite3.Connection, message: Ask[Any] | Tell) -> object:
+        """What a parked message gets when the actor drains for shutdown (not None)."""
+        raise Unavailable("the gateway is shutting down")
+
+    def undelivered(self, message: Ask[Any] | Tell, reply: object) -> Tell | None:
+        """The caller of ``message`` is gone; return internal work to undo ``reply``."""
+        return None
+
+    # ---- helpers --------------------------------------------------------------------
+
+    def work_may_be_available(self, *topics: Hashable) -> None:
+        """Offer the messages parked on any of ``topics`` another try in this
+        transaction; no topics: every parked message."""
+        if topics:
+            self._wake.update(topics)
+        else:
+            self._wake_all = True
+
+    def _new_turn(self) -> None:
+        self._wake_all, self._wake = False, set()
+
+    def _offer_parked(self, conn: sqlite3.Connection, served: Served,
+                      newcomers: list[tuple[Envelope[Any], Wait]]) -> None:
+        """Offer the work this turn made to the waiters it may serve (all when draining)."""
+        def serve(env: Envelope[Any]) -> bool:
+            if self.draining:
+                served.append((env, self._drained(conn, env.message)))
+                return True
+            reply = self.serve_parked(conn, env.message)
+            if reply is None:
+                return False
+            served.append((env, outcome.Value(reply)))
+            return True
+
+        if self.draining or self._wake_all:
+            self._parking.offer(None, serve, newcomers)
+        elif self._wake:
+            self._parking.offer(self._wake, serve, newcomers)
+
+    def _drained(self, conn: sqlite3.Connection, message: Ask[Any] | Tell) -> outcome.Outcome[Any]:
+        try:
+            return outcome.Value(self.drained_reply(conn, message))
+        except LeasegateError as exc:
+            return outcome.Error(exc)
+
+    def _reply(self, env: Envelope[Any], result: outcome.Outcome[Any]) -> None:
+        """Hand ``result`` over; a caller already gone gets nothing, and a value it
+        would have received (a lease) is undone by :meth:`undelivered` at once."""
+        if env.reply is None:
+            return
+        try:
+            env.reply.send_nowait(result)
+        except (trio.BrokenResourceError, trio.WouldBlock, trio.ClosedResourceError):
+            if isinstance(result, outcome.Value):
+                work = self.undelivered(env.message, result.value)
+                if work is not None:
+                    self._internal.append(work)
+        finally:
+            env.reply.close()

@@ -1,0 +1,200 @@
+"""Parked long-polls: a caller that leaves is gone at once, a turn visits only the
+waiters its work may serve, and a lease handed to a gone caller comes back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import outcome
+import pytest
+import trio
+import trio.testing
+
+from leasegate.actors.mailbox import Envelope
+from leasegate.actors.parking import Parking, Wait
+from leasegate.actors.queries import QueryQueue
+from leasegate.actors.query_messages import (
+    GetQuery,
+    LeaseQueries,
+    QueryResult,
+    SubmitQuery,
+    release_message,
+)
+from leasegate.clock import Clock
+from leasegate.settings import Settings
+from leasegate.storage.connection import Database
+
+
+class CountingQueue(QueryQueue):
+    """The query actor, counting the parked messages its turns look at."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.visited: list[object] = []
+
+    def serve_parked(self, conn: Any, message: Any) -> object | None:
+        self.visited.append(message)
+        return super().serve_parked(conn, message)
+
+
+@pytest.fixture
+async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
+                settings: Settings) -> AsyncIterator[CountingQueue]:
+    actor = CountingQueue(db, clock, settings)
+    await nursery.start(actor.run)
+    yield actor
+
+
+async def submit(q: QueryQueue, query_id: str, site: str) -> None:
+    await q.mailbox.ask(SubmitQuery("t1", site, "balance", {}, query_id))
+
+
+async def wait_for_lease(q: QueryQueue, worker: str, sites: tuple[str, ...] | None,
+                         got: list[str], scope: trio.CancelScope | None = None) -> None:
+    with scope or trio.CancelScope():
+        leases = await q.mailbox.ask_parked(
+            LeaseQueries(worker, sites=sites, wait=True), deadline=trio.current_time() + 30,
+            give_back=release_message, on_timeout=())
+        got.extend(lease.query_id for lease in leases)
+
+
+async def read_when_ended(q: QueryQueue, query_id: str, read: list[Any]) -> None:
+    read.append(await q.mailbox.ask_parked(
+        GetQuery(query_id, wait=True), deadline=trio.current_time() + 30,
+        give_back=lambda _: None, on_timeout=None))
+
+
+async def test_a_cancelled_waiter_leaves_at_once_without_a_turn(
+        queue: CountingQueue, autojump_clock: trio.testing.MockClock) -> None:
+    scopes = [trio.CancelScope() for _ in range(3)]
+    async with trio.open_nursery() as nursery:
+        for n, scope in enumerate(scopes):
+            nursery.start_soon(wait_for_lease, queue, f"w{n}", ("a",), [], scope)
+        await trio.testing.wait_all_tasks_blocked()
+        assert queue.statistics().parked == 3
+        turns = queue.turn
+        scopes[1].cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert queue.statistics().parked == 2
+        for scope in scopes:
+            scope.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert queue.statistics().parked == 0
+        assert queue.turn == turns  # no turn was needed to forget them
+    # ...and a later turn has nothing left to look at.
+    await submit(queue, "q1", "a")
+    assert queue.visited == []
+
+
+async def test_a_turn_visits_only_the_waiters_its_work_may_serve(
+        queue: CountingQueue, autojump_clock: trio.testing.MockClock) -> None:
+    got: dict[str, list[str]] = {"a": [], "d": []}
+    async with trio.open_nursery() as nursery:
+        for n in range(200):  # leases for site b, and reads of 100 unfinished queries
+            nursery.start_soon(wait_for_lease, queue, f"b{n}", ("b",), [])
+        for n in range(100):
+            await submit(queue, f"slow{n}", "c")
+            nursery.start_soon(read_when_ended, queue, f"slow{n}", [])
+        await trio.testing.wait_all_tasks_blocked()
+        assert queue.statistics().parked == 300
+        queue.visited.clear()
+
+        await submit(queue, "q1", "a")  # nobody waits for site a
+        nursery.start_soon(wait_for_lease, queue, "wa", ("a",), got["a"])  # leased at once
+        nursery.start_soon(wait_for_lease, queue, "wd", ("d",), got["d"])  # parks
+        await trio.testing.wait_all_tasks_blocked()
+        assert queue.visited == [] and got["a"] == ["q1"]
+        await submit(queue, "q2", "d")
+        await submit(queue, "q3", "e")
+        await trio.testing.wait_all_tasks_blocked()
+        assert got["d"] == ["q2"]
+        assert queue.visited == [LeaseQueries("wd", sites=("d",), wait=True)]
+        assert queue.statistics().parked == 300
+        nursery.cancel_scope.cancel()
+
+
+async def test_ending_a_query_wakes_only_its_own_readers(
+        queue: CountingQueue, autojump_clock: trio.testing.MockClock) -> None:
+    read: list[Any] = []
+    async with trio.open_nursery() as nursery:
+        for n in range(50):
+            await submit(queue, f"q{n}", "a")
+            nursery.start_soon(read_when_ended, queue, f"q{n}", read)
+        await trio.testing.wait_all_tasks_blocked()
+        [lease] = await queue.mailbox.ask(LeaseQueries("w1", sites=("a",)))
+        queue.visited.clear()
+        await queue.mailbox.ask(QueryResult(lease.query_id, "w1", lease.lease_token,
+                                            "succeeded"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert [m.query_id for m in queue.visited] == [lease.query_id]  # type: ignore[attr-defined]
+        assert [v.query_id for v in read] == [lease.query_id]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_lease_handed_to_a_gone_caller_is_taken_back_at_once(
+        queue: CountingQueue, autojump_clock: trio.testing.MockClock) -> None:
+    # A caller that vanished without leaving (its end of the reply channel closed):
+    # the turn serves it, the hand-off fails, and the lease goes back at once.
+    send, recv = trio.open_memory_channel[outcome.Outcome[Any]](1)
+    await queue._send.send(Envelope(LeaseQueries("gone", wait=True), send))
+    await trio.testing.wait_all_tasks_blocked()
+    assert queue.statistics().parked == 1
+    recv.close()
+    await submit(queue, "q1", "a")
+    await trio.testing.wait_all_tasks_blocked()
+    row = await queue.mailbox.ask(GetQuery("q1"))
+    assert (row.status, row.attempts) == ("queued", 0)
+    assert queue.statistics().parked == 0
+    got: list[str] = []
+    await wait_for_lease(queue, "w2", None, got)
+    assert got == ["q1"]
+
+
+# ---- the structure itself -----------------------------------------------------------------
+
+
+def envelope(name: str) -> Envelope[Any]:
+    return Envelope(LeaseQueries(name))
+
+
+def test_offer_is_oldest_first_across_queues_and_stops_a_dry_queue() -> None:
+    parking = Parking()
+    a1, b1, a2, b2, c1 = (envelope(n) for n in ("a1", "b1", "a2", "b2", "c1"))
+    for env, queue in ((a1, "A"), (b1, "B"), (a2, "A"), (b2, "B"), (c1, "C")):
+        parking.park(env, Wait(queue, topics=(queue, "all")))
+    offered: list[str] = []
+
+    def serve(env: Envelope[Any]) -> bool:
+        assert isinstance(env.message, LeaseQueries)
+        name = env.message.worker_id
+        offered.append(name)
+        return name != "b1"  # B is dry
+
+    parking.offer({"A", "B"}, serve, [])
+    assert offered == ["a1", "b1", "a2"]  # b2 skipped (dry queue), C not woken
+    offered.clear()
+    parking.offer(None, serve, [(envelope("new"), Wait("N", ("N",)))])
+    assert offered == ["a1", "b1", "a2", "c1", "new"]
+
+
+def test_leaving_during_a_turn_is_counted_at_once_and_unlinked_after() -> None:
+    parking = Parking()
+    one, two = envelope("one"), envelope("two")
+    parking.park(one, Wait("Q", ("t",)))
+    parking.park(two, Wait("Q", ("t",)))
+    parking.busy = True
+    parking.leave(one)
+    assert len(parking) == 1
+    offered: list[Envelope[Any]] = []
+
+    def serve(env: Envelope[Any]) -> bool:
+        offered.append(env)
+        return True
+
+    parking.offer({"t"}, serve, [])
+    assert offered == [two]  # the one that left is not served
+    parking.settle()
+    parking.take(two)
+    assert len(parking) == 0 and parking.everyone() == []
+    assert not parking.park(one, Wait("Q"))  # a caller that left is never parked again
