@@ -10,7 +10,6 @@ from leasegate.actors.key_messages import CreateKey, RevokeKey
 from leasegate.http.auth import VERIFIED_SECONDS, Authenticator
 from tests.conftest import Gateway
 
-
 LEASE = {"worker_id": "w1", "wait_seconds": 0}
 
 
