@@ -34,6 +34,7 @@ lint: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/dispatch.py
+	$(BIN)/python bench/lifecycle.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache

@@ -1,10 +1,13 @@
 """Authentication, roles and rate limits for each request.
 
-``Authorization: Bearer lg_<key_id>_<secret>``. The key is found by id (the
-HTTP layer keeps the keys it has seen; a revocation through the API drops
-its entry, so it takes effect on the next request) and its secret compared
-in constant time. Missing or unknown: 401 (4010); known but the wrong role
-or site: 403 (4030).
+``Authorization: Bearer lg_<key_id>_<secret>``. The key is found by id and
+its secret compared in constant time. A verified key is kept in memory for
+``VERIFIED_SECONDS`` (at most ``VERIFIED_KEYS`` of them, the least recently
+used forgotten first), so a request costs no lookup; a revocation through the
+API drops the entry, so it takes effect on the next request, and any other
+change to a key (a restored backup) within ``VERIFIED_SECONDS``. Only keys
+that passed the check are kept: invented keys cannot grow it. Missing or
+unknown: 401 (4010); known but the wrong role or site: 403 (4030).
 
 What a caller can do without a key we already know (no key, an unknown key
 id, a wrong secret, a public route) is paid for by its client address:
@@ -36,6 +39,8 @@ SUBMITTER_ONLY = "submitting needs a client key: work belongs to a tenant"
 ADDRESS_BUCKETS = 10_000
 UNKNOWN_KEY_SECONDS = 5.0
 UNKNOWN_KEYS = 10_000
+VERIFIED_SECONDS = 60.0
+VERIFIED_KEYS = 4096
 
 
 def client_address() -> str:
@@ -91,11 +96,50 @@ class RecentlyUnknown:
             self._until.popitem(last=False)
 
 
+class VerifiedKeys:
+    """Keys whose secret matched, by key id: the principal, the secret's hash (each
+    request's secret is still compared with it) and until when the entry holds. At
+    most ``capacity``, least recently used forgotten first."""
+
+    def __init__(self, seconds: float = VERIFIED_SECONDS,
+                 capacity: int = VERIFIED_KEYS) -> None:
+        self.seconds = seconds
+        self.capacity = capacity
+        self._entries: OrderedDict[str, tuple[Principal, str, float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key_id: str, now: float) -> tuple[Principal, str] | None:
+        entry = self._entries.get(key_id)
+        if entry is None:
+            return None
+        principal, secret_hash, until = entry
+        if until <= now:
+            del self._entries[key_id]
+            return None
+        self._entries.move_to_end(key_id)
+        return principal, secret_hash
+
+    def add(self, principal: Principal, secret_hash: str, now: float) -> None:
+        self._entries.pop(principal.key_id, None)
+        while len(self._entries) >= self.capacity:
+            self._entries.popitem(last=False)
+        self._entries[principal.key_id] = (principal, secret_hash, now + self.seconds)
+
+    def discard(self, key_id: str) -> None:
+        self._entries.pop(key_id, None)
+
+    def sweep(self, now: float) -> None:
+        for key_id in [k for k, (_, _, until) in self._entries.items() if until <= now]:
+            del self._entries[key_id]
+
+
 class Authenticator:
     def __init__(self, system: System) -> None:
         self.system = system
-        # key_id -> (principal, secret hash); bounded by the keys admins create.
-        self._known: dict[str, tuple[Principal, str]] = {}
+        self.verified = VerifiedKeys()
+        self._forgotten = 0  # counts revocations: a lookup that straddles one is not kept
         settings = system.settings
         self.limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
         self.address_limiter = RateLimiter(settings.address_rate_limit_per_second,
@@ -103,10 +147,12 @@ class Authenticator:
         self.unknown = RecentlyUnknown()
 
     def forget(self, key_id: str) -> None:
-        self._known.pop(key_id, None)
+        self._forgotten += 1
+        self.verified.discard(key_id)
         self.unknown.discard(key_id)
 
     def sweep(self, now: float) -> None:
+        self.verified.sweep(now)
         self.limiter.sweep(now)
         self.address_limiter.sweep(now)
         self.unknown.sweep(now)
@@ -131,12 +177,13 @@ class Authenticator:
         if parts is None:
             self._refuse("unknown API key")
         key_id, secret = parts
-        known = self._known.get(key_id)
+        now = self.system.clock.now()
+        known = self.verified.get(key_id, now)
         if known is None:
-            now = self.system.clock.now()
             if self.unknown.holds(key_id, now):
                 self._refuse("unknown API key")
             self.charge_address()  # before the lookup: the address pays for it
+            forgotten = self._forgotten
             found = await self.system.keys.mailbox.ask(LookupKey(key_id))
             if found is None:
                 self.unknown.add(key_id, now)
@@ -145,11 +192,17 @@ class Authenticator:
                 raise Unauthorized("unknown API key")
             if found.revoked:  # said only to the holder of the secret
                 raise Unauthorized("this API key was revoked")
-            known = self._known[key_id] = (found.principal, found.secret_hash)
+            if forgotten == self._forgotten:  # else it may be the key revoked meanwhile
+                self.verified.add(found.principal, found.secret_hash, now)
+            return self._take(found.principal, now)
         principal, secret_hash = known
         if not secret_matches(secret, secret_hash):
             self._refuse("unknown API key")
-        wait = self.limiter.take(key_id, self.system.clock.now())
+        return self._take(principal, now)
+
+    def _take(self, principal: Principal, now: float) -> Principal:
+        """A token from the key's bucket (429 when it has none left)."""
+        wait = self.limiter.take(principal.key_id, now)
         if wait > 0:
             raise RateLimited("too many requests for this key",
                               Retry_After=str(max(1, int(wait + 0.999))))

@@ -154,9 +154,11 @@ class _Exchange:
         # Meanwhile someone must take what still arrives, or hypercorn, whose
         # queue to the app is full, never gets to closing.
         with trio.CancelScope(shield=True):
+            if self.complete:  # the common case: nothing left to take, no nursery needed
+                await self._send(cast(ASGISendEvent, message))
+                return
             async with trio.open_nursery() as nursery:
-                if not self.complete:
-                    nursery.start_soon(self._pump)
+                nursery.start_soon(self._pump)
                 await self._send(cast(ASGISendEvent, message))
                 nursery.cancel_scope.cancel()
 

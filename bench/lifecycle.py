@@ -1,0 +1,452 @@
+"""leasegate lifecycle benchmark: whole jobs per second, submit to result.
+
+One run (``.venv/bin/python bench/lifecycle.py``, a few minutes at the default
+10,000 jobs; ``--jobs 1000`` for a quick look) prints, for each mode:
+
+* queries, unbatched: ``--procs`` producer processes submit with
+  ``Client.submit_query``, as many consumer processes run an ``AsyncWorker``
+  (lease ``max`` 10, one result call per query);
+* tasks, unbatched: the same with ``Client.submit_task`` (spread over
+  ``LANES`` accounts: one task in flight per lane) and a start and a result
+  call per task;
+* queries and tasks, batched: 100 submits per ``POST /v1/{queries,tasks}/batch``,
+  leases of up to 100, and one ``POST /v1/tasks/start`` and one
+  ``POST /v1/{queries,tasks}/results`` per lease. A server without these
+  endpoints (404/405) is reported as "batched: endpoint not available";
+
+each against a fresh ``leasegate serve`` (fresh data dir, durable defaults:
+``sqlite_synchronous=FULL``; rate limiting off), producers and consumers
+started together. For each: jobs/s (first submit to last result), the
+submit call's p50/p99 as the producers saw it, and the server's CPU per job
+(user + system of the server process, all threads, from /proc).
+
+Beside them, measured in the same run, the figure ``bench/dispatch.py`` calls
+the bare-route baseline: ``POST /v1/queries`` from 32 keep-alive clients
+against leasegate and against ``bench/baseline_app.py`` (a bare Quart-Trio
+route under the same hypercorn config), in alternating slices, with the server
+CPU per request of each. Other processes on the machine are noisy: compare a
+mode's CPU per job with the baseline's CPU per request, not with another
+run's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event as MPEvent
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _load import (
+    LoadResult,
+    Served,
+    closed_loop,
+    cpu_seconds,
+    machine_busy_seconds,
+    open_clients,
+    percentile,
+    start_baseline,
+    start_leasegate,
+    stop,
+)
+from _report import say
+
+ENV = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0"}
+SITE = "bench"
+KIND = "echo"
+LANES = 1000  # accounts the tasks are spread over (one task in flight per lane)
+LEASE_MAX = 10
+BATCH = 100
+WAIT_SECONDS = 1.0  # consumers' long-poll: short, so they notice the end soon
+DEADLINE_SECONDS = 600.0  # a mode that has not finished by then is reported as such
+BASELINE_CLIENTS = 32
+BASELINE_SLICES = 4
+BASELINE_SLICE_SECONDS = 1.5
+SUBMIT = b'{"site": "bench", "kind": "echo", "params": {"n": 1}}'
+# Targets of the issue that asked for this bench (jobs/s on a 2-core machine).
+TARGETS = {("queries", False): 450, ("tasks", False): 300,
+           ("queries", True): 4000, ("tasks", True): 2500}
+
+
+@dataclass
+class Mode:
+    channel: str  # "queries" | "tasks"
+    batched: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.channel}, {'batched' if self.batched else 'unbatched'}"
+
+    @property
+    def id_field(self) -> str:
+        return "task_id" if self.channel == "tasks" else "query_id"
+
+
+@dataclass
+class Outcome:
+    mode: Mode
+    jobs: int = 0
+    done: int = 0
+    seconds: float = 0.0
+    server_cpu: float = 0.0
+    others_cpu: float = 0.0
+    submit_s: list[float] = field(default_factory=list)  # one per submit call
+    calls: Counter[str] = field(default_factory=Counter)  # requests by kind
+    failures: Counter[str] = field(default_factory=Counter)
+    requests: int = 0  # HTTP requests the server counted (its /metrics), all kinds
+    skipped: str | None = None
+
+    @property
+    def per_second(self) -> float:
+        return self.done / self.seconds if self.seconds else 0.0
+
+
+# ---- producers and consumers (each in a process of its own) ------------------------------
+
+
+def _job_body(mode: Mode, n: int) -> dict[str, Any]:
+    body: dict[str, Any] = {"site": SITE, "kind": KIND, "params": {"n": n}}
+    if mode.channel == "tasks":
+        body["account"] = f"a{n % LANES}"
+    return body
+
+
+def produce(url: str, key: str, mode: Mode, first: int, count: int, go: MPEvent,
+            out: mp.Queue[tuple[str, Any]]) -> None:
+    from leasegate.client import Client, LeasegateError, TransportError
+
+    latencies: list[float] = []
+    failures: Counter[str] = Counter()
+    calls = 0
+    go.wait()
+    if not mode.batched:
+        with Client(url, key, timeout=30) as client:
+            for n in range(first, first + count):
+                body = _job_body(mode, n)
+                began = time.perf_counter()
+                try:
+                    if mode.channel == "tasks":
+                        client.submit_task(SITE, KIND, body["params"], account=body["account"])
+                    else:
+                        client.submit_query(SITE, KIND, body["params"])
+                except (LeasegateError, TransportError) as error:
+                    failures[type(error).__name__] += 1
+                latencies.append(time.perf_counter() - began)
+                calls += 1
+    else:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                          timeout=30) as http:
+            for start in range(first, first + count, BATCH):
+                items = [{**_job_body(mode, n), mode.id_field: f"b{n}"}
+                         for n in range(start, min(start + BATCH, first + count))]
+                began = time.perf_counter()
+                reply = http.post(f"/v1/{mode.channel}/batch", json={"items": items})
+                latencies.append(time.perf_counter() - began)
+                calls += 1
+                if reply.status_code != 200:
+                    failures[f"batch HTTP {reply.status_code}"] += len(items)
+                    continue
+                for item in reply.json()["items"]:
+                    if item["status"] not in (200, 201):
+                        failures[f"item HTTP {item['status']}"] += 1
+    out.put(("producer", (latencies, failures, calls)))
+
+
+def consume(url: str, key: str, mode: Mode, worker_id: str, jobs: int, handled: Any,
+            go: MPEvent, out: mp.Queue[tuple[str, Any]]) -> None:
+    go.wait()
+    calls: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    runner = _consume_batched if mode.batched else _consume_with_worker
+    trio.run(runner, url, key, mode, worker_id, jobs, handled, calls, failures)
+    out.put(("consumer", (calls, failures)))
+
+
+def _count(handled: Any, n: int) -> int:
+    with handled.get_lock():
+        handled.value += n
+        return int(handled.value)
+
+
+async def _consume_with_worker(url: str, key: str, mode: Mode, worker_id: str, jobs: int,
+                               handled: Any, calls: Counter[str],
+                               failures: Counter[str]) -> None:
+    """The SDK's AsyncWorker, lease max 10; stopped once every job was handled."""
+    from leasegate.client import AsyncJob, AsyncWorker
+
+    worker = AsyncWorker(url, key, worker_id, channel=mode.channel,  # type: ignore[arg-type]
+                         wait_seconds=WAIT_SECONDS, max=LEASE_MAX, timeout=30)
+
+    async def handler(job: AsyncJob) -> dict[str, Any]:
+        calls["handled"] += 1
+        _count(handled, 1)
+        return {"n": job.params.get("n")}
+
+    async def watch() -> None:
+        # The count is shared with other processes: nothing to wait on but the clock.
+        while handled.value < jobs:  # noqa: ASYNC110
+            await trio.sleep(0.05)
+        worker.stop()
+
+    async with worker, trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        await worker.run(handler)
+        nursery.cancel_scope.cancel()
+
+
+async def _consume_batched(url: str, key: str, mode: Mode, worker_id: str, jobs: int,
+                           handled: Any, calls: Counter[str], failures: Counter[str]) -> None:
+    """Lease up to 100, start them in one call (tasks), report them in one call."""
+    headers = {"Authorization": f"Bearer {key}"}
+    lease_body = {"worker_id": worker_id, "max": BATCH, "wait_seconds": WAIT_SECONDS}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+        while handled.value < jobs:
+            reply = await http.post(f"/v1/{mode.channel}/lease", json=lease_body)
+            calls["lease"] += 1
+            if reply.status_code != 200:
+                failures[f"lease HTTP {reply.status_code}"] += 1
+                await trio.sleep(0.1)
+                continue
+            leases = reply.json()["items"]
+            if not leases:
+                continue
+            fences = [{mode.id_field: item[mode.id_field], "lease_token": item["lease_token"]}
+                      for item in leases]
+            if mode.channel == "tasks":
+                reply = await http.post("/v1/tasks/start",
+                                        json={"worker_id": worker_id, "items": fences})
+                calls["start"] += 1
+                fences = _accepted(reply, fences, failures, "start")
+            results = [{**fence, "outcome": "succeeded", "result": {}} for fence in fences]
+            if not results:
+                continue
+            reply = await http.post(f"/v1/{mode.channel}/results",
+                                    json={"worker_id": worker_id, "items": results})
+            calls["results"] += 1
+            _count(handled, len(_accepted(reply, results, failures, "result")))
+
+
+def _accepted(reply: httpx.Response, sent: list[dict[str, Any]], failures: Counter[str],
+              what: str) -> list[dict[str, Any]]:
+    """The items of ``sent`` whose item status in the batch ``reply`` is 200."""
+    if reply.status_code != 200:
+        failures[f"{what} HTTP {reply.status_code}"] += len(sent)
+        return []
+    kept = []
+    for item, answer in zip(sent, reply.json()["items"], strict=True):
+        if answer["status"] == 200:
+            kept.append(item)
+        else:
+            failures[f"{what} item HTTP {answer['status']}"] += 1
+    return kept
+
+
+# ---- one mode against a fresh server ---------------------------------------------------------
+
+
+def batch_endpoints(served: Served, channel: str) -> bool:
+    """Whether the server has ``POST /v1/{channel}/batch`` (an empty batch is a 400 there)."""
+    reply = httpx.post(f"{served.url}/v1/{channel}/batch", json={"items": []},
+                       headers={"Authorization": f"Bearer {served.keys['client']}"}, timeout=10)
+    return reply.status_code not in (404, 405)
+
+
+def run_mode(mode: Mode, data: Path, jobs: int, procs: int) -> Outcome:
+    outcome = Outcome(mode, jobs)
+    served = start_leasegate(data, ENV)
+    try:
+        if mode.batched and not batch_endpoints(served, mode.channel):
+            outcome.skipped = "batched: endpoint not available"
+            return outcome
+        ctx = mp.get_context("spawn")
+        go = ctx.Event()
+        handled = ctx.Value("q", 0)
+        out: mp.Queue[tuple[str, Any]] = ctx.Queue()
+        shares = [jobs // procs + (1 if p < jobs % procs else 0) for p in range(procs)]
+        children = [ctx.Process(target=produce, args=(
+            served.url, served.keys["client"], mode, sum(shares[:p]), shares[p], go, out))
+            for p in range(procs)]
+        children += [ctx.Process(target=consume, args=(
+            served.url, served.keys["worker"], mode, f"bench-c{p}", jobs, handled, go, out))
+            for p in range(procs)]
+        for child in children:
+            child.start()
+        time.sleep(1.0)  # let the children import the SDK before the clock starts
+        cpu0, all0, began = cpu_seconds(served.pid), machine_busy_seconds(), time.perf_counter()
+        go.set()
+        reports = _collect(out, len(children), began + DEADLINE_SECONDS, outcome)
+        outcome.seconds = time.perf_counter() - began
+        outcome.server_cpu = cpu_seconds(served.pid) - cpu0
+        outcome.others_cpu = max(0.0, machine_busy_seconds() - all0 - outcome.server_cpu)
+        outcome.done = int(handled.value)
+        for child in children:
+            child.join(timeout=5)
+            if child.is_alive():
+                child.kill()
+        if reports < len(children):
+            outcome.failures[f"{len(children) - reports} processes did not finish"] += 1
+        outcome.requests = served_requests(served)
+        return outcome
+    finally:
+        stop(served)
+
+
+def served_requests(served: Served) -> int:
+    """The server's own count of HTTP requests (``leasegate_http_requests_total``),
+    but for the scrapes of ``/metrics``."""
+    reply = httpx.get(f"{served.url}/metrics", timeout=10,
+                      headers={"Authorization": f"Bearer {served.keys['admin']}"})
+    reply.raise_for_status()
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in reply.text.splitlines()
+                   if line.startswith("leasegate_http_requests_total{")
+                   and 'route="/metrics"' not in line))
+
+
+def _collect(out: mp.Queue[tuple[str, Any]], expected: int, deadline: float,
+             outcome: Outcome) -> int:
+    reports = 0
+    while reports < expected and time.perf_counter() < deadline:
+        try:
+            role, payload = out.get(timeout=1.0)
+        except Exception:  # queue.Empty: keep waiting until the deadline
+            continue
+        reports += 1
+        if role == "producer":
+            latencies, failures, calls = payload
+            outcome.submit_s += latencies
+            outcome.failures.update(failures)
+            outcome.calls["submit"] += calls
+        else:
+            calls, failures = payload
+            outcome.calls.update(calls)
+            outcome.failures.update(failures)
+    return reports
+
+
+# ---- the bare-route baseline of bench/dispatch.py --------------------------------------------
+
+
+async def _baseline_slices(lg: Served, base: Served) -> dict[str, LoadResult]:
+    totals = {"leasegate": LoadResult(), "baseline": LoadResult()}
+    lg_auth = {"Authorization": f"Bearer {lg.keys['client']}"}
+    async with (open_clients(BASELINE_CLIENTS, lg.url, lg_auth, 10) as lg_clients,
+                open_clients(BASELINE_CLIENTS, base.url, {}, 10) as base_clients):
+        order = [(lg, lg_clients), (base, base_clients)]
+        for target, clients in order:  # warm-up, not counted
+            await closed_loop(clients, "/v1/queries", SUBMIT, 201, 0.5, target.pid)
+        for n in range(BASELINE_SLICES):
+            for target, clients in order if n % 2 == 0 else order[::-1]:
+                part = await closed_loop(clients, "/v1/queries", SUBMIT, 201,
+                                         BASELINE_SLICE_SECONDS, target.pid)
+                totals[target.name].absorb(part)
+    return totals
+
+
+def measure_baseline(data: Path) -> dict[str, LoadResult]:
+    lg = start_leasegate(data, ENV)
+    base = start_baseline(ENV)
+    try:
+        return trio.run(_baseline_slices, lg, base)
+    finally:
+        stop(lg)
+        stop(base)
+
+
+# ---- report ----------------------------------------------------------------------------------
+
+
+def _us(cpu: float, n: int) -> float:
+    return cpu / max(n, 1) * 1e6
+
+
+def report(outcomes: list[Outcome], baseline: dict[str, LoadResult]) -> None:
+    lg, base = baseline["leasegate"], baseline["baseline"]
+    say()
+    say(f"Bare-route baseline (as bench/dispatch.py, same run): POST /v1/queries, "
+        f"{BASELINE_CLIENTS} clients, {BASELINE_SLICES} alternating slices")
+    for name, r in (("leasegate", lg), ("bare Quart-Trio", base)):
+        say(f"  {name:<16} {r.per_second:7.0f} submits/s  server CPU "
+            f"{_us(r.server_cpu, r.ok):5.0f} us/request  "
+            f"p50 {percentile(r.latencies, 50) * 1e3:.1f} ms  ({r.errors} errors)")
+    ratio = lg.per_second / base.per_second if base.per_second else 0.0
+    say(f"  ratio leasegate / bare: {ratio:.2f} (target >= 0.9); CPU per submit "
+        f"{_us(lg.server_cpu, lg.ok) / max(_us(base.server_cpu, base.ok), 1):.2f}x the bare route")
+    say()
+    say("Lifecycle (submit -> lease -> [start] -> result), fresh server per mode, "
+        "sqlite_synchronous FULL, rate limiting off")
+    heads = ("mode", "jobs/s", "target", "submit p50/p99 ms", "server CPU/job",
+             "x bare route", "requests/job", "other procs")
+    rows = []
+    bare_us = _us(base.server_cpu, base.ok)
+    for o in outcomes:
+        if o.skipped:
+            rows.append((o.mode.label, o.skipped, "", "", "", "", "", ""))
+            continue
+        per_job = _us(o.server_cpu, o.done)
+        rows.append((
+            o.mode.label, f"{o.per_second:,.0f}",
+            f">= {TARGETS[(o.mode.channel, o.mode.batched)]:,}",
+            f"{percentile(o.submit_s, 50) * 1e3:.1f} / {percentile(o.submit_s, 99) * 1e3:.1f}",
+            f"{per_job / 1e3:.2f} ms", f"{per_job / max(bare_us, 1):.1f}",
+            f"{o.requests / max(o.done, 1):.2f}",
+            f"{o.others_cpu / max(o.seconds, 1e-9):.2f} cores"))
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
+    say("  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip())
+    say("  ".join("-" * w for w in widths))
+    for row in rows:
+        say("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    for o in outcomes:
+        if not o.skipped:
+            shortfall = "" if o.done >= o.jobs else f"; ONLY {o.done} of {o.jobs} jobs done"
+            failures = ", ".join(f"{k}: {n}" for k, n in o.failures.most_common(4)) or "none"
+            say(f"  {o.mode.label}: {o.done} jobs in {o.seconds:.1f} s{shortfall}; "
+                f"failures: {failures}")
+    say("  (submit p50/p99 is per call: one job unbatched, up to 100 batched; requests/job "
+        "is every request the server counted: submits, leases, starts, results, probes)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs per mode")
+    parser.add_argument("--procs", type=int, default=4,
+                        help="producer processes, and as many consumer processes")
+    parser.add_argument("--only", choices=("queries", "tasks"), default=None,
+                        help="one channel only")
+    parser.add_argument("--unbatched", action="store_true", help="skip the batched modes")
+    args = parser.parse_args()
+    if args.jobs < 1 or args.procs < 1:
+        parser.error("--jobs and --procs must be at least 1")
+    began = time.perf_counter()
+    say(f"leasegate lifecycle bench: {args.jobs} jobs per mode, {args.procs} producer and "
+        f"{args.procs} consumer processes, SDK clients")
+    modes = [Mode(channel, batched) for batched in (False, True)
+             for channel in ("queries", "tasks")
+             if (args.only in (None, channel)) and not (batched and args.unbatched)]
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="leasegate-lifecycle-") as tmp:
+        say("measuring the bare-route baseline ...")
+        baseline = measure_baseline(Path(tmp) / "baseline")
+        for n, mode in enumerate(modes):
+            say(f"{mode.label} ...")
+            outcome = run_mode(mode, Path(tmp) / f"mode-{n}", args.jobs, args.procs)
+            if outcome.skipped:
+                say(f"  {outcome.skipped}")
+            outcomes.append(outcome)
+    report(outcomes, baseline)
+    say(f"\ntotal run time {time.perf_counter() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
