@@ -190,7 +190,8 @@ async def sign_in_form() -> Response:
 
 @bp.post("/sign-in")
 async def sign_in() -> Response | Redirect:
-    """An admin key, checked as the bearer check does; a session in its place."""
+    """An admin key, checked as the bearer check does; a session in its place. A refusal
+    shows the form again with the reason (200: a page, as a browser should show it)."""
     auth = authenticator()
     auth.charge_address()  # every attempt costs the address: no guessing in bulk
     form = await request.form
@@ -199,11 +200,11 @@ async def sign_in() -> Response | Redirect:
     parts = split_key(key)
     found = None if parts is None else await system().keys.mailbox.ask(LookupKey(parts[0]))
     if parts is None or found is None or not secret_matches(parts[1], found.secret_hash):
-        return await page("sign_in.html", 401, next=next_path, error="unknown API key")
+        return await page("sign_in.html", next=next_path, error="unknown API key")
     if found.revoked:
-        return await page("sign_in.html", 401, next=next_path, error="this API key was revoked")
+        return await page("sign_in.html", next=next_path, error="this API key was revoked")
     if found.principal.role != "admin":
-        return await page("sign_in.html", 403, next=next_path, error=(
+        return await page("sign_in.html", next=next_path, error=(
             f"a {found.principal.role} key may not use the console: it needs an admin key"))
     session_id, _ = auth.sessions.begin(found.principal.key_id)
     response = redirect(next_path, 303)
