@@ -1,9 +1,9 @@
 """The operator console in a real headless Chromium (Debian's ``chromium``, driven by
 Playwright; ``make test`` installs it), against a served gateway.
 
-Every test saves a screenshot under ``tmp/artifacts`` (``LEASEGATE_TEST_ARTIFACTS``
+Every test saves a screenshot under ``tmp/artifacts`` (``TEST_ARTIFACTS``
 elsewhere) and fails on any error in the browser's console. With
-``LEASEGATE_CONSOLE_SCREENSHOT=1`` the overview test also writes the README's
+``UPDATE_CONSOLE_SCREENSHOT=1`` the overview test also writes the README's
 screenshot, ``docs/console-overview.png``.
 
 The history timeline and the live row need ``GET /v1/tasks/{id}/events`` and
@@ -29,7 +29,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_play
 from tests.served import Served, start, stop
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = Path(os.environ.get("LEASEGATE_TEST_ARTIFACTS", ROOT / "tmp" / "artifacts"))
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "tmp" / "artifacts"))
 README_SHOT = ROOT / "docs" / "console-overview.png"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # A lease that lapses a second after its last renewal: stale tasks in moments.
@@ -182,7 +182,7 @@ def test_sign_in_shows_the_overview(tab: Console, gateway: Served) -> None:
     page.keyboard.press("Tab")
     page.keyboard.press("Tab")
     expect(page.locator(":focus")).to_have_text("Overview")
-    if os.environ.get("LEASEGATE_CONSOLE_SCREENSHOT") == "1":
+    if os.environ.get("UPDATE_CONSOLE_SCREENSHOT") == "1":
         page.keyboard.press("Escape")
         page.locator(":focus").blur()
         README_SHOT.parent.mkdir(exist_ok=True)
