@@ -248,6 +248,7 @@ def test_history_and_a_row_that_changes_live(admin_tab: Console, gateway: Served
         "action": "failed", "reason": "the shop says the order was refused"}))
     expect(row).to_have_text("failed")
     expect(card.locator(".status").first).to_have_text("failed")
+    expect(card.get_by_role("button", name="Reclaim")).to_be_hidden()
     expect(timeline).to_contain_text("reclaimed")
     assert page.evaluate("window.stillTheSamePage") is True  # no reload
 

@@ -28,6 +28,8 @@
     cell.textContent = status;
     cell.className = "status s-" + status.replace(/[^a-z_]/g, "");
     el.setAttribute("data-status", status);
+    var reclaim = el.querySelector("form.reclaim");
+    if (reclaim && status !== "stale") { reclaim.hidden = true; } // someone resolved it
     flash(el);
   }
 
