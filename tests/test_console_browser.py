@@ -37,6 +37,9 @@ ENV = {"LEASEGATE_TASK_LEASE_TTL": "1", "LEASEGATE_HOUSEKEEPING_INTERVAL": "0.2"
        "LEASEGATE_LEDGER_AUDIT_INTERVAL": "0.5"}
 TENANT = "default"  # the bootstrap client key's tenant
 STALE = ("order-a", "order-b")
+# Generous for a loaded machine (the suite runs beside other test files).
+TIMEOUT_MS = 10_000
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 def _ok(response: httpx.Response, *codes: int) -> Any:
@@ -128,7 +131,7 @@ def _open(browser: Browser, url: str, name: str, **context_args: Any) -> Iterato
     context = browser.new_context(**{"viewport": {"width": 1280, "height": 900},
                                      **context_args})
     page = context.new_page()
-    page.set_default_timeout(5000)
+    page.set_default_timeout(TIMEOUT_MS)
     console = Console(page, url)
     page.on("console", lambda message: _note(console, message))
     page.on("pageerror", lambda error: console.errors.append(f"page error: {error}"))
