@@ -161,7 +161,6 @@ class Authenticator:
                               Retry_After=str(max(1, int(wait + 0.999))))
         return principal
 
-
     async def session_principal(self, session_id: str) -> Principal:
         """The admin behind a console session, checked on every request: a session
         whose key was revoked (or is gone) ends here."""
