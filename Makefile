@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 DATA ?= ./var
 PORT ?= 8470
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,7 +21,11 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/leasegate serve --data $(DATA) --port $(PORT)
 
-test: $(VENV)/.installed-dev
+# The console's browser tests drive Debian's chromium (Playwright never downloads one).
+browser:
+	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }
+
+test: $(VENV)/.installed-dev browser
 	$(BIN)/ruff check leasegate tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports

@@ -81,6 +81,7 @@ VALID: dict[type[Message], Message] = {
     ledger_messages.Credit: ledger_messages.Credit("ten", 100, "r1", "memo"),
     ledger_messages.GetAccount: ledger_messages.GetAccount("ten"),
     ledger_messages.ListEntries: ledger_messages.ListEntries("ten"),
+    ledger_messages.ListAccounts: ledger_messages.ListAccounts(),
     ledger_messages.ListHolds: ledger_messages.ListHolds("ten", "open"),
     ledger_messages.PlaceHold: ledger_messages.PlaceHold("task", "t1", "ten", 5),
     ledger_messages.ReleaseHold: ledger_messages.ReleaseHold("task", "t1"),

@@ -65,6 +65,7 @@ from leasegate.actors.ledger_messages import (
     Credit,
     GetAccount,
     HoldsOf,
+    ListAccounts,
     ListEntries,
     ListHolds,
     PlaceHold,
@@ -166,6 +167,11 @@ class Ledger(Actor):
                 page = message.page
                 total, rows = sql.entries(conn, message.account, page.limit, page.offset)
                 return Paged(tuple(entry_view(r) for r in rows), total, page.limit, page.offset)
+            case ListAccounts():
+                page = message.page
+                total, rows = sql.page_accounts(conn, page.limit, page.offset)
+                return Paged(tuple(account_view(r["account"], r) for r in rows), total,
+                             page.limit, page.offset)
             case ListHolds():
                 page = message.page
                 total, rows = sql.page_holds(conn, message.account, message.status,

@@ -82,6 +82,16 @@ class ListEntries(Ask[Paged[EntryView]]):
 
 
 @dataclass(frozen=True)
+class ListAccounts(Ask[Paged[AccountView]]):
+    """Every account, tenants' and the system's, newest first (the console's list)."""
+
+    page: Page = Page()
+
+    def check(self) -> None:
+        check_page(self.page)
+
+
+@dataclass(frozen=True)
 class ListHolds(Ask[Paged[HoldView]]):
     account: str | None = None
     status: HoldStatus | None = None

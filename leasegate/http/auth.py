@@ -29,6 +29,7 @@ from leasegate.actors.key_messages import LookupKey
 from leasegate.actors.key_views import Principal
 from leasegate.actors.system import System
 from leasegate.errors import Forbidden, RateLimited, Unauthorized
+from leasegate.http.console.sessions import COOKIE, Sessions
 from leasegate.http.limits import RateLimiter
 from leasegate.keyformat import secret_matches, split_key
 
@@ -145,6 +146,7 @@ class Authenticator:
         self.address_limiter = RateLimiter(settings.address_rate_limit_per_second,
                                            settings.address_rate_limit_burst, ADDRESS_BUCKETS)
         self.unknown = RecentlyUnknown()
+        self.sessions = Sessions(system.clock)  # the console's sign-ins
 
     def forget(self, key_id: str) -> None:
         self._forgotten += 1
@@ -170,6 +172,10 @@ class Authenticator:
 
     async def authenticate(self) -> Principal:
         header = request.headers.get("Authorization", "")
+        if not header and request.method in ("GET", "HEAD") and COOKIE in request.cookies:
+            # The console's session stands for its admin key on reads of /v1 (its
+            # pages fetch history and open the event stream); never for a change.
+            return await self.session_principal(request.cookies[COOKIE])
         scheme, _, key = header.partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             self._refuse("missing API key (Authorization: Bearer <key>)")
@@ -207,6 +213,25 @@ class Authenticator:
             raise RateLimited("too many requests for this key",
                               Retry_After=str(max(1, int(wait + 0.999))))
         return principal
+
+    async def session_principal(self, session_id: str) -> Principal:
+        """The admin behind a console session, checked on every request: a session
+        whose key was revoked (or is gone) ends here."""
+        key_id = self.sessions.key_id_of(session_id)
+        if key_id is None:
+            self._refuse("the console session is over; sign in again")
+        known = self._known.get(key_id)
+        if known is None:
+            found = await self.system.keys.mailbox.ask(LookupKey(key_id))
+            if found is None or found.revoked:
+                self.sessions.end_for_key(key_id)
+                raise Unauthorized("the key of this console session was revoked")
+            known = self._known[key_id] = (found.principal, found.secret_hash)
+        wait = self.limiter.take(key_id, self.system.clock.now())
+        if wait > 0:
+            raise RateLimited("too many requests for this key",
+                              Retry_After=str(max(1, int(wait + 0.999))))
+        return known[0]
 
 
 def allow(*roles: str, admin: bool = True, refusal: str | None = None) -> Callable[[F], F]:

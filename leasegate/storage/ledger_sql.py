@@ -192,6 +192,11 @@ def drop_open_hold(conn: sqlite3.Connection, channel: str, job_id: str) -> bool:
     return cur.rowcount == 1
 
 
+def page_accounts(conn: sqlite3.Connection, limit: int,
+                  offset: int) -> tuple[int, list[sqlite3.Row]]:
+    return page_rows(conn, "ledger_accounts", {}, limit, offset)
+
+
 def page_holds(conn: sqlite3.Connection, name: str | None, status: str | None, limit: int,
                offset: int) -> tuple[int, list[sqlite3.Row]]:
     return page_rows(conn, "ledger_holds", {"account": name, "status": status}, limit, offset)

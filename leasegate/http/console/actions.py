@@ -1,0 +1,89 @@
+"""The console's forms (POST): reclaim, credit, create and revoke keys.
+
+Each sends the same actor message as its ``/v1`` route; the guard has checked
+the session and the CSRF token. Success redirects (303) to the page the form
+came from with a notice; a refusal renders the error page with the
+domain error's status and message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quart import request, url_for
+from werkzeug.wrappers import Response as Redirect
+
+from leasegate.actors.key_messages import CreateKey, RevokeKey
+from leasegate.actors.ledger_messages import Credit
+from leasegate.actors.task_messages import ReclaimTask
+from leasegate.errors import InvalidRequest
+from leasegate.http.console.blueprint import authenticator, back_to, bp, principal, session
+from leasegate.http.context import system
+
+MAX_FIELD_CHARS = 2000
+
+
+def _field(form: Any, name: str, *, required: bool = True) -> str | None:
+    value = str(form.get(name, "")).strip()
+    if len(value) > MAX_FIELD_CHARS:
+        raise InvalidRequest(f"{name} is over {MAX_FIELD_CHARS} characters")
+    if not value:
+        if required:
+            raise InvalidRequest(f"{name} is required")
+        return None
+    return value
+
+
+def _whole(form: Any, name: str) -> int:
+    value = _field(form, name) or ""
+    if not value.isdigit() or len(value) > 18:
+        raise InvalidRequest(f"{name} must be a whole number")
+    return int(value)
+
+
+@bp.post("/tasks/<task_id>/reclaim")
+async def reclaim(task_id: str) -> Redirect:
+    """Resolve a stale task: requeue, succeeded or failed, with a reason (required)."""
+    form = await request.form
+    who = principal()
+    done = await system().tasks.mailbox.ask(ReclaimTask(
+        task_id, _field(form, "action"), _field(form, "reason"),  # type: ignore[arg-type]
+        by=f"{who.name} ({who.key_id})"))
+    session().notify("ok", f"task {task_id}: {form.get('action')} → {done.status}")
+    return back_to(form, url_for("console.task", task_id=task_id))
+
+
+@bp.post("/ledger/credit")
+async def credit() -> Redirect:
+    form = await request.form
+    account = _field(form, "account") or ""
+    reply = await system().ledger.mailbox.ask(Credit(
+        account, _whole(form, "amount"), _field(form, "ref") or "",
+        _field(form, "memo", required=False)))
+    session().notify("ok", f"credited {account}: available {reply.available}, "
+                           f"balance {reply.balance}")
+    return back_to(form, url_for("console.ledger", account=account))
+
+
+@bp.post("/keys")
+async def create_key() -> Redirect:
+    """A new key; its secret is shown on the next page only (then gone)."""
+    form = await request.form
+    sites = _field(form, "sites", required=False)
+    created = await system().keys.mailbox.ask(CreateKey(
+        _field(form, "role"),  # type: ignore[arg-type]
+        _field(form, "name") or "", _field(form, "tenant", required=False),
+        tuple(s.strip() for s in sites.split(",") if s.strip()) if sites else None))
+    session().notify("secret", f"{created.role} key {created.name} ({created.key_id}); "
+                               f"its secret, shown this once: {created.key}")
+    return back_to(form, url_for("console.keys"))
+
+
+@bp.post("/keys/<key_id>/revoke")
+async def revoke_key(key_id: str) -> Redirect:
+    form = await request.form
+    revoked = await system().keys.mailbox.ask(RevokeKey(key_id))
+    authenticator().forget(key_id)
+    authenticator().sessions.end_for_key(key_id)
+    session().notify("ok", f"key {revoked.name} ({key_id}) revoked")
+    return back_to(form, url_for("console.keys"))

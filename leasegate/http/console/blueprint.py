@@ -1,0 +1,221 @@
+"""The console's blueprint, its guard (session cookie, CSRF), sign-in and sign-out,
+and what every page shares.
+
+The app's own authentication lets ``/console`` through (it takes no bearer key);
+:func:`guard` stands in for it: a page without a live session redirects to the
+sign-in form, a POST whose ``csrf`` field does not match the session's token is
+refused (403 page) before the form is acted on.
+"""
+
+from __future__ import annotations
+
+import secrets
+from importlib.resources import files
+from typing import Any
+from urllib.parse import urlencode
+
+import trio
+from quart import Blueprint, Response, current_app, g, redirect, render_template, request, url_for
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response as Redirect
+
+from leasegate.actors.key_messages import LookupKey
+from leasegate.actors.key_views import Principal
+from leasegate.errors import LeasegateError, NotFound, Unauthorized
+from leasegate.http.auth import Authenticator
+from leasegate.http.console.activity import Activity
+from leasegate.http.console.sessions import COOKIE, Session
+from leasegate.http.context import system
+from leasegate.keyformat import secret_matches, split_key
+
+bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates")
+
+OPEN_ENDPOINTS = {"console.sign_in_form", "console.sign_in", "console.static"}
+# name -> content type: the console's files (package data), nothing else.
+STATIC = {"console.css": "text/css; charset=utf-8",
+          "console.js": "text/javascript; charset=utf-8"}
+_static_cache: dict[str, bytes] = {}
+MAX_KEY_CHARS = 200
+# Same origin only; no inline script or style (nothing to inject into).
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+                               "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+# Routes of the gateway the pages use when present (merged later, or not at all):
+# a page never calls one that is absent, so it shows no error for it.
+OPTIONAL_ROUTES = {
+    "events": "/v1/events",
+    "task_events": "/v1/tasks/probe/events",
+    "query_events": "/v1/queries/probe/events",
+    "devices": "/v1/devices",
+}
+
+
+def authenticator() -> Authenticator:
+    found: Authenticator = current_app.extensions["leasegate.auth"]
+    return found
+
+
+def activity() -> Activity:
+    found: Activity = current_app.extensions["leasegate.console.activity"]
+    return found
+
+
+def session() -> Session:
+    found: Session = g.console_session
+    return found
+
+
+def principal() -> Principal:
+    found: Principal = g.principal
+    return found
+
+
+def features() -> dict[str, bool]:
+    """Which optional routes this gateway has (worked out once)."""
+    found: dict[str, bool] | None = current_app.extensions.get("leasegate.console.features")
+    if found is None:
+        adapter = current_app.url_map.bind("console")
+        found = {}
+        for name, path in OPTIONAL_ROUTES.items():
+            try:
+                adapter.match(path, method="GET")
+                found[name] = True
+            except HTTPException:
+                found[name] = False
+        current_app.extensions["leasegate.console.features"] = found
+    return found
+
+
+async def page(template: str, http_status: int = 200, **context: Any) -> Response:
+    """A page of the signed-in console: its notices (shown once), the CSRF token for
+    its forms, what the gateway offers."""
+    current = g.get("console_session")
+    html = await render_template(
+        template, notices=current.take_notices() if current else [],
+        csrf=current.csrf if current else "", who=g.get("principal"),
+        features=features(), **context)
+    return Response(html, status=http_status, content_type="text/html; charset=utf-8")
+
+
+def back_to(form: Any, fallback: str) -> Redirect:
+    """A redirect to where a form returns: its ``back`` field when that is a console
+    path, else ``fallback`` (never another site)."""
+    return redirect(_console_path(form.get("back")) or fallback, 303)
+
+
+def _console_path(target: str | None) -> str | None:
+    if target and target.startswith("/console") and "//" not in target and "\\" not in target:
+        return target
+    return None
+
+
+@bp.after_app_request
+async def _count(response: Response) -> Response:
+    rule = request.url_rule.rule if request.url_rule else ""
+    activity().observe(request.method, rule, response.status_code, system().clock.now())
+    return response
+
+
+@bp.before_request
+async def guard() -> Response | Redirect | None:
+    if request.endpoint in OPEN_ENDPOINTS:
+        return None
+    auth = authenticator()
+    session_id = request.cookies.get(COOKIE, "")
+    found = auth.sessions.find(session_id) if session_id else None
+    if found is None:
+        auth.charge_address()  # answered without a key: the address pays
+        return await _signed_out("sign in with an admin key")
+    try:
+        g.principal = await auth.session_principal(session_id)
+    except Unauthorized as exc:
+        return await _signed_out(exc.message)
+    g.console_session = found
+    if request.method == "POST":
+        form = await request.form
+        given = form.get("csrf", "").encode()
+        if not secrets.compare_digest(given, found.csrf.encode()):
+            return await page("error.html", 403, status=403, message=(
+                "this form's CSRF token is missing or out of date; "
+                "reload the page and try again"))
+    return None
+
+
+async def _signed_out(message: str) -> Response | Redirect:
+    if request.method == "GET":
+        query = request.query_string.decode("latin-1")
+        here = request.path + ("?" + query if query else "")
+        target = url_for("console.sign_in_form") + "?" + urlencode({"next": here})
+        return redirect(target, 303)
+    return await page("error.html", 401, status=401, message=message)
+
+
+@bp.after_request
+async def _headers(response: Response) -> Response:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    if request.endpoint != "console.static":
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@bp.errorhandler(LeasegateError)
+async def _domain_error(exc: LeasegateError) -> Response:
+    response = await page("error.html", exc.status, status=exc.status, message=exc.message)
+    for name, value in exc.headers.items():
+        response.headers[name.replace("_", "-")] = value
+    return response
+
+
+@bp.get("/static/<name>")
+async def static(name: str) -> Response:
+    if name not in STATIC:
+        raise NotFound(f"no such file: {name}")
+    if name not in _static_cache:  # read once, off the event loop
+        source = files("leasegate.http.console").joinpath("static", name)
+        _static_cache[name] = await trio.to_thread.run_sync(source.read_bytes)
+    response = Response(_static_cache[name], content_type=STATIC[name])
+    response.headers["Cache-Control"] = "public, max-age=300"
+    return response
+
+
+@bp.get("/sign-in")
+async def sign_in_form() -> Response:
+    return await page("sign_in.html", next=_console_path(request.args.get("next")) or "")
+
+
+@bp.post("/sign-in")
+async def sign_in() -> Response | Redirect:
+    """An admin key, checked as the bearer check does; a session in its place. A refusal
+    shows the form again with the reason (200: a page, as a browser should show it)."""
+    auth = authenticator()
+    auth.charge_address()  # every attempt costs the address: no guessing in bulk
+    form = await request.form
+    key = form.get("key", "").strip()[:MAX_KEY_CHARS]
+    next_path = _console_path(form.get("next")) or url_for("console.overview")
+    parts = split_key(key)
+    found = None if parts is None else await system().keys.mailbox.ask(LookupKey(parts[0]))
+    if parts is None or found is None or not secret_matches(parts[1], found.secret_hash):
+        return await page("sign_in.html", next=next_path, error="unknown API key")
+    if found.revoked:
+        return await page("sign_in.html", next=next_path, error="this API key was revoked")
+    if found.principal.role != "admin":
+        return await page("sign_in.html", next=next_path, error=(
+            f"a {found.principal.role} key may not use the console: it needs an admin key"))
+    session_id, _ = auth.sessions.begin(found.principal.key_id)
+    response = redirect(next_path, 303)
+    response.set_cookie(COOKIE, session_id, max_age=int(auth.sessions.lifetime), path="/",
+                        httponly=True, samesite="Strict", secure=request.scheme == "https")
+    return response
+
+
+@bp.post("/sign-out")
+async def sign_out() -> Redirect:
+    authenticator().sessions.end(request.cookies.get(COOKIE, ""))
+    response = redirect(url_for("console.sign_in_form"), 303)
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="Strict")
+    return response

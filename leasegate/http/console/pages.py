@@ -1,0 +1,163 @@
+"""The console's pages (GET): overview, tasks (stale first) and queries, a job's
+page, the ledger, workers and devices, API keys."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from quart import Response, redirect, request, url_for
+from werkzeug.wrappers import Response as Redirect
+
+from leasegate.actors import billing
+from leasegate.actors.key_messages import ListKeys
+from leasegate.actors.ledger_messages import GetAccount, ListAccounts, ListEntries, ListHolds
+from leasegate.actors.pages import Page
+from leasegate.actors.query_messages import GetQuery, ListQueries, QueryStatus
+from leasegate.actors.task_messages import (
+    GetTask,
+    ListArtifacts,
+    ListTasks,
+    ListWorkers,
+    TaskStatus,
+)
+from leasegate.errors import InvalidRequest
+from leasegate.http.console.blueprint import activity, bp, page
+from leasegate.http.context import system
+from leasegate.http.render import to_json
+from leasegate.http.routes_admin import health_report
+from leasegate.ids import ID_RULE, is_id
+
+TASK_STATUSES: tuple[TaskStatus, ...] = get_args(TaskStatus)
+QUERY_STATUSES: tuple[QueryStatus, ...] = get_args(QueryStatus)
+PAGE_SIZE = 50
+STALE_SHOWN = 20
+
+
+def _arg_id(name: str) -> str | None:
+    """A search field: empty is off; anything else must be an id."""
+    value = request.args.get(name, "").strip()
+    if not value:
+        return None
+    if not is_id(value):
+        raise InvalidRequest(f"{name} must be {ID_RULE}")
+    return value
+
+
+def _arg_choice(name: str, choices: tuple[str, ...]) -> Any:
+    value = request.args.get(name, "").strip()
+    if not value:
+        return None
+    if value not in choices:
+        raise InvalidRequest(f"{name} must be one of {', '.join(choices)}")
+    return value
+
+
+def _offset() -> int:
+    raw = request.args.get("offset", "0")
+    if not raw.isdigit() or len(raw) > 9:
+        raise InvalidRequest("offset must be a whole number")
+    return int(raw)
+
+
+@bp.get("/")
+async def overview() -> Response:
+    sys = system()
+    report = await health_report(detailed=True)
+    tasks = {status: (await sys.tasks.mailbox.ask(
+        ListTasks(status=status, page=Page(limit=1)))).total for status in TASK_STATUSES}
+    queries = {status: (await sys.queries.mailbox.ask(
+        ListQueries(status=status, page=Page(limit=1)))).total for status in QUERY_STATUSES}
+    workers = await sys.tasks.mailbox.ask(ListWorkers(Page(limit=100)))
+    stale = await sys.tasks.mailbox.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
+    audit = sys.ledger.last_audit
+    return await page(
+        "overview.html", report=report, tasks=tasks, queries=queries,
+        workers=to_json(workers), stale=to_json(stale), audit=to_json(audit),
+        charts=activity().charts(sys.clock.now()))
+
+
+@bp.get("/tasks")
+async def tasks() -> Response | Redirect:
+    """Stale tasks first (each with what its last lease left and the reclaim form),
+    then a search by id, status, site, account, tenant."""
+    task_id = _arg_id("id")
+    if task_id is not None:
+        return redirect(url_for("console.task", task_id=task_id), 303)
+    status = _arg_choice("status", TASK_STATUSES)
+    filters = {"site": _arg_id("site"), "account": _arg_id("account"),
+               "tenant": _arg_id("tenant")}
+    sys = system()
+    stale = await sys.tasks.mailbox.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
+    artifacts = {task.task_id: to_json((await sys.tasks.mailbox.ask(
+        ListArtifacts(task.task_id))).items) for task in stale.items}
+    found = await sys.tasks.mailbox.ask(ListTasks(
+        status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
+    return await page("tasks.html", stale=to_json(stale), artifacts=artifacts,
+                      found=to_json(found), status=status or "", statuses=TASK_STATUSES,
+                      filters={k: v or "" for k, v in filters.items()})
+
+
+@bp.get("/queries")
+async def queries() -> Response | Redirect:
+    query_id = _arg_id("id")
+    if query_id is not None:
+        return redirect(url_for("console.query", query_id=query_id), 303)
+    status = _arg_choice("status", QUERY_STATUSES)
+    filters = {"site": _arg_id("site"), "tenant": _arg_id("tenant")}
+    found = await system().queries.mailbox.ask(ListQueries(
+        status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
+    return await page("queries.html", found=to_json(found), status=status or "",
+                      statuses=QUERY_STATUSES, filters={k: v or "" for k, v in filters.items()})
+
+
+@bp.get("/tasks/<task_id>")
+async def task(task_id: str) -> Response:
+    if not is_id(task_id):
+        raise InvalidRequest(f"task_id must be {ID_RULE}")
+    sys = system()
+    found = await billing.with_billing(sys.ledger.mailbox,
+                                       await sys.tasks.mailbox.ask(GetTask(task_id)))
+    artifacts = await sys.tasks.mailbox.ask(ListArtifacts(task_id))
+    return await page("job.html", channel="task", job=to_json(found), job_id=task_id,
+                      artifacts=to_json(artifacts.items))
+
+
+@bp.get("/queries/<query_id>")
+async def query(query_id: str) -> Response:
+    if not is_id(query_id):
+        raise InvalidRequest(f"query_id must be {ID_RULE}")
+    sys = system()
+    found = await billing.with_billing(sys.ledger.mailbox,
+                                       await sys.queries.mailbox.ask(GetQuery(query_id)))
+    return await page("job.html", channel="query", job=to_json(found), job_id=query_id,
+                      artifacts=[])
+
+
+@bp.get("/ledger")
+async def ledger() -> Response:
+    """Accounts and their balances; one account's entries and holds; the credit form."""
+    account = _arg_id("account")
+    mailbox = system().ledger.mailbox
+    accounts = await mailbox.ask(ListAccounts(Page(limit=100, offset=_offset())))
+    chosen = entries = None
+    holds = await mailbox.ask(ListHolds(account=account, page=Page(limit=PAGE_SIZE)))
+    if account is not None:
+        chosen = to_json(await mailbox.ask(GetAccount(account)))
+        entries = to_json(await mailbox.ask(ListEntries(account, Page(limit=PAGE_SIZE))))
+    return await page("ledger.html", accounts=to_json(accounts), account=account or "",
+                      chosen=chosen, entries=entries, holds=to_json(holds))
+
+
+@bp.get("/workers")
+async def workers() -> Response:
+    """Workers from the task actor; devices from ``GET /v1/devices`` (read by the page's
+    script when the gateway has that route)."""
+    found = await system().tasks.mailbox.ask(ListWorkers(Page(limit=PAGE_SIZE,
+                                                               offset=_offset())))
+    return await page("workers.html", workers=to_json(found))
+
+
+@bp.get("/keys")
+async def keys() -> Response:
+    found = await system().keys.mailbox.ask(ListKeys(Page(limit=PAGE_SIZE, offset=_offset())))
+    return await page("keys.html", keys=to_json(found))

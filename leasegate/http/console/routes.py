@@ -1,0 +1,21 @@
+"""The console, installed on the app: its blueprint with every page and form."""
+
+from __future__ import annotations
+
+from quart import Quart
+from quart_schema import hide
+
+from leasegate.http.console import actions, pages
+from leasegate.http.console.activity import Activity
+from leasegate.http.console.blueprint import bp
+
+__all__ = ["bp", "install"]
+ROUTE_MODULES = (pages, actions)  # imported for their routes on ``bp``
+
+
+def install(app: Quart) -> None:
+    app.extensions["leasegate.console.activity"] = Activity()
+    app.register_blueprint(bp)
+    for endpoint, view in app.view_functions.items():
+        if endpoint.startswith(f"{bp.name}."):
+            hide(view)  # pages, not API: kept out of the OpenAPI document

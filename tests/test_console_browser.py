@@ -1,0 +1,333 @@
+"""The operator console in a real headless Chromium (Debian's ``chromium``, driven by
+Playwright; ``make test`` installs it), against a served gateway.
+
+Every test saves a screenshot under ``tmp/artifacts`` (``TEST_ARTIFACTS``
+elsewhere) and fails on any error in the browser's console. With
+``UPDATE_CONSOLE_SCREENSHOT=1`` the overview test also writes the README's
+screenshot, ``docs/console-overview.png``.
+
+The history timeline and the live row need ``GET /v1/tasks/{id}/events`` and
+``GET /v1/events``; on a gateway without them (the page then calls neither) the test
+that needs them is skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+
+from tests.served import Served, start, stop
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "tmp" / "artifacts"))
+README_SHOT = ROOT / "docs" / "console-overview.png"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# A lease that lapses a second after its last renewal: stale tasks in moments.
+ENV = {"LEASEGATE_TASK_LEASE_TTL": "1", "LEASEGATE_HOUSEKEEPING_INTERVAL": "0.2",
+       "LEASEGATE_LEDGER_AUDIT_INTERVAL": "0.5"}
+TENANT = "default"  # the bootstrap client key's tenant
+STALE = ("order-a", "order-b")
+# Generous for a loaded machine (the suite runs beside other test files).
+TIMEOUT_MS = 10_000
+expect.set_options(timeout=TIMEOUT_MS)
+
+
+def _ok(response: httpx.Response, *codes: int) -> Any:
+    assert response.status_code in (codes or (200,)), response.text
+    return response.json()
+
+
+def _make_work(served: Served) -> None:
+    """Two stale tasks (w1 started both, reported progress and a receipt for one, then
+    stopped renewing), one finished task, queued work on a site no worker serves, a
+    query, and money on the tenant's account."""
+    client, worker = served.client("client"), served.client("worker")
+    _ok(served.client("admin").post(f"/v1/ledger/accounts/{TENANT}/credit",
+                                    json={"amount": 1000, "ref": "opening"}))
+    for task_id, account in (*zip(STALE, ("acct-a", "acct-b"), strict=True), ("order-c", "acct-c")):
+        _ok(client.post("/v1/tasks", json={"task_id": task_id, "site": "shop", "account": account,
+                                           "kind": "place_order", "params": {"sku": "X1"},
+                                           "max_cost": 50}), 201)
+    _ok(client.post("/v1/tasks", json={"task_id": "later-1", "site": "books",
+                                       "kind": "place_order"}), 201)
+    _ok(client.post("/v1/queries", json={"site": "shop", "kind": "price"}), 201)
+    leases = _ok(worker.post("/v1/tasks/lease", json={"worker_id": "w1", "wait_seconds": 0,
+                                                      "max": 3, "sites": ["shop"]}))["items"]
+    by_id = {item["task_id"]: item for item in leases}
+    assert set(by_id) == {*STALE, "order-c"}
+    for item in leases:
+        fence = {"worker_id": "w1", "lease_token": item["lease_token"]}
+        _ok(worker.post(f"/v1/tasks/{item['task_id']}/start", json=fence))
+    fence_a = {"worker_id": "w1", "lease_token": by_id["order-a"]["lease_token"]}
+    _ok(worker.post("/v1/tasks/order-a/renew", json={**fence_a, "progress": {"step": "paid"}}))
+    _ok(worker.put("/v1/tasks/order-a/artifacts/receipt.txt", content=b"order 1234 paid",
+                   headers={"X-Worker-Id": "w1", "X-Lease-Token": fence_a["lease_token"]}), 201)
+    fence_c = {"worker_id": "w1", "lease_token": by_id["order-c"]["lease_token"]}
+    _ok(worker.post("/v1/tasks/order-c/result",
+                    json={**fence_c, "outcome": "succeeded", "result": {"order_no": "1235"},
+                          "cost": 30}))
+    deadline = time.monotonic() + 10
+    while any(_ok(client.get(f"/v1/tasks/{t}"))["status"] != "stale" for t in STALE):
+        assert time.monotonic() < deadline, "the tasks did not go stale"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    served = start(tmp_path_factory.mktemp("console") / "var", ENV, collect_output=True)
+    try:
+        _make_work(served)
+        yield served
+    finally:
+        stop(served)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def session_cookie(gateway: Served) -> dict[str, Any]:
+    """A console session of the bootstrap admin, for tests that start signed in."""
+    signed_in = httpx.post(gateway.url + "/console/sign-in",
+                           data={"key": gateway.keys["admin"]})
+    assert signed_in.status_code == 303, signed_in.text
+    return {"name": "leasegate_console", "value": signed_in.cookies["leasegate_console"],
+            "url": gateway.url, "httpOnly": True, "sameSite": "Strict"}
+
+
+@dataclass
+class Console:
+    """One browser tab on the console, and what its console reported."""
+
+    page: Page
+    url: str
+    errors: list[str] = field(default_factory=list)
+
+    def go(self, path: str) -> None:
+        self.page.goto(self.url + path)
+
+    def sign_in(self, key: str) -> None:
+        self.go("/console/")
+        self.page.get_by_label("Admin key").fill(key)
+        self.page.get_by_role("button", name="Sign in").click()
+
+
+def _open(browser: Browser, url: str, name: str, **context_args: Any) -> Iterator[Console]:
+    context = browser.new_context(**{"viewport": {"width": 1280, "height": 900},
+                                     **context_args})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    console = Console(page, url)
+    page.on("console", lambda message: _note(console, message))
+    page.on("pageerror", lambda error: console.errors.append(f"page error: {error}"))
+    try:
+        yield console
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"console-{name}.png"), full_page=True)
+    finally:
+        context.close()
+    assert console.errors == [], console.errors
+
+
+def _note(console: Console, message: ConsoleMessage) -> None:
+    if message.type in ("error", "warning"):
+        console.errors.append(f"{message.type}: {message.text}")
+
+
+@pytest.fixture
+def tab(browser: Browser, gateway: Served, request: pytest.FixtureRequest) -> Iterator[Console]:
+    """A tab not signed in."""
+    yield from _open(browser, gateway.url, request.node.name.removeprefix("test_"))
+
+
+@pytest.fixture
+def admin_tab(browser: Browser, gateway: Served, session_cookie: dict[str, Any],
+              request: pytest.FixtureRequest) -> Iterator[Console]:
+    """A tab signed in as the bootstrap admin."""
+    for tab in _open(browser, gateway.url, request.node.name.removeprefix("test_")):
+        tab.page.context.add_cookies([session_cookie])  # type: ignore[list-item]
+        yield tab
+
+
+def test_sign_in_shows_the_overview(tab: Console, gateway: Served) -> None:
+    tab.sign_in(gateway.keys["admin"])
+    page = tab.page
+    expect(page.get_by_role("heading", name=re.compile("^Overview"))).to_be_visible()
+    expect(page.locator("h1 .badge")).to_have_text("degraded")  # stale tasks, unserved site
+    stale = page.get_by_role("heading", name=re.compile("^Stale tasks"))
+    expect(stale).to_contain_text("2")
+    lanes = page.locator("section", has=page.get_by_role("heading", name="Blocked lanes"))
+    for task_id in STALE:
+        expect(lanes.get_by_role("link", name=task_id)).to_be_visible()
+    queued = page.locator("section", has=page.get_by_role("heading", name="Queued by site"))
+    expect(queued.locator("tr", has_text="books")).to_contain_text("none")
+    expect(page.get_by_text("submits per minute")).to_contain_text("5 in all")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "leasegate_console")
+    assert (cookie["httpOnly"], cookie["sameSite"]) == (True, "Strict")
+    # Keyboard: the first Tab reaches the skip link, the next ones the navigation.
+    page.keyboard.press("Tab")
+    expect(page.locator(":focus")).to_have_text("Skip to content")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    expect(page.locator(":focus")).to_have_text("Overview")
+    if os.environ.get("UPDATE_CONSOLE_SCREENSHOT") == "1":
+        page.keyboard.press("Escape")
+        page.locator(":focus").blur()
+        README_SHOT.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(README_SHOT), full_page=True)
+
+
+def test_the_overview_fits_a_phone(browser: Browser, gateway: Served) -> None:
+    for tab in _open(browser, gateway.url, "phone", viewport={"width": 390, "height": 844},
+                     is_mobile=True, has_touch=True):
+        tab.sign_in(gateway.keys["admin"])
+        expect(tab.page.get_by_role("heading", name=re.compile("^Overview"))).to_be_visible()
+        assert tab.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        tab.go("/console/tasks")
+        expect(tab.page.locator("article.stale")).to_have_count(2)
+        assert tab.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_a_stale_task_is_found_and_reclaimed_with_a_reason(admin_tab: Console,
+                                                          gateway: Served) -> None:
+    tab = admin_tab
+    page = tab.page
+    tab.go("/console/tasks")
+    card = page.locator('article.stale[data-job-id="order-a"]')
+    expect(card).to_contain_text("w1")  # the last lease's worker
+    expect(card).to_contain_text("lease_expired")
+    expect(card).to_contain_text('"step": "paid"')
+    receipt = card.get_by_role("link", name="receipt.txt")
+    # The artifact downloads with the console's cookie alone.
+    download = page.request.get(tab.url + str(receipt.get_attribute("href")))
+    assert (download.status, download.body()) == (200, b"order 1234 paid")
+    # The reason is required: an empty one is not sent.
+    card.get_by_role("button", name="Reclaim").click()
+    assert page.evaluate("document.activeElement.name") == "reason"
+    card.get_by_label("Reason").fill("checked the shop: no order was placed")
+    card.get_by_label("requeue").check()
+    card.get_by_role("button", name="Reclaim").click()
+    expect(page.locator(".notice-ok")).to_contain_text("task order-a: requeue → queued")
+    expect(page.locator('article.stale[data-job-id="order-a"]')).to_have_count(0)
+    task = _ok(gateway.client("admin").get("/v1/tasks/order-a"))
+    assert task["status"] == "queued"
+    assert task["reclaim"]["reason"] == "checked the shop: no order was placed"
+    assert task["reclaim"]["by"].startswith("bootstrap admin (")
+    page.get_by_label("Task id").fill("order-a")
+    page.get_by_role("button", name="Search").click()
+    expect(page.get_by_role("heading", name="Task order-a")).to_be_visible()
+    expect(page.locator("dl.facts").first).to_contain_text("checked the shop")
+
+
+def test_history_and_a_row_that_changes_live(admin_tab: Console, gateway: Served) -> None:
+    tab = admin_tab
+    page = tab.page
+    tab.go("/console/tasks")
+    if not page.locator("body").get_attribute("data-events"):
+        pytest.skip("this gateway has no job history or event stream (GET /v1/events)")
+    card = page.locator('article.stale[data-job-id="order-b"]')
+    timeline = card.locator(".timeline")
+    for kind in ("submitted", "leased", "started", "stale"):
+        expect(timeline).to_contain_text(kind)
+    page.evaluate("window.stillTheSamePage = true")
+    row = page.locator('table.jobs tr[data-job-id="order-b"] .status')
+    expect(row).to_have_text("stale")
+    _ok(gateway.client("admin").post("/v1/tasks/order-b/reclaim", json={
+        "action": "failed", "reason": "the shop says the order was refused"}))
+    expect(row).to_have_text("failed")
+    expect(card.locator(".status").first).to_have_text("failed")
+    expect(card.get_by_role("button", name="Reclaim")).to_be_hidden()
+    expect(timeline).to_contain_text("reclaimed")
+    assert page.evaluate("window.stillTheSamePage") is True  # no reload
+
+
+def test_credit_an_account(admin_tab: Console, gateway: Served) -> None:
+    tab = admin_tab
+    page = tab.page
+    tab.go("/console/ledger")
+    page.get_by_label("Account (the tenant)").fill(TENANT)
+    page.get_by_label("Amount").fill("250")
+    page.get_by_label("Reference").fill("wire-2026-12")
+    page.get_by_label("Memo").fill("top-up by wire")
+    page.get_by_role("button", name="Credit").click()
+    expect(page.locator(".notice-ok")).to_contain_text(f"credited {TENANT}")
+    account = _ok(gateway.client("admin").get(f"/v1/ledger/accounts/{TENANT}"))
+    expect(page.locator("#available")).to_have_text(str(account["available"]))
+    expect(page.locator("table", has_text="Txn").locator("tr", has_text="wire-2026-12")
+           ).to_contain_text("250")
+    expect(page.get_by_role("heading", name=re.compile("^Holds of"))).to_be_visible()
+
+
+def test_create_and_revoke_keys(admin_tab: Console, gateway: Served, browser: Browser) -> None:
+    tab = admin_tab
+    page = tab.page
+    tab.go("/console/keys")
+    page.get_by_label("Role").select_option("client")
+    page.get_by_label("Name").fill("doomed")
+    page.get_by_label("Tenant").fill(TENANT)
+    page.get_by_role("button", name="Create").click()
+    secret = page.locator(".notice-secret").inner_text()
+    key = re.search(r"lg_\S+", secret)
+    assert key is not None, secret
+    doomed = httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {key[0]}"})
+    assert doomed.get("/v1/tasks").status_code == 200
+    page.reload()
+    expect(page.locator(".notice-secret")).to_have_count(0)  # shown once
+    # A second operator, signed in with an admin key that is about to be revoked.
+    other = _ok(gateway.client("admin").post("/v1/admin/keys", json={
+        "role": "admin", "name": "temp operator"}), 201)
+    for second in _open(browser, gateway.url, "revoked-session"):
+        second.sign_in(other["key"])
+        expect(second.page.get_by_role("heading", name=re.compile("^Overview"))).to_be_visible()
+        for name in ("doomed", "temp operator"):
+            page.get_by_role("button", name=re.compile(f"^Revoke key {name} ")).click()
+            expect(page.locator(".notice-ok")).to_contain_text("revoked")
+        expect(page.locator("tr", has_text="doomed")).to_contain_text("revoked")
+        assert doomed.get("/v1/tasks").status_code == 401
+        second.go("/console/ledger")  # the revoked key's session ends on its next request
+        expect(second.page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+
+def test_a_client_key_is_refused(tab: Console, gateway: Served) -> None:
+    tab.sign_in(gateway.keys["client"])
+    page = tab.page
+    expect(page.get_by_role("alert")).to_contain_text("a client key may not use the console")
+    assert not [c for c in page.context.cookies() if c["name"] == "leasegate_console"]
+    tab.go("/console/keys")
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+
+def test_a_post_without_the_csrf_token_is_refused(gateway: Served) -> None:
+    with httpx.Client(base_url=gateway.url) as browser_like:
+        signed_in = browser_like.post("/console/sign-in", data={"key": gateway.keys["admin"]})
+        assert signed_in.status_code == 303
+        before = _ok(gateway.client("admin").get(f"/v1/ledger/accounts/{TENANT}"))
+        form = {"account": TENANT, "amount": "5", "ref": "forged"}
+        for token in ({}, {"csrf": "guess"}):
+            refused = browser_like.post("/console/ledger/credit", data={**form, **token})
+            assert refused.status_code == 403
+            assert "CSRF token" in refused.text
+        # The cookie alone never changes anything through /v1 either.
+        forged = browser_like.post(f"/v1/ledger/accounts/{TENANT}/credit",
+                                   json={"amount": 5, "ref": "forged"})
+        assert forged.status_code == 401
+        assert _ok(gateway.client("admin").get(f"/v1/ledger/accounts/{TENANT}")) == before
+        # Its reads through /v1 do work (the page's scripts use them).
+        assert browser_like.get("/v1/workers").status_code == 200
+        browser_like.post("/console/sign-out", data={})  # no token: refused, still signed in
+        assert browser_like.get("/console/keys").status_code == 200
