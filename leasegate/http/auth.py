@@ -220,18 +220,18 @@ class Authenticator:
         key_id = self.sessions.key_id_of(session_id)
         if key_id is None:
             self._refuse("the console session is over; sign in again")
-        known = self._known.get(key_id)
-        if known is None:
-            found = await self.system.keys.mailbox.ask(LookupKey(key_id))
-            if found is None or found.revoked:
-                self.sessions.end_for_key(key_id)
-                raise Unauthorized("the key of this console session was revoked")
-            known = self._known[key_id] = (found.principal, found.secret_hash)
-        wait = self.limiter.take(key_id, self.system.clock.now())
-        if wait > 0:
-            raise RateLimited("too many requests for this key",
-                              Retry_After=str(max(1, int(wait + 0.999))))
-        return known[0]
+        now = self.system.clock.now()
+        known = self.verified.get(key_id, now)
+        if known is not None:
+            return self._take(known[0], now)
+        forgotten = self._forgotten
+        found = await self.system.keys.mailbox.ask(LookupKey(key_id))
+        if found is None or found.revoked:
+            self.sessions.end_for_key(key_id)
+            raise Unauthorized("the key of this console session was revoked")
+        if forgotten == self._forgotten:  # else it may be the key revoked meanwhile
+            self.verified.add(found.principal, found.secret_hash, now)
+        return self._take(found.principal, now)
 
 
 def allow(*roles: str, admin: bool = True, refusal: str | None = None) -> Callable[[F], F]:
