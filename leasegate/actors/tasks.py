@@ -34,6 +34,8 @@ import sqlite3
 
 from leasegate.actors import task_artifacts, task_presence
 from leasegate.actors.billing import SettleNotices
+from leasegate.actors.event_hub import EventHub
+from leasegate.actors.history import GetHistory, JobHistory, RecordSettled
 from leasegate.actors.leases import DryFilters, new_lease_token
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.pages import Paged
@@ -94,9 +96,10 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
 
     def __init__(self, db: Database, clock: Clock, settings: Settings,
                  artifacts: ArtifactStore | None = None, *,
-                 ledger: Mailbox | None = None) -> None:
+                 ledger: Mailbox | None = None, events: EventHub | None = None) -> None:
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
+        self.history = JobHistory(self, "task", events)  # one record() per transition
         # A task with max_cost that ends is settled by the ledger after the commit.
         self.settle = SettleNotices(self, "task", ledger)
         self._dry = DryFilters()
@@ -158,6 +161,12 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
                 return frozenset(sql.existing(conn, list(message.task_ids)))
             case CheckTaskHealth():
                 return task_presence.health(conn, now, self.settings.worker_offline_after)
+            case GetHistory():
+                self._visible(conn, message.job_id, message.tenant)
+                return self.history.read(conn, message.job_id)
+            case RecordSettled():
+                self.history.settled(conn, message)
+                return None
         raise InvalidRequest(f"tasks: not a task message: {type(message).__name__}")
 
     # ---- submit / read ----
@@ -177,6 +186,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
             lambda i: sql.get_or_tombstone(conn, i))
         if replayed is not None:
             return TaskSubmitted(task_id, replayed, created=False)
+        self.history.record(conn, task_id, "submitted")
         if m.not_before is None or m.not_before <= now:
             self.work_may_be_available()
         return TaskSubmitted(task_id, "queued", created=True)
@@ -219,7 +229,10 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
             token = new_lease_token()
             if sql.take_lease(conn, row["task_id"], m.worker_id, token, m.request_id,
                               claim_expires_at, now):
-                leases.append(task_lease(self._current(conn, row["task_id"])))
+                leased = self._current(conn, row["task_id"])
+                self.history.record(conn, row["task_id"], "leased", worker_id=m.worker_id,
+                                    attempt=leased["attempts"] + 1)
+                leases.append(task_lease(leased))
         return tuple(leases)
 
     def serve_parked(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object | None:
@@ -258,6 +271,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
         if sql.back_to_queue(conn, task_id, "leased", token, self._requeue_status(row), now):
             log.info("task lease released (never received): task_id=%s worker=%s",
                      escape(task_id), escape(row["lease_owner"]))
+            self.history.record(conn, task_id, "released", worker_id=row["lease_owner"])
             self.work_may_be_available()
 
     @staticmethod
@@ -291,6 +305,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
             if sql.back_to_queue(conn, row["task_id"], "leased", row["lease_token"], to, now):
                 log.info("task claim expired unstarted, back to %s: task_id=%s worker=%s",
                          to, escape(row["task_id"]), escape(row["lease_owner"]))
+                self.history.record(conn, row["task_id"], "claim_lapsed",
+                                    worker_id=row["lease_owner"])
                 self.work_may_be_available()
         hard_timeout = self.settings.task_hard_timeout
         for row in sql.past_hard_timeout(conn, now, hard_timeout):
@@ -305,6 +321,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
             log.warning("task expired unstarted: task_id=%s kind=%s site=%s account=%s",
                         escape(row["task_id"]), escape(row["kind"]), escape(row["site"]),
                         escape(row["account"]))
+            self.history.record(conn, row["task_id"], "expired")
             self.settle.ended(sql.get(conn, row["task_id"]), sql.TERMINAL)
         if sql.not_before_passed(conn, self._not_before_seen, now):
             self.work_may_be_available()  # a parked lease may take it now
@@ -320,6 +337,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls):
             log.warning("task stale, lane %s/%s blocked until reclaimed: task_id=%s reason=%s",
                         escape(row["site"]), escape(row["account"]), escape(row["task_id"]),
                         escape(reason))
+            self.history.record(conn, row["task_id"], "stale", reason=reason)
 
     def _purge(self, conn: sqlite3.Connection, now: float) -> bool:
         """Delete finished tasks past retention (each leaves a tombstone that keeps

@@ -198,6 +198,19 @@ class LeasegateOpenAPI(OpenAPIProvider):
                                "(`text/plain; version=0.0.4`).",
                 "content": {"text/plain": {"schema": {"type": "string"}}},
             })
+        elif key == ("get", "/v1/events"):
+            responses["200"] = {
+                "description": "Server-Sent Events: `event: job` (`id:` the event id, `data:` "
+                               "the event as JSON), `event: reset` (`data: {\"reason\"}`: "
+                               "missed events, re-read) and `: keep-alive` comments; the "
+                               "stream ends after `max_wait_seconds` (reconnect with "
+                               "`Last-Event-ID`).",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            }
+            parameters.append({"name": "Last-Event-ID", "in": "header", "required": False,
+                               "description": "Resume after this event id.",
+                               "schema": {"type": "integer", "minimum": 0,
+                                          "maximum": 2**63 - 1}})
         elif key == ("get", ARTIFACT_PATH):
             responses.setdefault("200", {
                 "description": "The artifact's bytes.",
