@@ -23,11 +23,11 @@ import json
 import logging
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from leasegate.actors.checks import check_choice, check_id, check_int
+from leasegate.actors.checks import MAX_AMOUNT, check_choice, check_id, check_int
 from leasegate.actors.ledger_views import Channel
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.views import Instant
@@ -92,7 +92,7 @@ class GetHistory(Ask[History]):
         check_id("tenant", self.tenant, optional=True)
 
 
-MAX_AMOUNT = 10**15
+SettledOutcome = Literal["succeeded", "failed", "canceled", "expired", "orphaned"]
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,7 @@ class RecordSettled(Tell):
 
     def check(self) -> None:
         check_id("job_id", self.job_id)
-        check_choice("outcome", self.outcome,
-                     ("succeeded", "failed", "canceled", "expired", "orphaned"))
+        check_choice("outcome", self.outcome, SettledOutcome)
         check_int("charged", self.charged, 0, MAX_AMOUNT)
         check_int("refunded", self.refunded, 0, MAX_AMOUNT)
 
