@@ -5,13 +5,16 @@ even when two actors' commits publish out of order; the stream route's body."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import trio
 import trio.testing
 
 from leasegate.actors.event_hub import EventFilter, EventHub, Reset
 from leasegate.actors.history import JobEvent
+from leasegate.actors.task_messages import RenewTask
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from tests.conftest import start_gateway
@@ -121,3 +124,57 @@ async def test_a_drain_ends_the_streams(nursery: trio.Nursery, tmp_path: Path, c
     assert ended and ended[0] == draining_at  # at once, not after max_wait_seconds (30 s)
     status, body = await gateway.call("GET", "/v1/events", "admin")
     assert status == 503 and body["error"]["code"] == 5030
+
+
+async def test_stale_reclaim_the_cap_and_the_purge(nursery: trio.Nursery, tmp_path: Path,
+                                                  clock: Clock,
+                                                  autojump_clock: trio.testing.MockClock
+                                                  ) -> None:
+    settings = Settings(task_lease_ttl=10, task_retention=60, housekeeping_interval=5)
+    gateway = await start_gateway(nursery, tmp_path / "leasegate.db", settings, clock)
+
+    async def call(method: str, path: str, who: str, body: dict[str, Any] | None = None
+                   ) -> Any:
+        status, reply = await gateway.call(method, path, who, json=body)
+        assert status in (200, 201), (path, reply)
+        return reply
+
+    async def running(task_id: str) -> dict[str, str]:
+        await call("POST", "/v1/tasks", "t1", {"task_id": task_id, "site": "shop",
+                                                "kind": "k", "account": task_id})
+        [lease] = (await call("POST", "/v1/tasks/lease", "worker", {"worker_id": "w1"}))["items"]
+        fenced = {"worker_id": "w1", "lease_token": lease["lease_token"]}
+        await call("POST", f"/v1/tasks/{task_id}/start", "worker", fenced)
+        return fenced
+
+    await running("t-stale")
+    await trio.sleep(11)  # the lease lapses
+    await call("POST", "/v1/tasks/t-stale/reclaim", "admin",
+               {"action": "failed", "reason": "checked the site: not placed"})
+    items = (await call("GET", "/v1/tasks/t-stale/events", "t1"))["items"]
+    assert [i["kind"] for i in items] == ["submitted", "leased", "started", "stale",
+                                          "reclaimed"]
+    assert items[3]["status"] == "stale"
+    assert items[3]["detail"]["reason"].startswith("lease_expired: worker w1")
+    assert items[4]["status"] == "failed"
+    assert items[4]["detail"]["action"] == "failed"
+    assert items[4]["detail"]["reason"] == "checked the site: not placed"
+    assert items[4]["detail"]["by"].startswith("admin (")  # key name (key id)
+
+    fenced = await running("t-long")
+    tasks = gateway.system.tasks.mailbox
+    for n in range(250):  # straight to the actor: quicker than 250 requests
+        await tasks.ask(RenewTask("t-long", fenced["worker_id"], fenced["lease_token"],
+                                  progress={"n": n}))
+    items = (await call("GET", "/v1/tasks/t-long/events", "t1"))["items"]
+    assert len(items) == 200  # the first 20 and the latest 180
+    assert [i["kind"] for i in items[:3]] == ["submitted", "leased", "started"]
+    assert [i["detail"]["progress"]["n"] for i in items[3:20]] == list(range(17))
+    assert [i["detail"]["progress"]["n"] for i in items[20:]] == list(range(70, 250))
+
+    await trio.sleep(70)  # t-stale (failed) is past task_retention: purged, history too
+    status, _ = await gateway.call("GET", "/v1/tasks/t-stale/events", "t1")
+    assert status == 404
+    with sqlite3.connect(tmp_path / "leasegate.db") as db:
+        left = db.execute("SELECT job_id, count(*) FROM job_events GROUP BY job_id").fetchall()
+    assert left == [("t-long", 200)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -74,7 +75,7 @@ class History:
     items: tuple[HistoryItem, ...]
 
 
-def job_event(row: sqlite3.Row) -> JobEvent:
+def job_event(row: Mapping[str, Any]) -> JobEvent:
     return JobEvent(row["event_id"], row["channel"], row["job_id"], row["tenant"], row["site"],
                     row["device_id"], row["kind"], row["status"], row["at"],
                     json.loads(row["detail"]))

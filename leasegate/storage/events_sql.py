@@ -54,22 +54,23 @@ _JOB_ROW: Final = {
 
 
 def append(conn: sqlite3.Connection, channel: Channel, job_id: str, kind: str,
-           detail: dict[str, Any], at: float) -> sqlite3.Row | None:
+           detail: dict[str, Any], at: float) -> dict[str, Any] | None:
     """Record ``kind`` for the job as it is now (its status after the transition);
-    the stored row, or None when the job does not exist (purged meanwhile)."""
+    the stored columns, or None when the job does not exist (purged meanwhile)."""
     job = conn.execute(_JOB_ROW[channel], (job_id,)).fetchone()
     if job is None:
         return None
+    event = {"channel": channel, "job_id": job_id, "tenant": job["tenant"],
+             "site": job["site"], "device_id": job["device_id"], "kind": kind,
+             "status": job["status"], "at": at,
+             "detail": json.dumps(detail, separators=(",", ":"))}
     cur = conn.execute(
         "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
-        "detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (channel, job_id, job["tenant"], job["site"], job["device_id"], kind, job["status"],
-         at, json.dumps(detail, separators=(",", ":"))))
-    event_id = cur.lastrowid
+        "detail) VALUES (:channel, :job_id, :tenant, :site, :device_id, :kind, :status, :at, "
+        ":detail)", event)
+    event["event_id"] = cur.lastrowid
     _trim(conn, channel, job_id)
-    row: sqlite3.Row = conn.execute("SELECT * FROM job_events WHERE event_id = ?",
-                                    (event_id,)).fetchone()
-    return row
+    return event
 
 
 def _trim(conn: sqlite3.Connection, channel: str, job_id: str) -> None:
