@@ -164,6 +164,18 @@ def test_a_reconnect_with_last_event_id_gets_exactly_the_missed_events(
         ("job", second, "q-r2"), ("job", third, "q-r3")]
 
 
+def test_a_stream_without_events_still_says_where_to_resume(gateway: served.Served) -> None:
+    quiet: Params = [("job_id", "q-quiet")]
+    with client_of(gateway, "client") as http:
+        text = http.get("/v1/events", params=quiet).text
+    first_line = text.splitlines()[0]  # before any event: what an EventSource keeps
+    assert first_line.startswith("id: ")
+    submit(gateway, "q-quiet")  # between two streams
+    [(kind, _, data)] = read_stream(gateway, "client", quiet,
+                                    last=int(first_line.removeprefix("id: ")))
+    assert (kind, data["job_id"]) == ("job", "q-quiet")
+
+
 def test_a_last_event_id_no_longer_kept_gets_a_reset(gateway: served.Served) -> None:
     first = submit(gateway, "q-old-0")
     for n in range(1, RING + 2):

@@ -98,7 +98,7 @@ async def test_the_stream_route_in_process(nursery: trio.Nursery, tmp_path: Path
     assert reply.headers["Content-Type"] == "text/event-stream"
     text = (await reply.get_data()).decode()
     blocks = text.split("\n\n")
-    assert blocks[0] == "retry: 1000"
+    assert blocks[0] == "id: 0\nretry: 1000"  # where a reconnect resumes, if no event came
     assert blocks[1].splitlines()[:2] == ["id: 1", "event: job"]
     data = json.loads(blocks[1].splitlines()[2].removeprefix("data: "))
     assert (data["job_id"], data["kind"], data["tenant"]) == ("q-live", "submitted", "t1")

@@ -65,10 +65,12 @@ class SSEParser:
         self._id: str | None = None
 
     def feed(self, line: str) -> tuple[str, str | None, str] | None:
-        if not line:  # a blank line ends the message
+        """None until a blank line ends a message with data or an id (a bare ``id:``
+        only moves the place a reconnect resumes from)."""
+        if not line:
             event, data, event_id = self._event or "message", self._data, self._id
             self._event, self._data, self._id = "", [], None
-            return (event, event_id, "\n".join(data)) if data else None
+            return (event, event_id, "\n".join(data)) if data or event_id else None
         if line.startswith(":"):
             return None  # a comment: keep-alive
         name, _, value = line.partition(":")
@@ -103,6 +105,8 @@ class _Cursor:
         kind, event_id, data = message
         if event_id is not None and event_id.isdigit():
             self.last_event_id = int(event_id)
+        if not data:
+            return None
         if kind == "job":
             body = json.loads(data)
             return JobEvent(int(body["event_id"]), body["channel"], body["job_id"],

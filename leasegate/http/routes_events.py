@@ -13,6 +13,8 @@ idle timeout); then the client reconnects with ``Last-Event-ID`` (browsers'
 kept. When it cannot resume (too old, unknown, or it fell behind while
 reading): ``event: reset`` with ``data: {"reason": ...}`` and an ``id:`` as of
 now; the client re-reads what it shows. Idle streams get ``: keep-alive``.
+A stream opens (and, if its filter skipped events, ends) with a bare ``id:``,
+so a reconnect resumes from where it was even when no event came.
 """
 
 from __future__ import annotations
@@ -107,7 +109,10 @@ async def job_events(query_args: EventArgs) -> Response:
             return
         hub.readers += 1
         try:
-            yield f"retry: {RETRY_MS}\n\n".encode()
+            # The id where this stream starts: a reconnect resumes from here even if no
+            # event came (an EventSource keeps the last id it was given).
+            yield f"id: {reader.cursor}\nretry: {RETRY_MS}\n\n".encode()
+            start = reader.cursor
             ends = trio.current_time() + settings.max_wait_seconds
             while (remaining := ends - trio.current_time()) > 0:
                 got = await reader.next(min(settings.event_keepalive_seconds, remaining))
@@ -119,6 +124,8 @@ async def job_events(query_args: EventArgs) -> Response:
                     yield b"".join(_message("job", e.event_id, _wire(e)) for e in got)
                 elif ends - trio.current_time() > 0:
                     yield b": keep-alive\n\n"
+            if reader.cursor != start:  # past events filtered out: resume after them
+                yield f"id: {reader.cursor}\n\n".encode()
         finally:
             hub.readers -= 1
 
