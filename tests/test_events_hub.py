@@ -163,13 +163,17 @@ async def test_stale_reclaim_the_cap_and_the_purge(nursery: trio.Nursery, tmp_pa
 
     fenced = await running("t-long")
     tasks = gateway.system.tasks.mailbox
+    await tasks.ask(RenewTask("t-long", fenced["worker_id"], fenced["lease_token"],
+                              progress={"rows": ["x" * 100] * 100}))  # 10 kB
     for n in range(250):  # straight to the actor: quicker than 250 requests
         await tasks.ask(RenewTask("t-long", fenced["worker_id"], fenced["lease_token"],
                                   progress={"n": n}))
     items = (await call("GET", "/v1/tasks/t-long/events", "t1"))["items"]
+    assert items[3]["detail"]["progress"] == {
+        "omitted": "10310 bytes of JSON (kept up to 2048)"}  # a big checkpoint: its size
     assert len(items) == 200  # the first 20 and the latest 180
     assert [i["kind"] for i in items[:3]] == ["submitted", "leased", "started"]
-    assert [i["detail"]["progress"]["n"] for i in items[3:20]] == list(range(17))
+    assert [i["detail"]["progress"]["n"] for i in items[4:20]] == list(range(16))
     assert [i["detail"]["progress"]["n"] for i in items[20:]] == list(range(70, 250))
 
     await trio.sleep(70)  # t-stale (failed) is past task_retention: purged, history too

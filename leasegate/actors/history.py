@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("leasegate.events")
 
+# A detail value larger than this (as JSON) is recorded by its size only: a progress
+# checkpoint may be 64 KiB, and a job keeps 200 events, the live ring 10,000.
+DETAIL_VALUE_MAX = 2048
+
 
 @dataclass(frozen=True)
 class JobEvent:
@@ -123,7 +127,7 @@ class JobHistory:
     def record(self, conn: sqlite3.Connection, job_id: str, kind: str, **detail: Any) -> None:
         """Record ``kind`` for the job as it is now (call after the transition)."""
         row = events_sql.append(conn, self.channel, job_id, kind,
-                                {k: v for k, v in detail.items() if v is not None},
+                                {k: _bounded(v) for k, v in detail.items() if v is not None},
                                 self.actor.now)
         hub = self.hub
         if row is not None and hub is not None:
@@ -145,6 +149,16 @@ class JobHistory:
         return History(tuple(HistoryItem(r["event_id"], r["at"], r["kind"], r["status"],
                                          json.loads(r["detail"]))
                              for r in events_sql.history(conn, self.channel, job_id)))
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        size = len(json.dumps(value, separators=(",", ":")))
+        if size > DETAIL_VALUE_MAX:
+            return {"omitted": f"{size} bytes of JSON (kept up to {DETAIL_VALUE_MAX})"}
+    elif isinstance(value, str) and len(value) > DETAIL_VALUE_MAX:
+        return value[:DETAIL_VALUE_MAX] + "…"
+    return value
 
 
 def _control_kind(action: str, before: sqlite3.Row, after: sqlite3.Row) -> str | None:

@@ -30,7 +30,7 @@ from quart_schema import document_response, validate_querystring
 
 from leasegate.actors.event_hub import EventFilter, Reset
 from leasegate.actors.history import GetHistory, JobEvent
-from leasegate.errors import InvalidRequest, Unavailable
+from leasegate.errors import InvalidRequest
 from leasegate.http.auth import allow, require_tenant
 from leasegate.http.context import system
 from leasegate.http.models import Id, Strict, Timestamp
@@ -129,8 +129,6 @@ async def job_events(query_args: EventArgs) -> Response:
         finally:
             hub.readers -= 1
 
-    if hub.closed:
-        raise Unavailable("the gateway is shutting down")
     response = Response(stream(), 200, {
         "Content-Type": "text/event-stream", "Cache-Control": "no-store",
         "X-Accel-Buffering": "no"})  # nginx: pass each event on at once
