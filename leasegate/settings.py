@@ -82,6 +82,12 @@ class Settings:
     # On SIGINT/SIGTERM, how long every request is still answered (503) before
     # the server stops accepting connections.
     drain_seconds: float = 2.0
+    # Live job events (GET /v1/events): how many recent events are kept for
+    # readers to catch up and resume from, how many streams may be open at once,
+    # and how often an idle stream gets a keep-alive comment.
+    event_ring_size: int = 10_000
+    event_max_streams: int = 1000
+    event_keepalive_seconds: float = 15.0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -98,7 +104,8 @@ class Settings:
             "artifact_orphan_sweep_interval",
             "error_log_window", "max_body_bytes", "max_json_field_bytes",
             "max_artifact_bytes", "http_read_timeout", "http_body_timeout",
-            "housekeeping_interval",
+            "housekeeping_interval", "event_ring_size", "event_max_streams",
+            "event_keepalive_seconds",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:

@@ -61,6 +61,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from leasegate.actors.history import SettledNotices
 from leasegate.actors.ledger_messages import (
     Credit,
     GetAccount,
@@ -144,6 +145,8 @@ class Ledger(Actor):
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
         self.last_audit: AuditReport | None = None  # set on the trio thread only
+        # After each settle's commit, the job's queue records it in the job's history.
+        self.settled_notices = SettledNotices(self)
         self.add_job("recover_holds", settings.ledger_recover_interval, self._recover)
         self.add_job("purge_settled_holds", settings.housekeeping_interval, self._purge)
         self.add_job("audit", settings.ledger_audit_interval, self._audit_job)
@@ -235,6 +238,7 @@ class Ledger(Actor):
                      [("@holds", -charge), ("@revenue", charge)])
         if refund:
             sql.post(conn, "refund", job_id, memo, now, [("@holds", -refund), (account, refund)])
+        self.settled_notices.settled(channel, job_id, outcome, charge, refund)
         return True
 
     def _release(self, conn: sqlite3.Connection, m: ReleaseHold, now: float) -> bool:

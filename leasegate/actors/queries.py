@@ -20,6 +20,8 @@ import sqlite3
 
 from leasegate.actors.batches import EachItem
 from leasegate.actors.billing import SettleNotices
+from leasegate.actors.event_hub import EventHub
+from leasegate.actors.history import GetHistory, JobHistory, RecordSettled
 from leasegate.actors.leases import (
     DryFilters,
     check_site,
@@ -74,9 +76,10 @@ class QueryQueue(Actor, EachItem):
     name = "queries"
 
     def __init__(self, db: Database, clock: Clock, settings: Settings, *,
-                 ledger: Mailbox | None = None) -> None:
+                 ledger: Mailbox | None = None, events: EventHub | None = None) -> None:
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
+        self.history = JobHistory(self, "query", events)  # one record() per transition
         # A query with max_cost that ends is settled by the ledger after the commit.
         self.settle = SettleNotices(self, "query", ledger)
         self._dry = DryFilters()
@@ -110,11 +113,18 @@ class QueryQueue(Actor, EachItem):
             case ReleaseQueryLeases():
                 for query_id, token in message.leases:
                     if sql.give_back(conn, query_id, token, now):
+                        self.history.record(conn, query_id, "released")
                         self._queued_again(conn, query_id)
                 return None
             case CountQueries():
                 return tuple(QueryCounts(r["status"], r["site"], r["n"])
                              for r in sql.count_by_status_and_site(conn))
+            case GetHistory():
+                self._visible(conn, message.job_id, message.tenant)
+                return self.history.read(conn, message.job_id)
+            case RecordSettled():
+                self.history.settled(conn, message)
+                return None
         raise TypeError(f"queries: unknown message {message!r}")
 
     # ---- submit / read ----
@@ -131,6 +141,7 @@ class QueryQueue(Actor, EachItem):
             lambda i: sql.get_or_tombstone(conn, i))
         if replayed is not None:
             return QuerySubmitted(query_id, replayed, created=False)
+        self.history.record(conn, query_id, "submitted")
         self.work_may_be_available(*new_work(m.site))
         return QuerySubmitted(query_id, "queued", created=True)
 
@@ -163,6 +174,8 @@ class QueryQueue(Actor, EachItem):
                               expires_at, now):
                 leased = sql.get(conn, row["query_id"])
                 assert leased is not None
+                self.history.record(conn, row["query_id"], "leased", worker_id=m.worker_id,
+                                    attempt=leased["attempts"])
                 leases.append(query_lease(leased))
         return tuple(leases)
 
@@ -233,6 +246,8 @@ class QueryQueue(Actor, EachItem):
                         escape(m.query_id), escape(row["kind"]), code, escape(message))
         sql.finish(conn, m.query_id, m.lease_token, m.outcome, now, result, code, message,
                    m.cost, digest)
+        self.history.record(conn, m.query_id, "result", outcome=m.outcome, late=False,
+                            worker_id=m.worker_id, cost=m.cost)
         self.work_may_be_available(job_changed(m.query_id))  # wakes GETs waiting for it
         updated = sql.get(conn, m.query_id)
         assert updated is not None
@@ -249,11 +264,14 @@ class QueryQueue(Actor, EachItem):
         for row in sql.expire_past_ttl(conn, now):
             log.warning("query expired: query_id=%s kind=%s", escape(row["query_id"]),
                         escape(row["kind"]))
+            self.history.record(conn, row["query_id"], "expired")
             self.settle.ended(sql.get(conn, row["query_id"]), TERMINAL)
             self.work_may_be_available(job_changed(row["query_id"]))
         for row in sql.lapsed_leases(conn, now):
             if row["attempts"] >= self.settings.query_max_attempts:
                 sql.fail_exhausted(conn, row["query_id"], row["attempts"], now)
+                self.history.record(conn, row["query_id"], "lease_expired",
+                                    attempts=row["attempts"])
                 self.settle.ended(sql.get(conn, row["query_id"]), TERMINAL)
                 log.warning("query attempts exhausted, failed: query_id=%s attempts=%s",
                             escape(row["query_id"]), row["attempts"])
@@ -261,6 +279,8 @@ class QueryQueue(Actor, EachItem):
             else:
                 # Read-only work is safe to run again: this is the difference from tasks.
                 sql.requeue(conn, row["query_id"], now)
+                self.history.record(conn, row["query_id"], "lease_expired",
+                                    attempts=row["attempts"])
                 log.info("query lease expired, redelivering: query_id=%s attempts=%s",
                          escape(row["query_id"]), row["attempts"])
                 self._queued_again(conn, row["query_id"])

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import trio
 
+from leasegate.actors.event_hub import EventHub
 from leasegate.actors.jobs import JobRecord, JobStatistics, run_guarded, serve_guarded
 from leasegate.actors.keys import KeyStore
 from leasegate.actors.ledger import Ledger, LedgerUnbalanced, audit
@@ -44,6 +45,7 @@ from leasegate.clock import Clock
 from leasegate.errors import Unavailable
 from leasegate.logs import Throttled
 from leasegate.settings import Settings
+from leasegate.storage import events_sql
 from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.backup import backup
 from leasegate.storage.connection import Database, is_disk_failure, transaction
@@ -97,11 +99,15 @@ class System:
         self.keys = KeyStore(self._database(), clock)
         # The queues tell the ledger; the ledger never asks them (an acyclic graph).
         self.ledger = Ledger(self._database(), clock, settings)
+        # Job events: written by the queues, streamed from here after their commits.
+        self.events = EventHub(settings.event_ring_size, settings.event_max_streams)
         self.queries = QueryQueue(self._database(), clock, settings,
-                                  ledger=self.ledger.mailbox)
+                                  ledger=self.ledger.mailbox, events=self.events)
         self.artifacts = ArtifactStore(db_path.parent / "artifacts")
         self.tasks = TaskQueue(self._database(), clock, settings, self.artifacts,
-                               ledger=self.ledger.mailbox)
+                               ledger=self.ledger.mailbox, events=self.events)
+        self.ledger.settled_notices.queues = {"task": self.tasks.mailbox,
+                                              "query": self.queries.mailbox}
         self._background: list[_BackgroundJob] = []
         self.add_background_job("artifacts", "sweep_staging", settings.housekeeping_interval,
                                 self._sweep_staging)
@@ -214,6 +220,7 @@ class System:
             for db in self._databases:
                 await db.start()
             await self._setup.run(migrate)
+            self.events.start(await self._setup.run(events_sql.last_event_id))
             await self._audit_ledger()
             async with trio.open_nursery() as actors:
                 for actor in self.actors:
@@ -228,6 +235,7 @@ class System:
                         jobs.start_soon(run_guarded, bg.record, self.clock, window, bg.fn)
                     jobs.start_soon(serve_guarded, self._deleter, self.clock, window,
                                     self.artifacts.delete_next)
+                    jobs.start_soon(self.events.run)
                     task_status.started()
                     await self._closed.wait()
                     jobs.cancel_scope.cancel()  # they hold nothing worth finishing
@@ -264,6 +272,7 @@ class System:
         """Parked long-polls answer with an empty list; new ones are refused."""
         for actor in self.actors:
             actor.drain()
+        self.events.close()  # live event streams end; their clients come back later
 
     def close(self) -> None:
         """Stop the actors once they have applied what is already in their inboxes."""

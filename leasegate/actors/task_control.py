@@ -23,6 +23,7 @@ from leasegate.storage import tasks_sql as sql
 
 if TYPE_CHECKING:
     from leasegate.actors.billing import SettleNotices
+    from leasegate.actors.history import JobHistory
 
 log = logging.getLogger("leasegate.tasks")
 
@@ -30,6 +31,7 @@ log = logging.getLogger("leasegate.tasks")
 class TaskControl:
     if TYPE_CHECKING:  # provided by TaskQueue and its Actor base
         settle: SettleNotices
+        history: JobHistory
 
         def work_may_be_available(self, *topics: Hashable) -> None: ...
         def _visible(self, conn: sqlite3.Connection, task_id: str,
@@ -50,6 +52,7 @@ class TaskControl:
         if not act(conn, row, now):
             raise StateConflict(f"task {m.task_id} changed concurrently; try again")
         changed = self._current(conn, m.task_id)
+        self.history.controlled(conn, m.action, row, changed)
         self.work_may_be_available(job_changed(m.task_id))  # a cancel or pause settles it
         self.settle.ended(changed, sql.TERMINAL)  # a cancel of an unstarted task
         return task_view(changed)
@@ -120,6 +123,8 @@ class TaskControl:
         log.warning("task reclaimed: task_id=%s action=%s status=%s by=%s reason=%s "
                     "stale_reason=%s", escape(m.task_id), m.action, status, escape(m.by),
                     escape(m.reason), escape(row["stale_reason"]))
+        self.history.record(conn, m.task_id, "reclaimed", action=m.action, reason=m.reason,
+                            by=m.by)
         self.work_may_be_available()  # the lane is free
         resolved = self._current(conn, m.task_id)
         self.settle.ended(resolved, sql.TERMINAL)  # a stale task's hold is resolved now

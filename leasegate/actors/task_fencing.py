@@ -24,6 +24,7 @@ from leasegate.storage import tasks_sql as sql
 
 if TYPE_CHECKING:
     from leasegate.actors.billing import SettleNotices
+    from leasegate.actors.history import JobHistory
     from leasegate.actors.task_messages import LeaseTasks
     from leasegate.settings import Settings
 
@@ -34,6 +35,7 @@ class FencedCalls:
     if TYPE_CHECKING:  # provided by TaskQueue and its Actor base
         settings: Settings
         settle: SettleNotices
+        history: JobHistory
 
         def work_may_be_available(self, *topics: Hashable) -> None: ...
         def _current(self, conn: sqlite3.Connection, task_id: str) -> sqlite3.Row: ...
@@ -50,6 +52,8 @@ class FencedCalls:
                 raise self._refuse("start", row, m.worker_id, m.lease_token)
             log.info("task started: task_id=%s worker=%s attempt=%d",
                      escape(m.task_id), escape(m.worker_id), row["attempts"] + 1)
+            self.history.record(conn, m.task_id, "started", worker_id=m.worker_id,
+                                attempt=row["attempts"] + 1)
         # else: a retry after a lost response gets the current state
         self._seen(conn, m.worker_id, now)
         started = self._current(conn, m.task_id)
@@ -67,6 +71,8 @@ class FencedCalls:
                          progress, now):
             raise self._refuse("renew", row, m.worker_id, m.lease_token)
         self._seen(conn, m.worker_id, now)
+        if progress is not None and progress != row["progress"]:  # not every renewal
+            self.history.record(conn, m.task_id, "renewed", progress=m.progress)
         row = self._current(conn, m.task_id)
         return Renewed(lease_expires_at, bool(row["cancel_requested"]),
                        bool(row["pause_requested"]))
@@ -110,6 +116,8 @@ class FencedCalls:
             log.warning("late result accepted for stale task: task_id=%s worker=%s outcome=%s "
                         "stale_reason=%s", escape(m.task_id), escape(m.worker_id), m.outcome,
                         escape(row["stale_reason"]))
+        self.history.record(conn, m.task_id, "result", outcome=m.outcome, late=late,
+                            worker_id=m.worker_id, cost=m.cost)
         self._seen(conn, m.worker_id, now)
         self.work_may_be_available(*new_work(row["site"]), job_changed(m.task_id))  # lane free
         done = self._current(conn, m.task_id)

@@ -35,6 +35,8 @@ import sqlite3
 from leasegate.actors import task_artifacts, task_presence
 from leasegate.actors.batches import EachItem
 from leasegate.actors.billing import SettleNotices
+from leasegate.actors.event_hub import EventHub
+from leasegate.actors.history import GetHistory, JobHistory, RecordSettled
 from leasegate.actors.jobs import JobRecord
 from leasegate.actors.leases import (
     DryFilters,
@@ -107,9 +109,10 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
 
     def __init__(self, db: Database, clock: Clock, settings: Settings,
                  artifacts: ArtifactStore | None = None, *,
-                 ledger: Mailbox | None = None) -> None:
+                 ledger: Mailbox | None = None, events: EventHub | None = None) -> None:
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
+        self.history = JobHistory(self, "task", events)  # one record() per transition
         # A task with max_cost that ends is settled by the ledger after the commit.
         self.settle = SettleNotices(self, "task", ledger)
         self._dry = DryFilters()
@@ -180,6 +183,12 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
                 return frozenset(sql.existing(conn, list(message.task_ids)))
             case CheckTaskHealth():
                 return task_presence.health(conn, now, self.settings.worker_offline_after)
+            case GetHistory():
+                self._visible(conn, message.job_id, message.tenant)
+                return self.history.read(conn, message.job_id)
+            case RecordSettled():
+                self.history.settled(conn, message)
+                return None
         raise InvalidRequest(f"tasks: not a task message: {type(message).__name__}")
 
     # ---- submit / read ----
@@ -199,6 +208,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
             lambda i: sql.get_or_tombstone(conn, i))
         if replayed is not None:
             return TaskSubmitted(task_id, replayed, created=False)
+        self.history.record(conn, task_id, "submitted")
         if m.not_before is None or m.not_before <= now:
             self.work_may_be_available(*new_work(m.site))
         return TaskSubmitted(task_id, "queued", created=True)
@@ -241,7 +251,10 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
             token = new_lease_token()
             if sql.take_lease(conn, row["task_id"], m.worker_id, token, m.request_id,
                               claim_expires_at, now):
-                leases.append(task_lease(self._current(conn, row["task_id"])))
+                leased = self._current(conn, row["task_id"])
+                self.history.record(conn, row["task_id"], "leased", worker_id=m.worker_id,
+                                    attempt=leased["attempts"] + 1)
+                leases.append(task_lease(leased))
         return tuple(leases)
 
     def parked_on(self, message: Ask[object] | Tell) -> Wait | None:
@@ -287,6 +300,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
         if sql.back_to_queue(conn, task_id, "leased", token, self._requeue_status(row), now):
             log.info("task lease released (never received): task_id=%s worker=%s",
                      escape(task_id), escape(row["lease_owner"]))
+            self.history.record(conn, task_id, "released", worker_id=row["lease_owner"])
             self.work_may_be_available(*new_work(row["site"]))
 
     @staticmethod
@@ -320,6 +334,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
             if sql.back_to_queue(conn, row["task_id"], "leased", row["lease_token"], to, now):
                 log.info("task claim expired unstarted, back to %s: task_id=%s worker=%s",
                          to, escape(row["task_id"]), escape(row["lease_owner"]))
+                self.history.record(conn, row["task_id"], "claim_lapsed",
+                                    worker_id=row["lease_owner"])
                 self.work_may_be_available(*new_work(row["site"]), job_changed(row["task_id"]))
         hard_timeout = self.settings.task_hard_timeout
         for row in sql.past_hard_timeout(conn, now, hard_timeout):
@@ -334,6 +350,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
             log.warning("task expired unstarted: task_id=%s kind=%s site=%s account=%s",
                         escape(row["task_id"]), escape(row["kind"]), escape(row["site"]),
                         escape(row["account"]))
+            self.history.record(conn, row["task_id"], "expired")
             self.settle.ended(sql.get(conn, row["task_id"]), sql.TERMINAL)
             self.work_may_be_available(job_changed(row["task_id"]))  # a GET waits for it
         if sql.not_before_passed(conn, self._not_before_seen, now):
@@ -352,6 +369,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
             log.warning("task stale, lane %s/%s blocked until reclaimed: task_id=%s reason=%s",
                         escape(row["site"]), escape(row["account"]), escape(row["task_id"]),
                         escape(reason))
+            self.history.record(conn, row["task_id"], "stale", reason=reason)
 
     def _purge(self, conn: sqlite3.Connection, now: float) -> bool:
         """Delete finished tasks past retention (each leaves a tombstone that keeps

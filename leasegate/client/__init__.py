@@ -66,6 +66,7 @@ from leasegate.client._errors import (
     Unauthorized,
     Unavailable,
 )
+from leasegate.client._events import EventsReset, JobEvent
 from leasegate.client._http import Retry
 from leasegate.client._job import (
     AsyncHandler,
@@ -104,6 +105,7 @@ __all__ = [
     "DeviceHeartbeat",
     "DeviceLimit",
     "Entry",
+    "EventsReset",
     "Failed",
     "Forbidden",
     "Handler",
@@ -113,6 +115,7 @@ __all__ = [
     "InternalError",
     "InvalidRequest",
     "Job",
+    "JobEvent",
     "LeasegateError",
     "MethodNotAllowed",
     "NotFound",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncGenerator, Generator, Iterable, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar, cast
@@ -14,6 +14,7 @@ import httpx
 
 from leasegate.client._batch import chunks, submitted
 from leasegate.client._errors import LeasegateError, StateConflict
+from leasegate.client._events import Event, _Cursor, async_events, sync_events
 from leasegate.client._http import DEFAULT_TIMEOUT, AsyncHTTP, Retry, SyncHTTP, new_id, path
 from leasegate.client._types import (
     QUERY_DONE_STATES,
@@ -317,6 +318,16 @@ class Client:
 
     # ---- devices ----------------------------------------------------------------------
 
+    def events(self, *, job_ids: Iterable[str] | None = None, site: str | None = None,
+               device_id: str | None = None, channel: str | None = None,
+               last_event_id: int | None = None) -> Generator[Event, None, None]:
+        """Live job events (own tenant; admin: all), for ever: :class:`JobEvent`, or
+        :class:`EventsReset` when some were missed (re-read). Reconnects by itself,
+        resuming after the last event seen (or ``last_event_id``); ``close()`` it to
+        stop."""
+        return sync_events(self._http, _Cursor(job_ids, site, device_id, channel,
+                                               last_event_id))
+
     def heartbeat_device(self, device_id: str) -> DeviceHeartbeat:
         """Tell the gateway an end user's device is still there (its paused tasks resume)."""
         return cast(
@@ -500,6 +511,14 @@ class AsyncClient:
             params=_given(limit=limit, offset=offset)))
 
     # ---- devices ----------------------------------------------------------------------
+
+    def events(self, *, job_ids: Iterable[str] | None = None, site: str | None = None,
+               device_id: str | None = None, channel: str | None = None,
+               last_event_id: int | None = None) -> AsyncGenerator[Event, None]:
+        """As :meth:`Client.events`, an async generator (``async for event in ...``;
+        ``aclose()`` it to stop)."""
+        return async_events(self._http, _Cursor(job_ids, site, device_id, channel,
+                                                last_event_id))
 
     async def heartbeat_device(self, device_id: str) -> DeviceHeartbeat:
         """See :meth:`Client.heartbeat_device`."""

@@ -106,6 +106,12 @@ LEASE_CONFLICT = ("task_lease_invalid (6002): not this worker's lease or token (
                   "window has passed).")
 SUBMITS = {("post", "/v1/tasks"), ("post", "/v1/queries")}
 ARTIFACT_PATH = "/v1/tasks/{task_id}/artifacts/{name}"
+# One message of GET /v1/events (`data` is JSON text: the event, or {"reason"}).
+SSE_MESSAGE = {"type": "object", "required": ["event", "data"], "properties": {
+    "event": {"type": "string", "enum": ["job", "reset"]},
+    "id": {"type": "string", "pattern": "^[0-9]+$"},
+    "data": {"type": "string"},
+    "retry": {"type": "integer", "minimum": 0}}}
 
 
 class LeasegateOpenAPI(OpenAPIProvider):
@@ -198,6 +204,19 @@ class LeasegateOpenAPI(OpenAPIProvider):
                                "(`text/plain; version=0.0.4`).",
                 "content": {"text/plain": {"schema": {"type": "string"}}},
             })
+        elif key == ("get", "/v1/events"):
+            responses["200"] = {
+                "description": "Server-Sent Events: `event: job` (`id:` the event id, `data:` "
+                               "the event as JSON), `event: reset` (`data: {\"reason\"}`: "
+                               "missed events, re-read) and `: keep-alive` comments; the "
+                               "stream ends after `max_wait_seconds` (reconnect with "
+                               "`Last-Event-ID`).",
+                "content": {"text/event-stream": {"schema": SSE_MESSAGE}},
+            }
+            parameters.append({"name": "Last-Event-ID", "in": "header", "required": False,
+                               "description": "Resume after this event id.",
+                               "schema": {"type": "integer", "minimum": 0,
+                                          "maximum": 2**63 - 1}})
         elif key == ("get", ARTIFACT_PATH):
             responses.setdefault("200", {
                 "description": "The artifact's bytes.",

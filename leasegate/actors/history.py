@@ -1,0 +1,204 @@
+"""Job history: each task's and query's events, recorded with its transitions.
+
+A queue actor calls :meth:`JobHistory.record` once per transition, inside the
+turn: the row is written in the same transaction (durable before the reply
+acknowledges anything) and handed to the live :class:`EventHub` only after the
+commit (a rolled-back message publishes nothing)::
+
+    self.history.record(conn, task_id, "started", worker_id=m.worker_id, attempt=2)
+
+``settled`` comes from the ledger, which owns the holds and decides charge and
+refund: after its own commit it tells the job's queue actor
+:class:`RecordSettled`, and the queue actor records it like any other event.
+So each table keeps one writer (the ledger never writes a queue's history, the
+queues never read the ledger's holds), and the message is a ``tell``: the
+ledger never waits on a queue (the queues ask the ledger; the reverse wait
+could deadlock). A notice lost to a full inbox loses that history line only;
+the job's ``billing`` still shows the settlement.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import trio
+
+from leasegate.actors.checks import MAX_AMOUNT, check_choice, check_id, check_int
+from leasegate.actors.ledger_views import Channel
+from leasegate.actors.mailbox import Ask, Mailbox, Tell
+from leasegate.actors.views import Instant
+from leasegate.errors import LeasegateError
+from leasegate.logs import escape
+from leasegate.storage import events_sql
+
+if TYPE_CHECKING:
+    from leasegate.actors.event_hub import EventHub
+    from leasegate.actors.runtime import Actor
+
+log = logging.getLogger("leasegate.events")
+
+# A detail value larger than this (as JSON) is recorded by its size only: a progress
+# checkpoint may be 64 KiB, and a job keeps 200 events, the live ring 10,000.
+DETAIL_VALUE_MAX = 2048
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One thing that happened to a job; ``status`` is the job's status after it."""
+
+    event_id: int
+    channel: Channel
+    job_id: str
+    tenant: str
+    site: str
+    device_id: str | None
+    kind: str
+    status: str
+    at: Instant
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HistoryItem:
+    """A job's event as its history lists it (the job's own fields left out)."""
+
+    event_id: int
+    at: Instant
+    kind: str
+    status: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class History:
+    items: tuple[HistoryItem, ...]
+
+
+def job_event(row: Mapping[str, Any]) -> JobEvent:
+    return JobEvent(row["event_id"], row["channel"], row["job_id"], row["tenant"], row["site"],
+                    row["device_id"], row["kind"], row["status"], row["at"],
+                    json.loads(row["detail"]))
+
+
+@dataclass(frozen=True)
+class GetHistory(Ask[History]):
+    """A job's history, oldest first; a job of another tenant is not found."""
+
+    job_id: str
+    tenant: str | None = None  # None: any tenant (admin)
+
+    def check(self) -> None:
+        check_id("job_id", self.job_id)
+        check_id("tenant", self.tenant, optional=True)
+
+
+SettledOutcome = Literal["succeeded", "failed", "canceled", "expired", "orphaned"]
+
+
+@dataclass(frozen=True)
+class RecordSettled(Tell):
+    """The ledger settled a job's hold (sent after the ledger's commit)."""
+
+    job_id: str
+    outcome: str
+    charged: int
+    refunded: int
+
+    def check(self) -> None:
+        check_id("job_id", self.job_id)
+        check_choice("outcome", self.outcome, SettledOutcome)
+        check_int("charged", self.charged, 0, MAX_AMOUNT)
+        check_int("refunded", self.refunded, 0, MAX_AMOUNT)
+
+
+class JobHistory:
+    """A queue actor's recorder: rows in its transaction, the hub after its commit."""
+
+    def __init__(self, actor: Actor, channel: Channel, hub: EventHub | None) -> None:
+        self.actor = actor
+        self.channel: Channel = channel
+        self.hub = hub
+
+    def record(self, conn: sqlite3.Connection, job_id: str, kind: str, **detail: Any) -> None:
+        """Record ``kind`` for the job as it is now (call after the transition)."""
+        row = events_sql.append(conn, self.channel, job_id, kind,
+                                {k: _bounded(v) for k, v in detail.items() if v is not None},
+                                self.actor.now)
+        hub = self.hub
+        if row is not None and hub is not None:
+            event = job_event(row)
+            self.actor.after_commit(lambda: hub.publish(event))
+
+    def controlled(self, conn: sqlite3.Connection, action: str, before: sqlite3.Row,
+                   after: sqlite3.Row, by: str | None = None) -> None:
+        """Record what a cancel, pause or resume changed (nothing: no event)."""
+        kind = _control_kind(action, before, after)
+        if kind is not None:
+            self.record(conn, after[f"{self.channel}_id"], kind, by=by)
+
+    def settled(self, conn: sqlite3.Connection, m: RecordSettled) -> None:
+        self.record(conn, m.job_id, "settled", outcome=m.outcome, charged=m.charged,
+                    refunded=m.refunded)
+
+    def read(self, conn: sqlite3.Connection, job_id: str) -> History:
+        return History(tuple(HistoryItem(r["event_id"], r["at"], r["kind"], r["status"],
+                                         json.loads(r["detail"]))
+                             for r in events_sql.history(conn, self.channel, job_id)))
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        size = len(json.dumps(value, separators=(",", ":")))
+        if size > DETAIL_VALUE_MAX:
+            return {"omitted": f"{size} bytes of JSON (kept up to {DETAIL_VALUE_MAX})"}
+    elif isinstance(value, str) and len(value) > DETAIL_VALUE_MAX:
+        return value[:DETAIL_VALUE_MAX] + "…"
+    return value
+
+
+def _control_kind(action: str, before: sqlite3.Row, after: sqlite3.Row) -> str | None:
+    status, was = after["status"], before["status"]
+    if action == "cancel":
+        if status == "canceled" and was != "canceled":
+            return "canceled"
+        if after["cancel_requested"] and not before["cancel_requested"]:
+            return "cancel_requested"
+    elif action == "pause":
+        if status == "paused" and was != "paused":
+            return "paused"
+        if after["pause_requested"] and not before["pause_requested"]:
+            return "pause_requested"
+    elif (was == "paused" and status != "paused") or (
+            before["pause_requested"] and not after["pause_requested"]):
+        return "resumed"
+    return None
+
+
+class SettledNotices:
+    """The ledger's side: after its commit, tell the job's queue it was settled."""
+
+    def __init__(self, actor: Actor) -> None:
+        self.actor = actor
+        self.queues: dict[str, Mailbox] = {}  # channel → the queue actor's mailbox
+
+    def settled(self, channel: str, job_id: str, outcome: str, charged: int,
+                refunded: int) -> None:
+        queue = self.queues.get(channel)
+        if queue is None:
+            return
+        notice = RecordSettled(job_id, outcome, charged, refunded)
+
+        def tell() -> None:
+            try:
+                queue.tell_nowait(notice)
+            except (trio.WouldBlock, LeasegateError):
+                log.warning("settled event of %s %s not recorded (the queue's inbox is "
+                            "full or closed); its billing still shows it", channel,
+                            escape(job_id))
+
+        self.actor.after_commit(tell)

@@ -1,0 +1,156 @@
+"""Job history and live job events: ``GET /v1/{tasks,queries}/{id}/events``, ``GET /v1/events``.
+
+The live stream is Server-Sent Events. Each event is::
+
+    id: 42
+    event: job
+    data: {"event_id": 42, "channel": "task", "job_id": "t1", "tenant": "acme", ...}
+
+A stream lasts at most ``max_wait_seconds`` (it is a long-poll that delivers
+many events, bounded like the others, below every proxy's and hypercorn's
+idle timeout); then the client reconnects with ``Last-Event-ID`` (browsers'
+``EventSource`` and the SDK do) and misses nothing while the event is still
+kept. When it cannot resume (too old, unknown, or it fell behind while
+reading): ``event: reset`` with ``data: {"reason": ...}`` and an ``id:`` as of
+now; the client re-reads what it shows. Idle streams get ``: keep-alive``.
+A stream opens (and, if its filter skipped events, ends) with a bare ``id:``,
+so a reconnect resumes from where it was even when no event came.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Final, Literal
+
+import trio
+from pydantic import Field
+from quart import Blueprint, Response, request
+from quart_schema import document_response, validate_querystring
+
+from leasegate.actors.event_hub import EventFilter, Reset
+from leasegate.actors.history import GetHistory, JobEvent
+from leasegate.errors import InvalidRequest
+from leasegate.http.auth import allow, require_tenant
+from leasegate.http.context import system
+from leasegate.http.models import Id, Strict, Timestamp
+from leasegate.http.render import to_json
+from leasegate.ids import ID_RULE, is_id
+
+bp = Blueprint("events", __name__)
+
+MAX_JOB_IDS: Final = 100
+MAX_EVENT_ID: Final = 2**63 - 1
+RETRY_MS: Final = 1000  # how soon an EventSource reconnects after a stream ends
+
+
+class HistoryItemObject(Strict):
+    event_id: int
+    at: Timestamp
+    kind: str
+    status: str
+    detail: dict[str, Any]
+
+
+class HistoryObject(Strict):
+    items: list[HistoryItemObject]
+
+
+class EventArgs(Strict):
+    job_id: Annotated[str | list[str], Field(
+        description=f"Only these jobs (repeatable, at most {MAX_JOB_IDS}).")] | None = None
+    site: Id | None = None
+    device_id: Id | None = None
+    channel: Literal["task", "query"] | None = None
+    last_event_id: Annotated[int, Field(ge=0, le=MAX_EVENT_ID, description=(
+        "Resume after this event (the `Last-Event-ID` header wins)."))] | None = None
+
+
+@bp.get("/v1/tasks/<task_id>/events")
+@allow("client")
+@document_response(HistoryObject)
+async def task_history(task_id: str) -> Any:
+    """A task's history, oldest first (own tenant; admin: any)."""
+    _, tenant = require_tenant("client")
+    return to_json(await system().tasks.mailbox.ask(GetHistory(task_id, tenant)))
+
+
+@bp.get("/v1/queries/<query_id>/events")
+@allow("client")
+@document_response(HistoryObject)
+async def query_history(query_id: str) -> Any:
+    """A query's history, oldest first (own tenant; admin: any)."""
+    _, tenant = require_tenant("client")
+    return to_json(await system().queries.mailbox.ask(GetHistory(query_id, tenant)))
+
+
+@bp.get("/v1/events")
+@allow("client")
+@validate_querystring(EventArgs)
+async def job_events(query_args: EventArgs) -> Response:
+    """Live job events as Server-Sent Events (own tenant; admin: all), filtered by
+    ``job_id``, ``site``, ``device_id``, ``channel``; resumes after ``Last-Event-ID``."""
+    _, tenant = require_tenant("client")
+    sys = system()
+    job_ids = query_args.job_id
+    wanted = [job_ids] if isinstance(job_ids, str) else list(job_ids or ())
+    if len(wanted) > MAX_JOB_IDS:
+        raise InvalidRequest(f"at most {MAX_JOB_IDS} job_id values")
+    if not all(is_id(j) for j in wanted):
+        raise InvalidRequest(f"job_id must be {ID_RULE}")
+    hub = sys.events
+    reader = hub.subscribe(EventFilter(tenant, frozenset(wanted), query_args.site,
+                                       query_args.device_id, query_args.channel),
+                           _last_event_id(query_args.last_event_id))
+    settings = sys.settings
+
+    async def stream() -> AsyncIterator[bytes]:
+        if hub.readers >= hub.max_readers:  # raced past subscribe's check: end at once
+            return
+        hub.readers += 1
+        try:
+            # The id where this stream starts: a reconnect resumes from here even if no
+            # event came (an EventSource keeps the last id it was given).
+            yield f"id: {reader.cursor}\nretry: {RETRY_MS}\n\n".encode()
+            start = reader.cursor
+            ends = trio.current_time() + settings.max_wait_seconds
+            while (remaining := ends - trio.current_time()) > 0:
+                got = await reader.next(min(settings.event_keepalive_seconds, remaining))
+                if got is None:  # the gateway drains
+                    return
+                if isinstance(got, Reset):
+                    yield _message("reset", got.event_id, {"reason": got.reason})
+                elif got:
+                    yield b"".join(_message("job", e.event_id, _wire(e)) for e in got)
+                elif ends - trio.current_time() > 0:
+                    yield b": keep-alive\n\n"
+            if reader.cursor != start:  # past events filtered out: resume after them
+                yield f"id: {reader.cursor}\n\n".encode()
+        finally:
+            hub.readers -= 1
+
+    response = Response(stream(), 200, {
+        "Content-Type": "text/event-stream", "Cache-Control": "no-store",
+        "X-Accel-Buffering": "no"})  # nginx: pass each event on at once
+    response.timeout = None  # the stream ends itself (max_wait_seconds)
+    return response
+
+
+def _last_event_id(from_query: int | None) -> int | None:
+    given = request.headers.get("Last-Event-ID")
+    if given is None:
+        return from_query
+    text = given.strip()
+    if not text.isdigit() or int(text) > MAX_EVENT_ID:
+        raise InvalidRequest("Last-Event-ID must be an event id (a non-negative integer)")
+    return int(text)
+
+
+def _wire(event: JobEvent) -> dict[str, Any]:
+    found: dict[str, Any] = to_json(event)
+    return found
+
+
+def _message(kind: str, event_id: int, data: dict[str, Any]) -> bytes:
+    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return f"id: {event_id}\nevent: {kind}\ndata: {body}\n\n".encode()

@@ -1,0 +1,99 @@
+"""SQL of the job history (``job_events``): what happened to each task and query.
+
+The queue actors append a row in the same transaction as the transition it
+records, so a history never shows what was rolled back, nor misses what was
+committed. ``event_id`` is one AUTOINCREMENT sequence for both channels; every
+write transaction takes the database's write lock up front (``BEGIN
+IMMEDIATE``), so ids are handed out in commit order and, since a rolled-back
+insert gives its id back, the committed ids have no holes (the live stream
+relies on both).
+
+A job's rows go with the job: triggers delete them when the task or query row
+is deleted (retention purge), in that same transaction, whoever deletes it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Final, Literal
+
+Channel = Literal["task", "query"]
+
+# Per job: past HISTORY_CAP rows, the oldest row after the first KEEP_FIRST goes
+# (a long batch task renews for hours; its start and its latest moves matter most).
+HISTORY_CAP: Final = 200
+KEEP_FIRST: Final = 20
+
+SCHEMA = """
+CREATE TABLE job_events (
+    event_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel    TEXT NOT NULL CHECK (channel IN ('task', 'query')),
+    job_id     TEXT NOT NULL,
+    tenant     TEXT NOT NULL,
+    site       TEXT NOT NULL,
+    device_id  TEXT,
+    kind       TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    at         REAL NOT NULL,
+    detail     TEXT NOT NULL
+);
+CREATE INDEX job_events_by_job ON job_events (channel, job_id, event_id);
+CREATE TRIGGER job_events_purge_task AFTER DELETE ON tasks BEGIN
+    DELETE FROM job_events WHERE channel = 'task' AND job_id = OLD.task_id;
+END;
+CREATE TRIGGER job_events_purge_query AFTER DELETE ON queries BEGIN
+    DELETE FROM job_events WHERE channel = 'query' AND job_id = OLD.query_id;
+END;
+"""
+
+_JOB_ROW: Final = {
+    "task": "SELECT tenant, site, device_id, status FROM tasks WHERE task_id = ?",
+    "query": "SELECT tenant, site, NULL AS device_id, status FROM queries WHERE query_id = ?",
+}
+
+
+def append(conn: sqlite3.Connection, channel: Channel, job_id: str, kind: str,
+           detail: dict[str, Any], at: float) -> dict[str, Any] | None:
+    """Record ``kind`` for the job as it is now (its status after the transition);
+    the stored columns, or None when the job does not exist (purged meanwhile)."""
+    job = conn.execute(_JOB_ROW[channel], (job_id,)).fetchone()
+    if job is None:
+        return None
+    event = {"channel": channel, "job_id": job_id, "tenant": job["tenant"],
+             "site": job["site"], "device_id": job["device_id"], "kind": kind,
+             "status": job["status"], "at": at,
+             "detail": json.dumps(detail, separators=(",", ":"))}
+    cur = conn.execute(
+        "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
+        "detail) VALUES (:channel, :job_id, :tenant, :site, :device_id, :kind, :status, :at, "
+        ":detail)", event)
+    event["event_id"] = cur.lastrowid
+    _trim(conn, channel, job_id)
+    return event
+
+
+def _trim(conn: sqlite3.Connection, channel: str, job_id: str) -> None:
+    """Keep a job's history at HISTORY_CAP rows: the first KEEP_FIRST and the latest."""
+    over = conn.execute(
+        "SELECT 1 FROM job_events WHERE channel = ? AND job_id = ? "
+        "ORDER BY event_id LIMIT 1 OFFSET ?", (channel, job_id, HISTORY_CAP)).fetchone()
+    if over is None:
+        return
+    conn.execute(
+        "DELETE FROM job_events WHERE event_id = (SELECT event_id FROM job_events "
+        "WHERE channel = ? AND job_id = ? ORDER BY event_id LIMIT 1 OFFSET ?)",
+        (channel, job_id, KEEP_FIRST))
+
+
+def history(conn: sqlite3.Connection, channel: Channel, job_id: str) -> list[sqlite3.Row]:
+    """A job's events, oldest first (at most HISTORY_CAP)."""
+    return conn.execute(
+        "SELECT * FROM job_events WHERE channel = ? AND job_id = ? ORDER BY event_id",
+        (channel, job_id)).fetchall()
+
+
+def last_event_id(conn: sqlite3.Connection) -> int:
+    """The last id handed out (0 if none ever was), purged rows included."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'job_events'").fetchone()
+    return 0 if row is None else int(row[0])
