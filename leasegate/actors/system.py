@@ -32,6 +32,7 @@ from pathlib import Path
 
 import trio
 
+from leasegate.actors.devices import DeviceTracker
 from leasegate.actors.jobs import JobRecord, JobStatistics, run_guarded, serve_guarded
 from leasegate.actors.keys import KeyStore
 from leasegate.actors.ledger import Ledger, LedgerUnbalanced, audit
@@ -101,6 +102,9 @@ class System:
         self.artifacts = ArtifactStore(db_path.parent / "artifacts")
         self.tasks = TaskQueue(self._database(), clock, settings, self.artifacts,
                                ledger=self.ledger.mailbox)
+        # The tracker tells the task actor what a device's presence means for its tasks.
+        self.devices = DeviceTracker(self._database(), clock, settings,
+                                     tasks=self.tasks.mailbox)
         self._background: list[_BackgroundJob] = []
         self.add_background_job("artifacts", "sweep_staging", settings.housekeeping_interval,
                                 self._sweep_staging)
@@ -121,7 +125,7 @@ class System:
 
     @property
     def actors(self) -> tuple[Actor, ...]:
-        return (self.keys, self.ledger, self.queries, self.tasks)
+        return (self.keys, self.ledger, self.queries, self.tasks, self.devices)
 
     def add_background_job(self, owner: str, name: str, every: float,
                            fn: Callable[[float], Awaitable[object]]) -> None:
@@ -135,7 +139,8 @@ class System:
         actors = tuple(actor.statistics() for actor in self.actors)
         jobs = [job for stats in actors for job in stats.jobs]
         jobs += [bg.record.statistics() for bg in self._background]
-        return SystemStatistics(actors, tuple(jobs), (self._deleter.statistics(),),
+        return SystemStatistics(actors, tuple(jobs), (self._deleter.statistics(),
+                                                      self.devices.forwarder.statistics()),
                                 self.draining)
 
     async def stage_upload(self, chunks: AsyncIterable[bytes]) -> Upload:
@@ -218,6 +223,8 @@ class System:
                         jobs.start_soon(run_guarded, bg.record, self.clock, window, bg.fn)
                     jobs.start_soon(serve_guarded, self._deleter, self.clock, window,
                                     self.artifacts.delete_next)
+                    jobs.start_soon(serve_guarded, self.devices.forwarder, self.clock, window,
+                                    self.devices.forward_next)
                     task_status.started()
                     await self._closed.wait()
                     jobs.cancel_scope.cancel()  # they hold nothing worth finishing

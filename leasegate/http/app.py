@@ -33,6 +33,7 @@ from leasegate.http import (
     errors,
     routes_admin,
     routes_artifacts,
+    routes_devices,
     routes_ledger,
     routes_queries,
     routes_tasks,
@@ -133,7 +134,7 @@ def create_app(system: System) -> QuartTrio:
                               system.settings.housekeeping_interval, sweep_buckets)
 
     for blueprint in (routes_queries.bp, routes_tasks.bp, routes_artifacts.bp, routes_admin.bp,
-                      routes_ledger.bp):
+                      routes_ledger.bp, routes_devices.bp):
         app.register_blueprint(blueprint)
     errors.install(app)
     docs.install(app)

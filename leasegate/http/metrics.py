@@ -10,11 +10,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from leasegate.actors.device_messages import CountDevices
+from leasegate.actors.device_views import DeviceCounts
 from leasegate.actors.query_messages import CountQueries
 from leasegate.actors.query_views import QueryCounts
 from leasegate.actors.system import System, SystemStatistics
 from leasegate.actors.task_messages import CheckTaskHealth
 from leasegate.actors.task_views import TaskHealthReport
+from leasegate.http.device_metrics import device_families
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -31,6 +34,7 @@ class Metrics(Collector):
         self._ledger_ok = True
         self._snapshot: tuple[TaskHealthReport, tuple[QueryCounts, ...],
                               SystemStatistics] | None = None
+        self._devices: DeviceCounts | None = None
         self.registry.register(self)
         # Label children by key: labels() costs a lock and several dict lookups.
         self._counted: dict[tuple[str, str, int], Any] = {}
@@ -57,6 +61,7 @@ class Metrics(Collector):
         audit = system.ledger.last_audit
         self._ledger_ok = audit is None or audit.ok
         self._snapshot = (tasks, queries, system.statistics())
+        self._devices = await system.devices.mailbox.ask(CountDevices())
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -104,3 +109,5 @@ class Metrics(Collector):
         yield GaugeMetricFamily("leasegate_ledger_audit_ok",
                                 "1 if the last ledger audit passed, else 0",
                                 value=1 if self._ledger_ok else 0)
+        if self._devices is not None:
+            yield from device_families(self._devices)

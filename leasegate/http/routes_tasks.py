@@ -9,6 +9,7 @@ from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
 from leasegate.actors import billing
+from leasegate.actors.devices import see_device
 from leasegate.actors.task_messages import (
     ControlTask,
     GetTask,
@@ -66,6 +67,8 @@ async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     assert tenant is not None  # a client key (checked by allow)
     check_json_field("params", data.params)
     sys = system()
+    if data.device_id is not None:  # a sighting; a full device table refuses (6008) first
+        await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, data.device_id)
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
     reply = await billing.submit_task(sys.tasks.mailbox, sys.ledger.mailbox, SubmitTask(
         tenant=tenant, task_id=data.task_id, site=data.site, account=data.account,

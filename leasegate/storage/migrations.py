@@ -10,6 +10,7 @@ import sqlite3
 
 from leasegate.storage import (
     artifacts_sql,
+    devices_sql,
     keys_sql,
     ledger_sql,
     presence_sql,
@@ -26,6 +27,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (6, "job id tombstones",
      tasks_sql.SCHEMA_TOMBSTONES + queries_sql.SCHEMA_TOMBSTONES),
     (7, "ledger", ledger_sql.SCHEMA),
+    (8, "devices", devices_sql.SCHEMA),
 ]
 
 
