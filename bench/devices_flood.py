@@ -79,17 +79,21 @@ async def create_keys(client: httpx.AsyncClient, admin_key: str, n: int) -> list
 
 
 async def flood(url: str, admin_key: str, *, count: int, keys: int,
-                concurrency: int = 64) -> FloodResult:
-    """``count`` heartbeats of random device ids, spread over ``keys`` new client keys."""
+                concurrency: int = 64, seconds: float | None = None) -> FloodResult:
+    """``count`` heartbeats of random device ids, spread over ``keys`` new client keys
+    (stopping early after ``seconds`` of heartbeats, if given)."""
     result = FloodResult()
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
         client_keys = await create_keys(client, admin_key, keys)
         began = time.perf_counter()
+        stop_at = None if seconds is None else began + seconds
         next_index = iter(range(count))
 
         async def sender() -> None:
             for i in next_index:  # shared: each index is taken once
+                if stop_at is not None and time.perf_counter() > stop_at:
+                    return
                 key = client_keys[i % len(client_keys)]
                 device_id = secrets.token_hex(16)
                 response = await _post(client, f"/v1/devices/{device_id}/heartbeat", key)
@@ -114,6 +118,8 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=1000, help="client keys to spread them on")
     parser.add_argument("--capacity", type=int, default=5000, help="device_capacity")
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="stop sending after this long (a bounded run on a busy machine)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="leasegate-flood-") as tmp:
         served = start_leasegate(Path(tmp) / "data",
@@ -127,15 +133,16 @@ def main() -> int:
             print(f"before: devices table {before_rows} rows, server RSS "
                   f"{before_rss / 1024:.1f} MiB")
             result = trio.run(lambda: flood(served.url, admin, count=args.count,
-                                            keys=args.keys, concurrency=args.concurrency))
+                                            keys=args.keys, concurrency=args.concurrency,
+                                            seconds=args.seconds))
             after_rows = trio.run(table_size, served.url, admin)
             after_rss = rss_kib(served.pid)
         finally:
             stop(served)
     rate = result.sent / result.seconds if result.seconds else 0.0
     answers = dict(sorted(result.statuses.items()))
-    print(f"sent {result.sent} heartbeats of random device ids over {args.keys} keys in "
-          f"{result.seconds:.1f} s ({rate:.0f}/s); answers: {answers}")
+    print(f"sent {result.sent} of {args.count} heartbeats of random device ids over "
+          f"{args.keys} keys in {result.seconds:.1f} s ({rate:.0f}/s); answers: {answers}")
     print(f"after: devices table {after_rows} rows (device_capacity {args.capacity}), "
           f"server RSS {after_rss / 1024:.1f} MiB ({(after_rss - before_rss) / 1024:+.1f} MiB)")
     return 0 if after_rows <= args.capacity else 1
