@@ -65,7 +65,7 @@ async def test_an_unexpected_file_error_in_the_deleter_is_logged_once_and_it_goe
     autojump_clock.autojump_threshold = 0.02  # give the deleter's thread time
     store.discard_later([f"broken-{i}" for i in range(5)] + ["fine"])
     await until(lambda: store.deleted == 1)
-    [deleter] = gateway.system.statistics().services
+    [deleter] = [s for s in gateway.system.statistics().services if s.name == "delete_files"]
     assert (deleter.failures, deleter.runs) == (5, 1)
     assert not (store.root / "t_fine").exists()
     lines = warnings_with(caplog, "delete_files failed")
