@@ -15,7 +15,13 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from leasegate.actors import key_messages, ledger_messages, query_messages, task_messages
+from leasegate.actors import (
+    device_messages,
+    key_messages,
+    ledger_messages,
+    query_messages,
+    task_messages,
+)
 from leasegate.actors.mailbox import Ask, Message, Tell
 from leasegate.actors.pages import Page
 from leasegate.actors.runtime import Actor
@@ -88,6 +94,11 @@ VALID: dict[type[Message], Message] = {
     ledger_messages.Settle: ledger_messages.Settle("task", "t1", "succeeded", 3),
     ledger_messages.HoldsOf: ledger_messages.HoldsOf("query", ("q1",)),
     ledger_messages.RunAudit: ledger_messages.RunAudit(),
+    task_messages.ApplyDeviceAction: task_messages.ApplyDeviceAction("ten", "dev", "pause"),
+    device_messages.SeeDevice: device_messages.SeeDevice("ten", "dev"),
+    device_messages.ActionDone: device_messages.ActionDone("ten", "dev", 3),
+    device_messages.ListDevices: device_messages.ListDevices("ten"),
+    device_messages.CountDevices: device_messages.CountDevices(),
 }
 
 # Values each named field must refuse (400), whatever the rest of the message says.
@@ -107,6 +118,7 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "amount": (-1, 10**20, True), "ref": ("", "a\n"), "channel": ("tasks",),
     "job_id": ("", "a\n"), "job_ids": (("a\n",), ("x",) * 501), "memo": ("x" * 257,),
     "items": ((), ("a\n",), (task_messages.GetTask("t1"),)),
+    "version": (-1, 10**20, True),
 }
 
 
@@ -118,7 +130,8 @@ def messages_of(module: ModuleType) -> Iterator[type[Message]]:
 
 
 def test_every_message_type_is_covered() -> None:
-    every = {cls for module in (key_messages, query_messages, task_messages, ledger_messages)
+    every = {cls for module in (key_messages, query_messages, task_messages, ledger_messages,
+                                device_messages)
              for cls in messages_of(module)}
     assert every == set(VALID)
 
@@ -140,7 +153,8 @@ async def system(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
 def owner(system: System, cls: type[Message]) -> Actor:
     module = cls.__module__
     return {key_messages.__name__: system.keys, query_messages.__name__: system.queries,
-            task_messages.__name__: system.tasks, ledger_messages.__name__: system.ledger}[module]
+            task_messages.__name__: system.tasks, ledger_messages.__name__: system.ledger,
+            device_messages.__name__: system.devices}[module]
 
 
 async def send(actor: Actor, message: Message) -> object:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import trio
 
+from leasegate.actors.devices import DeviceTracker
 from leasegate.actors.event_hub import EventHub
 from leasegate.actors.jobs import JobRecord, JobStatistics, run_guarded, serve_guarded
 from leasegate.actors.keys import KeyStore
@@ -108,6 +109,9 @@ class System:
                                ledger=self.ledger.mailbox, events=self.events)
         self.ledger.settled_notices.queues = {"task": self.tasks.mailbox,
                                               "query": self.queries.mailbox}
+        # The tracker tells the task actor what a device's presence means for its tasks.
+        self.devices = DeviceTracker(self._database(), clock, settings,
+                                     tasks=self.tasks.mailbox)
         self._background: list[_BackgroundJob] = []
         self.add_background_job("artifacts", "sweep_staging", settings.housekeeping_interval,
                                 self._sweep_staging)
@@ -128,7 +132,7 @@ class System:
 
     @property
     def actors(self) -> tuple[Actor, ...]:
-        return (self.keys, self.ledger, self.queries, self.tasks)
+        return (self.keys, self.ledger, self.queries, self.tasks, self.devices)
 
     def add_background_job(self, owner: str, name: str, every: float,
                            fn: Callable[[float], Awaitable[object]]) -> None:
@@ -142,13 +146,14 @@ class System:
         actors = tuple(actor.statistics() for actor in self.actors)
         jobs = [job for stats in actors for job in stats.jobs]
         jobs += [bg.record.statistics() for bg in self._background]
-        services = (self._deleter.statistics(), self.tasks.deadline_timer.statistics())
+        services = (self._deleter.statistics(), self.tasks.deadline_timer.statistics(),
+                    self.devices.forwarder.statistics())
         return SystemStatistics(actors, tuple(jobs), services, self.draining)
 
     def _job_records(self) -> list[JobRecord]:
         records = [job.record for actor in self.actors for job in actor.jobs]
         return [*records, *(bg.record for bg in self._background), self._deleter,
-                self.tasks.deadline_timer]
+                self.tasks.deadline_timer, self.devices.forwarder]
 
     async def stage_upload(self, chunks: AsyncIterable[bytes]) -> Upload:
         """Stream an artifact upload to the staging area (413 past the limit; 503 when
@@ -236,6 +241,8 @@ class System:
                     jobs.start_soon(serve_guarded, self._deleter, self.clock, window,
                                     self.artifacts.delete_next)
                     jobs.start_soon(self.events.run)
+                    jobs.start_soon(serve_guarded, self.devices.forwarder, self.clock, window,
+                                    self.devices.forward_next)
                     task_status.started()
                     await self._closed.wait()
                     jobs.cancel_scope.cancel()  # they hold nothing worth finishing

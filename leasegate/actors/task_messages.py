@@ -333,3 +333,24 @@ def release_message(leases: tuple[TaskLease, ...]) -> ReleaseTaskLeases | None:
         return None
     return ReleaseTaskLeases(tuple((lease.task_id, lease.lease_token) for lease in leases))
 
+
+
+DeviceAction = Literal["pause", "resume", "cancel"]
+
+
+@dataclass(frozen=True)
+class ApplyDeviceAction(Ask[int]):
+    """What a device's change means for its tasks (sent by the device tracker, or by
+    the route that saw the device come back): ``pause`` its batch tasks (away),
+    ``resume`` its paused ones (back), ``cancel`` its unfinished ones (gone).
+    Idempotent: sent again, it changes nothing more. The reply counts the tasks
+    changed (for ``resume``: the paused tasks put back in line)."""
+
+    tenant: str
+    device_id: str
+    action: DeviceAction
+
+    def check(self) -> None:
+        check_id("tenant", self.tenant)
+        check_id("device_id", self.device_id)
+        check_choice("action", self.action, DeviceAction)

@@ -22,8 +22,9 @@ order placed again.
 
 The handlers are split by who calls them: the workers' fenced calls in
 ``task_fencing``, clients' and operators' control in ``task_control``,
-artifacts in ``task_artifacts``, worker presence and health in
-``task_presence``; submit, read, lease and the clock's transitions here.
+what devices' presence does to their tasks in ``task_devices``, artifacts in
+``task_artifacts``, worker presence and health in ``task_presence``; submit,
+read, lease and the clock's transitions here.
 """
 
 from __future__ import annotations
@@ -53,9 +54,11 @@ from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.runtime import PARK, Actor
 from leasegate.actors.submissions import submit_once
 from leasegate.actors.task_control import TaskControl
+from leasegate.actors.task_devices import DeviceTasks
 from leasegate.actors.task_fencing import FencedCalls
 from leasegate.actors.task_messages import (
     SETTLED,
+    ApplyDeviceAction,
     CheckTaskHealth,
     ControlTask,
     ExistingTasks,
@@ -104,7 +107,7 @@ PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second
 
 # ---- the actor ------------------------------------------------------------------
 
-class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
+class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
     name = "tasks"
 
     def __init__(self, db: Database, clock: Clock, settings: Settings,
@@ -140,6 +143,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls, EachItem):
                 return self._list(conn, message)
             case ControlTask():
                 return self._control(conn, message, now)
+            case ApplyDeviceAction():
+                return self._device_action(conn, message, now)
             case LeaseTasks():
                 if self.draining:
                     raise Unavailable("the gateway is shutting down")

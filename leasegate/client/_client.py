@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
+import threading
 import time
-from collections.abc import AsyncGenerator, Generator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar, cast
@@ -13,7 +16,7 @@ import anyio
 import httpx
 
 from leasegate.client._batch import chunks, submitted
-from leasegate.client._errors import LeasegateError, StateConflict
+from leasegate.client._errors import LeasegateError, StateConflict, TransportError
 from leasegate.client._events import Event, _Cursor, async_events, sync_events
 from leasegate.client._http import DEFAULT_TIMEOUT, AsyncHTTP, Retry, SyncHTTP, new_id, path
 from leasegate.client._types import (
@@ -29,6 +32,8 @@ from leasegate.client._types import (
     Task,
     TaskSubmitted,
 )
+
+log = logging.getLogger("leasegate.client")
 
 MAX_WAIT_SECONDS: Final = 30
 """The longest long-poll the gateway holds (``wait_seconds`` 0–30)."""
@@ -334,6 +339,36 @@ class Client:
             DeviceHeartbeat, self._http.call("POST", path("devices", device_id, "heartbeat"))
         )
 
+    @contextlib.contextmanager
+    def keep_device_alive(self, device_id: str, *, every: float = 30.0) -> Iterator[None]:
+        """Heartbeat ``device_id`` every ``every`` seconds (from a thread) while the
+        ``with`` block runs, e.g. while an upstream page waits for its batch::
+
+            with client.keep_device_alive("browser-42", every=30):
+                done = client.wait_task(task_id, timeout=3600)
+
+        The first heartbeat is sent before the block starts, so a refusal (6008, a bad
+        id) is raised here; later failures are logged and the next beat tries again.
+        Keep ``every`` well below the gateway's ``device_pause_after``.
+        """
+        self.heartbeat_device(device_id)
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(every):
+                try:
+                    self.heartbeat_device(device_id)
+                except (LeasegateError, TransportError) as error:
+                    log.warning("heartbeat of device %s failed: %s", device_id, error)
+
+        thread = threading.Thread(target=beat, name=f"heartbeat {device_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
 
 class AsyncClient:
     """Asynchronous :class:`Client` over ``httpx.AsyncClient``, for trio or asyncio (anyio).
@@ -526,3 +561,29 @@ class AsyncClient:
             DeviceHeartbeat,
             await self._http.call("POST", path("devices", device_id, "heartbeat")),
         )
+
+    @contextlib.asynccontextmanager
+    async def keep_device_alive(self, device_id: str, *,
+                                every: float = 30.0) -> AsyncIterator[None]:
+        """See :meth:`Client.keep_device_alive`: heartbeats from a background task (an
+        anyio task group, so it runs under trio or asyncio alike)::
+
+            async with client.keep_device_alive("browser-42", every=30):
+                done = await client.wait_task(task_id, timeout=3600)
+        """
+        await self.heartbeat_device(device_id)
+
+        async def beat() -> None:
+            while True:
+                await anyio.sleep(every)
+                try:
+                    await self.heartbeat_device(device_id)
+                except (LeasegateError, TransportError) as error:
+                    log.warning("heartbeat of device %s failed: %s", device_id, error)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(beat)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()

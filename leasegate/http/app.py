@@ -38,6 +38,7 @@ from leasegate.http import (
     errors,
     routes_admin,
     routes_artifacts,
+    routes_devices,
     routes_events,
     routes_ledger,
     routes_queries,
@@ -196,7 +197,7 @@ def create_app(system: System) -> QuartTrio:
                               system.settings.housekeeping_interval, sweep_buckets)
 
     for blueprint in (routes_queries.bp, routes_tasks.bp, routes_artifacts.bp, routes_admin.bp,
-                      routes_ledger.bp, routes_events.bp):
+                      routes_ledger.bp, routes_events.bp, routes_devices.bp):
         app.register_blueprint(blueprint)
     errors.install(app)
     docs.install(app)

@@ -10,11 +10,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from leasegate.actors.device_messages import CountDevices
+from leasegate.actors.device_views import DeviceCounts
 from leasegate.actors.query_messages import CountQueries
 from leasegate.actors.query_views import QueryCounts
 from leasegate.actors.system import System, SystemStatistics
 from leasegate.actors.task_messages import CheckTaskHealth
 from leasegate.actors.task_views import TaskHealthReport
+from leasegate.http.device_metrics import device_families
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -31,6 +34,7 @@ class Metrics(Collector):
         self._ledger_ok = True
         self._snapshot: tuple[TaskHealthReport, tuple[QueryCounts, ...],
                               SystemStatistics] | None = None
+        self._devices: DeviceCounts | None = None
         self.registry.register(self)
         # Label children by key: labels() costs a lock and several dict lookups.
         self._counted: dict[tuple[str, str, int], Any] = {}
@@ -61,6 +65,7 @@ class Metrics(Collector):
         self._ledger_ok = audit is None or audit.ok
         self._snapshot = (tasks, queries, system.statistics())
         self._scraped_at = system.clock.now()
+        self._devices = await system.devices.mailbox.ask(CountDevices())
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -83,6 +88,8 @@ class Metrics(Collector):
             queries.add_metric([row.status, row.site], row.n)
         yield queries
         yield from self._job_metrics(stats)
+        if self._devices is not None:
+            yield from device_families(self._devices)
         parked = GaugeMetricFamily("leasegate_parked_requests", "Long-polls parked in an actor",
                                    labels=["actor"])
         commits = GaugeMetricFamily("leasegate_actor_commits", "Group commits per actor",

@@ -9,6 +9,7 @@ from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
 from leasegate.actors import billing
+from leasegate.actors.devices import see_device
 from leasegate.actors.task_messages import (
     ControlTask,
     GetTask,
@@ -24,6 +25,7 @@ from leasegate.actors.task_messages import (
     TaskResults,
     release_message,
 )
+from leasegate.errors import DeviceLimit, LeasegateError
 from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
@@ -76,6 +78,8 @@ async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     _, tenant = require_tenant("client")
     assert tenant is not None  # a client key (checked by allow)
     sys = system()
+    if data.device_id is not None:  # a sighting; a full device table refuses (6008) first
+        await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, data.device_id)
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
     reply = await billing.submit_task(sys.tasks.mailbox, sys.ledger.mailbox,
                                       _submit_message(tenant, data))
@@ -106,8 +110,28 @@ async def submit_tasks(data: SubmitTasksBody) -> Any:
     sys = system()
     items = batches.each_item(SubmitTaskBody, data.items,
                               lambda body: _submit_message(tenant, body))
+    items = await _see_devices(tenant, items)
     answers = await billing.submit_tasks(sys.tasks.mailbox, sys.ledger.mailbox, items)
     return batches.reply("task", answers, batches.created)
+
+
+async def _see_devices(tenant: str, items: list[SubmitTask | LeasegateError],
+                       ) -> list[SubmitTask | LeasegateError]:
+    """Each device a batch names is sighted once, as by a single submit; the items of a
+    device the full table refuses (6008) are refused and nothing of theirs is enqueued."""
+    sys = system()
+    refused: dict[str, LeasegateError | None] = {}
+    for item in items:
+        if isinstance(item, SubmitTask) and item.device_id is not None \
+                and item.device_id not in refused:
+            try:
+                await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, item.device_id)
+                refused[item.device_id] = None
+            except DeviceLimit as exc:
+                refused[item.device_id] = exc
+    return [refusal if isinstance(item, SubmitTask) and item.device_id is not None
+            and (refusal := refused[item.device_id]) is not None else item
+            for item in items]
 
 
 @bp.get("/v1/tasks/<task_id>")

@@ -10,6 +10,7 @@ import sqlite3
 
 from leasegate.storage import (
     artifacts_sql,
+    devices_sql,
     events_sql,
     keys_sql,
     lanes_sql,
@@ -28,6 +29,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (6, "job id tombstones",
      tasks_sql.SCHEMA_TOMBSTONES + queries_sql.SCHEMA_TOMBSTONES),
     (7, "ledger", ledger_sql.SCHEMA),
+    (8, "devices", devices_sql.SCHEMA),
     (9, "lease indexes and task lanes", lanes_sql.SCHEMA + queries_sql.SCHEMA_READY),
     (10, "job events", events_sql.SCHEMA),
 ]
