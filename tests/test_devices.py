@@ -107,6 +107,10 @@ async def test_away_pauses_batch_tasks_and_back_resumes_them(
     # A submit naming a device is a sighting too: d2 comes back, its task resumes.
     await submit(gateway, task_id="new", **{**BATCH, "account": "b4"}, device_id="d2")
     assert (await get(gateway, "other"))["status"] == "queued"
+    status, history = await call(gateway, "GET", "/v1/tasks/queued-batch/events", "t1")
+    assert status == 200
+    assert [(e["kind"], e["detail"].get("by")) for e in history["items"]] == [
+        ("submitted", None), ("paused", "device d1"), ("resumed", "device d1")]
     assert await metric(gateway, 'leasegate_device_transitions_total{kind="away"}') == 2
     assert await metric(gateway, 'leasegate_device_transitions_total{kind="back"}') == 2
     assert await metric(gateway, 'leasegate_devices{state="online"}') == 2
@@ -172,12 +176,23 @@ async def test_a_full_table_evicts_the_least_recently_seen_idle_device_else_refu
     assert_error(status, body, 429, 6008)
     status, body = await call(gw, "GET", "/v1/tasks/td", "t1")
     assert_error(status, body, 404, 6001)  # refused before anything was enqueued
-    assert await metric(gw, "leasegate_device_refusals_total") == 2
+    # In a batch, the items naming the refused device are refused alone.
+    status, body = await call(gw, "POST", "/v1/tasks/batch", "t1", {"items": [
+        {**BATCH, "account": "b4", "task_id": "te", "device_id": "e"},
+        {**BATCH, "account": "b5", "task_id": "tf", "device_id": "a"},
+        {**BATCH, "account": "b6", "task_id": "tg", "device_id": "e"}]})
+    assert status == 200
+    assert [i["status"] for i in body["items"]] == [429, 201, 429]
+    assert body["items"][0]["error"]["code"] == 6008
+    status, body = await call(gw, "GET", "/v1/tasks/te", "t1")
+    assert_error(status, body, 404, 6001)
+    assert await metric(gw, "leasegate_device_refusals_total") == 3
     # A known device is always seen, full table or not.
     assert (await heartbeat(gw, "a"))["state"] == "online"
-    # Once a's task is finished, a can go to make room.
-    status, _ = await call(gw, "POST", "/v1/tasks/ta/cancel", "t1")
-    assert status == 200
+    # Once a's tasks are finished, a can go to make room.
+    for task_id in ("ta", "tf"):
+        status, _ = await call(gw, "POST", f"/v1/tasks/{task_id}/cancel", "t1")
+        assert status == 200
     await heartbeat(gw, "d")
     assert set(await devices(gw)) == {("t1", "c"), ("t1", "d")}
 
