@@ -110,7 +110,9 @@ def test_the_history_of_a_task_from_submit_to_settle(gateway: served.Served) -> 
         ("submitted", "queued"), ("leased", "leased"), ("started", "running"),
         ("renewed", "running"), ("renewed", "running"), ("result", "succeeded"),
         ("settled", "succeeded")]
-    assert items[1]["detail"] == {"worker_id": "w1", "attempt": 1}
+    waited = items[1]["detail"]["waited"]  # submit to lease: the dispatch latency
+    assert isinstance(waited, float) and 0 <= waited < 5
+    assert items[1]["detail"] == {"worker_id": "w1", "attempt": 1, "waited": waited}
     assert items[3]["detail"] == {"progress": {"done": 1}}
     assert items[5]["detail"] == {"outcome": "succeeded", "late": False, "worker_id": "w1",
                                   "cost": 3}
@@ -131,8 +133,9 @@ def test_the_history_of_a_query_and_of_a_cancel(gateway: served.Served) -> None:
         assert worker.post("/v1/queries/q-hist/result", json={
             "worker_id": "w2", "lease_token": lease["lease_token"], "outcome": "failed",
             "error": {"message": "site down"}}).status_code == 200
-    assert [(i["kind"], i["status"], i["detail"]) for i in history(gateway, "queries",
-                                                                     "q-hist")] == [
+    items = history(gateway, "queries", "q-hist")
+    assert 0 <= items[1]["detail"].pop("waited") < 5
+    assert [(i["kind"], i["status"], i["detail"]) for i in items] == [
         ("submitted", "queued", {}), ("leased", "leased", {"worker_id": "w2", "attempt": 1}),
         ("result", "failed", {"outcome": "failed", "late": False, "worker_id": "w2"})]
     submit(gateway, "t-cancel", channel="tasks", not_before="2099-01-01T00:00:00Z")

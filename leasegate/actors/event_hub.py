@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -76,6 +77,9 @@ class EventHub:
         self._changed = trio.Event()
         self.readers = 0
         self.closed = False
+        # Called with each event as it enters the ring (the console's charts); a
+        # listener must be quick and must not raise.
+        self.listeners: list[Callable[[JobEvent], None]] = []
 
     @property
     def last_event_id(self) -> int:
@@ -99,7 +103,10 @@ class EventHub:
         moved = False
         while self._last + 1 in self._pending:
             self._last += 1
-            self._ring.append(self._pending.pop(self._last))
+            event = self._pending.pop(self._last)
+            self._ring.append(event)
+            for listener in self.listeners:
+                listener(event)
             moved = True
         self._gap_since = trio.current_time() if self._pending else None
         if moved:

@@ -175,7 +175,8 @@ class QueryQueue(Actor, EachItem):
                 leased = sql.get(conn, row["query_id"])
                 assert leased is not None
                 self.history.record(conn, row["query_id"], "leased", worker_id=m.worker_id,
-                                    attempt=leased["attempts"])
+                                    attempt=leased["attempts"],
+                                    waited=round(now - leased["created_at"], 3))
                 leases.append(query_lease(leased))
         return tuple(leases)
 

@@ -257,8 +257,11 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
             if sql.take_lease(conn, row["task_id"], m.worker_id, token, m.request_id,
                               claim_expires_at, now):
                 leased = self._current(conn, row["task_id"])
+                # waited: from submit (or not_before) to this lease, the dispatch latency
                 self.history.record(conn, row["task_id"], "leased", worker_id=m.worker_id,
-                                    attempt=leased["attempts"] + 1)
+                                    attempt=leased["attempts"] + 1, waited=round(
+                                        now - max(leased["created_at"],
+                                                  leased["not_before"] or 0.0), 3))
                 leases.append(task_lease(leased))
         return tuple(leases)
 

@@ -201,7 +201,7 @@ def create_app(system: System) -> QuartTrio:
         app.register_blueprint(blueprint)
     errors.install(app)
     docs.install(app)
-    console.install(app)
+    console.install(app, system)
 
     @app.errorhandler(BodyTooSlow)
     async def body_too_slow(exc: BodyTooSlow) -> Response:

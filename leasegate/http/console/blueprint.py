@@ -113,13 +113,6 @@ def _console_path(target: str | None) -> str | None:
     return None
 
 
-@bp.after_app_request
-async def _count(response: Response) -> Response:
-    rule = request.url_rule.rule if request.url_rule else ""
-    activity().observe(request.method, rule, response.status_code, system().clock.now())
-    return response
-
-
 @bp.before_request
 async def guard() -> Response | Redirect | None:
     if request.endpoint in OPEN_ENDPOINTS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from quart import Quart
 from quart_schema import hide
 
+from leasegate.actors.system import System
 from leasegate.http.console import actions, pages
 from leasegate.http.console.activity import Activity
 from leasegate.http.console.blueprint import bp
@@ -13,8 +14,9 @@ __all__ = ["bp", "install"]
 ROUTE_MODULES = (pages, actions)  # imported for their routes on ``bp``
 
 
-def install(app: Quart) -> None:
-    app.extensions["leasegate.console.activity"] = Activity()
+def install(app: Quart, system: System) -> None:
+    activity = app.extensions["leasegate.console.activity"] = Activity()
+    system.events.listeners.append(activity.on_event)  # the charts count job events
     app.register_blueprint(bp)
     for endpoint, view in app.view_functions.items():
         if endpoint.startswith(f"{bp.name}."):
