@@ -69,7 +69,8 @@ def append(conn: sqlite3.Connection, channel: Channel, job_id: str, kind: str,
         "detail) VALUES (:channel, :job_id, :tenant, :site, :device_id, :kind, :status, :at, "
         ":detail)", event)
     event["event_id"] = cur.lastrowid
-    _trim(conn, channel, job_id)
+    if kind != "submitted":  # a job's first event: nothing to trim (one read less a submit)
+        _trim(conn, channel, job_id)
     return event
 
 
