@@ -20,6 +20,7 @@ as a broken slot, which the actor treats as "reply undelivered".
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from typing import Any, Final, Generic, TypeVar
@@ -132,18 +133,31 @@ NOT_PARKED: Final[Hashable] = object()
 """``Envelope.queue`` of an envelope that is in no parking queue."""
 
 
+class _TimedOut:
+    def __repr__(self) -> str:
+        return "TIMED_OUT"
+
+
+TIMED_OUT: Final[outcome.Outcome[Any]] = outcome.Value(_TimedOut())
+"""What the actor answers a parked envelope whose deadline has come (never unwrapped)."""
+
+
 class Envelope(Generic[R]):
     """A message, the channel its reply goes to (None: no reply wanted), and the id
     of the request it was sent for; while parked, the key of its queue (see
     :mod:`leasegate.actors.parking`). ``left``: its caller stopped waiting.
+    ``deadline`` (trio time): when the actor answers it :data:`TIMED_OUT` if
+    still parked.
 
     Slots: a parked long-poll holds one of these for as long as it waits.
     """
 
-    __slots__ = ("left", "message", "queue", "reply", "request_id")
+    __slots__ = ("deadline", "left", "message", "queue", "reply", "request_id")
 
-    def __init__(self, message: Ask[R] | Tell, reply: Reply[R] | None = None) -> None:
+    def __init__(self, message: Ask[R] | Tell, reply: Reply[R] | None = None,
+                 deadline: float = math.inf) -> None:
         self.message = message
+        self.deadline = deadline
         self.reply = reply
         self.request_id = request_id.get()
         self.queue = NOT_PARKED
@@ -213,14 +227,16 @@ class Mailbox:
         """Ask for something the actor may hold until ``deadline`` (a long-poll).
 
         Returns the reply, or ``on_timeout`` if nothing came by ``deadline``.
+        The actor keeps the time: it answers :data:`TIMED_OUT` to a message still
+        parked at ``deadline`` (the caller holds no cancel scope while it waits).
         Cancellation (the HTTP client went away): a reply that arrives at the
         same moment is not lost. The slot is emptied and broken with no
         checkpoint in between (:meth:`Reply.leave`), so either the actor's
-        ``send_nowait`` fails (and it gives the lease back itself) or we hold the reply and send
-        ``give_back(reply)`` to the actor, shielded for up to 5 s.
+        ``send_nowait`` fails (and it gives the lease back itself) or we hold
+        the reply and send ``give_back(reply)`` to the actor, shielded for up to 5 s.
         """
         reply = Reply[R]()
-        env = Envelope(message, reply)
+        env = Envelope(message, reply, deadline)
         received: outcome.Outcome[R] | None = None
         delivered = False
         try:
@@ -228,16 +244,9 @@ class Mailbox:
                 await self._send.send(env)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 raise _gone() from None
-            with trio.move_on_at(deadline):
-                received = await reply.receive()
-            # A reply can arrive just as the caller is being cancelled (the HTTP
-            # client left): then it is given back below, not returned to nobody.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            if received is None:
-                try:
-                    received = reply.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    return on_timeout
+            received = await reply.receive()
+            if received is TIMED_OUT:
+                return on_timeout
             delivered = True
             return received.unwrap()
         except trio.EndOfChannel:
@@ -251,7 +260,8 @@ class Mailbox:
             # Out of the actor's parked set at once (a timeout or a cancelled
             # request): no turn has to look at it again.
             self._leave(env)
-            if not delivered and isinstance(received, outcome.Value):
+            if (not delivered and isinstance(received, outcome.Value)
+                    and received is not TIMED_OUT):
                 compensation = give_back(received.value)
                 if compensation is not None:
                     with trio.move_on_after(5, shield=True):
