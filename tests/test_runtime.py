@@ -322,9 +322,8 @@ async def test_a_parked_waiter_holds_little_memory(toy: Ledger) -> None:
             before = tracemalloc.take_snapshot()
             for i in range(n):
                 nursery.start_soon(wait, i)
-            while len(toy._parking) < n:
-                await trio.sleep(0.01)
             await trio.testing.wait_all_tasks_blocked()
+            assert len(toy._parking) == n
             gc.collect()
             after = tracemalloc.take_snapshot()
         finally:
