@@ -9,10 +9,11 @@ One run (``.venv/bin/python bench/lifecycle.py``, a few minutes at the default
 * tasks, unbatched: the same with ``Client.submit_task`` (spread over
   ``LANES`` accounts: one task in flight per lane) and a start and a result
   call per task;
-* queries and tasks, batched: 100 submits per ``POST /v1/{queries,tasks}/batch``,
-  leases of up to 100, and one ``POST /v1/tasks/start`` and one
-  ``POST /v1/{queries,tasks}/results`` per lease. A server without these
-  endpoints (404/405) is reported as "batched: endpoint not available";
+* queries and tasks, batched: producers submit 100 jobs a call with
+  ``Client.submit_many_queries`` / ``submit_many_tasks``, consumers run an
+  ``AsyncWorker(batch=100)`` (leases of up to 100, the tasks started in one
+  call, results reported together after a short linger). A server without
+  the batch endpoints (404/405) is reported as "batched: endpoint not available";
 
 each against a fresh ``leasegate serve`` (fresh data dir, durable defaults:
 ``sqlite_synchronous=FULL``; rate limiting off), producers and consumers
@@ -129,8 +130,8 @@ def produce(url: str, key: str, mode: Mode, first: int, count: int, go: MPEvent,
     failures: Counter[str] = Counter()
     calls = 0
     go.wait()
-    if not mode.batched:
-        with Client(url, key, timeout=30) as client:
+    with Client(url, key, timeout=30) as client:
+        if not mode.batched:
             for n in range(first, first + count):
                 body = _job_body(mode, n)
                 began = time.perf_counter()
@@ -143,22 +144,23 @@ def produce(url: str, key: str, mode: Mode, first: int, count: int, go: MPEvent,
                     failures[type(error).__name__] += 1
                 latencies.append(time.perf_counter() - began)
                 calls += 1
-    else:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
-                          timeout=30) as http:
+        else:
+            submit_many = (client.submit_many_tasks if mode.channel == "tasks"
+                           else client.submit_many_queries)
             for start in range(first, first + count, BATCH):
                 items = [{**_job_body(mode, n), mode.id_field: f"b{n}"}
                          for n in range(start, min(start + BATCH, first + count))]
                 began = time.perf_counter()
-                reply = http.post(f"/v1/{mode.channel}/batch", json={"items": items})
+                try:
+                    answers: list[Any] = list(submit_many(items))
+                except (LeasegateError, TransportError) as error:
+                    failures[f"batch {type(error).__name__}"] += len(items)
+                    answers = []
                 latencies.append(time.perf_counter() - began)
                 calls += 1
-                if reply.status_code != 200:
-                    failures[f"batch HTTP {reply.status_code}"] += len(items)
-                    continue
-                for item in reply.json()["items"]:
-                    if item["status"] not in (200, 201):
-                        failures[f"item HTTP {item['status']}"] += 1
+                for answer in answers:
+                    if isinstance(answer, LeasegateError):
+                        failures[f"item {type(answer).__name__}"] += 1
     out.put(("producer", (latencies, failures, calls)))
 
 
@@ -167,8 +169,7 @@ def consume(url: str, key: str, mode: Mode, worker_id: str, jobs: int, handled: 
     go.wait()
     calls: Counter[str] = Counter()
     failures: Counter[str] = Counter()
-    runner = _consume_batched if mode.batched else _consume_with_worker
-    trio.run(runner, url, key, mode, worker_id, jobs, handled, calls, failures)
+    trio.run(_consume_with_worker, url, key, mode, worker_id, jobs, handled, calls, failures)
     out.put(("consumer", (calls, failures)))
 
 
@@ -181,11 +182,14 @@ def _count(handled: Any, n: int) -> int:
 async def _consume_with_worker(url: str, key: str, mode: Mode, worker_id: str, jobs: int,
                                handled: Any, calls: Counter[str],
                                failures: Counter[str]) -> None:
-    """The SDK's AsyncWorker, lease max 10; stopped once every job was handled."""
+    """The SDK's AsyncWorker, lease max 10 (batched: ``batch=100``); stopped once
+    every job was handled."""
     from leasegate.client import AsyncJob, AsyncWorker
 
     worker = AsyncWorker(url, key, worker_id, channel=mode.channel,  # type: ignore[arg-type]
-                         wait_seconds=WAIT_SECONDS, max=LEASE_MAX, timeout=30)
+                         wait_seconds=WAIT_SECONDS, timeout=30,
+                         max=1 if mode.batched else LEASE_MAX,
+                         batch=BATCH if mode.batched else 1)
 
     async def handler(job: AsyncJob) -> dict[str, Any]:
         calls["handled"] += 1
@@ -202,53 +206,6 @@ async def _consume_with_worker(url: str, key: str, mode: Mode, worker_id: str, j
         nursery.start_soon(watch)
         await worker.run(handler)
         nursery.cancel_scope.cancel()
-
-
-async def _consume_batched(url: str, key: str, mode: Mode, worker_id: str, jobs: int,
-                           handled: Any, calls: Counter[str], failures: Counter[str]) -> None:
-    """Lease up to 100, start them in one call (tasks), report them in one call."""
-    headers = {"Authorization": f"Bearer {key}"}
-    lease_body = {"worker_id": worker_id, "max": BATCH, "wait_seconds": WAIT_SECONDS}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
-        while handled.value < jobs:
-            reply = await http.post(f"/v1/{mode.channel}/lease", json=lease_body)
-            calls["lease"] += 1
-            if reply.status_code != 200:
-                failures[f"lease HTTP {reply.status_code}"] += 1
-                await trio.sleep(0.1)
-                continue
-            leases = reply.json()["items"]
-            if not leases:
-                continue
-            fences = [{mode.id_field: item[mode.id_field], "lease_token": item["lease_token"]}
-                      for item in leases]
-            if mode.channel == "tasks":
-                reply = await http.post("/v1/tasks/start",
-                                        json={"worker_id": worker_id, "items": fences})
-                calls["start"] += 1
-                fences = _accepted(reply, fences, failures, "start")
-            results = [{**fence, "outcome": "succeeded", "result": {}} for fence in fences]
-            if not results:
-                continue
-            reply = await http.post(f"/v1/{mode.channel}/results",
-                                    json={"worker_id": worker_id, "items": results})
-            calls["results"] += 1
-            _count(handled, len(_accepted(reply, results, failures, "result")))
-
-
-def _accepted(reply: httpx.Response, sent: list[dict[str, Any]], failures: Counter[str],
-              what: str) -> list[dict[str, Any]]:
-    """The items of ``sent`` whose item status in the batch ``reply`` is 200."""
-    if reply.status_code != 200:
-        failures[f"{what} HTTP {reply.status_code}"] += len(sent)
-        return []
-    kept = []
-    for item, answer in zip(sent, reply.json()["items"], strict=True):
-        if answer["status"] == 200:
-            kept.append(item)
-        else:
-            failures[f"{what} item HTTP {answer['status']}"] += 1
-    return kept
 
 
 # ---- one mode against a fresh server ---------------------------------------------------------

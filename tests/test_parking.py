@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import outcome
 import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.mailbox import Envelope
+from leasegate.actors.mailbox import Envelope, Reply
 from leasegate.actors.parking import Parking, Wait
 from leasegate.actors.queries import QueryQueue
 from leasegate.actors.query_messages import (
@@ -134,13 +133,13 @@ async def test_ending_a_query_wakes_only_its_own_readers(
 
 async def test_a_lease_handed_to_a_gone_caller_is_taken_back_at_once(
         queue: CountingQueue, autojump_clock: trio.testing.MockClock) -> None:
-    # A caller that vanished without leaving (its end of the reply channel closed):
-    # the turn serves it, the hand-off fails, and the lease goes back at once.
-    send, recv = trio.open_memory_channel[outcome.Outcome[Any]](1)
-    await queue._send.send(Envelope(LeaseQueries("gone", wait=True), send))
+    # A caller that vanished without leaving (its reply slot broken): the turn
+    # serves it, the hand-off fails, and the lease goes back at once.
+    reply = Reply[Any]()
+    await queue._send.send(Envelope(LeaseQueries("gone", wait=True), reply))
     await trio.testing.wait_all_tasks_blocked()
     assert queue.statistics().parked == 1
-    recv.close()
+    assert reply.leave() is None
     await submit(queue, "q1", "a")
     await trio.testing.wait_all_tasks_blocked()
     row = await queue.mailbox.ask(GetQuery("q1"))

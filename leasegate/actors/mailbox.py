@@ -13,13 +13,14 @@ returns exactly that type, so mypy checks both sides of the seam::
         LeaseQueries("w1", wait=True), deadline=trio.current_time() + 20,
         give_back=release_message, on_timeout=())
 
-A request carries its own reply channel (size 1). The actor answers with
+A request carries its own one-shot :class:`Reply` slot. The actor answers with
 ``send_nowait`` and never waits on a caller; a caller that is gone shows up
-as a broken channel, which the actor treats as "reply undelivered".
+as a broken slot, which the actor treats as "reply undelivered".
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from typing import Any, Final, Generic, TypeVar
@@ -63,23 +64,100 @@ class Tell(Message):
     __slots__ = ()
 
 
+class Reply(Generic[R]):
+    """A one-shot slot for one reply: what a size-1 memory channel did here, at a
+    tenth of its memory (a parked long-poll holds one for as long as it waits).
+
+    The actor's side: :meth:`send_nowait` (``trio.BrokenResourceError`` once the
+    caller has left) and :meth:`close` (no reply will come). The caller's side:
+    :meth:`receive` and :meth:`leave`, which returns a reply already delivered
+    and breaks the slot, with no checkpoint, so a reply is either taken by the
+    caller or refused to the actor, never lost between them.
+    """
+
+    __slots__ = ("_closed", "_gone", "_result", "_waiter")
+
+    def __init__(self) -> None:
+        self._result: outcome.Outcome[R] | None = None
+        self._waiter: trio.lowlevel.Task | None = None
+        self._closed = False  # the actor will send nothing (more)
+        self._gone = False  # the caller left
+
+    def send_nowait(self, result: outcome.Outcome[R]) -> None:
+        if self._gone:
+            raise trio.BrokenResourceError
+        if self._closed or self._result is not None:
+            raise trio.ClosedResourceError
+        self._result = result
+        self._wake()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None:
+            trio.lowlevel.reschedule(self._waiter)
+            self._waiter = None
+
+    async def receive(self) -> outcome.Outcome[R]:
+        """The reply; ``trio.EndOfChannel`` if the actor closed the slot without one.
+        A checkpoint: a cancel that arrives with the reply leaves it in the slot."""
+        if self._result is None and not self._closed:
+            self._waiter = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort)
+        else:
+            await trio.lowlevel.checkpoint()
+        return self.receive_nowait()
+
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._waiter = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def receive_nowait(self) -> outcome.Outcome[R]:
+        if self._result is not None:
+            return self._result
+        if self._closed:
+            raise trio.EndOfChannel
+        raise trio.WouldBlock
+
+    def leave(self) -> outcome.Outcome[R] | None:
+        """The caller stops waiting: the reply if one came (now the caller's to use
+        or give back), else None, and from now on the actor's send fails."""
+        self._gone = True
+        result, self._result = self._result, None
+        return result
+
+
 NOT_PARKED: Final[Hashable] = object()
 """``Envelope.queue`` of an envelope that is in no parking queue."""
+
+
+class _TimedOut:
+    def __repr__(self) -> str:
+        return "TIMED_OUT"
+
+
+TIMED_OUT: Final[outcome.Outcome[Any]] = outcome.Value(_TimedOut())
+"""What the actor answers a parked envelope whose deadline has come (never unwrapped)."""
 
 
 class Envelope(Generic[R]):
     """A message, the channel its reply goes to (None: no reply wanted), and the id
     of the request it was sent for; while parked, the key of its queue (see
     :mod:`leasegate.actors.parking`). ``left``: its caller stopped waiting.
+    ``deadline`` (trio time): when the actor answers it :data:`TIMED_OUT` if
+    still parked.
 
     Slots: a parked long-poll holds one of these for as long as it waits.
     """
 
-    __slots__ = ("left", "message", "queue", "reply", "request_id")
+    __slots__ = ("deadline", "left", "message", "queue", "reply", "request_id")
 
-    def __init__(self, message: Ask[R] | Tell,
-                 reply: trio.MemorySendChannel[outcome.Outcome[R]] | None = None) -> None:
+    def __init__(self, message: Ask[R] | Tell, reply: Reply[R] | None = None,
+                 deadline: float = math.inf) -> None:
         self.message = message
+        self.deadline = deadline
         self.reply = reply
         self.request_id = request_id.get()
         self.queue = NOT_PARKED
@@ -123,19 +201,19 @@ class Mailbox:
         Cancellation: if cancelled after the message was sent, the actor still
         applies (and commits) it; the reply is dropped.
         """
-        send, recv = trio.open_memory_channel[outcome.Outcome[R]](1)
-        env = Envelope(message, send)
-        with recv:
-            try:
-                await self._send.send(env)
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                raise _gone() from None
-            try:
-                result = await recv.receive()
-            except trio.EndOfChannel:
-                raise _gone() from None
-            finally:
-                self._leave(env)  # if the actor parked it (wait=True), unpark it now
+        reply = Reply[R]()
+        env = Envelope(message, reply)
+        try:
+            await self._send.send(env)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise _gone() from None
+        try:
+            result = await reply.receive()
+        except trio.EndOfChannel:
+            raise _gone() from None
+        finally:
+            reply.leave()
+            self._leave(env)  # if the actor parked it (wait=True), unpark it now
         return result.unwrap()
 
     async def ask_parked(
@@ -149,14 +227,16 @@ class Mailbox:
         """Ask for something the actor may hold until ``deadline`` (a long-poll).
 
         Returns the reply, or ``on_timeout`` if nothing came by ``deadline``.
+        The actor keeps the time: it answers :data:`TIMED_OUT` to a message still
+        parked at ``deadline`` (the caller holds no cancel scope while it waits).
         Cancellation (the HTTP client went away): a reply that arrives at the
-        same moment is not lost. The channel is drained and closed with no
-        checkpoint in between, so either the actor's ``send_nowait`` fails
-        (and it gives the lease back itself) or we hold the reply and send
-        ``give_back(reply)`` to the actor, shielded for up to 5 s.
+        same moment is not lost. The slot is emptied and broken with no
+        checkpoint in between (:meth:`Reply.leave`), so either the actor's
+        ``send_nowait`` fails (and it gives the lease back itself) or we hold
+        the reply and send ``give_back(reply)`` to the actor, shielded for up to 5 s.
         """
-        send, recv = trio.open_memory_channel[outcome.Outcome[R]](1)
-        env = Envelope(message, send)
+        reply = Reply[R]()
+        env = Envelope(message, reply, deadline)
         received: outcome.Outcome[R] | None = None
         delivered = False
         try:
@@ -164,32 +244,24 @@ class Mailbox:
                 await self._send.send(env)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 raise _gone() from None
-            with trio.move_on_at(deadline):
-                received = await recv.receive()
-            # A reply can arrive just as the caller is being cancelled (the HTTP
-            # client left): then it is given back below, not returned to nobody.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            if received is None:
-                try:
-                    received = recv.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    return on_timeout
+            received = await reply.receive()
+            if received is TIMED_OUT:
+                return on_timeout
             delivered = True
             return received.unwrap()
         except trio.EndOfChannel:
             raise _gone() from None
         finally:
+            # No checkpoint between taking a reply that came and breaking the slot
+            # (see the docstring).
+            late = reply.leave()
             if received is None:
-                # No checkpoint between these two: see the docstring.
-                try:
-                    received = recv.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    received = None
-            recv.close()
+                received = late
             # Out of the actor's parked set at once (a timeout or a cancelled
             # request): no turn has to look at it again.
             self._leave(env)
-            if not delivered and isinstance(received, outcome.Value):
+            if (not delivered and isinstance(received, outcome.Value)
+                    and received is not TIMED_OUT):
                 compensation = give_back(received.value)
                 if compensation is not None:
                     with trio.move_on_after(5, shield=True):

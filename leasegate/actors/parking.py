@@ -26,6 +26,7 @@ to :meth:`settle`, so the queues never change under the reader.
 from __future__ import annotations
 
 import heapq
+import math
 import sqlite3
 from collections.abc import Callable, Collection, Hashable, Iterator
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from typing import Any, Final
 import outcome
 import trio
 
-from leasegate.actors.mailbox import NOT_PARKED, Ask, Envelope, Tell
+from leasegate.actors.mailbox import NOT_PARKED, TIMED_OUT, Ask, Envelope, Tell
 from leasegate.errors import LeasegateError, Unavailable
 
 Serve = Callable[[Envelope[Any]], bool]
@@ -69,6 +70,9 @@ class Parking:
         self._seq = 0
         self._count = 0
         self._left: list[Envelope[Any]] = []
+        # (deadline, seq, envelope) of parked envelopes with a deadline; entries of
+        # envelopes answered or gone stay until popped or pruned (see park).
+        self._deadlines: list[tuple[float, int, Envelope[Any]]] = []
         self.busy = False  # a turn is reading the queues on the database thread
 
     def __len__(self) -> int:
@@ -89,7 +93,30 @@ class Parking:
         queue[env] = self._seq
         env.queue = wait.queue
         self._count += 1
+        if env.deadline < math.inf:
+            if len(self._deadlines) > 2 * self._count + 64:
+                # Mostly the stale entries of callers gone early: drop them, so
+                # they cost at most as much as the waiters that are parked.
+                self._deadlines = [entry for entry in self._deadlines if _waiting(entry[2])]
+                heapq.heapify(self._deadlines)
+            heapq.heappush(self._deadlines, (env.deadline, self._seq, env))
         return True
+
+    def next_deadline(self) -> float:
+        """The trio time at which the earliest parked envelope times out (inf: none)."""
+        while self._deadlines and not _waiting(self._deadlines[0][2]):
+            heapq.heappop(self._deadlines)
+        return self._deadlines[0][0] if self._deadlines else math.inf
+
+    def expire(self, now: float) -> list[Envelope[Any]]:
+        """Take out the envelopes whose deadline is ``now`` or past; call between turns."""
+        expired = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            env = heapq.heappop(self._deadlines)[2]
+            if _waiting(env):
+                self.take(env)
+                expired.append(env)
+        return expired
 
     def leave(self, env: Envelope[Any]) -> None:
         """The caller of ``env`` stopped waiting (answered, timed out or cancelled).
@@ -190,6 +217,10 @@ class Parking:
                 del self._topics[topic]
 
 
+def _waiting(env: Envelope[Any]) -> bool:
+    return env.queue is not NOT_PARKED and not env.left
+
+
 class _Park:
     def __repr__(self) -> str:
         return "PARK"
@@ -283,6 +314,11 @@ class ParkingActor:
         except LeasegateError as exc:
             return outcome.Error(exc)
 
+    def _expire_parked(self) -> None:
+        """Answer :data:`TIMED_OUT` to the parked envelopes whose deadline has come."""
+        for env in self._parking.expire(trio.current_time()):
+            self._reply(env, TIMED_OUT)
+
     def _reply(self, env: Envelope[Any], result: outcome.Outcome[Any]) -> None:
         """Hand ``result`` over; a caller already gone gets nothing, and a value it
         would have received (a lease) is undone by :meth:`undelivered` at once."""
@@ -291,7 +327,7 @@ class ParkingActor:
         try:
             env.reply.send_nowait(result)
         except (trio.BrokenResourceError, trio.WouldBlock, trio.ClosedResourceError):
-            if isinstance(result, outcome.Value):
+            if isinstance(result, outcome.Value) and result is not TIMED_OUT:
                 work = self.undelivered(env.message, result.value)
                 if work is not None:
                     self._internal.append(work)

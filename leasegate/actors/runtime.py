@@ -231,7 +231,10 @@ class Actor(ParkingActor):
             envelopes = await self._collect()
             if envelopes is None:
                 break
-            await self._turn(envelopes)
+            self._expire_parked()
+            # A wake-up only to time parked polls out needs no turn.
+            if envelopes or trio.current_time() >= self._deadline():
+                await self._turn(envelopes)
         for env in self._parking.everyone():  # parked after the drain turn: not answered yet
             self._parking.take(env)
             self._reply(env, outcome.Error(Unavailable("the gateway is shutting down")))
@@ -260,7 +263,7 @@ class Actor(ParkingActor):
     async def _collect(self) -> list[Envelope[Any]] | None:
         """Wait for messages or the next deadline; None when the mailbox is closed."""
         envelopes: list[Envelope[Any]] = []
-        with trio.move_on_at(self._deadline()):
+        with trio.move_on_at(min(self._deadline(), self._parking.next_deadline())):
             try:
                 envelopes.append(await self._inbox.receive())
             except trio.EndOfChannel:

@@ -46,6 +46,7 @@ from leasegate.http import (
 )
 from leasegate.http.auth import Authenticator, check_route_roles
 from leasegate.http.body_guard import BodyGuard
+from leasegate.http.connection import OneTaskHTTPConnection
 from leasegate.http.console import routes as console
 from leasegate.http.metrics import Metrics
 from leasegate.http.openapi import LeasegateOpenAPI
@@ -163,6 +164,7 @@ class JSONProvider(DefaultJSONProvider):
 
 def create_app(system: System) -> QuartTrio:
     app = QuartTrio("leasegate")
+    app.asgi_http_class = OneTaskHTTPConnection  # a task fewer per request
     app.request_class = routes_artifacts.request_class(system.settings)
     app.config["MAX_CONTENT_LENGTH"] = system.settings.max_body_bytes
     # A body still arriving after this is a 408 (below hypercorn's read timeout,

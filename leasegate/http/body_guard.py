@@ -90,7 +90,14 @@ class BodyGuard:
 
 
 class _Exchange:
-    """One request: how much of its body has arrived, and what its answer must say."""
+    """One request: how much of its body has arrived, and what its answer must say.
+
+    Slots, and no event until a discard needs one: a parked long-poll holds this
+    for as long as it waits.
+    """
+
+    __slots__ = ("_receive", "_send", "closing", "complete", "declared", "discarding",
+                 "disconnected", "guard", "received", "settled", "status", "withheld")
 
     def __init__(self, guard: BodyGuard, scope: Message, receive: ASGIReceiveCallable,
                  send: ASGISendCallable) -> None:
@@ -106,7 +113,8 @@ class _Exchange:
         self.withheld = withholds_continue(guard.settings, scope)
         self.discarding = False
         self.received = 0
-        self.settled = trio.Event()  # the body is complete, gone, or past the bound
+        # Set once the body is complete, gone, or past the bound; made by _discard.
+        self.settled: trio.Event | None = None
         self.closing = False
         self.status = 0
 
@@ -116,15 +124,19 @@ class _Exchange:
             self.received += len(message.get("body", b""))
             if not message.get("more_body", False):
                 self.complete = True
-                self.settled.set()
+                self._settle()
             if self.discarding:
                 if self.received > self.guard.drain_bytes:
-                    self.settled.set()  # too much to drain: the connection closes
+                    self._settle()  # too much to drain: the connection closes
                 message = {**message, "body": b""}  # the app is done with it: not kept
         elif message["type"] == "http.disconnect":
             self.disconnected = True
-            self.settled.set()
+            self._settle()
         return cast(ASGIReceiveEvent, message)
+
+    def _settle(self) -> None:
+        if self.settled is not None:
+            self.settled.set()
 
     async def send(self, event: ASGISendEvent) -> None:
         message = cast(Message, event)
@@ -174,10 +186,11 @@ class _Exchange:
         self.discarding = True
         if self.complete or self.disconnected:
             return
+        settled = self.settled = self.settled or trio.Event()
         with trio.move_on_after(seconds):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump)
-                await self.settled.wait()
+                await settled.wait()
                 nursery.cancel_scope.cancel()
 
     async def _pump(self) -> None:

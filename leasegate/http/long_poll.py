@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import trio
@@ -13,20 +13,23 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-async def long_poll(mailbox: Mailbox, message: Ask[R], wait_seconds: float, max_wait: float,
-                    give_back: Callable[[R], Tell | None], on_timeout: T) -> R | T:
+def long_poll(mailbox: Mailbox, message: Ask[R], wait_seconds: float, max_wait: float,
+              give_back: Callable[[R], Tell | None], on_timeout: T) -> Awaitable[R | T]:
     """Ask, letting the actor hold the reply for up to ``wait_seconds`` (0: just ask;
     never longer than ``max_wait``).
 
     Cancellation (the HTTP client disconnected: quart-trio cancels the handler):
     a reply that was already on its way is given back to the actor (see
     ``Mailbox.ask_parked``).
+
+    Not a coroutine itself, to hand back the mailbox's own: a parked poll holds
+    its whole chain of coroutine frames for as long as it waits.
     """
     if wait_seconds <= 0:
-        return await mailbox.ask(message)
+        return mailbox.ask(message)
     wait = min(wait_seconds, max_wait)
-    return await mailbox.ask_parked(message, deadline=trio.current_time() + wait,
-                                    give_back=give_back, on_timeout=on_timeout)
+    return mailbox.ask_parked(message, deadline=trio.current_time() + wait,
+                              give_back=give_back, on_timeout=on_timeout)
 
 
 async def read_settled(mailbox: Mailbox, now: Ask[R], settled: Ask[R],
