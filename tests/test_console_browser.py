@@ -329,5 +329,6 @@ def test_a_post_without_the_csrf_token_is_refused(gateway: Served) -> None:
         assert _ok(gateway.client("admin").get(f"/v1/ledger/accounts/{TENANT}")) == before
         # Its reads through /v1 do work (the page's scripts use them).
         assert browser_like.get("/v1/workers").status_code == 200
+        assert browser_like.get("/metrics").status_code == 401  # /v1 reads only
         browser_like.post("/console/sign-out", data={})  # no token: refused, still signed in
         assert browser_like.get("/console/keys").status_code == 200

@@ -149,9 +149,11 @@ class Authenticator:
         self.sessions = Sessions(system.clock)  # the console's sign-ins
 
     def forget(self, key_id: str) -> None:
+        """A key was revoked: nothing remembered of it stands, console sessions included."""
         self._forgotten += 1
         self.verified.discard(key_id)
         self.unknown.discard(key_id)
+        self.sessions.end_for_key(key_id)
 
     def sweep(self, now: float) -> None:
         self.verified.sweep(now)
@@ -172,7 +174,8 @@ class Authenticator:
 
     async def authenticate(self) -> Principal:
         header = request.headers.get("Authorization", "")
-        if not header and request.method in ("GET", "HEAD") and COOKIE in request.cookies:
+        if (not header and request.method in ("GET", "HEAD") and COOKIE in request.cookies
+                and request.path.startswith("/v1/")):
             # The console's session stands for its admin key on reads of /v1 (its
             # pages fetch history and open the event stream); never for a change.
             return await self.session_principal(request.cookies[COOKIE])

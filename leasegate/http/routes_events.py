@@ -141,7 +141,9 @@ def _last_event_id(from_query: int | None) -> int | None:
     if given is None:
         return from_query
     text = given.strip()
-    if not text.isdigit() or int(text) > MAX_EVENT_ID:
+    # isdecimal alone takes other scripts' digits ("²" is a digit int() refuses)
+    if not (text.isascii() and text.isdecimal()) or len(text) > 19 \
+            or int(text) > MAX_EVENT_ID:
         raise InvalidRequest("Last-Event-ID must be an event id (a non-negative integer)")
     return int(text)
 

@@ -84,6 +84,5 @@ async def revoke_key(key_id: str) -> Redirect:
     form = await request.form
     revoked = await system().keys.mailbox.ask(RevokeKey(key_id))
     authenticator().forget(key_id)
-    authenticator().sessions.end_for_key(key_id)
     session().notify("ok", f"key {revoked.name} ({key_id}) revoked")
     return back_to(form, url_for("console.keys"))
