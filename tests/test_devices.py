@@ -116,6 +116,18 @@ async def test_away_pauses_batch_tasks_and_back_resumes_them(
     assert await metric(gateway, 'leasegate_devices{state="online"}') == 2
 
 
+async def test_a_reader_waiting_on_a_task_hears_its_device_pause_it_at_once(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    await submit(gateway, task_id="waited-on", **BATCH, device_id="d1")
+    start = trio.current_time()
+    await trio.sleep(PAUSE - 10)
+    status, task = await call(gateway, "GET", "/v1/tasks/waited-on?wait_seconds=30", "t1")
+    # A pause settles a task for its readers: woken when the device went away
+    # (just past device_pause_after), not at the end of the poll.
+    assert status == 200 and task["status"] == "paused"
+    assert PAUSE < trio.current_time() - start < PAUSE + 1
+
+
 async def test_a_device_seen_exactly_at_its_pause_deadline_stays_online(
         gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
     await submit(gateway, task_id="b1", **BATCH, device_id="d1")  # seen now

@@ -191,7 +191,7 @@ def test_a_last_event_id_no_longer_kept_gets_a_reset(gateway: served.Served) -> 
     assert read_stream(gateway, "client", last=10**12)[0][0] == "reset"
     with client_of(gateway, "client") as http:
         for given in (b"soon", "\u00b2".encode("latin-1"), b"9" * 40):  # "²" is a digit
-            bad = http.get("/v1/events", headers={"Last-Event-ID": given})
+            bad = http.get("/v1/events", headers={b"Last-Event-ID": given})
             assert bad.status_code == 400 and bad.json()["error"]["code"] == 4000
 
 

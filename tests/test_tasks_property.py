@@ -35,6 +35,7 @@ from hypothesis.stateful import (
 
 from leasegate.actors.mailbox import Ask, Tell
 from leasegate.actors.task_messages import (
+    ControlAction,
     ControlTask,
     LeaseTasks,
     ReclaimAction,
@@ -43,7 +44,6 @@ from leasegate.actors.task_messages import (
     RenewTask,
     StartTask,
     SubmitTask,
-    TaskControl,
     TaskOutcome,
     TaskResult,
 )
@@ -242,7 +242,7 @@ class TaskMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.task_ids)
     @rule(index=RECENT,
           control=st.sampled_from(["cancel", "pause", "resume", "resume"]))
-    def control(self, index: int, control: TaskControl) -> None:
+    def control(self, index: int, control: ControlAction) -> None:
         self.ask(ControlTask(self.pick(self.task_ids, index), control))
 
     @precondition(lambda self: self.task_ids)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from leasegate.actors.leases import job_changed
 from leasegate.actors.payloads import canonical_json
-from leasegate.actors.task_messages import ControlTask, ReclaimTask
+from leasegate.actors.task_messages import ControlAction, ControlTask, ReclaimTask
 from leasegate.actors.task_views import TaskView, task_view
 from leasegate.errors import InvalidRequest, StateConflict
 from leasegate.logs import escape
@@ -48,14 +48,24 @@ class TaskControl:
         if m.action != "cancel" and row["batch_total"] is None:
             raise InvalidRequest(f"task {m.task_id} is not a batch task (no batch_total): "
                                  "only batch tasks pause and resume")
-        act = {"cancel": self._cancel, "pause": self._pause, "resume": self._resume}[m.action]
-        if not act(conn, row, now):
+        changed = self._apply_control(conn, m.action, row, now)
+        if changed is None:
             raise StateConflict(f"task {m.task_id} changed concurrently; try again")
-        changed = self._current(conn, m.task_id)
-        self.history.controlled(conn, m.action, row, changed)
-        self.work_may_be_available(job_changed(m.task_id))  # a cancel or pause settles it
-        self.settle.ended(changed, sql.TERMINAL)  # a cancel of an unstarted task
         return task_view(changed)
+
+    def _apply_control(self, conn: sqlite3.Connection, action: ControlAction, row: sqlite3.Row,
+                       now: float, *, by: str | None = None) -> sqlite3.Row | None:
+        """One cancel, pause or resume, by a client, an operator or a device: the task
+        as it is now, or None when it had changed meanwhile. Written to its history,
+        its waiting readers woken, its hold settled when it ended."""
+        act = {"cancel": self._cancel, "pause": self._pause, "resume": self._resume}[action]
+        if not act(conn, row, now):
+            return None
+        changed = self._current(conn, row["task_id"])
+        self.history.controlled(conn, action, row, changed, by=by)
+        self.work_may_be_available(job_changed(row["task_id"]))  # a cancel or pause settles it
+        self.settle.ended(changed, sql.TERMINAL)  # a cancel of an unstarted task
+        return changed
 
     def _cancel(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool:
         task_id, status, token = row["task_id"], row["status"], row["lease_token"]

@@ -24,29 +24,18 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING
 
-from leasegate.actors.task_messages import ApplyDeviceAction
+from leasegate.actors.task_messages import ApplyDeviceAction, ControlAction
 from leasegate.logs import escape
 from leasegate.storage import devices_sql
-from leasegate.storage import tasks_sql as sql
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from leasegate.actors.billing import SettleNotices
-    from leasegate.actors.history import JobHistory
 
 log = logging.getLogger("leasegate.tasks")
 
 
 class DeviceTasks:
-    if TYPE_CHECKING:  # provided by TaskQueue and TaskControl
-        settle: SettleNotices
-        history: JobHistory
-
-        def _current(self, conn: sqlite3.Connection, task_id: str) -> sqlite3.Row: ...
-        def _cancel(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool: ...
-        def _pause(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool: ...
-        def _resume(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool: ...
+    if TYPE_CHECKING:  # provided by TaskControl
+        def _apply_control(self, conn: sqlite3.Connection, action: ControlAction,
+                           row: sqlite3.Row, now: float, *,
+                           by: str | None = None) -> sqlite3.Row | None: ...
 
     def _device_action(self, conn: sqlite3.Connection, m: ApplyDeviceAction,
                        now: float) -> int:
@@ -61,16 +50,10 @@ class DeviceTasks:
                      escape(m.device_id), m.action, changed)
         return changed
 
-    def _device_control(self, conn: sqlite3.Connection, m: ApplyDeviceAction,
-                        row: sqlite3.Row, act: Callable[[sqlite3.Connection, sqlite3.Row, float],
-                                                        bool],
-                        action: str, now: float) -> bool:
-        """One control transition, written to the task's history as the device's doing."""
-        if not act(conn, row, now):
-            return False
-        self.history.controlled(conn, action, row, self._current(conn, row["task_id"]),
-                                by=f"device {m.device_id}")
-        return True
+    def _by_device(self, conn: sqlite3.Connection, m: ApplyDeviceAction, action: ControlAction,
+                   row: sqlite3.Row, now: float) -> bool:
+        return self._apply_control(conn, action, row, now,
+                                   by=f"device {m.device_id}") is not None
 
     def _device_pause(self, conn: sqlite3.Connection, m: ApplyDeviceAction, now: float) -> int:
         changed = 0
@@ -78,7 +61,7 @@ class DeviceTasks:
                                         ("queued", "leased", "running")):
             if row["batch_total"] is None or row["pause_requested"]:
                 continue
-            changed += self._device_control(conn, m, row, self._pause, "pause", now)
+            changed += self._by_device(conn, m, "pause", row, now)
         return changed
 
     def _device_resume(self, conn: sqlite3.Connection, m: ApplyDeviceAction,
@@ -87,10 +70,10 @@ class DeviceTasks:
         for row in devices_sql.tasks_of(conn, m.tenant, m.device_id,
                                         ("paused", "leased", "running")):
             if row["status"] == "paused":
-                resumed += self._device_control(conn, m, row, self._resume, "resume", now)
+                resumed += self._by_device(conn, m, "resume", row, now)
             elif row["pause_requested"] and row["batch_total"] is not None:
                 # Withdraws the request; not counted as resumed.
-                self._device_control(conn, m, row, self._resume, "resume", now)
+                self._by_device(conn, m, "resume", row, now)
         return resumed
 
     def _device_cancel(self, conn: sqlite3.Connection, m: ApplyDeviceAction,
@@ -100,7 +83,5 @@ class DeviceTasks:
                                         ("queued", "paused", "leased", "running")):
             if row["status"] == "running" and row["cancel_requested"]:
                 continue
-            if self._device_control(conn, m, row, self._cancel, "cancel", now):
-                changed += 1
-                self.settle.ended(self._current(conn, row["task_id"]), sql.TERMINAL)
+            changed += self._by_device(conn, m, "cancel", row, now)
         return changed

@@ -50,7 +50,7 @@ TaskStatus = Literal["queued", "leased", "running", "succeeded", "failed", "canc
                      "paused", "stale", "expired"]
 TaskOutcome = Literal["succeeded", "failed", "canceled", "paused"]
 ReclaimAction = Literal["requeue", "succeeded", "failed"]
-TaskControl = Literal["cancel", "pause", "resume"]
+ControlAction = Literal["cancel", "pause", "resume"]
 SETTLED: Final = (*TERMINAL, "stale", "paused")
 """Where a task waits for nobody but a person: a ``GET ?wait_seconds`` returns there."""
 MAX_LEASES: Final = MAX_BATCH  # distinct lanes
@@ -121,12 +121,12 @@ class ControlTask(Ask[TaskView]):
     """A client's (or an admin's) cancel, pause or resume of one task."""
 
     task_id: str
-    action: TaskControl
+    action: ControlAction
     tenant: str | None = None
 
     def check(self) -> None:
         check_id("task_id", self.task_id)
-        check_choice("action", self.action, TaskControl)
+        check_choice("action", self.action, ControlAction)
         check_id("tenant", self.tenant, optional=True)
 
 
@@ -335,7 +335,7 @@ def release_message(leases: tuple[TaskLease, ...]) -> ReleaseTaskLeases | None:
 
 
 
-DeviceAction = Literal["pause", "resume", "cancel"]
+DeviceAction = ControlAction  # what a device's presence does to its tasks
 
 
 @dataclass(frozen=True)

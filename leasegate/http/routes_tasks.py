@@ -11,6 +11,7 @@ from quart_schema import document_response, validate_querystring, validate_reque
 from leasegate.actors import billing
 from leasegate.actors.devices import see_device
 from leasegate.actors.task_messages import (
+    ControlAction,
     ControlTask,
     GetTask,
     LeaseTasks,
@@ -20,7 +21,6 @@ from leasegate.actors.task_messages import (
     StartTask,
     StartTasks,
     SubmitTask,
-    TaskControl,
     TaskResult,
     TaskResults,
     release_message,
@@ -164,7 +164,7 @@ async def list_tasks(query_args: TaskListArgs) -> Any:
     return to_json(await billing.page_with_billing(sys.ledger.mailbox, "task", found))
 
 
-def _control_route(action: TaskControl, doc: str) -> None:
+def _control_route(action: ControlAction, doc: str) -> None:
     """``POST /v1/tasks/{id}/<action>``: cancel, pause and resume are one route each,
     written once."""
 
