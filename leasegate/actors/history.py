@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import trio
 
 from leasegate.actors.checks import MAX_AMOUNT, check_choice, check_id, check_int
+from leasegate.actors.leases import job_changed
 from leasegate.actors.ledger_views import Channel
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.views import Instant
@@ -125,7 +126,10 @@ class JobHistory:
         self.hub = hub
 
     def record(self, conn: sqlite3.Connection, job_id: str, kind: str, **detail: Any) -> None:
-        """Record ``kind`` for the job as it is now (call after the transition)."""
+        """Record ``kind`` for the job as it is now (call after the transition). Every
+        transition is recorded, so this is also where the job's waiting readers (a
+        ``GET ?wait_seconds``) are woken: none of its transitions can miss them."""
+        self.actor.work_may_be_available(job_changed(job_id))
         row = events_sql.append(conn, self.channel, job_id, kind,
                                 {k: _bounded(v) for k, v in detail.items() if v is not None},
                                 self.actor.now)

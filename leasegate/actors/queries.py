@@ -25,7 +25,6 @@ from leasegate.actors.history import GetHistory, JobHistory, RecordSettled
 from leasegate.actors.leases import (
     DryFilters,
     check_site,
-    job_changed,
     job_wait,
     lease_wait,
     new_lease_token,
@@ -249,7 +248,6 @@ class QueryQueue(Actor, EachItem):
                    m.cost, digest)
         self.history.record(conn, m.query_id, "result", outcome=m.outcome, late=False,
                             worker_id=m.worker_id, cost=m.cost)
-        self.work_may_be_available(job_changed(m.query_id))  # wakes GETs waiting for it
         updated = sql.get(conn, m.query_id)
         assert updated is not None
         self.settle.ended(updated, TERMINAL)
@@ -267,7 +265,6 @@ class QueryQueue(Actor, EachItem):
                         escape(row["kind"]))
             self.history.record(conn, row["query_id"], "expired")
             self.settle.ended(sql.get(conn, row["query_id"]), TERMINAL)
-            self.work_may_be_available(job_changed(row["query_id"]))
         for row in sql.lapsed_leases(conn, now):
             if row["attempts"] >= self.settings.query_max_attempts:
                 sql.fail_exhausted(conn, row["query_id"], row["attempts"], now)
@@ -276,7 +273,6 @@ class QueryQueue(Actor, EachItem):
                 self.settle.ended(sql.get(conn, row["query_id"]), TERMINAL)
                 log.warning("query attempts exhausted, failed: query_id=%s attempts=%s",
                             escape(row["query_id"]), row["attempts"])
-                self.work_may_be_available(job_changed(row["query_id"]))
             else:
                 # Read-only work is safe to run again: this is the difference from tasks.
                 sql.requeue(conn, row["query_id"], now)

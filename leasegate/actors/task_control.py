@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from leasegate.actors.leases import job_changed
+from leasegate.actors.leases import new_work
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.task_messages import ControlAction, ControlTask, ReclaimTask
 from leasegate.actors.task_views import TaskView, task_view
@@ -63,7 +63,6 @@ class TaskControl:
             return None
         changed = self._current(conn, row["task_id"])
         self.history.controlled(conn, action, row, changed, by=by)
-        self.work_may_be_available(job_changed(row["task_id"]))  # a cancel or pause settles it
         self.settle.ended(changed, sql.TERMINAL)  # a cancel of an unstarted task
         return changed
 
@@ -73,7 +72,7 @@ class TaskControl:
             return sql.cancel_unleased(conn, task_id, status, token, now)
         if status == "leased":
             # Never started: nothing happened yet; a later start with this token is 6002.
-            self.work_may_be_available()
+            self.work_may_be_available(*new_work(row["site"]))  # the lane is free
             log.info("task canceled while leased, claim withdrawn: task_id=%s worker=%s",
                      escape(task_id), escape(row["lease_owner"]))
             return sql.back_to_queue(conn, task_id, "leased", token, "canceled", now)
@@ -95,7 +94,7 @@ class TaskControl:
     def _resume(self, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> bool:
         task_id, status, token = row["task_id"], row["status"], row["lease_token"]
         if status == "paused":
-            self.work_may_be_available()
+            self.work_may_be_available(*new_work(row["site"]))
             return sql.resume(conn, task_id, token, self._ttl_deadline(row["not_before"], now),
                               now)
         if status in ("leased", "running"):
@@ -135,7 +134,7 @@ class TaskControl:
                     escape(m.reason), escape(row["stale_reason"]))
         self.history.record(conn, m.task_id, "reclaimed", action=m.action, reason=m.reason,
                             by=m.by)
-        self.work_may_be_available()  # the lane is free
+        self.work_may_be_available(*new_work(row["site"]))  # the lane is free
         resolved = self._current(conn, m.task_id)
         self.settle.ended(resolved, sql.TERMINAL)  # a stale task's hold is resolved now
         return task_view(resolved)

@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from leasegate.actors.leases import check_site, job_changed, new_work
+from leasegate.actors.leases import check_site, new_work
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.task_messages import RenewTask, StartTask, TaskResult
 from leasegate.actors.task_views import Renewed, Started, TaskView, task_view
@@ -119,7 +119,7 @@ class FencedCalls:
         self.history.record(conn, m.task_id, "result", outcome=m.outcome, late=late,
                             worker_id=m.worker_id, cost=m.cost)
         self._seen(conn, m.worker_id, now)
-        self.work_may_be_available(*new_work(row["site"]), job_changed(m.task_id))  # lane free
+        self.work_may_be_available(*new_work(row["site"]))  # lane free
         done = self._current(conn, m.task_id)
         self.settle.ended(done, sql.TERMINAL)
         return task_view(done)

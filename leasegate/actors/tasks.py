@@ -41,7 +41,6 @@ from leasegate.actors.history import GetHistory, JobHistory, RecordSettled
 from leasegate.actors.jobs import JobRecord
 from leasegate.actors.leases import (
     DryFilters,
-    job_changed,
     job_wait,
     lease_wait,
     new_lease_token,
@@ -344,7 +343,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
                          to, escape(row["task_id"]), escape(row["lease_owner"]))
                 self.history.record(conn, row["task_id"], "claim_lapsed",
                                     worker_id=row["lease_owner"])
-                self.work_may_be_available(*new_work(row["site"]), job_changed(row["task_id"]))
+                self.work_may_be_available(*new_work(row["site"]))
         hard_timeout = self.settings.task_hard_timeout
         for row in sql.past_hard_timeout(conn, now, hard_timeout):
             self._make_stale(conn, row, now, (
@@ -360,7 +359,6 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
                         escape(row["account"]))
             self.history.record(conn, row["task_id"], "expired")
             self.settle.ended(sql.get(conn, row["task_id"]), sql.TERMINAL)
-            self.work_may_be_available(job_changed(row["task_id"]))  # a GET waits for it
         if sql.not_before_passed(conn, self._not_before_seen, now):
             self.work_may_be_available()  # a parked lease may take it now
         self.after_commit(lambda: self._passed_not_before(now))
@@ -373,7 +371,6 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
                     reason: str) -> None:
         # Never retried automatically: the write may have happened. The lane stays blocked.
         if sql.make_stale(conn, row["task_id"], row["lease_token"], reason, now):
-            self.work_may_be_available(job_changed(row["task_id"]))  # stale is settled
             log.warning("task stale, lane %s/%s blocked until reclaimed: task_id=%s reason=%s",
                         escape(row["site"]), escape(row["account"]), escape(row["task_id"]),
                         escape(reason))
