@@ -78,6 +78,12 @@ async def test_device_ids_over_64_characters_or_outside_the_alphabet_are_400(
     status, body = await call(gateway, "POST", "/v1/tasks", "t1",
                               {**BATCH, "device_id": "x" * 65})
     assert_error(status, body, 400, 4000)
+    deep: Any = 1
+    for _ in range(40):
+        deep = [deep]
+    status, body = await call(gateway, "POST", "/v1/tasks", "t1",
+                              {**BATCH, "device_id": "d-deep", "params": {"x": deep}})
+    assert_error(status, body, 400, 4000)  # a refused body sights no device
     assert await devices(gateway) == {}  # nothing was tracked, nothing truncated
     await heartbeat(gateway, "d" * 64)
     assert set(await devices(gateway)) == {("t1", "d" * 64)}

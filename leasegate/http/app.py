@@ -52,7 +52,7 @@ from leasegate.http.metrics import Metrics
 from leasegate.http.openapi import LeasegateOpenAPI
 from leasegate.ids import ID_RULE, is_id
 
-ID_ARGS = {"task_id", "query_id", "key_id"}
+ID_ARGS = {"task_id", "query_id", "key_id", "device_id"}
 PUBLIC_ENDPOINTS = {"admin.health", "openapi", *docs.ENDPOINTS}
 # Keys and items of one JSON body: bounds the work of parsing and validating it,
 # which the byte limit alone does not (100k one-byte keys fit in a megabyte).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import trio
 from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
@@ -78,11 +79,11 @@ async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     _, tenant = require_tenant("client")
     assert tenant is not None  # a client key (checked by allow)
     sys = system()
-    if data.device_id is not None:  # a sighting; a full device table refuses (6008) first
-        await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, data.device_id)
+    message = _submit_message(tenant, data)  # a bad body (400, 413) sights no device
+    if message.device_id is not None:  # a sighting; a full device table refuses (6008) first
+        await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, message.device_id)
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
-    reply = await billing.submit_task(sys.tasks.mailbox, sys.ledger.mailbox,
-                                      _submit_message(tenant, data))
+    reply = await billing.submit_task(sys.tasks.mailbox, sys.ledger.mailbox, message)
     return to_json(reply), 201 if reply.created else 200
 
 
@@ -117,20 +118,25 @@ async def submit_tasks(data: SubmitTasksBody) -> Any:
 
 async def _see_devices(tenant: str, items: list[SubmitTask | LeasegateError],
                        ) -> list[SubmitTask | LeasegateError]:
-    """Each device a batch names is sighted once, as by a single submit; the items of a
-    device the full table refuses (6008) are refused and nothing of theirs is enqueued."""
+    """Each device a batch names is sighted once, as by a single submit, all at once (so
+    the sightings share the tracker's group commit); the items of a device the full
+    table refuses (6008) are refused and nothing of theirs is enqueued."""
     sys = system()
-    refused: dict[str, LeasegateError | None] = {}
-    for item in items:
-        if isinstance(item, SubmitTask) and item.device_id is not None \
-                and item.device_id not in refused:
-            try:
-                await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, item.device_id)
-                refused[item.device_id] = None
-            except DeviceLimit as exc:
-                refused[item.device_id] = exc
-    return [refusal if isinstance(item, SubmitTask) and item.device_id is not None
-            and (refusal := refused[item.device_id]) is not None else item
+    named = {item.device_id for item in items
+             if isinstance(item, SubmitTask) and item.device_id is not None}
+    refused: dict[str, LeasegateError] = {}
+
+    async def see(device_id: str) -> None:
+        try:
+            await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, device_id)
+        except DeviceLimit as exc:
+            refused[device_id] = exc
+
+    async with trio.open_nursery() as nursery:
+        for device_id in sorted(named):
+            nursery.start_soon(see, device_id)
+    return [refused.get(item.device_id, item)
+            if isinstance(item, SubmitTask) and item.device_id is not None else item
             for item in items]
 
 
