@@ -48,7 +48,7 @@ def test_the_flood_bench_keeps_the_table_at_capacity() -> None:
                           "--capacity", str(CAPACITY), "--concurrency", "16"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "answers: {200: 120}" in run.stdout, run.stdout
+    assert "answers: {'200': 120}" in run.stdout, run.stdout
     after = re.search(r"after: devices table (\d+) rows .* server RSS ([\d.]+) MiB", run.stdout)
     assert after is not None, run.stdout
     assert int(after.group(1)) == CAPACITY

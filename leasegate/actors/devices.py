@@ -169,9 +169,7 @@ class DeviceTracker(Actor):
             case ListDevices():
                 p = message.page
                 total, rows = sql.page(conn, message.tenant, p.limit, p.offset)
-                items = tuple(device_view(row, sql.live_tasks(conn, row["tenant"],
-                                                              row["device_id"]))
-                              for row in rows)
+                items = tuple(device_view(row, row["live_tasks"]) for row in rows)
                 return Paged(items, total, p.limit, p.offset)
             case CountDevices():
                 return DeviceCounts(sql.by_state(conn), dict(self.transitions),

@@ -116,19 +116,16 @@ def evict_one(conn: sqlite3.Connection) -> sqlite3.Row | None:
 
 def page(conn: sqlite3.Connection, tenant: str | None, limit: int,
          offset: int) -> tuple[int, list[sqlite3.Row]]:
-    """Devices, most recently seen first (``tenant`` None: every tenant)."""
+    """Devices, most recently seen first (``tenant`` None: every tenant), each with
+    ``live_tasks``, its unfinished tasks, counted in the same statement."""
     clause, args = ("WHERE tenant = ?", [tenant]) if tenant is not None else ("", [])
     total = int(conn.execute(f"SELECT count(*) FROM devices {clause}", args).fetchone()[0])
     rows = conn.execute(
-        f"SELECT * FROM devices {clause} ORDER BY last_seen_at DESC, tenant, device_id "
+        "SELECT devices.*, (SELECT count(*) FROM tasks WHERE tasks.tenant = devices.tenant "
+        f"AND tasks.device_id = devices.device_id AND tasks.status IN ({_LIVE})) AS live_tasks "
+        f"FROM devices {clause} ORDER BY last_seen_at DESC, tenant, device_id "
         "LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
     return total, rows
-
-
-def live_tasks(conn: sqlite3.Connection, tenant: str, device_id: str) -> int:
-    return int(conn.execute(
-        f"SELECT count(*) FROM tasks WHERE tenant = ? AND device_id = ? AND status IN ({_LIVE})",
-        (tenant, device_id)).fetchone()[0])
 
 
 def by_state(conn: sqlite3.Connection) -> dict[str, int]:
