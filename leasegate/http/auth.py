@@ -26,7 +26,7 @@ from typing import NoReturn, TypeVar
 from quart import current_app, g, request
 
 from leasegate.actors.key_messages import LookupKey
-from leasegate.actors.key_views import Principal
+from leasegate.actors.key_views import KeyRecord, Principal
 from leasegate.actors.system import System
 from leasegate.errors import Forbidden, RateLimited, Unauthorized
 from leasegate.http.console.sessions import COOKIE, Sessions
@@ -182,32 +182,43 @@ class Authenticator:
         scheme, _, key = header.partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             self._refuse("missing API key (Authorization: Bearer <key>)")
-        parts = split_key(key.strip())
+        return self._take(await self.verify(key.strip()), self.system.clock.now())
+
+    async def verify(self, key: str) -> Principal:
+        """Whose key this is (401 when it is unknown, wrong or revoked), from the cache
+        of verified keys when it can be; a lookup is charged to the caller's address.
+        The bearer check and the console's sign-in both come here."""
+        parts = split_key(key)
         if parts is None:
             self._refuse("unknown API key")
         key_id, secret = parts
         now = self.system.clock.now()
         known = self.verified.get(key_id, now)
-        if known is None:
-            if self.unknown.holds(key_id, now):
+        if known is not None:
+            principal, secret_hash = known
+            if not secret_matches(secret, secret_hash):
                 self._refuse("unknown API key")
-            self.charge_address()  # before the lookup: the address pays for it
-            forgotten = self._forgotten
-            found = await self.system.keys.mailbox.ask(LookupKey(key_id))
-            if found is None:
-                self.unknown.add(key_id, now)
-                raise Unauthorized("unknown API key")
-            if not secret_matches(secret, found.secret_hash):
-                raise Unauthorized("unknown API key")
-            if found.revoked:  # said only to the holder of the secret
-                raise Unauthorized("this API key was revoked")
-            if forgotten == self._forgotten:  # else it may be the key revoked meanwhile
-                self.verified.add(found.principal, found.secret_hash, now)
-            return self._take(found.principal, now)
-        principal, secret_hash = known
-        if not secret_matches(secret, secret_hash):
+            return principal
+        if self.unknown.holds(key_id, now):
             self._refuse("unknown API key")
-        return self._take(principal, now)
+        self.charge_address()  # before the lookup: the address pays for it
+        found = await self._lookup(key_id, now)
+        if found is None:
+            self.unknown.add(key_id, now)
+            raise Unauthorized("unknown API key")
+        if not secret_matches(secret, found.secret_hash):
+            raise Unauthorized("unknown API key")
+        if found.revoked:  # said only to the holder of the secret
+            raise Unauthorized("this API key was revoked")
+        return found.principal
+
+    async def _lookup(self, key_id: str, now: float) -> KeyRecord | None:
+        """The stored key; a live one is remembered unless a revocation came meanwhile."""
+        forgotten = self._forgotten
+        found = await self.system.keys.mailbox.ask(LookupKey(key_id))
+        if found is not None and not found.revoked and forgotten == self._forgotten:
+            self.verified.add(found.principal, found.secret_hash, now)
+        return found
 
     def _take(self, principal: Principal, now: float) -> Principal:
         """A token from the key's bucket (429 when it has none left)."""
@@ -227,13 +238,10 @@ class Authenticator:
         known = self.verified.get(key_id, now)
         if known is not None:
             return self._take(known[0], now)
-        forgotten = self._forgotten
-        found = await self.system.keys.mailbox.ask(LookupKey(key_id))
+        found = await self._lookup(key_id, now)
         if found is None or found.revoked:
             self.sessions.end_for_key(key_id)
             raise Unauthorized("the key of this console session was revoked")
-        if forgotten == self._forgotten:  # else it may be the key revoked meanwhile
-            self.verified.add(found.principal, found.secret_hash, now)
         return self._take(found.principal, now)
 
 

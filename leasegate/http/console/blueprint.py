@@ -16,17 +16,13 @@ from urllib.parse import urlencode
 
 import trio
 from quart import Blueprint, Response, current_app, g, redirect, render_template, request, url_for
-from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as Redirect
 
-from leasegate.actors.key_messages import LookupKey
 from leasegate.actors.key_views import Principal
 from leasegate.errors import LeasegateError, NotFound, Unauthorized
 from leasegate.http.auth import Authenticator
 from leasegate.http.console.activity import Activity
 from leasegate.http.console.sessions import COOKIE, Session
-from leasegate.http.context import system
-from leasegate.keyformat import secret_matches, split_key
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates")
 
@@ -35,7 +31,6 @@ OPEN_ENDPOINTS = {"console.sign_in_form", "console.sign_in", "console.static"}
 STATIC = {"console.css": "text/css; charset=utf-8",
           "console.js": "text/javascript; charset=utf-8"}
 _static_cache: dict[str, bytes] = {}
-MAX_KEY_CHARS = 200
 # Same origin only; no inline script or style (nothing to inject into).
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
@@ -43,14 +38,6 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
-}
-# Routes of the gateway the pages use when present (merged later, or not at all):
-# a page never calls one that is absent, so it shows no error for it.
-OPTIONAL_ROUTES = {
-    "events": "/v1/events",
-    "task_events": "/v1/tasks/probe/events",
-    "query_events": "/v1/queries/probe/events",
-    "devices": "/v1/devices",
 }
 
 
@@ -74,30 +61,14 @@ def principal() -> Principal:
     return found
 
 
-def features() -> dict[str, bool]:
-    """Which optional routes this gateway has (worked out once)."""
-    found: dict[str, bool] | None = current_app.extensions.get("leasegate.console.features")
-    if found is None:
-        adapter = current_app.url_map.bind("console")
-        found = {}
-        for name, path in OPTIONAL_ROUTES.items():
-            try:
-                adapter.match(path, method="GET")
-                found[name] = True
-            except HTTPException:
-                found[name] = False
-        current_app.extensions["leasegate.console.features"] = found
-    return found
-
-
 async def page(template: str, http_status: int = 200, **context: Any) -> Response:
     """A page of the signed-in console: its notices (shown once), the CSRF token for
-    its forms, what the gateway offers."""
+    its forms."""
     current = g.get("console_session")
     html = await render_template(
         template, notices=current.take_notices() if current else [],
         csrf=current.csrf if current else "", who=g.get("principal"),
-        features=features(), **context)
+        **context)
     return Response(html, status=http_status, content_type="text/html; charset=utf-8")
 
 
@@ -186,20 +157,16 @@ async def sign_in() -> Response | Redirect:
     """An admin key, checked as the bearer check does; a session in its place. A refusal
     shows the form again with the reason (200: a page, as a browser should show it)."""
     auth = authenticator()
-    auth.charge_address()  # every attempt costs the address: no guessing in bulk
     form = await request.form
-    key = form.get("key", "").strip()[:MAX_KEY_CHARS]
     next_path = _console_path(form.get("next")) or url_for("console.overview")
-    parts = split_key(key)
-    found = None if parts is None else await system().keys.mailbox.ask(LookupKey(parts[0]))
-    if parts is None or found is None or not secret_matches(parts[1], found.secret_hash):
-        return await page("sign_in.html", next=next_path, error="unknown API key")
-    if found.revoked:
-        return await page("sign_in.html", next=next_path, error="this API key was revoked")
-    if found.principal.role != "admin":
+    try:  # a refusal, a lookup too, costs the address: no guessing in bulk
+        signing_in = await auth.verify(form.get("key", "").strip())
+    except Unauthorized as refused:
+        return await page("sign_in.html", next=next_path, error=refused.message)
+    if signing_in.role != "admin":
         return await page("sign_in.html", next=next_path, error=(
-            f"a {found.principal.role} key may not use the console: it needs an admin key"))
-    session_id, _ = auth.sessions.begin(found.principal.key_id)
+            f"a {signing_in.role} key may not use the console: it needs an admin key"))
+    session_id, _ = auth.sessions.begin(signing_in.key_id)
     response = redirect(next_path, 303)
     response.set_cookie(COOKIE, session_id, max_age=int(auth.sessions.lifetime), path="/",
                         httponly=True, samesite="Strict", secure=request.scheme == "https")

@@ -1,6 +1,6 @@
 // The console's live parts: job rows follow the event stream, histories and
-// devices are read from the gateway. A route the gateway lacks is never called:
-// the page says so (its data-* attributes come from the server).
+// devices are read from the gateway (the routes are named by the body's data-*
+// attributes, set only for a signed-in page).
 (function () {
   "use strict";
   var body = document.body;
