@@ -77,6 +77,7 @@ VALID: dict[type[Message], Message] = {
         "t1", "w1", "tok", "a.txt", task_messages.Upload("staged", 1, "0" * 64), ("shop",)),
     task_messages.ListArtifacts: task_messages.ListArtifacts("t1", "ten"),
     task_messages.FindArtifact: task_messages.FindArtifact("t1", "a.txt", "ten"),
+    task_messages.CountTasks: task_messages.CountTasks(),
     task_messages.ExistingTasks: task_messages.ExistingTasks(("t1",)),
     task_messages.SubmitTasks: task_messages.SubmitTasks((
         task_messages.SubmitTask("ten", "shop", "order", {}, "t2"),)),

@@ -127,6 +127,14 @@ def test_every_transition_refreshes_its_lane_by_index_seeks(conn: sqlite3.Connec
         assert_seeks(lines, sql)
 
 
+def test_unfinished_tasks_are_counted_on_partial_indexes(conn: sqlite3.Connection) -> None:
+    """The console's overview counts unfinished tasks: never by reading the finished
+    ones kept for retention."""
+    for status in tasks_sql.UNFINISHED:
+        lines = plan(conn, "SELECT count(*) FROM tasks WHERE status = ?", [status])
+        assert all("INDEX" in line for line in lines), (status, lines)
+
+
 # ---- the lane rule over HTTP -----------------------------------------------------------
 
 async def submit(gw: Gateway, task_id: str, account: str, site: str = "shop",

@@ -313,6 +313,12 @@ class FindArtifact(Ask[ArtifactInfo]):
 
 
 @dataclass(frozen=True)
+class CountTasks(Ask[tuple[tuple[str, int], ...]]):
+    """Unfinished tasks by status, (status, count) in lifecycle order (each status
+    counted on its own index: no scan of the finished tasks kept for retention)."""
+
+
+@dataclass(frozen=True)
 class ExistingTasks(Ask[frozenset[str]]):
     """The subset of ``task_ids`` that have a task record (for the orphan sweep)."""
 

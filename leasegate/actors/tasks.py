@@ -60,6 +60,7 @@ from leasegate.actors.task_messages import (
     ApplyDeviceAction,
     CheckTaskHealth,
     ControlTask,
+    CountTasks,
     ExistingTasks,
     FindArtifact,
     GetTask,
@@ -183,6 +184,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
                 return task_artifacts.listing(conn, message)
             case FindArtifact():
                 return task_artifacts.find(conn, message)
+            case CountTasks():
+                return sql.count_unfinished(conn)
             case ExistingTasks():
                 return frozenset(sql.existing(conn, list(message.task_ids)))
             case CheckTaskHealth():

@@ -30,7 +30,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
      tasks_sql.SCHEMA_TOMBSTONES + queries_sql.SCHEMA_TOMBSTONES),
     (7, "ledger", ledger_sql.SCHEMA),
     (8, "devices", devices_sql.SCHEMA),
-    (9, "lease indexes and task lanes", lanes_sql.SCHEMA + queries_sql.SCHEMA_READY),
+    (9, "lease indexes and task lanes",
+     lanes_sql.SCHEMA + queries_sql.SCHEMA_READY + tasks_sql.SCHEMA_UNRESOLVED),
     (10, "job events", events_sql.SCHEMA),
 ]
 

@@ -113,6 +113,20 @@ END;
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
           "expired")
 TERMINAL = ("succeeded", "failed", "canceled", "expired")
+UNFINISHED = ("queued", "leased", "running", "paused", "stale")
+
+# Paused and stale tasks wait on people: counted (and listed) without a scan.
+SCHEMA_UNRESOLVED = """
+CREATE INDEX tasks_paused ON tasks (created_at) WHERE status = 'paused';
+CREATE INDEX tasks_stale ON tasks (created_at) WHERE status = 'stale';
+"""
+
+
+def count_unfinished(conn: sqlite3.Connection) -> tuple[tuple[str, int], ...]:
+    """Each unfinished status's count, every one on its partial index."""
+    return tuple((status, int(conn.execute(
+        "SELECT count(*) FROM tasks WHERE status = ?", (status,)).fetchone()[0]))
+        for status in UNFINISHED)
 IN_FLIGHT = ("leased", "running", "stale")
 
 _CLEAR_LEASE = ("lease_owner = NULL, lease_token = NULL, lease_request_id = NULL, "

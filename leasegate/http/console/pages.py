@@ -12,8 +12,9 @@ from leasegate.actors import billing
 from leasegate.actors.key_messages import ListKeys
 from leasegate.actors.ledger_messages import GetAccount, ListAccounts, ListEntries, ListHolds
 from leasegate.actors.pages import Page
-from leasegate.actors.query_messages import GetQuery, ListQueries, QueryStatus
+from leasegate.actors.query_messages import CountQueries, GetQuery, ListQueries, QueryStatus
 from leasegate.actors.task_messages import (
+    CountTasks,
     GetTask,
     ListArtifacts,
     ListTasks,
@@ -63,10 +64,12 @@ def _offset() -> int:
 async def overview() -> Response:
     sys = system()
     report = await health_report(detailed=True)
-    tasks = {status: (await sys.tasks.mailbox.ask(
-        ListTasks(status=status, page=Page(limit=1)))).total for status in TASK_STATUSES}
-    queries = {status: (await sys.queries.mailbox.ask(
-        ListQueries(status=status, page=Page(limit=1)))).total for status in QUERY_STATUSES}
+    # Unfinished work only: counting the finished jobs kept for retention would scan
+    # them inside the actors' turns (the charts show what finished lately).
+    tasks = dict(await sys.tasks.mailbox.ask(CountTasks()))
+    queries = {"queued": 0, "leased": 0}
+    for count in await sys.queries.mailbox.ask(CountQueries()):
+        queries[count.status] += count.n
     workers = await sys.tasks.mailbox.ask(ListWorkers(Page(limit=100)))
     stale = await sys.tasks.mailbox.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
     audit = sys.ledger.last_audit
