@@ -12,7 +12,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from leasegate.actors.event_hub import EventFilter, EventHub, Reset
+from leasegate.actors.event_hub import GAP_SECONDS, EventFilter, EventHub, Reset
 from leasegate.actors.history import JobEvent
 from leasegate.actors.task_messages import RenewTask
 from leasegate.clock import Clock
@@ -59,9 +59,13 @@ async def test_events_are_streamed_in_id_order_and_a_hole_is_skipped(
         hub.publish(event(8))
         got = await reader.next(0.1)
         assert isinstance(got, list) and [e.event_id for e in got] == [8, 9]
+        opened = trio.current_time()
         hub.publish(event(11))  # 10 never comes
+        await trio.sleep(0.5)
+        hub.publish(event(12))  # ahead of the hole too: its deadline does not move
         got = await reader.next(5)
-        assert isinstance(got, list) and [e.event_id for e in got] == [11]
+        assert isinstance(got, list) and [e.event_id for e in got] == [11, 12]
+        assert trio.current_time() - opened == GAP_SECONDS  # skipped at its deadline
         nursery.cancel_scope.cancel()
 
 

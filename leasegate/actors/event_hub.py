@@ -75,6 +75,7 @@ class EventHub:
         self._pending: dict[int, JobEvent] = {}
         self._gap_since: float | None = None
         self._changed = trio.Event()
+        self._hole = trio.Event()  # set when a hole in the ids opens
         self.readers = 0
         self.closed = False
         # Called with each event as it enters the ring (the console's charts); a
@@ -108,17 +109,26 @@ class EventHub:
             for listener in self.listeners:
                 listener(event)
             moved = True
-        self._gap_since = trio.current_time() if self._pending else None
+        if not self._pending:
+            self._gap_since = None
+        elif moved or self._gap_since is None:  # a new hole: its own GAP_SECONDS
+            self._gap_since = trio.current_time()
+            self._hole.set()
         if moved:
             self._changed.set()
             self._changed = trio.Event()
 
     async def run(self) -> None:
-        """Skip a hole in the ids that stays open longer than ``GAP_SECONDS``."""
+        """Skip a hole in the ids that stays open longer than ``GAP_SECONDS``: asleep
+        until a hole opens, then until its deadline (no tick)."""
         while True:
-            await trio.sleep(GAP_SECONDS / 2)
             since = self._gap_since
-            if since is not None and trio.current_time() - since >= GAP_SECONDS:
+            if since is None:
+                await self._hole.wait()
+                self._hole = trio.Event()
+                continue
+            await trio.sleep_until(since + GAP_SECONDS)
+            if self._gap_since == since:  # the same hole, still open
                 skipped_to = min(self._pending) - 1
                 log.warning("event ids %d..%d never came; skipped", self._last + 1, skipped_to)
                 self._last = skipped_to
