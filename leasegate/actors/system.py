@@ -146,14 +146,17 @@ class System:
         actors = tuple(actor.statistics() for actor in self.actors)
         jobs = [job for stats in actors for job in stats.jobs]
         jobs += [bg.record.statistics() for bg in self._background]
-        services = (self._deleter.statistics(), self.tasks.deadline_timer.statistics(),
-                    self.devices.forwarder.statistics())
+        services = tuple(record.statistics() for record in self._services)
         return SystemStatistics(actors, tuple(jobs), services, self.draining)
+
+    @property
+    def _services(self) -> tuple[JobRecord, ...]:
+        """The on-demand work (no fixed interval: never overdue)."""
+        return (self._deleter, self.tasks.deadline_timer, self.devices.forwarder)
 
     def _job_records(self) -> list[JobRecord]:
         records = [job.record for actor in self.actors for job in actor.jobs]
-        return [*records, *(bg.record for bg in self._background), self._deleter,
-                self.tasks.deadline_timer, self.devices.forwarder]
+        return [*records, *(bg.record for bg in self._background), *self._services]
 
     async def stage_upload(self, chunks: AsyncIterable[bytes]) -> Upload:
         """Stream an artifact upload to the staging area (413 past the limit; 503 when
