@@ -295,20 +295,26 @@ def test_the_outbox_lingers_never_past_a_lease_and_decides_per_item() -> None:
     assert batch is not None and [p.job.id for p in batch] == ["a", "c"]
     assert outbox.request(batch)["items"][0] == {"query_id": "a", "lease_token": "tok-a",
                                                  "outcome": "succeeded"}
-    refused: list[tuple[str, int]] = []
+    refused: list[tuple[str, int, int]] = []
 
     def decide(job: Any, body: Json, error: Any, tried: int) -> Json | None:
-        refused.append((job.id, error.code))
-        return {**body, "result": "slim"} if error.code == 4130 else None
+        refused.append((job.id, error.code, tried))
+        return {**body, "result": "slim"} if error.code == 4130 and tried == 1 else None
 
+    busy = {"status": 503, "error": {"code": 5030, "type": "unavailable", "message": "busy"}}
+    outbox.answered(batch, {"items": [busy, busy]}, 100.01, decide)
+    assert refused == []  # retried after a pause, never handed to the decision
+    batch = [p for p in outbox.pending]
+    outbox.pending.clear()
     reply = {"items": [{"status": 500, "error": {"code": 5000, "type": "internal_error",
                                                  "message": "bug"}},
                        {"status": 413, "error": {"code": 4130, "type": "payload_too_large",
                                                  "message": "too big"}}]}
     outbox.answered(batch, reply, 100.02, decide)
-    assert refused == [("c", 4130)]  # a 5xx is retried, never handed to the decision
+    # The first refusal of c, though its second answer: slimmed, as a single result is.
+    assert refused == [("c", 4130, 1)]
     again = {p.job.id: p for p in outbox.pending}
-    assert again["a"].ready_at > 100.02 and again["a"].tried == 1  # after a retry pause
+    assert again["a"].ready_at > 100.02 and again["a"].tried == 2  # after a retry pause
     assert again["c"].body["result"] == "slim" and again["c"].ready_at == 100.02
     outbox.put(b, {"worker_id": "w1", "lease_token": "tok-b", "outcome": "failed"}, 100.03)
     assert outbox.running == 0  # every job ended: nothing waits for company any more
@@ -318,5 +324,5 @@ def test_the_outbox_lingers_never_past_a_lease_and_decides_per_item() -> None:
                                       {"status": 409, "error": {
                                           "code": 6006, "type": "query_lease_invalid",
                                           "message": "old"}}]}, 100.04, decide)
-    assert refused[-1] == ("b", 6006)  # refused: given up (the worker logs it)
+    assert refused[-1] == ("b", 6006, 1)  # refused: given up (the worker logs it)
     assert [p.job.id for p in outbox.pending] == ["a"]

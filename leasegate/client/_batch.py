@@ -69,7 +69,8 @@ class Pending:
     body: JSONObject
     ready_at: float
     due_at: float
-    tried: int = 0
+    tried: int = 0  # answers so far (the retry pause grows with them)
+    refusals: int = 0  # answers not retried (the single result's count: slim once)
     size: int = 0
 
 
@@ -156,7 +157,8 @@ class Outbox:
                                                                      error.retry_after)
                 self.pending.append(item)
                 continue
-            body = refused(item.job, item.body, error, item.tried)
+            item.refusals += 1
+            body = refused(item.job, item.body, error, item.refusals)
             if body is not None:
                 item.body, item.size = body, _size(body)
                 item.ready_at = item.due_at = now

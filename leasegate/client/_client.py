@@ -356,8 +356,8 @@ class Client:
 
         def beat() -> None:
             while not stop.wait(every):
-                try:
-                    self.heartbeat_device(device_id)
+                try:  # one attempt: the next beat is the retry, and leaving never waits
+                    self._http.call("POST", path("devices", device_id, "heartbeat"), attempts=1)
                 except (LeasegateError, TransportError) as error:
                     log.warning("heartbeat of device %s failed: %s", device_id, error)
 
