@@ -93,18 +93,10 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
 async def query_results(data: QueryResultsBody) -> Any:
     """Report 1–100 query results (worker), each fenced and answered on its own."""
     principal = require("worker")
-
-    def result(item: QueryResultItem) -> QueryResult:
-        check_json_field("result", item.result)
-        return QueryResult(
-            query_id=item.query_id, worker_id=data.worker_id, lease_token=item.lease_token,
-            sites=principal.sites, outcome=item.outcome, result=item.result,
-            error_code=item.error.code if item.error else None,
-            error_message=item.error.message if item.error else None, cost=item.cost)
-
     sys = system()
-    answers = await batches.ask_each(sys.queries.mailbox, QueryResults,
-                                     batches.each_item(QueryResultItem, data.items, result))
+    answers = await batches.ask_each(sys.queries.mailbox, QueryResults, batches.each_item(
+        QueryResultItem, data.items,
+        lambda item: _result_message(item.query_id, data.worker_id, principal.sites, item)))
     # The settles were told after the queries' commit, so they are ahead of this ask.
     return batches.reply("query", await billing.many_with_billing(sys.ledger.mailbox, "query",
                                                                   answers))
@@ -163,11 +155,18 @@ async def query_result(query_id: str, data: QueryResultBody) -> Any:
     """Report a query's outcome with the lease token (worker)."""
     principal = require("worker")
     sys = system()
-    check_json_field("result", data.result)
-    done = await sys.queries.mailbox.ask(QueryResult(
-        query_id=query_id, worker_id=data.worker_id, lease_token=data.lease_token,
-        sites=principal.sites, outcome=data.outcome, result=data.result,
-        error_code=data.error.code if data.error else None,
-        error_message=data.error.message if data.error else None, cost=data.cost))
+    done = await sys.queries.mailbox.ask(
+        _result_message(query_id, data.worker_id, principal.sites, data))
     # The settle was told after the query's commit, so it is ahead of this ask.
     return to_json(await billing.with_billing(sys.ledger.mailbox, done))
+
+
+def _result_message(query_id: str, worker_id: str, sites: tuple[str, ...] | None,
+                    body: QueryResultBody | QueryResultItem) -> QueryResult:
+    """A result, single or one item of a batch, as the query actor takes it."""
+    check_json_field("result", body.result)
+    return QueryResult(
+        query_id=query_id, worker_id=worker_id, lease_token=body.lease_token, sites=sites,
+        outcome=body.outcome, result=body.result,
+        error_code=body.error.code if body.error else None,
+        error_message=body.error.message if body.error else None, cost=body.cost)

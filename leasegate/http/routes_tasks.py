@@ -230,20 +230,10 @@ async def start_tasks(data: StartTasksBody) -> Any:
 async def task_results(data: TaskResultsBody) -> Any:
     """Report 1–100 results (worker), each fenced and answered on its own."""
     principal = require("worker")
-
-    def result(item: TaskResultItem) -> TaskResult:
-        check_json_field("result", item.result)
-        check_json_field("progress", item.progress)
-        return TaskResult(
-            task_id=item.task_id, worker_id=data.worker_id, lease_token=item.lease_token,
-            sites=principal.sites, outcome=item.outcome, result=item.result,
-            error_code=item.error.code if item.error else None,
-            error_message=item.error.message if item.error else None,
-            cost=item.cost, progress=item.progress)
-
     sys = system()
-    answers = await batches.ask_each(sys.tasks.mailbox, TaskResults,
-                                     batches.each_item(TaskResultItem, data.items, result))
+    answers = await batches.ask_each(sys.tasks.mailbox, TaskResults, batches.each_item(
+        TaskResultItem, data.items,
+        lambda item: _result_message(item.task_id, data.worker_id, principal.sites, item)))
     # The settles were told after the tasks' commit, so they are ahead of this ask.
     return batches.reply("task", await billing.many_with_billing(sys.ledger.mailbox, "task",
                                                                  answers))
@@ -282,17 +272,24 @@ async def renew_task(task_id: str, data: RenewBody) -> Any:
 async def task_result(task_id: str, data: TaskResultBody) -> Any:
     """Report how the task ended; a stale task accepts its last lease's result."""
     principal = require("worker")
-    check_json_field("result", data.result)
-    check_json_field("progress", data.progress)
     sys = system()
-    done = await sys.tasks.mailbox.ask(TaskResult(
-        task_id=task_id, worker_id=data.worker_id, lease_token=data.lease_token,
-        sites=principal.sites, outcome=data.outcome, result=data.result,
-        error_code=data.error.code if data.error else None,
-        error_message=data.error.message if data.error else None,
-        cost=data.cost, progress=data.progress))
+    done = await sys.tasks.mailbox.ask(
+        _result_message(task_id, data.worker_id, principal.sites, data))
     # The settle was told after the task's commit, so it is ahead of this ask.
     return to_json(await billing.with_billing(sys.ledger.mailbox, done))
+
+
+def _result_message(task_id: str, worker_id: str, sites: tuple[str, ...] | None,
+                    body: TaskResultBody | TaskResultItem) -> TaskResult:
+    """A result, single or one item of a batch, as the task actor takes it."""
+    check_json_field("result", body.result)
+    check_json_field("progress", body.progress)
+    return TaskResult(
+        task_id=task_id, worker_id=worker_id, lease_token=body.lease_token, sites=sites,
+        outcome=body.outcome, result=body.result,
+        error_code=body.error.code if body.error else None,
+        error_message=body.error.message if body.error else None,
+        cost=body.cost, progress=body.progress)
 
 
 @bp.post("/v1/tasks/<task_id>/reclaim")
