@@ -295,5 +295,8 @@ async def test_a_bug_met_by_one_item_fails_it_alone(gateway: Gateway,
         {**ORDER, "task_id": "ok2", "account": "b"}]})
     assert statuses(items) == [201, 500, 201]
     assert codes(items)[1] == 5000
+    # Counted and logged as a bug in a message is (the actor's statistics say so).
+    stats = next(a for a in gateway.system.statistics().actors if a.name == "tasks")
+    assert stats.internal_errors == 1
     status, _ = await call(gateway, "GET", "/v1/tasks/boom", "t1")
     assert status == 404

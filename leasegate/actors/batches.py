@@ -17,18 +17,15 @@ reply, or the :class:`LeasegateError` it met::
 
 from __future__ import annotations
 
-import logging
 import sqlite3
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Final, Generic, TypeVar
 
-from leasegate.actors.mailbox import Ask, Message
-from leasegate.errors import InternalError, InvalidRequest, LeasegateError
-from leasegate.storage.connection import is_storage_failure, release, savepoint, undo
+import outcome
 
-log = logging.getLogger("leasegate.actors")
+from leasegate.actors.mailbox import Ask, Message
+from leasegate.errors import InvalidRequest, LeasegateError
 
 MAX_BATCH: Final = 100
 """The most items one batch takes (submits, starts, results)."""
@@ -63,39 +60,24 @@ class EachItem:
     """A mixin for actors: :meth:`each` applies the items of a batch one savepoint each."""
 
     if TYPE_CHECKING:  # provided by the Actor base
-        name: str
-        _effects: list[Callable[[], None]]
+        def in_savepoint(self, conn: sqlite3.Connection, name: str, what: str,
+                         step: Callable[[], R]) -> outcome.Outcome[R]: ...
 
     def each(self, conn: sqlite3.Connection, items: Sequence[M],
              apply: Callable[[sqlite3.Connection, M], R]) -> tuple[R | LeasegateError, ...]:
+        """Each item in its own savepoint, as the runtime applies a message: a domain
+        error or a bug (500, logged) is that item's answer alone."""
         answers: list[R | LeasegateError] = []
         for item in items:
-            mark = len(self._effects)
-            savepoint(conn, "item")
-            try:
+            def step(item: M = item) -> R:
                 item.check()
-                answer = apply(conn, item)
-            except LeasegateError as exc:
-                self._undo_item(conn, mark)
-                answers.append(exc)
-                continue
-            except Exception as exc:
-                # A storage failure fails the whole turn, as it does for a message.
-                if is_storage_failure(exc):
-                    raise
-                # A bug met by this item alone: undo it, answer it 500, go on.
-                self._undo_item(conn, mark)
-                log.error("%s: unexpected error handling a %s in a batch; the item was "
-                          "rolled back and answered 500:\n%s", self.name,
-                          type(item).__name__, traceback.format_exc())
-                answers.append(InternalError(f"internal error ({type(exc).__name__}); "
-                                             "see the server log"))
-                continue
-            release(conn, "item")
-            answers.append(answer)
-        return tuple(answers)
+                return apply(conn, item)
 
-    def _undo_item(self, conn: sqlite3.Connection, mark: int) -> None:
-        undo(conn, "item")
-        del self._effects[mark:]
+            done = self.in_savepoint(conn, "item", f"{type(item).__name__} in a batch", step)
+            if isinstance(done, outcome.Error):
+                assert isinstance(done.error, LeasegateError)  # all in_savepoint answers
+                answers.append(done.error)
+            else:
+                answers.append(done.unwrap())
+        return tuple(answers)
 

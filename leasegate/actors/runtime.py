@@ -41,7 +41,7 @@ import sqlite3
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import outcome
 import trio
@@ -65,6 +65,7 @@ from leasegate.storage.connection import (
     undo,
 )
 
+R = TypeVar("R")
 log = logging.getLogger("leasegate.actors")
 
 MAILBOX_SIZE: Final = 4096
@@ -120,7 +121,8 @@ class _Batch:
     newcomers: list[tuple[Envelope[Any], Wait]] = field(default_factory=list)  # parked now
     effects: list[Callable[[], None]] = field(default_factory=list)
     job_runs: list[_JobRun] = field(default_factory=list)
-    internal_errors: list[tuple[Envelope[Any], str]] = field(default_factory=list)
+    # (what failed, its request id, the stack): bugs met by one message or batch item
+    internal_errors: list[tuple[str, str | None, str]] = field(default_factory=list)
 
 
 class Actor(ParkingActor):
@@ -156,6 +158,8 @@ class Actor(ParkingActor):
         self.mailbox = Mailbox(self._send, self._parking.leave)
         self.jobs: list[PeriodicJob] = []
         self._effects: list[Callable[[], None]] = []
+        self._bugs: list[tuple[str, str | None, str]] = []  # this turn's; see in_savepoint
+        self._request_id: str | None = None  # of the message being applied
         self._internal: list[Tell] = []
         self._next_wakeup: float | None = None
         self._retry_at = -math.inf
@@ -317,11 +321,10 @@ class Actor(ParkingActor):
             # A job that says it has more to do (a purge behind) runs again soon.
             record.next_at = now + (min(record.every, CATCH_UP_DELAY) if record.more
                                     else record.every)
-        for env, stack in batch.internal_errors:
+        for what, request_id, stack in batch.internal_errors:
             self._internal_errors += 1
-            log.error("%s: unexpected error handling %s (request %s); the message was "
-                      "rolled back and its caller answered 500:\n%s", self.name,
-                      type(env.message).__name__, env.request_id or "-", stack)
+            log.error("%s: unexpected error handling %s (request %s); it was rolled back "
+                      "and answered 500:\n%s", self.name, what, request_id or "-", stack)
         for effect in batch.effects:
             effect()
         for env, result in zip(batch.envelopes, batch.results, strict=True):
@@ -339,6 +342,7 @@ class Actor(ParkingActor):
         begin(conn)
         try:
             self._effects = []
+            self._bugs = batch.internal_errors
             self._new_turn()
             # Deadlines first, so every message sees the state as of `now`; only
             # when one is due (next_wakeup is exact), not on every turn.
@@ -367,25 +371,16 @@ class Actor(ParkingActor):
                    batch: _Batch) -> outcome.Outcome[Any] | None:
         if isinstance(env.message, _Nudge):
             return None
-        mark = len(self._effects)
-        savepoint(conn, "message")
-        try:
+        self._request_id = env.request_id
+
+        def apply() -> Any:
             env.message.check()
-            reply = self.handle(conn, env.message)
-        except LeasegateError as exc:
-            self._rollback_savepoint(conn, mark)
-            return outcome.Error(exc)
-        except Exception as exc:
-            # A storage failure fails the whole batch (SQLite may already have
-            # rolled the transaction back: SQLITE_FULL, IOERR).
-            if is_storage_failure(exc):
-                raise
-            # A bug met by this message alone: undo it, answer 500, keep serving.
-            self._rollback_savepoint(conn, mark)
-            batch.internal_errors.append((env, traceback.format_exc()))
-            return outcome.Error(InternalError(
-                f"internal error (request {env.request_id or '-'}); see the server log"))
-        release(conn, "message")
+            return self.handle(conn, env.message)
+
+        done = self.in_savepoint(conn, "message", type(env.message).__name__, apply)
+        if isinstance(done, outcome.Error):
+            return done
+        reply = done.unwrap()
         if reply is PARK:
             if self.draining:
                 return self._drained(conn, env.message)
@@ -394,8 +389,31 @@ class Actor(ParkingActor):
         return outcome.Value(reply) if env.reply is not None else None
 
 
-    def _rollback_savepoint(self, conn: sqlite3.Connection, mark: int) -> None:
-        undo(conn, "message")
+    def in_savepoint(self, conn: sqlite3.Connection, name: str, what: str,
+                     step: Callable[[], R]) -> outcome.Outcome[R]:
+        """``step`` in a savepoint of its own: a domain error undoes it and is its
+        answer; a bug undoes it, is logged after the turn and answers 500; a storage
+        failure fails the whole turn (SQLite may already have rolled it back:
+        SQLITE_FULL, IOERR). A message, or one item of a batch message."""
+        mark = len(self._effects)
+        savepoint(conn, name)
+        try:
+            value = step()
+        except LeasegateError as exc:
+            self._undo(conn, name, mark)
+            return outcome.Error(exc)
+        except Exception as exc:
+            if is_storage_failure(exc):
+                raise
+            self._undo(conn, name, mark)
+            self._bugs.append((what, self._request_id, traceback.format_exc()))
+            return outcome.Error(InternalError(
+                f"internal error (request {self._request_id or '-'}); see the server log"))
+        release(conn, name)
+        return outcome.Value(value)
+
+    def _undo(self, conn: sqlite3.Connection, name: str, mark: int) -> None:
+        undo(conn, name)
         del self._effects[mark:]
 
     def _run_job(self, conn: sqlite3.Connection, job: PeriodicJob, now: float) -> _JobRun:
@@ -406,8 +424,7 @@ class Actor(ParkingActor):
         except Exception as exc:
             if is_storage_failure(exc):
                 raise  # fails the turn; SQLite may have rolled back already
-            undo(conn, "job")
-            del self._effects[mark:]
+            self._undo(conn, "job", mark)
             return _JobRun(job, stack=traceback.format_exc())
         release(conn, "job")
         return _JobRun(job, more=more is True)
