@@ -59,6 +59,7 @@ heartbeat's reply can say how many tasks were put back in line.
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass
@@ -156,7 +157,6 @@ class DeviceTracker(Actor):
         self.transitions: Counter[str] = Counter()
         self.evictions = 0
         self.refusals = 0
-        self._resend_all = True  # on start-up: every pending action goes again
         self.add_job("device_presence", settings.housekeeping_interval, self._presence)
 
     def handle(self, conn: sqlite3.Connection, message: Ask[object] | Tell) -> object:
@@ -215,9 +215,10 @@ class DeviceTracker(Actor):
 
     # ---- the timer ----
 
+    def on_start(self, conn: sqlite3.Connection) -> None:
+        self._resend(conn, math.inf)  # every action a crash may have cut short, again
+
     def next_wakeup(self, conn: sqlite3.Connection) -> float | None:
-        if self._resend_all:
-            return self.now
         due = []
         online = sql.least_seen(conn, "online")
         if online is not None:
@@ -229,9 +230,6 @@ class DeviceTracker(Actor):
         return max(min(due), self.now + TICK) if due else None
 
     def on_wakeup(self, conn: sqlite3.Connection, now: float) -> None:
-        if self._resend_all:
-            self._resend(conn, float("inf"))
-            self.after_commit(self._resent_all)
         pause_after = self.settings.device_pause_after
         cancel_after = self.settings.device_cancel_after
         # Long silent (the process was down): straight to gone, no pause first.
@@ -241,9 +239,6 @@ class DeviceTracker(Actor):
             self._change(conn, row, "online", "away", now)
         for row in sql.silent(conn, "away", now - cancel_after):
             self._change(conn, row, "away", "gone", now)
-
-    def _resent_all(self) -> None:
-        self._resend_all = False
 
     def _change(self, conn: sqlite3.Connection, row: sqlite3.Row, from_state: str,
                 to_state: DeviceState, now: float) -> None:

@@ -192,7 +192,8 @@ class Actor(ParkingActor):
         its transaction, before any message)."""
 
     def on_start(self, conn: sqlite3.Connection) -> None:
-        """Runs once in a transaction before the first message."""
+        """Runs once in a transaction before the first message (its ``after_commit``
+        effects run once that commits, as a message's do)."""
 
     # ---- helpers for subclasses ----------------------------------------------
 
@@ -245,12 +246,20 @@ class Actor(ParkingActor):
 
     async def _start_up(self) -> None:
         def start(conn: sqlite3.Connection) -> float | None:
-            with transaction(conn):
-                self.on_start(conn)
-                return self.next_wakeup(conn)
+            self._effects = []
+            try:
+                with transaction(conn):
+                    self.on_start(conn)
+                    return self.next_wakeup(conn)
+            finally:
+                effects, self._effects = self._effects, []
+                started.extend(effects)
 
+        started: list[Callable[[], None]] = []
         self.now = self.clock.now()
         self._next_wakeup = await self.db.run(start)
+        for effect in started:  # committed: the transaction above did not raise
+            effect()
 
     def _deadline(self) -> float:
         due = [job.record.next_at for job in self.jobs if job.record.next_at is not None]
