@@ -20,10 +20,11 @@ effects never ran) is skipped.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -163,7 +164,7 @@ class EventHub:
 
 
 class Reader:
-    """One stream's place in the ring (the stream counts itself in ``hub.readers``)."""
+    """One stream's place in the ring; counted in ``hub.readers`` while it streams."""
 
     def __init__(self, hub: EventHub, wanted: EventFilter, after: int | None) -> None:
         self.hub = hub
@@ -180,6 +181,20 @@ class Reader:
                                f"(from {oldest}); missed events, re-read")
             else:
                 self.cursor = after
+
+    @contextlib.contextmanager
+    def streaming(self) -> Iterator[bool]:
+        """Counted toward ``max_readers`` while the stream runs; False (not counted) when
+        other streams reached the limit since :meth:`EventHub.subscribe` checked it."""
+        hub = self.hub
+        if hub.readers >= hub.max_readers:
+            yield False
+            return
+        hub.readers += 1
+        try:
+            yield True
+        finally:
+            hub.readers -= 1
 
     async def next(self, wait: float) -> list[JobEvent] | Reset | None:
         """The next events for this reader, waiting up to ``wait`` seconds for some

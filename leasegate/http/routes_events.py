@@ -98,17 +98,15 @@ async def job_events(query_args: EventArgs) -> Response:
         raise InvalidRequest(f"at most {MAX_JOB_IDS} job_id values")
     if not all(is_id(j) for j in wanted):
         raise InvalidRequest(f"job_id must be {ID_RULE}")
-    hub = sys.events
-    reader = hub.subscribe(EventFilter(tenant, frozenset(wanted), query_args.site,
+    reader = sys.events.subscribe(EventFilter(tenant, frozenset(wanted), query_args.site,
                                        query_args.device_id, query_args.channel),
                            _last_event_id(query_args.last_event_id))
     settings = sys.settings
 
     async def stream() -> AsyncIterator[bytes]:
-        if hub.readers >= hub.max_readers:  # raced past subscribe's check: end at once
-            return
-        hub.readers += 1
-        try:
+        with reader.streaming() as counted:
+            if not counted:  # raced past subscribe's check: end at once
+                return
             # The id where this stream starts: a reconnect resumes from here even if no
             # event came (an EventSource keeps the last id it was given).
             yield f"id: {reader.cursor}\nretry: {RETRY_MS}\n\n".encode()
@@ -126,8 +124,6 @@ async def job_events(query_args: EventArgs) -> Response:
                     yield b": keep-alive\n\n"
             if reader.cursor != start:  # past events filtered out: resume after them
                 yield f"id: {reader.cursor}\n\n".encode()
-        finally:
-            hub.readers -= 1
 
     response = Response(stream(), 200, {
         "Content-Type": "text/event-stream", "Cache-Control": "no-store",
