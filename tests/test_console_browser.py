@@ -328,5 +328,9 @@ def test_a_post_without_the_csrf_token_is_refused(gateway: Served) -> None:
         # Its reads through /v1 do work (the page's scripts use them).
         assert browser_like.get("/v1/workers").status_code == 200
         assert browser_like.get("/metrics").status_code == 401  # /v1 reads only
+        # Only pages with job rows open the event stream; a job's page, for that job.
+        assert "data-events" not in browser_like.get("/console/keys").text
+        job_page = browser_like.get("/console/tasks/order-a").text
+        assert 'data-events="/v1/events?job_id=order-a"' in job_page
         browser_like.post("/console/sign-out", data={})  # no token: refused, still signed in
         assert browser_like.get("/console/keys").status_code == 200

@@ -59,6 +59,9 @@ def _offset() -> int:
         raise InvalidRequest("offset must be a whole number")
     return int(raw)
 
+# The event stream of pages with job rows; a job's page follows that job alone
+# (pages without jobs open no stream: each takes one of event_max_streams).
+ALL_EVENTS = "/v1/events"
 
 @bp.get("/")
 async def overview() -> Response:
@@ -74,7 +77,7 @@ async def overview() -> Response:
     stale = await sys.tasks.mailbox.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
     audit = sys.ledger.last_audit
     return await page(
-        "overview.html", report=report, tasks=tasks, queries=queries,
+        "overview.html", live=ALL_EVENTS, report=report, tasks=tasks, queries=queries,
         workers=to_json(workers), stale=to_json(stale), audit=to_json(audit),
         charts=activity().charts(sys.clock.now()))
 
@@ -95,7 +98,7 @@ async def tasks() -> Response | Redirect:
         ListArtifacts(task.task_id))).items) for task in stale.items}
     found = await sys.tasks.mailbox.ask(ListTasks(
         status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
-    return await page("tasks.html", stale=to_json(stale), artifacts=artifacts,
+    return await page("tasks.html", live=ALL_EVENTS, stale=to_json(stale), artifacts=artifacts,
                       found=to_json(found), status=status or "", statuses=TASK_STATUSES,
                       filters={k: v or "" for k, v in filters.items()})
 
@@ -109,7 +112,7 @@ async def queries() -> Response | Redirect:
     filters = {"site": _arg_id("site"), "tenant": _arg_id("tenant")}
     found = await system().queries.mailbox.ask(ListQueries(
         status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
-    return await page("queries.html", found=to_json(found), status=status or "",
+    return await page("queries.html", live=ALL_EVENTS, found=to_json(found), status=status or "",
                       statuses=QUERY_STATUSES, filters={k: v or "" for k, v in filters.items()})
 
 
@@ -121,7 +124,8 @@ async def task(task_id: str) -> Response:
     found = await billing.with_billing(sys.ledger.mailbox,
                                        await sys.tasks.mailbox.ask(GetTask(task_id)))
     artifacts = await sys.tasks.mailbox.ask(ListArtifacts(task_id))
-    return await page("job.html", channel="task", job=to_json(found), job_id=task_id,
+    return await page("job.html", live=f"{ALL_EVENTS}?job_id={task_id}", channel="task",
+                      job=to_json(found), job_id=task_id,
                       artifacts=to_json(artifacts.items))
 
 
@@ -132,7 +136,8 @@ async def query(query_id: str) -> Response:
     sys = system()
     found = await billing.with_billing(sys.ledger.mailbox,
                                        await sys.queries.mailbox.ask(GetQuery(query_id)))
-    return await page("job.html", channel="query", job=to_json(found), job_id=query_id,
+    return await page("job.html", live=f"{ALL_EVENTS}?job_id={query_id}", channel="query",
+                      job=to_json(found), job_id=query_id,
                       artifacts=[])
 
 
