@@ -202,17 +202,10 @@ class SettleNotices:
         status = row["status"]
         if status not in terminal:
             return
-        notice = Settle(self.channel, row[f"{self.channel}_id"], status, row["cost"])
-        self.actor.after_commit(lambda: self._tell(notice))
-
-    def _tell(self, notice: Settle) -> None:
-        assert self.ledger is not None
-        try:
-            self.ledger.tell_nowait(notice)
-        except (trio.WouldBlock, LeasegateError):
-            # A full inbox, or a ledger already closed at shutdown: recovery settles it.
-            log.warning("settle of %s %s not delivered; recovery will settle it",
-                        notice.channel, escape(notice.job_id))
+        job_id = row[f"{self.channel}_id"]
+        self.actor.tell_after_commit(
+            self.ledger, Settle(self.channel, job_id, status, row["cost"]),
+            f"settle of {self.channel} {escape(job_id)} not delivered; recovery will settle it")
 
 
 # ---- billing in job views ----------------------------------------------------------

@@ -26,14 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import trio
-
 from leasegate.actors.checks import MAX_AMOUNT, check_choice, check_id, check_int
 from leasegate.actors.leases import job_changed
 from leasegate.actors.ledger_views import Channel
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.views import Instant
-from leasegate.errors import LeasegateError
 from leasegate.logs import escape
 from leasegate.storage import events_sql
 
@@ -195,14 +192,7 @@ class SettledNotices:
         queue = self.queues.get(channel)
         if queue is None:
             return
-        notice = RecordSettled(job_id, outcome, charged, refunded)
-
-        def tell() -> None:
-            try:
-                queue.tell_nowait(notice)
-            except (trio.WouldBlock, LeasegateError):
-                log.warning("settled event of %s %s not recorded (the queue's inbox is "
-                            "full or closed); its billing still shows it", channel,
-                            escape(job_id))
-
-        self.actor.after_commit(tell)
+        self.actor.tell_after_commit(
+            queue, RecordSettled(job_id, outcome, charged, refunded),
+            f"settled event of {channel} {escape(job_id)} not recorded (the queue's inbox "
+            "is full or closed); its billing still shows it")

@@ -204,6 +204,18 @@ class Actor(ParkingActor):
         """
         self._effects.append(effect)
 
+    def tell_after_commit(self, mailbox: Mailbox, message: Tell, lost: str) -> None:
+        """Tell another actor ``message`` once the current message commits, without
+        waiting; when its inbox is full (or it closed at shutdown), log ``lost``,
+        which says what repairs it."""
+        def tell() -> None:
+            try:
+                mailbox.tell_nowait(message)
+            except (trio.WouldBlock, LeasegateError):
+                log.warning("%s: %s", self.name, lost)
+
+        self.after_commit(tell)
+
 
     def add_job(self, name: str, every: float,
                 run: Callable[[sqlite3.Connection, float], bool | None]) -> PeriodicJob:
