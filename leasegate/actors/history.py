@@ -20,7 +20,6 @@ the job's ``billing`` still shows the settlement.
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
     from leasegate.actors.event_hub import EventHub
     from leasegate.actors.runtime import Actor
 
-log = logging.getLogger("leasegate.events")
 
 # A detail value larger than this (as JSON) is recorded by its size only: a progress
 # checkpoint may be 64 KiB, and a job keeps 200 events, the live ring 10,000.
