@@ -32,9 +32,9 @@ _IN_FLIGHT = "('leased', 'running', 'stale')"
 
 # The lane of ``{row}`` (NEW or OLD in a trigger) recomputed, then dropped if empty.
 _REFRESH = f"""
-    INSERT INTO task_lanes (site, account, blocked_by, blocked_since,
+    INSERT INTO task_lanes (site, account, blocked_by,
                             head_task, head_rank, head_created, head_seq)
-    SELECT {{row}}.site, {{row}}.account, b.task_id, b.updated_at,
+    SELECT {{row}}.site, {{row}}.account, b.task_id,
            h.task_id, -h.priority, h.created_at, h.seq
     FROM (SELECT 1)
     LEFT JOIN tasks AS b ON b.site = {{row}}.site AND b.account = {{row}}.account
@@ -44,8 +44,6 @@ _REFRESH = f"""
                ORDER BY priority DESC, created_at, rowid LIMIT 1) AS h
     WHERE true
     ON CONFLICT (site, account) DO UPDATE SET
-        blocked_since = CASE WHEN blocked_by IS excluded.blocked_by THEN blocked_since
-                             ELSE excluded.blocked_since END,
         blocked_by = excluded.blocked_by, head_task = excluded.head_task,
         head_rank = excluded.head_rank, head_created = excluded.head_created,
         head_seq = excluded.head_seq;
@@ -56,7 +54,8 @@ _NEW, _OLD = _REFRESH.format(row="NEW"), _REFRESH.format(row="OLD")
 
 # Migration 9. ``head_rank`` is -priority so that every index and keyset runs
 # ascending; ``head_seq`` (the head's rowid) orders tasks submitted in one instant.
-# ``blocked_since`` is when the blocking task was taken (its updated_at then).
+# Which lanes are blocked, and since when, is read from the tasks themselves
+# (``/health``: stale tasks); a lane only says whether it is free.
 # The old ``tasks_queued`` index only served the lease's walk of the whole queue.
 SCHEMA = f"""
 CREATE INDEX tasks_lane_queue ON tasks (site, account, priority DESC, created_at)
@@ -66,19 +65,16 @@ CREATE TABLE task_lanes (
     site          TEXT NOT NULL,
     account       TEXT NOT NULL,
     blocked_by    TEXT,
-    blocked_since REAL,
     head_task     TEXT,
     head_rank     INTEGER,
     head_created  REAL,
     head_seq      INTEGER,
-    PRIMARY KEY (site, account),
-    CHECK ((blocked_by IS NULL) = (blocked_since IS NULL))
+    PRIMARY KEY (site, account)
 ) WITHOUT ROWID;
 CREATE INDEX task_lanes_ready ON task_lanes (head_rank, head_created, head_seq)
     WHERE blocked_by IS NULL AND head_task IS NOT NULL;
 CREATE INDEX task_lanes_ready_by_site ON task_lanes (site, head_rank, head_created, head_seq)
     WHERE blocked_by IS NULL AND head_task IS NOT NULL;
-CREATE INDEX task_lanes_blocked ON task_lanes (blocked_since) WHERE blocked_by IS NOT NULL;
 INSERT INTO task_lanes (site, account, head_task, head_rank, head_created, head_seq)
     SELECT site, account, task_id, -priority, created_at, seq FROM (
         SELECT site, account, task_id, priority, created_at, rowid AS seq,
@@ -86,10 +82,9 @@ INSERT INTO task_lanes (site, account, head_task, head_rank, head_created, head_
                                   ORDER BY priority DESC, created_at, rowid) AS n
         FROM tasks WHERE status = 'queued')
     WHERE n = 1;
-INSERT INTO task_lanes (site, account, blocked_by, blocked_since)
-    SELECT site, account, task_id, updated_at FROM tasks WHERE status IN {_IN_FLIGHT}
-    ON CONFLICT (site, account) DO UPDATE SET
-        blocked_by = excluded.blocked_by, blocked_since = excluded.blocked_since;
+INSERT INTO task_lanes (site, account, blocked_by)
+    SELECT site, account, task_id FROM tasks WHERE status IN {_IN_FLIGHT}
+    ON CONFLICT (site, account) DO UPDATE SET blocked_by = excluded.blocked_by;
 CREATE TRIGGER task_lanes_insert_queued AFTER INSERT ON tasks
     WHEN NEW.status = 'queued'
 BEGIN
@@ -111,6 +106,10 @@ CREATE TRIGGER task_lanes_update AFTER UPDATE OF status, priority, created_at, s
         AND (OLD.status IS NOT NEW.status OR OLD.priority IS NOT NEW.priority
              OR OLD.created_at IS NOT NEW.created_at OR OLD.site IS NOT NEW.site
              OR OLD.account IS NOT NEW.account)
+        -- in flight to in flight (a start; stale): the same task blocks, the head
+        -- is queued work: nothing of the lane changes
+        AND NOT (OLD.status IN {_IN_FLIGHT} AND NEW.status IN {_IN_FLIGHT}
+                 AND OLD.site IS NEW.site AND OLD.account IS NEW.account)
 BEGIN{_NEW}
 END;
 CREATE TRIGGER task_lanes_leave AFTER UPDATE OF site, account ON tasks
