@@ -100,11 +100,13 @@ def _start(name: str, argv: list[str], port: int, env: dict[str, str],
             time.sleep(0.02)
 
 
-def start_leasegate(data: Path, env: dict[str, str]) -> Served:
+def start_leasegate(data: Path, env: dict[str, str], timeout: float = 30.0) -> Served:
+    """``leasegate serve`` on ``data`` (``timeout``: a first start on a big database
+    checks it, and takes longer)."""
     port = free_port()
     argv = [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(data),
             "--host", HOST, "--port", str(port), "--log-level", "WARNING"]
-    served = _start("leasegate", argv, port, env)
+    served = _start("leasegate", argv, port, env, timeout)
     missing = set(ROLES) - set(served.keys)
     if missing:
         stop(served)

@@ -27,26 +27,19 @@ minutes, mostly building the backlogs); ``--rows 100000`` is quicker.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import socket
 import sqlite3
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+from _load import percentile, start_leasegate, stop
 
 from leasegate.storage import queries_sql, tasks_sql
 from leasegate.storage.connection import connect
 from leasegate.storage.migrations import migrate
 
-HOST = "127.0.0.1"
-ROLES = ("admin", "worker", "client")
 WARMUP = 20
 SITES = 100  # sites the backlogs spread over; the filtered lease names two of them
 
@@ -137,12 +130,6 @@ def shapes(rows: int, ready: int) -> list[tuple[str, str, Callable[[sqlite3.Conn
 # ---- the served gateway ------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
 def time_query(path: Path, channel: str, max_: int, sites: list[str] | None,
                calls: int = 50) -> float:
     """p50 milliseconds of the lease query alone (rolled back: nothing is taken)."""
@@ -159,50 +146,6 @@ def time_query(path: Path, channel: str, max_: int, sites: list[str] | None,
     finally:
         conn.close()
     return percentile(samples, 50)
-
-
-def serve(data: Path, synchronous: str) -> tuple[subprocess.Popen[str], str, str]:
-    """``leasegate serve`` on ``data``: (process, url, the bootstrap worker key)."""
-    port = free_port()
-    env = {**os.environ, "LEASEGATE_RATE_LIMIT_PER_SECOND": "0",
-           "LEASEGATE_SQLITE_SYNCHRONOUS": synchronous}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(data), "--host", HOST,
-         "--port", str(port), "--log-level", "WARNING"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    assert process.stdout is not None
-    key = ""
-    deadline = time.monotonic() + 120  # a first start on a big database checks it
-    for line in process.stdout:
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] == "worker" and parts[1].startswith("lg_"):
-            key = parts[1]
-        if "serving http://" in line:
-            break
-        if time.monotonic() > deadline:
-            break
-    if not key or process.poll() is not None:
-        stop(process)
-        raise RuntimeError("leasegate did not start (or printed no worker key)")
-    # Keep draining its output so that the pipe never fills.
-    threading.Thread(target=process.stdout.read, daemon=True).start()
-    return process, f"http://{HOST}:{port}", key
-
-
-def stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-
-
-def percentile(samples: list[float], p: float) -> float:
-    ordered = sorted(samples)
-    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 def time_leases(url: str, key: str, channel: str, leases: int, max_: int,
@@ -244,7 +187,10 @@ def main() -> None:
             data = Path(tmp)
             built = build(data / "leasegate.db", shape)
             query = [time_query(data / "leasegate.db", channel, args.max, f) for f in filters]
-            process, url, key = serve(data, args.synchronous)
+            served = start_leasegate(data, {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0",
+                                            "LEASEGATE_SQLITE_SYNCHRONOUS": args.synchronous},
+                                     timeout=120)
+            url, key = served.url, served.keys["worker"]
             try:
                 cells = []
                 leased = 0
@@ -253,7 +199,7 @@ def main() -> None:
                     leased += got
                     cells.append(f"{percentile(samples, 50):6.2f} /{percentile(samples, 99):6.2f}")
             finally:
-                stop(process)
+                stop(served)
             print(f"{channel:<8} {name:<34} {built:7.1f} {query[0]:6.2f} {query[1]:6.2f} "
                   f"{cells[0]:>15} {cells[1]:>15} {leased:>6}", flush=True)
 
