@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -140,9 +140,17 @@ class JobHistory:
         if kind is not None:
             self.record(conn, after[f"{self.channel}_id"], kind, by=by)
 
-    def settled(self, conn: sqlite3.Connection, m: RecordSettled) -> None:
-        self.record(conn, m.job_id, "settled", outcome=m.outcome, charged=m.charged,
-                    refunded=m.refunded)
+    def handle(self, conn: sqlite3.Connection, message: GetHistory | RecordSettled,
+               visible: Callable[[sqlite3.Connection, str, str | None], object],
+               ) -> History | None:
+        """The history messages a queue actor takes: a read (``visible`` refuses a job
+        of another tenant, as reading the job itself would) or the ledger's settle."""
+        if isinstance(message, RecordSettled):
+            self.record(conn, message.job_id, "settled", outcome=message.outcome,
+                        charged=message.charged, refunded=message.refunded)
+            return None
+        visible(conn, message.job_id, message.tenant)
+        return self.read(conn, message.job_id)
 
     def read(self, conn: sqlite3.Connection, job_id: str) -> History:
         return History(tuple(HistoryItem(r["event_id"], r["at"], r["kind"], r["status"],

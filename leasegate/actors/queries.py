@@ -118,12 +118,8 @@ class QueryQueue(Actor, EachItem):
             case CountQueries():
                 return tuple(QueryCounts(r["status"], r["site"], r["n"])
                              for r in sql.count_by_status_and_site(conn))
-            case GetHistory():
-                self._visible(conn, message.job_id, message.tenant)
-                return self.history.read(conn, message.job_id)
-            case RecordSettled():
-                self.history.settled(conn, message)
-                return None
+            case GetHistory() | RecordSettled():
+                return self.history.handle(conn, message, self._visible)
         raise TypeError(f"queries: unknown message {message!r}")
 
     # ---- submit / read ----

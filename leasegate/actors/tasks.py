@@ -190,12 +190,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
                 return frozenset(sql.existing(conn, list(message.task_ids)))
             case CheckTaskHealth():
                 return task_presence.health(conn, now, self.settings.worker_offline_after)
-            case GetHistory():
-                self._visible(conn, message.job_id, message.tenant)
-                return self.history.read(conn, message.job_id)
-            case RecordSettled():
-                self.history.settled(conn, message)
-                return None
+            case GetHistory() | RecordSettled():
+                return self.history.handle(conn, message, self._visible)
         raise InvalidRequest(f"tasks: not a task message: {type(message).__name__}")
 
     # ---- submit / read ----
