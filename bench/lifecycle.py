@@ -129,8 +129,8 @@ def produce(url: str, key: str, mode: Mode, first: int, count: int, go: MPEvent,
     latencies: list[float] = []
     failures: Counter[str] = Counter()
     calls = 0
-    go.wait()
     with Client(url, key, timeout=30) as client:
+        go.wait()
         if not mode.batched:
             for n in range(first, first + count):
                 body = _job_body(mode, n)
@@ -166,10 +166,10 @@ def produce(url: str, key: str, mode: Mode, first: int, count: int, go: MPEvent,
 
 def consume(url: str, key: str, mode: Mode, worker_id: str, jobs: int, handled: Any,
             go: MPEvent, out: mp.Queue[tuple[str, Any]]) -> None:
-    go.wait()
     calls: Counter[str] = Counter()
     failures: Counter[str] = Counter()
-    trio.run(_consume_with_worker, url, key, mode, worker_id, jobs, handled, calls, failures)
+    trio.run(_consume_with_worker, url, key, mode, worker_id, jobs, handled, go, calls,
+             failures)
     out.put(("consumer", (calls, failures)))
 
 
@@ -180,7 +180,7 @@ def _count(handled: Any, n: int) -> int:
 
 
 async def _consume_with_worker(url: str, key: str, mode: Mode, worker_id: str, jobs: int,
-                               handled: Any, calls: Counter[str],
+                               handled: Any, go: MPEvent, calls: Counter[str],
                                failures: Counter[str]) -> None:
     """The SDK's AsyncWorker, lease max 10 (batched: ``batch=100``); stopped once
     every job was handled."""
@@ -203,6 +203,7 @@ async def _consume_with_worker(url: str, key: str, mode: Mode, worker_id: str, j
         worker.stop()
 
     async with worker, trio.open_nursery() as nursery:
+        await trio.to_thread.run_sync(go.wait)
         nursery.start_soon(watch)
         await worker.run(handler)
         nursery.cancel_scope.cancel()
@@ -238,7 +239,9 @@ def run_mode(mode: Mode, data: Path, jobs: int, procs: int) -> Outcome:
             for p in range(procs)]
         for child in children:
             child.start()
-        time.sleep(1.0)  # let the children import the SDK before the clock starts
+        # The clock starts once every child has imported the SDK and opened its client
+        # (8 processes importing on 2 cores take seconds); each waits on ``go`` then.
+        _wait_idle(children)
         cpu0, all0, began = cpu_seconds(served.pid), machine_busy_seconds(), time.perf_counter()
         go.set()
         reports = _collect(out, len(children), began + DEADLINE_SECONDS, outcome)
@@ -256,6 +259,20 @@ def run_mode(mode: Mode, data: Path, jobs: int, procs: int) -> Outcome:
         return outcome
     finally:
         stop(served)
+
+
+def _wait_idle(children: list[Any], timeout: float = 60.0) -> None:
+    """Until the children have used no CPU for a moment: imported, connected and
+    waiting on ``go`` (the clock must not count their start-up)."""
+    pids = [child.pid for child in children]
+    deadline = time.perf_counter() + timeout
+    last = -1.0
+    while time.perf_counter() < deadline:
+        time.sleep(0.5)
+        now = sum(cpu_seconds(pid) for pid in pids)
+        if now - last < 0.02:
+            return
+        last = now
 
 
 def served_requests(served: Served) -> int:
@@ -381,6 +398,7 @@ def main() -> int:
     parser.add_argument("--only", choices=("queries", "tasks"), default=None,
                         help="one channel only")
     parser.add_argument("--unbatched", action="store_true", help="skip the batched modes")
+    parser.add_argument("--batched", action="store_true", help="skip the unbatched modes")
     args = parser.parse_args()
     if args.jobs < 1 or args.procs < 1:
         parser.error("--jobs and --procs must be at least 1")
@@ -389,7 +407,8 @@ def main() -> int:
         f"{args.procs} consumer processes, SDK clients")
     modes = [Mode(channel, batched) for batched in (False, True)
              for channel in ("queries", "tasks")
-             if (args.only in (None, channel)) and not (batched and args.unbatched)]
+             if (args.only in (None, channel)) and not (batched and args.unbatched)
+             and not (not batched and args.batched)]
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="leasegate-lifecycle-") as tmp:
         say("measuring the bare-route baseline ...")

@@ -1,0 +1,128 @@
+"""leasegate actor bench: the cost of one job inside the actors, HTTP left out.
+
+``.venv/bin/python bench/actor_items.py`` runs the query and task actors of a
+whole system (a fresh database, ``sqlite_synchronous`` FULL as served) in this
+process and drives them with batch messages of 100 items, as the batch routes
+send them: submit, lease, [start], result. It prints the CPU per item of each
+step and per whole job (the trio thread and the storage thread together), so a
+change to the actors or their SQL can be measured without the HTTP stack's
+noise. ``--profile`` prints where the time went (cProfile, both threads).
+
+The HTTP figures are ``bench/lifecycle.py``'s; what this prints is the part of
+them that is ours and scales with the number of items.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from leasegate.actors.mailbox import Ask
+from leasegate.actors.query_messages import LeaseQueries, QueryResult, QueryResults
+from leasegate.actors.query_messages import SubmitQueries, SubmitQuery
+from leasegate.actors.system import open_system
+from leasegate.actors.task_messages import LeaseTasks, StartTask, StartTasks, SubmitTask
+from leasegate.actors.task_messages import SubmitTasks, TaskResult, TaskResults
+from leasegate.settings import load
+
+BATCH = 100
+
+
+def _process_cpu() -> float:
+    return time.process_time()  # every thread of this process
+
+
+async def _ask(actor: Any, message: Ask[Any]) -> Any:
+    return await actor.mailbox.ask(message)
+
+
+async def run(channel: str, rounds: int, spent: dict[str, float], inline: bool) -> None:
+    with tempfile.TemporaryDirectory(prefix="leasegate-actor-bench-") as tmp:
+        settings = load(environ={}, overrides={"sqlite_synchronous": "FULL"})
+        async with open_system(Path(tmp) / "leasegate.db", settings,
+                               inline_storage=inline) as system:
+            n = 0
+            for _ in range(rounds):
+                ids = [f"j{n + i}" for i in range(BATCH)]
+                n += BATCH
+                began = _process_cpu()
+                if channel == "queries":
+                    await _ask(system.queries, SubmitQueries(tuple(
+                        SubmitQuery("t1", "bench", "echo", {"n": i}, query_id=qid)
+                        for i, qid in enumerate(ids))))
+                    t1 = _process_cpu()
+                    leases = await _ask(system.queries, LeaseQueries("w1", max=BATCH))
+                    t2 = _process_cpu()
+                    await _ask(system.queries, QueryResults(tuple(
+                        QueryResult(lease.query_id, "w1", lease.lease_token, "succeeded",
+                                    {"ok": True}) for lease in leases)))
+                    t3 = _process_cpu()
+                    spent["submit"] += t1 - began
+                    spent["lease"] += t2 - t1
+                    spent["result"] += t3 - t2
+                else:
+                    await _ask(system.tasks, SubmitTasks(tuple(
+                        SubmitTask("t1", "bench", "echo", {"n": i}, task_id=tid,
+                                   account=f"a{i}")
+                        for i, tid in enumerate(ids))))
+                    t1 = _process_cpu()
+                    leases = await _ask(system.tasks, LeaseTasks("w1", max=BATCH))
+                    t2 = _process_cpu()
+                    await _ask(system.tasks, StartTasks(tuple(
+                        StartTask(lease.task_id, "w1", lease.lease_token) for lease in leases)))
+                    t3 = _process_cpu()
+                    await _ask(system.tasks, TaskResults(tuple(
+                        TaskResult(lease.task_id, "w1", lease.lease_token, "succeeded",
+                                   {"ok": True}) for lease in leases)))
+                    t4 = _process_cpu()
+                    spent["submit"] += t1 - began
+                    spent["lease"] += t2 - t1
+                    spent["start"] += t3 - t2
+                    spent["result"] += t4 - t3
+                if len(leases) != BATCH:
+                    raise RuntimeError(f"leased {len(leases)} of {BATCH}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=50, help="batches of 100 per channel")
+    parser.add_argument("--only", choices=("queries", "tasks"), default=None)
+    parser.add_argument("--profile", action="store_true",
+                        help="print cProfile's top functions (the storage runs on the trio "
+                        "thread then, so that one profiler sees it all)")
+    args = parser.parse_args()
+    profiler = cProfile.Profile() if args.profile else None
+    for channel in ("queries", "tasks"):
+        if args.only not in (None, channel):
+            continue
+        spent: dict[str, float] = defaultdict(float)
+        # warm-up: imports, first statements
+        trio.run(run, channel, 2, defaultdict(float), args.profile)
+        if profiler is not None:
+            profiler.enable()
+        trio.run(run, channel, args.rounds, spent, args.profile)
+        if profiler is not None:
+            profiler.disable()
+        items = args.rounds * BATCH
+        steps = "  ".join(f"{step} {seconds / items * 1e6:5.0f}" for step, seconds in spent.items())
+        print(f"{channel:8} us of CPU per item:  {steps}  |  per job "
+              f"{sum(spent.values()) / items * 1e6:5.0f} us  ({items} jobs)")
+    if profiler is not None:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
