@@ -29,11 +29,23 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from leasegate.actors.mailbox import Ask
-from leasegate.actors.query_messages import LeaseQueries, QueryResult, QueryResults
-from leasegate.actors.query_messages import SubmitQueries, SubmitQuery
+from leasegate.actors.query_messages import (
+    LeaseQueries,
+    QueryResult,
+    QueryResults,
+    SubmitQueries,
+    SubmitQuery,
+)
 from leasegate.actors.system import open_system
-from leasegate.actors.task_messages import LeaseTasks, StartTask, StartTasks, SubmitTask
-from leasegate.actors.task_messages import SubmitTasks, TaskResult, TaskResults
+from leasegate.actors.task_messages import (
+    LeaseTasks,
+    StartTask,
+    StartTasks,
+    SubmitTask,
+    SubmitTasks,
+    TaskResult,
+    TaskResults,
+)
 from leasegate.settings import load
 
 BATCH = 100
