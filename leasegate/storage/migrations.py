@@ -33,6 +33,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (9, "lease indexes and task lanes",
      lanes_sql.SCHEMA + queries_sql.SCHEMA_READY + tasks_sql.SCHEMA_UNRESOLVED),
     (10, "job events", events_sql.SCHEMA),
+    (11, "task lanes refreshed by index seeks", lanes_sql.SCHEMA_REFRESH),
 ]
 
 
