@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,6 +29,7 @@ from leasegate.actors.checks import MAX_AMOUNT, check_choice, check_id, check_in
 from leasegate.actors.leases import job_changed
 from leasegate.actors.ledger_views import Channel
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
+from leasegate.actors.payloads import compact_json
 from leasegate.actors.views import Instant
 from leasegate.logs import escape
 from leasegate.storage import events_sql
@@ -75,12 +76,6 @@ class History:
     items: tuple[HistoryItem, ...]
 
 
-def job_event(row: Mapping[str, Any]) -> JobEvent:
-    return JobEvent(row["event_id"], row["channel"], row["job_id"], row["tenant"], row["site"],
-                    row["device_id"], row["kind"], row["status"], row["at"],
-                    json.loads(row["detail"]))
-
-
 @dataclass(frozen=True)
 class GetHistory(Ask[History]):
     """A job's history, oldest first; a job of another tenant is not found."""
@@ -125,12 +120,13 @@ class JobHistory:
         transition is recorded, so this is also where the job's waiting readers (a
         ``GET ?wait_seconds``) are woken: none of its transitions can miss them."""
         self.actor.work_may_be_available(job_changed(job_id))
-        row = events_sql.append(conn, self.channel, job_id, kind,
-                                {k: _bounded(v) for k, v in detail.items() if v is not None},
-                                self.actor.now)
+        kept = {k: _bounded(v) for k, v in detail.items() if v is not None}
+        at = self.actor.now
+        row = events_sql.append(conn, self.channel, job_id, kind, compact_json(kept), at)
         hub = self.hub
         if row is not None and hub is not None:
-            event = job_event(row)
+            event = JobEvent(row["event_id"], self.channel, job_id, row["tenant"], row["site"],
+                             row["device_id"], kind, row["status"], at, kept)
             self.actor.after_commit(lambda: hub.publish(event))
 
     def controlled(self, conn: sqlite3.Connection, action: str, before: sqlite3.Row,

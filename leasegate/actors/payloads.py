@@ -13,11 +13,23 @@ import hashlib
 import json
 from typing import Any
 
+import orjson
+
 
 def canonical_json(value: Any) -> str:
     """One spelling per value, so equal payloads compare equal as text."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False)
+
+
+def compact_json(value: Any) -> str:
+    """Compact JSON text where the spelling does not matter (no digest is taken of it):
+    orjson's, three times quicker; the standard library's for what orjson refuses
+    (integers past 64 bits, keys that are not strings)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def fingerprint(*parts: Any) -> str:

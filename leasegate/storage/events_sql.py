@@ -14,9 +14,8 @@ is deleted (retention purge), in that same transaction, whoever deletes it.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 Channel = Literal["task", "query"]
 
@@ -47,31 +46,32 @@ CREATE TRIGGER job_events_purge_query AFTER DELETE ON queries BEGIN
 END;
 """
 
-_JOB_ROW: Final = {
-    "task": "SELECT tenant, site, device_id, status FROM tasks WHERE task_id = ?",
-    "query": "SELECT tenant, site, NULL AS device_id, status FROM queries WHERE query_id = ?",
+# One statement per event: the row is written from the job as it is now (its status
+# after the transition) and hands back what the live stream needs; a job that does
+# not exist (purged meanwhile) inserts nothing.
+_APPEND: Final = {
+    "task": "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, "
+            "at, detail) SELECT 'task', task_id, tenant, site, device_id, ?, status, ?, ? "
+            "FROM tasks WHERE task_id = ? RETURNING event_id, tenant, site, device_id, status",
+    "query": "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, "
+             "at, detail) SELECT 'query', query_id, tenant, site, NULL, ?, status, ?, ? "
+             "FROM queries WHERE query_id = ? "
+             "RETURNING event_id, tenant, site, device_id, status",
 }
 
 
 def append(conn: sqlite3.Connection, channel: Channel, job_id: str, kind: str,
-           detail: dict[str, Any], at: float) -> dict[str, Any] | None:
-    """Record ``kind`` for the job as it is now (its status after the transition);
-    the stored columns, or None when the job does not exist (purged meanwhile)."""
-    job = conn.execute(_JOB_ROW[channel], (job_id,)).fetchone()
-    if job is None:
+           detail: str, at: float) -> sqlite3.Row | None:
+    """Record ``kind`` (``detail``: a JSON object's text) for the job as it is now;
+    the new row's event_id, tenant, site, device_id and status, or None when the job
+    does not exist (purged meanwhile)."""
+    rows = conn.execute(_APPEND[channel], (kind, at, detail, job_id)).fetchall()  # all: reset
+    if not rows:
         return None
-    event = {"channel": channel, "job_id": job_id, "tenant": job["tenant"],
-             "site": job["site"], "device_id": job["device_id"], "kind": kind,
-             "status": job["status"], "at": at,
-             "detail": json.dumps(detail, separators=(",", ":"))}
-    cur = conn.execute(
-        "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
-        "detail) VALUES (:channel, :job_id, :tenant, :site, :device_id, :kind, :status, :at, "
-        ":detail)", event)
-    event["event_id"] = cur.lastrowid
-    if kind != "submitted":  # a job's first event: nothing to trim (one read less a submit)
+    if kind != "submitted":  # a job's first event: nothing to trim
         _trim(conn, channel, job_id)
-    return event
+    row: sqlite3.Row = rows[0]
+    return row
 
 
 def _trim(conn: sqlite3.Connection, channel: str, job_id: str) -> None:

@@ -22,11 +22,13 @@ from __future__ import annotations
 import heapq
 import itertools
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from leasegate.storage.keyset import merged, ordered
 
+LIVE = ("queued", "leased", "running", "stale")
+IN_FLIGHT = ("leased", "running", "stale")
 _LIVE = "('queued', 'leased', 'running', 'stale')"
 _IN_FLIGHT = "('leased', 'running', 'stale')"
 
@@ -51,9 +53,8 @@ _REFRESH_V9 = f"""
     DELETE FROM task_lanes WHERE site = {{row}}.site AND account = {{row}}.account
         AND blocked_by IS NULL AND head_task IS NULL;"""
 
-# The same, 2.3x cheaper (about 150 us less per status change): inside a trigger, a
-# LEFT JOIN on a LIMIT 1 subquery is materialized on every row, while scalar
-# subqueries are index seeks (the head is joined back by rowid for its columns).
+# The same with index seeks only (migration 11): the head is joined back by rowid for
+# its columns.
 _REFRESH = f"""
     INSERT INTO task_lanes (site, account, blocked_by,
                             head_task, head_rank, head_created, head_seq)
@@ -122,39 +123,57 @@ BEGIN
 END;
 """
 
-# Each of these keeps its lane right after its change ({new}, {old}: the refresh).
-_TRIGGERS = f"""CREATE TRIGGER task_lanes_insert AFTER INSERT ON tasks
-    WHEN NEW.status IN {_IN_FLIGHT}
-BEGIN{{new}}
+def _in_list(column: str, statuses: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(s) for s in statuses)})"
+
+
+def _or_chain(column: str, statuses: tuple[str, ...]) -> str:
+    return "(" + " OR ".join(f"{column} = '{s}'" for s in statuses) + ")"
+
+
+def _triggers(new: str, old: str, one_of: Callable[[str, tuple[str, ...]], str]) -> str:
+    """The triggers that keep each lane right after its change (``new``, ``old``: the
+    refresh of NEW's or OLD's lane; ``one_of``: how a WHEN clause spells a status set)."""
+    return f"""CREATE TRIGGER task_lanes_insert AFTER INSERT ON tasks
+    WHEN {one_of("NEW.status", IN_FLIGHT)}
+BEGIN{new}
 END;
 CREATE TRIGGER task_lanes_update AFTER UPDATE OF status, priority, created_at, site, account
     ON tasks
-    WHEN (OLD.status IN {_LIVE} OR NEW.status IN {_LIVE})
+    WHEN ({one_of("OLD.status", LIVE)} OR {one_of("NEW.status", LIVE)})
         AND (OLD.status IS NOT NEW.status OR OLD.priority IS NOT NEW.priority
              OR OLD.created_at IS NOT NEW.created_at OR OLD.site IS NOT NEW.site
              OR OLD.account IS NOT NEW.account)
         -- in flight to in flight (a start; stale): the same task blocks, the head
         -- is queued work: nothing of the lane changes
-        AND NOT (OLD.status IN {_IN_FLIGHT} AND NEW.status IN {_IN_FLIGHT}
+        AND NOT ({one_of("OLD.status", IN_FLIGHT)} AND {one_of("NEW.status", IN_FLIGHT)}
                  AND OLD.site IS NEW.site AND OLD.account IS NEW.account)
-BEGIN{{new}}
+BEGIN{new}
 END;
 CREATE TRIGGER task_lanes_leave AFTER UPDATE OF site, account ON tasks
-    WHEN OLD.status IN {_LIVE} AND (OLD.site IS NOT NEW.site OR OLD.account IS NOT NEW.account)
-BEGIN{{old}}
+    WHEN {one_of("OLD.status", LIVE)}
+        AND (OLD.site IS NOT NEW.site OR OLD.account IS NOT NEW.account)
+BEGIN{old}
 END;
 CREATE TRIGGER task_lanes_delete AFTER DELETE ON tasks
-    WHEN OLD.status IN {_LIVE}
-BEGIN{{old}}
+    WHEN {one_of("OLD.status", LIVE)}
+BEGIN{old}
 END;
 """
-SCHEMA += _TRIGGERS.format(new=_NEW, old=_OLD)
 
-# Migration 11: the triggers of migration 9 again, with the cheaper refresh.
+
+SCHEMA += _triggers(_NEW, _OLD, _in_list)
+
+# Migration 11: the same triggers, about 3x cheaper per status change (a start 200 ->
+# 60 us, a lease 240 -> 75 us, a result 235 -> 70 us of CPU, measured on 3,000 tasks
+# over 100 lanes). In a trigger's WHEN clause, ``status IN (...)`` builds its list
+# afresh on every row the statement changes, whether the trigger then runs or not, so
+# the sets are spelled as ORs; and the refresh seeks with scalar subqueries where a
+# LEFT JOIN on a LIMIT 1 subquery was materialized on every row.
 SCHEMA_REFRESH = (
     "DROP TRIGGER task_lanes_insert;\nDROP TRIGGER task_lanes_update;\n"
     "DROP TRIGGER task_lanes_leave;\nDROP TRIGGER task_lanes_delete;\n"
-    + _TRIGGERS.format(new=_REFRESH.format(row="NEW"), old=_REFRESH.format(row="OLD")))
+    + _triggers(_REFRESH.format(row="NEW"), _REFRESH.format(row="OLD"), _or_chain))
 
 # The lease's reads: a page of free lanes in head order with their heads' times,
 # and the best leasable task of one lane when its head is not (yet) leasable.
