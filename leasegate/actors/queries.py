@@ -165,10 +165,9 @@ class QueryQueue(Actor, EachItem):
         expires_at = now + self.settings.query_lease_ttl
         for row in sql.next_queued(conn, sites, now, m.max):
             token = new_lease_token()
-            if sql.take_lease(conn, row["query_id"], m.worker_id, token, m.request_id,
-                              expires_at, now):
-                leased = sql.get(conn, row["query_id"])
-                assert leased is not None
+            leased = sql.take_lease(conn, row["query_id"], m.worker_id, token, m.request_id,
+                                    expires_at, now)
+            if leased is not None:
                 self.history.record(conn, row["query_id"], "leased", worker_id=m.worker_id,
                                     attempt=leased["attempts"],
                                     waited=round(now - leased["created_at"], 3))
@@ -240,12 +239,11 @@ class QueryQueue(Actor, EachItem):
             code, message = m.error_code, m.error_message or "the worker gave no reason"
             log.warning("query failed: query_id=%s kind=%s code=%s message=%s",
                         escape(m.query_id), escape(row["kind"]), code, escape(message))
-        sql.finish(conn, m.query_id, m.lease_token, m.outcome, now, result, code, message,
-                   m.cost, digest)
+        updated = sql.finish(conn, m.query_id, m.lease_token, m.outcome, now, result, code,
+                             message, m.cost, digest)
+        assert updated is not None  # read above, in this turn: leased under this token
         self.history.record(conn, m.query_id, "result", outcome=m.outcome, late=False,
                             worker_id=m.worker_id, cost=m.cost)
-        updated = sql.get(conn, m.query_id)
-        assert updated is not None
         self.settle.ended(updated, TERMINAL)
         return query_view(updated)
 

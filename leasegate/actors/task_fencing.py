@@ -45,18 +45,19 @@ class FencedCalls:
     def _start(self, conn: sqlite3.Connection, m: StartTask, now: float) -> Started:
         row = self._existing(conn, m.task_id)
         check_site(row["site"], m.sites)
+        started = row  # a retry after a lost response gets the current state
         if not (row["status"] == "running" and self._holds(row, m.worker_id, m.lease_token)):
             lease_expires_at = now + self.settings.task_lease_ttl
-            if not sql.start(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at,
-                             now):
+            now_running = sql.start(conn, m.task_id, m.worker_id, m.lease_token,
+                                    lease_expires_at, now)
+            if now_running is None:
                 raise self._refuse("start", row, m.worker_id, m.lease_token)
+            started = now_running
             log.info("task started: task_id=%s worker=%s attempt=%d",
                      escape(m.task_id), escape(m.worker_id), row["attempts"] + 1)
             self.history.record(conn, m.task_id, "started", worker_id=m.worker_id,
                                 attempt=row["attempts"] + 1)
-        # else: a retry after a lost response gets the current state
         self._seen(conn, m.worker_id, now)
-        started = self._current(conn, m.task_id)
         # The control flags too: a cancel may have come while the reply was lost,
         # and the worker should know before it touches the site.
         return Started(m.task_id, "running", started["lease_expires_at"],
@@ -108,9 +109,10 @@ class FencedCalls:
                         escape(m.task_id), escape(row["kind"]), code, escape(message))
         # A batch task paused at a checkpoint while its client asked to cancel: canceled.
         to = "canceled" if m.outcome == "paused" and row["cancel_requested"] else m.outcome
-        if not sql.finish(conn, m.task_id, status, m.lease_token, to, now,
-                          result=result, error_code=code, error_message=message, cost=m.cost,
-                          progress=progress, digest=digest, late=late):
+        done = sql.finish(conn, m.task_id, status, m.lease_token, to, now, result=result,
+                          error_code=code, error_message=message, cost=m.cost,
+                          progress=progress, digest=digest, late=late)
+        if done is None:
             raise self._refuse("result", row, m.worker_id, m.lease_token)
         if late:
             log.warning("late result accepted for stale task: task_id=%s worker=%s outcome=%s "
@@ -120,7 +122,6 @@ class FencedCalls:
                             worker_id=m.worker_id, cost=m.cost)
         self._seen(conn, m.worker_id, now)
         self.work_may_be_available(*new_work(row["site"]))  # lane free
-        done = self._current(conn, m.task_id)
         self.settle.ended(done, sql.TERMINAL)
         return task_view(done)
 

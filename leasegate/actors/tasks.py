@@ -119,6 +119,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
         # A task with max_cost that ends is settled by the ledger after the commit.
         self.settle = SettleNotices(self, "task", ledger)
         self._dry = DryFilters()
+        self._seen_in_turn: tuple[int, set[str]] = (-1, set())
         self.artifacts = artifacts
         # How far passed not_before times have already woken the parked leases.
         self._not_before_seen = -math.inf
@@ -252,9 +253,9 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
         leases = []
         for row in sql.next_queued(conn, sites, now, m.max):
             token = new_lease_token()
-            if sql.take_lease(conn, row["task_id"], m.worker_id, token, m.request_id,
-                              claim_expires_at, now):
-                leased = self._current(conn, row["task_id"])
+            leased = sql.take_lease(conn, row["task_id"], m.worker_id, token, m.request_id,
+                                    claim_expires_at, now)
+            if leased is not None:
                 # waited: from submit (or not_before) to this lease, the dispatch latency
                 self.history.record(conn, row["task_id"], "leased", worker_id=m.worker_id,
                                     attempt=leased["attempts"] + 1, waited=round(
@@ -321,6 +322,16 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
     def _seen(self, conn: sqlite3.Connection, worker_id: str, now: float,
               lease: LeaseTasks | None = None) -> None:
         if lease is None:
+            # Once a turn per worker: a batch of 100 starts or results is one sighting.
+            # (Presence is a hint: should the item that wrote it be rolled back, the
+            # worker's next call writes it.)
+            turn, seen = self._seen_in_turn
+            if turn != self.turn:
+                seen = set()
+                self._seen_in_turn = (self.turn, seen)
+            if worker_id in seen:
+                return
+            seen.add(worker_id)
             presence_sql.seen(conn, worker_id, now)
         else:
             sites = None if lease.sites is None else canonical_json(list(lease.sites))

@@ -11,7 +11,7 @@ import sqlite3
 from typing import Any
 
 from leasegate.storage.keyset import merged, ordered
-from leasegate.storage.rows import insert_new, marks
+from leasegate.storage.rows import changed, insert_new, marks
 
 SCHEMA = """
 CREATE TABLE queries (
@@ -140,15 +140,15 @@ def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,
 
 
 def take_lease(conn: sqlite3.Connection, query_id: str, worker_id: str, token: str,
-               request_id: str | None, expires_at: float, now: float) -> bool:
-    """queued → leased, counting the attempt (conditional on the status)."""
-    cur = conn.execute(
+               request_id: str | None, expires_at: float, now: float) -> sqlite3.Row | None:
+    """queued → leased, counting the attempt (conditional on the status): the leased
+    row, or None if the query was not queued."""
+    return changed(conn.execute(
         "UPDATE queries SET status = 'leased', lease_owner = ?, lease_token = ?, "
         "lease_request_id = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ? "
-        "WHERE query_id = ? AND status = 'queued'",
+        "WHERE query_id = ? AND status = 'queued' RETURNING *",
         (worker_id, token, request_id, expires_at, now, query_id),
-    )
-    return cur.rowcount == 1
+    ))
 
 
 def give_back(conn: sqlite3.Connection, query_id: str, token: str, now: float) -> bool:
@@ -164,14 +164,14 @@ def give_back(conn: sqlite3.Connection, query_id: str, token: str, now: float) -
 
 def finish(conn: sqlite3.Connection, query_id: str, token: str, status: str, now: float,
            result: str | None, error_code: int | None, error_message: str | None,
-           cost: int | None, digest: str) -> bool:
-    cur = conn.execute(
+           cost: int | None, digest: str) -> sqlite3.Row | None:
+    """leased → an outcome: the row after it, or None if the lease is not current."""
+    return changed(conn.execute(
         "UPDATE queries SET status = ?, lease_expires_at = NULL, result = ?, error_code = ?, "
         "error_message = ?, cost = ?, outcome_digest = ?, updated_at = ?, completed_at = ? "
-        "WHERE query_id = ? AND status = 'leased' AND lease_token = ?",
+        "WHERE query_id = ? AND status = 'leased' AND lease_token = ? RETURNING *",
         (status, result, error_code, error_message, cost, digest, now, now, query_id, token),
-    )
-    return cur.rowcount == 1
+    ))
 
 
 def expire_past_ttl(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:
