@@ -127,6 +127,18 @@ def test_every_transition_refreshes_its_lane_by_index_seeks(conn: sqlite3.Connec
         assert_seeks(lines, sql)
 
 
+def test_a_workers_in_flight_tasks_are_found_on_the_partial_index(
+        conn: sqlite3.Connection) -> None:
+    """The in-flight test is spelled as the partial indexes spell it, or SQLite walks
+    every task a worker ever ran (presence, the workers purge)."""
+    sql = (f"SELECT lease_owner, task_id FROM tasks WHERE {lanes_sql.in_flight()} "
+           "AND lease_owner IN (?, ?)")
+    assert any("tasks_lease_owner" in line for line in plan(conn, sql, ["w1", "w2"]))
+    sql = (f"SELECT 1 FROM tasks WHERE tasks.lease_owner = ? "
+           f"AND {lanes_sql.in_flight('tasks.status')}")
+    assert any("tasks_lease_owner" in line for line in plan(conn, sql, ["w1"]))
+
+
 def test_unfinished_tasks_are_counted_on_partial_indexes(conn: sqlite3.Connection) -> None:
     """The console's overview counts unfinished tasks: never by reading the finished
     ones kept for retention."""

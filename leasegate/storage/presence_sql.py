@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from leasegate.storage.lanes_sql import in_flight
 from leasegate.storage.rows import marks
 
 SCHEMA_KEYS = """
@@ -16,14 +17,14 @@ CREATE INDEX workers_key ON workers (key_id, last_seen_at);
 """
 
 _HOLDS_NO_TASK = ("NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.lease_owner = workers.worker_id "
-                  "AND tasks.status IN ('leased', 'running', 'stale'))")
+                  f"AND {in_flight('tasks.status')})")
 
 
 def in_flight_of(conn: sqlite3.Connection, worker_ids: list[str]) -> list[sqlite3.Row]:
     if not worker_ids:
         return []
     return conn.execute(
-        "SELECT lease_owner, task_id FROM tasks WHERE status IN ('leased', 'running', 'stale') "
+        f"SELECT lease_owner, task_id FROM tasks WHERE {in_flight()} "
         f"AND lease_owner IN ({marks(worker_ids)}) ORDER BY created_at, task_id",
         worker_ids,
     ).fetchall()
