@@ -15,7 +15,7 @@ is deleted (retention purge), in that same transaction, whoever deletes it.
 from __future__ import annotations
 
 import sqlite3
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 Channel = Literal["task", "query"]
 
@@ -46,32 +46,33 @@ CREATE TRIGGER job_events_purge_query AFTER DELETE ON queries BEGIN
 END;
 """
 
-# One statement per event: the row is written from the job as it is now (its status
-# after the transition) and hands back what the live stream needs; a job that does
-# not exist (purged meanwhile) inserts nothing.
-_APPEND: Final = {
-    "task": "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, "
-            "at, detail) SELECT 'task', task_id, tenant, site, device_id, ?, status, ?, ? "
-            "FROM tasks WHERE task_id = ? RETURNING event_id, tenant, site, device_id, status",
-    "query": "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, "
-             "at, detail) SELECT 'query', query_id, tenant, site, NULL, ?, status, ?, ? "
-             "FROM queries WHERE query_id = ? "
-             "RETURNING event_id, tenant, site, device_id, status",
+_JOB_ROW: Final = {
+    "task": "SELECT tenant, site, device_id, status FROM tasks WHERE task_id = ?",
+    "query": "SELECT tenant, site, NULL AS device_id, status FROM queries WHERE query_id = ?",
 }
+_INSERT: Final = (
+    "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
+    "detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def append(conn: sqlite3.Connection, channel: Channel, job_id: str, kind: str,
-           detail: str, at: float) -> sqlite3.Row | None:
-    """Record ``kind`` (``detail``: a JSON object's text) for the job as it is now;
-    the new row's event_id, tenant, site, device_id and status, or None when the job
-    does not exist (purged meanwhile)."""
-    rows = conn.execute(_APPEND[channel], (kind, at, detail, job_id)).fetchall()  # all: reset
-    if not rows:
+           detail: str, at: float) -> dict[str, Any] | None:
+    """Record ``kind`` (``detail``: a JSON object's text) for the job as it is now (its
+    status after the transition); the new row's event_id, tenant, site, device_id and
+    status, or None when the job does not exist (purged meanwhile).
+
+    A read and a plain insert: INSERT ... SELECT ... RETURNING would be one statement,
+    but costs twice their time (RETURNING runs as a trigger of its own)."""
+    job = conn.execute(_JOB_ROW[channel], (job_id,)).fetchone()
+    if job is None:
         return None
+    tenant, site, device_id, status = job
+    cur = conn.execute(_INSERT, (channel, job_id, tenant, site, device_id, kind, status, at,
+                                 detail))
     if kind != "submitted":  # a job's first event: nothing to trim
         _trim(conn, channel, job_id)
-    row: sqlite3.Row = rows[0]
-    return row
+    return {"event_id": cur.lastrowid, "tenant": tenant, "site": site,
+            "device_id": device_id, "status": status}
 
 
 def _trim(conn: sqlite3.Connection, channel: str, job_id: str) -> None:

@@ -11,7 +11,7 @@ import sqlite3
 from typing import Any
 
 from leasegate.storage.keyset import merged, ordered
-from leasegate.storage.rows import changed, insert_new, marks
+from leasegate.storage.rows import insert_new, marks
 
 SCHEMA = """
 CREATE TABLE queries (
@@ -143,12 +143,13 @@ def take_lease(conn: sqlite3.Connection, query_id: str, worker_id: str, token: s
                request_id: str | None, expires_at: float, now: float) -> sqlite3.Row | None:
     """queued → leased, counting the attempt (conditional on the status): the leased
     row, or None if the query was not queued."""
-    return changed(conn.execute(
+    cur = conn.execute(
         "UPDATE queries SET status = 'leased', lease_owner = ?, lease_token = ?, "
         "lease_request_id = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ? "
-        "WHERE query_id = ? AND status = 'queued' RETURNING *",
+        "WHERE query_id = ? AND status = 'queued'",
         (worker_id, token, request_id, expires_at, now, query_id),
-    ))
+    )
+    return get(conn, query_id) if cur.rowcount == 1 else None
 
 
 def give_back(conn: sqlite3.Connection, query_id: str, token: str, now: float) -> bool:
@@ -166,12 +167,13 @@ def finish(conn: sqlite3.Connection, query_id: str, token: str, status: str, now
            result: str | None, error_code: int | None, error_message: str | None,
            cost: int | None, digest: str) -> sqlite3.Row | None:
     """leased → an outcome: the row after it, or None if the lease is not current."""
-    return changed(conn.execute(
+    cur = conn.execute(
         "UPDATE queries SET status = ?, lease_expires_at = NULL, result = ?, error_code = ?, "
         "error_message = ?, cost = ?, outcome_digest = ?, updated_at = ?, completed_at = ? "
-        "WHERE query_id = ? AND status = 'leased' AND lease_token = ? RETURNING *",
+        "WHERE query_id = ? AND status = 'leased' AND lease_token = ?",
         (status, result, error_code, error_message, cost, digest, now, now, query_id, token),
-    ))
+    )
+    return get(conn, query_id) if cur.rowcount == 1 else None
 
 
 def expire_past_ttl(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:

@@ -22,9 +22,3 @@ def insert_new(conn: sqlite3.Connection, table: str, key: str, values: dict[str,
         f"ON CONFLICT ({key}) DO NOTHING", tuple(values.values()))
     return cur.rowcount == 1
 
-
-def changed(cursor: sqlite3.Cursor) -> sqlite3.Row | None:
-    """The one row an ``UPDATE ... WHERE <key> = ? ... RETURNING *`` changed, if any
-    (read to the end, so that the statement is done before the next)."""
-    rows = cursor.fetchall()
-    return rows[0] if rows else None

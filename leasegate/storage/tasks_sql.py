@@ -19,7 +19,7 @@ import sqlite3
 from typing import Any
 
 from leasegate.storage import lanes_sql
-from leasegate.storage.rows import changed, insert_new, marks
+from leasegate.storage.rows import insert_new, marks
 
 SCHEMA = """
 CREATE TABLE tasks (
@@ -191,25 +191,27 @@ def take_lease(conn: sqlite3.Connection, task_id: str, worker_id: str, token: st
                request_id: str | None, claim_expires_at: float, now: float) -> sqlite3.Row | None:
     """queued → leased: only a claim; no attempt is burned until the worker starts.
     The leased row, or None if the task was not queued."""
-    return changed(conn.execute(
+    cur = conn.execute(
         "UPDATE tasks SET status = 'leased', lease_owner = ?, lease_token = ?, "
         "lease_request_id = ?, claim_expires_at = ?, lease_expires_at = NULL, updated_at = ? "
-        "WHERE task_id = ? AND status = 'queued' RETURNING *",
+        "WHERE task_id = ? AND status = 'queued'",
         (worker_id, token, request_id, claim_expires_at, now, task_id),
-    ))
+    )
+    return get(conn, task_id) if cur.rowcount == 1 else None
 
 
 def start(conn: sqlite3.Connection, task_id: str, worker_id: str, token: str,
           lease_expires_at: float, now: float) -> sqlite3.Row | None:
     """leased → running within the claim window; the attempt is burned here. The
     running row, or None if the call does not hold the claim."""
-    return changed(conn.execute(
+    cur = conn.execute(
         "UPDATE tasks SET status = 'running', claim_expires_at = NULL, lease_expires_at = ?, "
         "renewed_at = ?, started_at = ?, attempts = attempts + 1, updated_at = ? "
         "WHERE task_id = ? AND status = 'leased' AND lease_token = ? AND lease_owner = ? "
-        "AND claim_expires_at > ? RETURNING *",
+        "AND claim_expires_at > ?",
         (lease_expires_at, now, now, now, task_id, token, worker_id, now),
-    ))
+    )
+    return get(conn, task_id) if cur.rowcount == 1 else None
 
 
 def renew(conn: sqlite3.Connection, task_id: str, worker_id: str, token: str,
@@ -254,16 +256,17 @@ def finish(conn: sqlite3.Connection, task_id: str, from_status: str, token: str,
     recognised; ``paused`` leaves the task unfinished (no ``completed_at``).
     """
     completed = None if status == "paused" else now
-    return changed(conn.execute(
+    cur = conn.execute(
         "UPDATE tasks SET status = ?, claim_expires_at = NULL, lease_expires_at = NULL, "
         "result = ?, error_code = ?, error_message = ?, cost = ?, "
         "progress = coalesce(?, progress), outcome_digest = ?, late_result = ?, "
         "pause_requested = CASE WHEN ? = 'paused' THEN 0 ELSE pause_requested END, "
         "updated_at = ?, completed_at = ? "
-        "WHERE task_id = ? AND status = ? AND lease_token = ? RETURNING *",
+        "WHERE task_id = ? AND status = ? AND lease_token = ?",
         (status, result, error_code, error_message, cost, progress, digest, int(late),
          status, now, completed, task_id, from_status, token),
-    ))
+    )
+    return get(conn, task_id) if cur.rowcount == 1 else None
 
 
 def cancel_unleased(conn: sqlite3.Connection, task_id: str, from_status: str,
