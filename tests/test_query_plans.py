@@ -249,6 +249,7 @@ async def test_an_existing_database_gets_its_lanes(
     for number, _name, ddl in MIGRATIONS:
         if number >= 9:
             break
+        assert isinstance(ddl, str)
         for statement in statements(ddl):
             old.execute(statement)
         old.execute(f"PRAGMA user_version = {number}")

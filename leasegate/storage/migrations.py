@@ -7,6 +7,7 @@ actor's SQL module holds the DDL of its tables; this list fixes the order.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from leasegate.storage import (
     artifacts_sql,
@@ -20,7 +21,34 @@ from leasegate.storage import (
     tasks_sql,
 )
 
-MIGRATIONS: list[tuple[int, str, str]] = [
+
+def _respell_checks(conn: sqlite3.Connection) -> None:
+    """Migration 12: the tables' CHECK constraints rewritten to equivalent ones, by
+    SQLite's documented procedure for constraint changes that leave every stored row
+    valid (edit ``sqlite_schema``, bump ``schema_version``), inside the migration's
+    transaction: a table rebuild would copy every row for nothing."""
+    version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    conn.execute("PRAGMA writable_schema = ON")
+    try:
+        for table, respelled in (("tasks", tasks_sql.CHECKS_RESPELLED),
+                                 ("queries", queries_sql.CHECKS_RESPELLED)):
+            (sql,) = conn.execute("SELECT sql FROM sqlite_schema WHERE type = 'table' "
+                                  "AND name = ?", (table,)).fetchone()
+            for old, new in respelled:
+                if sql.count(old) != 1:
+                    raise RuntimeError(f"migration 12: {table} has no constraint {old!r}")
+                sql = sql.replace(old, new)
+            conn.execute("UPDATE sqlite_schema SET sql = ? WHERE type = 'table' AND name = ?",
+                         (sql, table))
+        conn.execute(f"PRAGMA schema_version = {version + 1}")
+    finally:
+        conn.execute("PRAGMA writable_schema = OFF")
+    problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+    if problems != ["ok"]:
+        raise RuntimeError(f"migration 12: the schema does not check: {problems[:5]}")
+
+
+MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = [
     (1, "api keys", keys_sql.SCHEMA),
     (2, "queries", queries_sql.SCHEMA),
     (3, "tasks and workers", tasks_sql.SCHEMA),
@@ -34,6 +62,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
      lanes_sql.SCHEMA + queries_sql.SCHEMA_READY + tasks_sql.SCHEMA_UNRESOLVED),
     (10, "job events", events_sql.SCHEMA),
     (11, "task lanes refreshed by index seeks", lanes_sql.SCHEMA_REFRESH),
+    (12, "status checks spelled as comparisons", _respell_checks),
 ]
 
 
@@ -78,8 +107,11 @@ def migrate(conn: sqlite3.Connection) -> list[int]:
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in statements(ddl):
-                conn.execute(statement)
+            if callable(ddl):
+                ddl(conn)
+            else:
+                for statement in statements(ddl):
+                    conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number}")
         except BaseException:
             conn.execute("ROLLBACK")
