@@ -115,14 +115,16 @@ class JobHistory:
         self.channel: Channel = channel
         self.hub = hub
 
-    def record(self, conn: sqlite3.Connection, job_id: str, kind: str, **detail: Any) -> None:
-        """Record ``kind`` for the job as it is now (call after the transition). Every
+    def record(self, conn: sqlite3.Connection, job_id: str, kind: str, *,
+               job: events_sql.JobRow | None = None, **detail: Any) -> None:
+        """Record ``kind`` for the job as it is now (call after the transition; ``job``:
+        its row after the transition, when the caller has it: one read less). Every
         transition is recorded, so this is also where the job's waiting readers (a
         ``GET ?wait_seconds``) are woken: none of its transitions can miss them."""
         self.actor.work_may_be_available(job_changed(job_id))
         kept = {k: _bounded(v) for k, v in detail.items() if v is not None}
         at = self.actor.now
-        row = events_sql.append(conn, self.channel, job_id, kind, compact_json(kept), at)
+        row = events_sql.append(conn, self.channel, job_id, kind, compact_json(kept), at, job)
         hub = self.hub
         if row is not None and hub is not None:
             event = JobEvent(row["event_id"], self.channel, job_id, row["tenant"], row["site"],

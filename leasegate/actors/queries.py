@@ -136,7 +136,8 @@ class QueryQueue(Actor, EachItem):
             lambda i: sql.get_or_tombstone(conn, i))
         if replayed is not None:
             return QuerySubmitted(query_id, replayed, created=False)
-        self.history.record(conn, query_id, "submitted")
+        self.history.record(conn, query_id, "submitted",
+                            job={"tenant": m.tenant, "site": m.site, "status": "queued"})
         self.work_may_be_available(*new_work(m.site))
         return QuerySubmitted(query_id, "queued", created=True)
 
@@ -168,7 +169,8 @@ class QueryQueue(Actor, EachItem):
             leased = sql.take_lease(conn, row["query_id"], m.worker_id, token, m.request_id,
                                     expires_at, now)
             if leased is not None:
-                self.history.record(conn, row["query_id"], "leased", worker_id=m.worker_id,
+                self.history.record(conn, row["query_id"], "leased", job=leased,
+                                    worker_id=m.worker_id,
                                     attempt=leased["attempts"],
                                     waited=round(now - leased["created_at"], 3))
                 leases.append(query_lease(leased))
@@ -242,8 +244,8 @@ class QueryQueue(Actor, EachItem):
         updated = sql.finish(conn, m.query_id, m.lease_token, m.outcome, now, result, code,
                              message, m.cost, digest)
         assert updated is not None  # read above, in this turn: leased under this token
-        self.history.record(conn, m.query_id, "result", outcome=m.outcome, late=False,
-                            worker_id=m.worker_id, cost=m.cost)
+        self.history.record(conn, m.query_id, "result", job=updated, outcome=m.outcome,
+                            late=False, worker_id=m.worker_id, cost=m.cost)
         self.settle.ended(updated, TERMINAL)
         return query_view(updated)
 

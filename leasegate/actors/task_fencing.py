@@ -55,8 +55,8 @@ class FencedCalls:
             started = now_running
             log.info("task started: task_id=%s worker=%s attempt=%d",
                      escape(m.task_id), escape(m.worker_id), row["attempts"] + 1)
-            self.history.record(conn, m.task_id, "started", worker_id=m.worker_id,
-                                attempt=row["attempts"] + 1)
+            self.history.record(conn, m.task_id, "started", job=started,
+                                worker_id=m.worker_id, attempt=row["attempts"] + 1)
         self._seen(conn, m.worker_id, now)
         # The control flags too: a cancel may have come while the reply was lost,
         # and the worker should know before it touches the site.
@@ -118,8 +118,8 @@ class FencedCalls:
             log.warning("late result accepted for stale task: task_id=%s worker=%s outcome=%s "
                         "stale_reason=%s", escape(m.task_id), escape(m.worker_id), m.outcome,
                         escape(row["stale_reason"]))
-        self.history.record(conn, m.task_id, "result", outcome=m.outcome, late=late,
-                            worker_id=m.worker_id, cost=m.cost)
+        self.history.record(conn, m.task_id, "result", job=done, outcome=m.outcome,
+                            late=late, worker_id=m.worker_id, cost=m.cost)
         self._seen(conn, m.worker_id, now)
         self.work_may_be_available(*new_work(row["site"]))  # lane free
         self.settle.ended(done, sql.TERMINAL)

@@ -212,7 +212,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
             lambda i: sql.get_or_tombstone(conn, i))
         if replayed is not None:
             return TaskSubmitted(task_id, replayed, created=False)
-        self.history.record(conn, task_id, "submitted")
+        self.history.record(conn, task_id, "submitted", job={
+            "tenant": m.tenant, "site": m.site, "device_id": m.device_id, "status": "queued"})
         if m.not_before is None or m.not_before <= now:
             self.work_may_be_available(*new_work(m.site))
         return TaskSubmitted(task_id, "queued", created=True)
@@ -257,7 +258,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
                                     claim_expires_at, now)
             if leased is not None:
                 # waited: from submit (or not_before) to this lease, the dispatch latency
-                self.history.record(conn, row["task_id"], "leased", worker_id=m.worker_id,
+                self.history.record(conn, row["task_id"], "leased", job=leased,
+                                    worker_id=m.worker_id,
                                     attempt=leased["attempts"] + 1, waited=round(
                                         now - max(leased["created_at"],
                                                   leased["not_before"] or 0.0), 3))

@@ -15,9 +15,11 @@ is deleted (retention purge), in that same transaction, whoever deletes it.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 Channel = Literal["task", "query"]
+JobRow = sqlite3.Row | Mapping[str, Any]  # the job's own columns, as read or as known
 
 # Per job: past HISTORY_CAP rows, the oldest row after the first KEEP_FIRST goes
 # (a long batch task renews for hours; its start and its latest moves matter most).
@@ -56,17 +58,21 @@ _INSERT: Final = (
 
 
 def append(conn: sqlite3.Connection, channel: Channel, job_id: str, kind: str,
-           detail: str, at: float) -> dict[str, Any] | None:
+           detail: str, at: float, job: JobRow | None = None,
+           ) -> dict[str, Any] | None:
     """Record ``kind`` (``detail``: a JSON object's text) for the job as it is now (its
-    status after the transition); the new row's event_id, tenant, site, device_id and
-    status, or None when the job does not exist (purged meanwhile).
+    status after the transition; ``job``: its row as it is now, if the caller holds
+    it, else it is read); the new row's event_id, tenant, site, device_id and status,
+    or None when the job does not exist (purged meanwhile).
 
     A read and a plain insert: INSERT ... SELECT ... RETURNING would be one statement,
     but costs twice their time (RETURNING runs as a trigger of its own)."""
-    job = conn.execute(_JOB_ROW[channel], (job_id,)).fetchone()
     if job is None:
-        return None
-    tenant, site, device_id, status = job
+        job = conn.execute(_JOB_ROW[channel], (job_id,)).fetchone()
+        if job is None:
+            return None
+    tenant, site, status = job["tenant"], job["site"], job["status"]
+    device_id = job["device_id"] if channel == "task" else None
     cur = conn.execute(_INSERT, (channel, job_id, tenant, site, device_id, kind, status, at,
                                  detail))
     if kind != "submitted":  # a job's first event: nothing to trim
