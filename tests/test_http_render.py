@@ -1,5 +1,6 @@
 """The per-class renderers of ``leasegate.http.render`` give what the generic walk
-they replaced gave (kept here as the reference), for every reply the actors make."""
+they replaced gave (kept here as the reference), for every reply the actors make;
+``check_json_field`` answers as its walk and canonical encoding did."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from typing import Any
 
 import pytest
 
+from leasegate.actors.payloads import encoded_size
 from leasegate.actors.task_views import Started, TaskView
 from leasegate.actors.views import INSTANT, Billing, JobError
 from leasegate.clock import iso
+from leasegate.errors import LeasegateError
+from leasegate.http.json_fields import MAX_JSON_DEPTH, check_json_field
 from leasegate.http.render import _is_instant, _is_plain, to_json
 
 VIEW_MODULES = ("views", "query_views", "task_views", "key_views", "ledger_views",
@@ -134,3 +138,85 @@ def test_not_dataclasses_pass_through() -> None:
     assert to_json(marker) is marker
     assert to_json(Started) is Started  # a dataclass type, not an instance
     assert to_json(("a", ["b", ("c",)])) == ["a", ["b", ["c"]]]
+
+
+# ---- json_fields: one walk, and orjson's length where it is the canonical one -------
+
+def _reference_depth(value: Any) -> int:
+    """The depth walk json_fields had."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            if depth > MAX_JSON_DEPTH:
+                return depth
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _reference_check(name: str, value: Any, limit: int) -> str | None:
+    if value is None:
+        return None
+    if _reference_depth(value) > MAX_JSON_DEPTH:
+        return f"400 {name} is nested deeper than {MAX_JSON_DEPTH} levels"
+    try:
+        size = encoded_size(value)
+    except ValueError:
+        return (f"400 {name} holds a value JSON cannot carry "
+                "(NaN, Infinity or an unpaired surrogate)")
+    return f"413 {name} is {size} bytes of JSON; the limit is {limit}" if size > limit else None
+
+
+def _check(name: str, value: Any, limit: int) -> str | None:
+    try:
+        check_json_field(name, value, limit)
+    except LeasegateError as exc:
+        return f"{exc.status} {exc}"
+    return None
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for i in range(levels):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+class _Dict(dict[str, Any]):
+    pass
+
+
+JSON_FIELDS: list[Any] = [
+    None, 0, "x", True, [], {}, {"a": 1}, {"b": [1, "ü", None, False]}, {"é\u2028": "\x00\x7f"},
+    {"big": 2**64}, {"neg": -(2**63)}, {"f": 1.5}, {"f": 1e16}, {"f": 1e-7}, [float("nan")],
+    {"inf": float("inf")}, {"s": "\ud800"}, {"\udfff": 1}, ["y" * 300], {"z": ["q" * 40] * 8},
+    _nested(31), _nested(32), _nested(33), _nested(200), [_nested(32), 1], [[], [[]], [[[]]]],
+    _Dict(a=1), {"t": (1, 2)},
+]
+
+
+@pytest.mark.parametrize("value", JSON_FIELDS, ids=[str(i) for i in range(len(JSON_FIELDS))])
+@pytest.mark.parametrize("limit", [0, 10, 200, 65536])
+def test_json_field_checks_answer_as_before(value: Any, limit: int) -> None:
+    assert _check("params", value, limit) == _reference_check("params", value, limit)
+
+
+def test_json_field_checks_on_random_documents() -> None:
+    rng = random.Random(7)
+    for _ in range(500):
+        value = _anything_json(rng)
+        for limit in (5, 60):
+            assert _check("result", value, limit) == _reference_check("result", value, limit)
+
+
+def _anything_json(rng: random.Random, depth: int = 0) -> Any:
+    pick = rng.randrange(4 if depth < 6 else 1)
+    if pick == 0:
+        return rng.choice([None, True, 0, -5, 2**70, 0.1, 1e300, "", "a\"b\\c\n", "日本",
+                           "\x1f", "\ud83d"])
+    if pick == 1:
+        return {rng.choice(["k", "ü", "\t"]) + str(i): _anything_json(rng, depth + 1)
+                for i in range(rng.randrange(4))}
+    return [_anything_json(rng, depth + 1) for _ in range(rng.randrange(4))]
