@@ -30,29 +30,26 @@ _SAME_LENGTH = frozenset({str, int, bool, type(None)})
 def _scan(value: Any) -> tuple[int, bool]:
     """Nesting depth (counted no further than one past ``MAX_JSON_DEPTH``: a hostile
     document is deep by design, so level by level, without recursion), and whether
-    every value in it is a dict, list or one of ``_SAME_LENGTH`` (exact types)."""
-    depth, same_length, level = 0, True, [value]
+    every value in it is a dict, list or one of ``_SAME_LENGTH`` (exact types).
+
+    Only containers are kept for the next level; a leaf costs one type lookup."""
+    if not isinstance(value, dict | list):
+        return 0, type(value) in _SAME_LENGTH
+    depth, same_length, level = 0, type(value) is dict or type(value) is list, [value]
     while level:
-        below: list[Any] = []
-        nested = False
-        for item in level:
-            kind = type(item)
-            if kind is dict:
-                nested = True
-                below.extend(item.values())
-            elif kind is list:
-                nested = True
-                below.extend(item)
-            elif isinstance(item, dict | list):  # a subclass: nested all the same
-                nested, same_length = True, False
-                below.extend(item.values() if isinstance(item, dict) else item)
-            elif kind not in _SAME_LENGTH:
-                same_length = False
-        if not nested:
-            break
         depth += 1
         if depth > MAX_JSON_DEPTH:
             break
+        below: list[Any] = []
+        for item in level:
+            for child in item.values() if isinstance(item, dict) else item:
+                kind = type(child)
+                if kind is dict or kind is list:
+                    below.append(child)
+                elif kind not in _SAME_LENGTH:
+                    same_length = False  # a float, or a subclass (nested all the same)
+                    if isinstance(child, dict | list):
+                        below.append(child)
         level = below
     return depth, same_length
 
