@@ -6,38 +6,110 @@ Replies are frozen dataclasses (and tuples of them); a field annotated
 
     to_json(TaskSubmitted("t1", "queued", True))
     # {"task_id": "t1", "status": "queued", "created": True}
+
+Each dataclass gets its own renderer, written once (on first use) as one dict
+display: a batch reply renders up to 100 views of 26 fields, and a generic walk
+(``is_dataclass`` and a converter call per field) cost ~70 µs a task view.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
 import typing
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
 from leasegate.actors.views import INSTANT
 from leasegate.clock import iso
 
+Renderer = Callable[[Any], dict[str, Any]]
+
 
 def to_json(value: object) -> Any:
     """``value`` as JSON-able Python: dicts, lists, strings, numbers, bools, None."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {name: convert(getattr(value, name)) for name, convert in _plan(type(value))}
+    cls = type(value)
+    render = _RENDERERS[cls] if cls in _RENDERERS else _renderer(cls)
+    if render is not None:
+        return render(value)
     if isinstance(value, tuple | list):
         return [to_json(item) for item in value]
     return value
 
 
+# Values to_json hands back as they are (a dict is a payload: already JSON), checked
+# by exact type before the general case.
+_AS_IS = frozenset({str, int, float, bool, type(None), dict})
+
+
+def _value(value: object) -> Any:
+    """A field that is neither an instant nor a plain scalar (payloads, nested
+    replies, tuples): ``to_json``, with its commonest answers short-cut."""
+    return value if type(value) in _AS_IS else to_json(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_second(second: int) -> str | None:
+    # A batch's views share a handful of seconds (created, updated, expires), and
+    # datetime's strftime is ~3 µs a call.
+    return iso(second)
+
+
 def _instant(value: object) -> str | None:
-    return iso(value) if isinstance(value, int | float) else None
+    # iso() truncates to whole seconds itself, so the cache is keyed by the second.
+    return _iso_second(int(value)) if isinstance(value, int | float) else None
 
 
-@cache
-def _plan(cls: type) -> tuple[tuple[str, Callable[[object], Any]], ...]:
-    """How each field of ``cls`` is rendered; worked out once per class."""
-    return tuple((field.name, _instant if _is_instant(field.type) else to_json)
-                 for field in dataclasses.fields(cls))
+# Per class, worked out once: its renderer, or None if it is not a dataclass.
+_RENDERERS: dict[type, Renderer | None] = {}
+
+
+def _renderer(cls: type) -> Renderer | None:
+    """The renderer of instances of ``cls``, or None if it is not a dataclass (as
+    ``dataclasses.is_dataclass`` decides it for an instance)."""
+    if not dataclasses.is_dataclass(cls):
+        _RENDERERS[cls] = None
+        return None
+    entries = []
+    for field in dataclasses.fields(cls):
+        name = field.name
+        if _is_instant(field.type):
+            entries.append(f"{name!r}: _instant(v.{name})")
+        elif _is_plain(field.type):
+            entries.append(f"{name!r}: v.{name}")
+        else:
+            entries.append(f"{name!r}: _value(v.{name})")
+    # Generated source (as dataclasses does for __init__): field names are
+    # identifiers, so nothing but attribute reads and two known helpers runs.
+    source = f"def render(v):\n    return {{{', '.join(entries)}}}\n"
+    namespace: dict[str, Any] = {"_instant": _instant, "_value": _value}
+    exec(source, namespace)
+    render: Renderer = namespace["render"]
+    render.__qualname__ = f"render_{cls.__name__}"
+    _RENDERERS[cls] = render
+    return render
+
+
+# Scalars the renderer copies without a look: the values of such fields come from
+# type-checked code or SQLite columns (str, int, float, bytes, None), none of which
+# to_json would change.
+_PLAIN_NAMES = frozenset({"str", "int", "float", "bool"})
+_PLAIN_TYPES = (str, int, float, bool)
+
+
+def _is_plain(hint: object) -> bool:
+    """``str``, ``int``, ``float``, ``bool``, or one of them ``| None``: as a string
+    (postponed annotations) or evaluated."""
+    if isinstance(hint, str):
+        parts = {part.strip() for part in hint.split("|")} - {"None"}
+        return bool(parts) and parts <= _PLAIN_NAMES
+    if hint in _PLAIN_TYPES:
+        return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        return bool(args) and all(arg in _PLAIN_TYPES for arg in args)
+    return False
 
 
 def _is_instant(hint: object) -> bool:

@@ -62,8 +62,8 @@ async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     return to_json(reply), 201 if reply.created else 200
 
 
-def _submit_message(tenant: str, data: SubmitQueryBody) -> SubmitQuery:
-    check_json_field("params", data.params)
+def _submit_message(tenant: str, data: SubmitQueryBody, limit: int | None = None) -> SubmitQuery:
+    check_json_field("params", data.params, limit)
     return SubmitQuery(tenant=tenant, query_id=data.query_id, site=data.site, kind=data.kind,
                        params=data.params, max_cost=data.max_cost)
 
@@ -80,8 +80,9 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
     _, tenant = require_tenant("client")
     assert tenant is not None  # a client key (checked by allow)
     sys = system()
+    limit = sys.settings.max_json_field_bytes  # read once, not per item
     items = batches.each_item(SubmitQueryBody, data.items,
-                              lambda body: _submit_message(tenant, body))
+                              lambda body: _submit_message(tenant, body, limit))
     answers = await billing.submit_queries(sys.queries.mailbox, sys.ledger.mailbox, items)
     return batches.reply("query", answers, batches.created)
 
@@ -94,9 +95,11 @@ async def query_results(data: QueryResultsBody) -> Any:
     """Report 1–100 query results (worker), each fenced and answered on its own."""
     principal = require("worker")
     sys = system()
+    limit = sys.settings.max_json_field_bytes  # read once, not per item
     answers = await batches.ask_each(sys.queries.mailbox, QueryResults, batches.each_item(
         QueryResultItem, data.items,
-        lambda item: _result_message(item.query_id, data.worker_id, principal.sites, item)))
+        lambda item: _result_message(item.query_id, data.worker_id, principal.sites, item,
+                                     limit)))
     # The settles were told after the queries' commit, so they are ahead of this ask.
     return batches.reply("query", await billing.many_with_billing(sys.ledger.mailbox, "query",
                                                                   answers))
@@ -162,9 +165,10 @@ async def query_result(query_id: str, data: QueryResultBody) -> Any:
 
 
 def _result_message(query_id: str, worker_id: str, sites: tuple[str, ...] | None,
-                    body: QueryResultBody | QueryResultItem) -> QueryResult:
+                    body: QueryResultBody | QueryResultItem,
+                    limit: int | None = None) -> QueryResult:
     """A result, single or one item of a batch, as the query actor takes it."""
-    check_json_field("result", body.result)
+    check_json_field("result", body.result, limit)
     return QueryResult(
         query_id=query_id, worker_id=worker_id, lease_token=body.lease_token, sites=sites,
         outcome=body.outcome, result=body.result,

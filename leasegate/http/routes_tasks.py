@@ -87,8 +87,8 @@ async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     return to_json(reply), 201 if reply.created else 200
 
 
-def _submit_message(tenant: str, data: SubmitTaskBody) -> SubmitTask:
-    check_json_field("params", data.params)
+def _submit_message(tenant: str, data: SubmitTaskBody, limit: int | None = None) -> SubmitTask:
+    check_json_field("params", data.params, limit)
     return SubmitTask(
         tenant=tenant, task_id=data.task_id, site=data.site, account=data.account,
         kind=data.kind, params=data.params, priority=data.priority,
@@ -109,8 +109,9 @@ async def submit_tasks(data: SubmitTasksBody) -> Any:
     _, tenant = require_tenant("client")
     assert tenant is not None  # a client key (checked by allow)
     sys = system()
+    limit = sys.settings.max_json_field_bytes  # read once, not per item
     items = batches.each_item(SubmitTaskBody, data.items,
-                              lambda body: _submit_message(tenant, body))
+                              lambda body: _submit_message(tenant, body, limit))
     items = await _see_devices(tenant, items)
     answers = await billing.submit_tasks(sys.tasks.mailbox, sys.ledger.mailbox, items)
     return batches.reply("task", answers, batches.created)
@@ -231,9 +232,11 @@ async def task_results(data: TaskResultsBody) -> Any:
     """Report 1–100 results (worker), each fenced and answered on its own."""
     principal = require("worker")
     sys = system()
+    limit = sys.settings.max_json_field_bytes  # read once, not per item
     answers = await batches.ask_each(sys.tasks.mailbox, TaskResults, batches.each_item(
         TaskResultItem, data.items,
-        lambda item: _result_message(item.task_id, data.worker_id, principal.sites, item)))
+        lambda item: _result_message(item.task_id, data.worker_id, principal.sites, item,
+                                     limit)))
     # The settles were told after the tasks' commit, so they are ahead of this ask.
     return batches.reply("task", await billing.many_with_billing(sys.ledger.mailbox, "task",
                                                                  answers))
@@ -280,10 +283,11 @@ async def task_result(task_id: str, data: TaskResultBody) -> Any:
 
 
 def _result_message(task_id: str, worker_id: str, sites: tuple[str, ...] | None,
-                    body: TaskResultBody | TaskResultItem) -> TaskResult:
+                    body: TaskResultBody | TaskResultItem,
+                    limit: int | None = None) -> TaskResult:
     """A result, single or one item of a batch, as the task actor takes it."""
-    check_json_field("result", body.result)
-    check_json_field("progress", body.progress)
+    check_json_field("result", body.result, limit)
+    check_json_field("progress", body.progress, limit)
     return TaskResult(
         task_id=task_id, worker_id=worker_id, lease_token=body.lease_token, sites=sites,
         outcome=body.outcome, result=body.result,
