@@ -9,6 +9,7 @@ other, so a change to one belongs in the other.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from types import TracebackType
 from typing import Any, Self, cast
 
 import anyio
+import anyio.abc
 import httpx
 
 from leasegate.client._batch import DEFAULT_LINGER, Outbox, submitted
@@ -172,22 +174,27 @@ class AsyncWorker(_WorkerBase):
             return await self._run_batch(leases, server_time, handler)
         handled = 0
 
-        async def handle(lease: Lease) -> None:
+        async def handle(lease: Lease, renewals: _Renewals) -> None:
             nonlocal handled
             try:
-                ran = await self._handle(lease, handler)
+                ran = await self._handle(lease, handler, renewals)
             except Exception:  # never let one job's trouble cancel its siblings
                 log.exception("%s %s: handling the lease failed", self.channel,
                               _lease_name(lease))  # fmt: skip
                 return
+            finally:
+                renewals.ended()
             handled += ran  # not `handled += await ...`: that reads `handled` before waiting
 
         async with anyio.create_task_group() as tg:
+            renewals = _Renewals(self, tg, len(leases))
+            if self.channel == "tasks" and leases:  # queries are never renewed
+                tg.start_soon(renewals.run)
             for lease in leases:
-                tg.start_soon(handle, lease)
+                tg.start_soon(handle, lease, renewals)
         return handled
 
-    async def _handle(self, lease: Lease, handler: AsyncHandler) -> int:
+    async def _handle(self, lease: Lease, handler: AsyncHandler, renewals: _Renewals) -> int:
         job = AsyncJob(self.channel, lease, self.worker_id)
         if self.channel == "queries":
             await self._report(job, await _async_ending(handler, job))
@@ -201,22 +208,23 @@ class AsyncWorker(_WorkerBase):
             if _start_unconfirmed(error):
                 await self._report_not_executed(job)
             return 0
-        return await self._run_started(job, handler, started, server_time, self._report)
+        return await self._run_started(job, handler, started, server_time, self._report,
+                                       renewals)
 
     async def _run_started(self, job: AsyncJob, handler: AsyncHandler, started: Mapping[str, Any],
-                           server_time: float | None, report: _Report) -> int:
+                           server_time: float | None, report: _Report,
+                           renewals: _Renewals) -> int:
         """Run the handler of a started task (its start reply just came), renewing."""
         arrived = anyio.current_time()
         interval = self._next_renewal(job, started, server_time)
         if job.cancel_requested:
             await report(job, self._canceled_at_start(job))
             return 0
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._renew, job, arrived + interval)
-            try:
-                ending = await _async_ending(handler, job)
-            finally:
-                tg.cancel_scope.cancel()
+        renewals.add(job, arrived + interval)
+        try:
+            ending = await _async_ending(handler, job)
+        finally:
+            renewals.discard(job)  # a renewal on its way is abandoned, as before the result
         await report(job, ending)
         return 1
 
@@ -238,7 +246,7 @@ class AsyncWorker(_WorkerBase):
                 outbox.ended()
             signal.set()
 
-        async def handle(lease: Lease, start: Any) -> None:
+        async def handle(lease: Lease, start: Any, renewals: _Renewals) -> None:
             nonlocal handled
             put = False
 
@@ -249,21 +257,26 @@ class AsyncWorker(_WorkerBase):
 
             try:
                 ran = await self._handle_batched(lease, server_time, start, handler,
-                                                 report_once)
+                                                 report_once, renewals)
             except Exception:  # never let one job's trouble cancel its siblings
                 log.exception("%s %s: handling the lease failed", self.channel,
                               _lease_name(lease))  # fmt: skip
                 ran = 0
+            finally:
+                renewals.ended()
             handled += ran
             if not put:  # ended with no result to send: the outbox waits for it no more
                 outbox.ended()
                 signal.set()
 
         async with anyio.create_task_group() as tg:
+            renewals = _Renewals(self, tg, len(leases))
+            if self.channel == "tasks" and leases:  # queries are never renewed
+                tg.start_soon(renewals.run)
             tg.start_soon(self._send_results, outbox, signal)
             starts = await self._start_all(leases)
             for lease, start in zip(leases, starts, strict=True):
-                tg.start_soon(handle, lease, start)
+                tg.start_soon(handle, lease, start, renewals)
         return handled
 
     async def _start_all(self, leases: Sequence[Lease]) -> list[Any]:
@@ -283,7 +296,8 @@ class AsyncWorker(_WorkerBase):
         return [a if isinstance(a, LeasegateError) else (a, server_time) for a in answers]
 
     async def _handle_batched(self, lease: Lease, server_time: float | None, start: Any,
-                              handler: AsyncHandler, report: _Report) -> int:
+                              handler: AsyncHandler, report: _Report,
+                              renewals: _Renewals) -> int:
         job = AsyncJob(self.channel, lease, self.worker_id)
         if self.channel == "queries":
             self._leased(job, server_time)
@@ -295,7 +309,7 @@ class AsyncWorker(_WorkerBase):
                 await self._report_not_executed(job)
             return 0
         started, server_time = start
-        return await self._run_started(job, handler, started, server_time, report)
+        return await self._run_started(job, handler, started, server_time, report, renewals)
 
     async def _send_results(self, outbox: Outbox, signal: _Signal) -> None:
         """Send the outbox's results as they fall due, until every job has ended and
@@ -320,23 +334,18 @@ class AsyncWorker(_WorkerBase):
                 continue
             outbox.answered(batch, reply, anyio.current_time(), self._retry_refused)
 
-    async def _renew(self, job: AsyncJob, due: float) -> None:
-        """Renew ``job``'s lease from ``due`` (``anyio.current_time()``) on; never raises,
-        so it can never cancel the handler beside it."""
-        next_at = due
-        while True:
-            await anyio.sleep_until(next_at)
-            try:
-                reply, server_time = await self._http.call_dated(
-                    "POST", path("tasks", job.id, "renew"), json=job._renew_body(), attempts=1
-                )
-                arrived = anyio.current_time()
-                next_at = arrived + self._next_renewal(job, reply, server_time)
-            except Exception as error:
-                delay = self._renew_retry(job, error)
-                if delay is None:
-                    return
-                next_at = anyio.current_time() + delay
+    async def _renew(self, job: AsyncJob) -> float | None:
+        """Renew ``job``'s lease once: when to renew it next (``anyio.current_time()``),
+        or None if the lease is lost. Never raises (but is cancellable)."""
+        try:
+            reply, server_time = await self._http.call_dated(
+                "POST", path("tasks", job.id, "renew"), json=job._renew_body(), attempts=1
+            )
+            arrived = anyio.current_time()
+            return arrived + self._next_renewal(job, reply, server_time)
+        except Exception as error:
+            delay = self._renew_retry(job, error)
+            return None if delay is None else anyio.current_time() + delay
 
     async def _report(self, job: AsyncJob, ending: HandlerResult | Exception) -> None:
         """Send the result until the gateway answers; never raises (but is cancellable)."""
@@ -377,6 +386,77 @@ class AsyncWorker(_WorkerBase):
 
 
 _Report = Callable[[AsyncJob, HandlerResult | Exception], Awaitable[None]]
+
+
+class _Renewals:
+    """The renewals of a lease call's running tasks, from one task: it sleeps until the
+    first is due and sends each due renewal in a task of its own (so that none waits
+    for another), then files the job's next one. Most handlers end well before their
+    first renewal (a third of the lease): they then cost no task, no task group and no
+    timer of their own. ``discard`` (the handler ended) abandons a renewal on its way."""
+
+    def __init__(self, worker: AsyncWorker, group: anyio.abc.TaskGroup, jobs: int) -> None:
+        self._worker = worker
+        self._group = group
+        self._left = jobs  # jobs whose handling has not ended: run() returns at none
+        self._scope = anyio.CancelScope()
+        self._live: set[AsyncJob] = set()  # handlers running
+        self._due: dict[AsyncJob, float] = {}
+        self._sending: dict[AsyncJob, anyio.CancelScope] = {}
+        self._wake_at = math.inf  # when run() wakes up next
+        self._signal = _Signal()
+
+    def add(self, job: AsyncJob, at: float) -> None:
+        """``job``'s handler starts: renew at ``at`` (``anyio.current_time()``), then as
+        the replies say, until :meth:`discard`."""
+        self._live.add(job)
+        self._schedule(job, at)
+
+    def _schedule(self, job: AsyncJob, at: float) -> None:
+        self._due[job] = at
+        if at < self._wake_at:
+            self._signal.set()
+
+    def discard(self, job: AsyncJob) -> None:
+        """The handler ended: no more renewals (one on its way is abandoned)."""
+        self._live.discard(job)
+        self._due.pop(job, None)
+        scope = self._sending.pop(job, None)
+        if scope is not None:
+            scope.cancel()
+
+    def ended(self) -> None:
+        """A job of the lease call was handled (started or not): when all were, stop."""
+        self._left -= 1
+        if self._left <= 0:
+            self._scope.cancel()
+
+    async def run(self) -> None:
+        with self._scope:
+            if self._left > 0:
+                await self._run()
+
+    async def _run(self) -> None:
+        while True:
+            now = anyio.current_time()
+            for job in [job for job, at in self._due.items() if at <= now]:
+                del self._due[job]
+                self._group.start_soon(self._renew, job)
+            self._wake_at = min(self._due.values(), default=math.inf)
+            with anyio.CancelScope(deadline=self._wake_at):
+                await self._signal.wait()
+
+    async def _renew(self, job: AsyncJob) -> None:
+        with anyio.CancelScope() as scope:
+            self._sending[job] = scope
+            try:
+                next_at = await self._worker._renew(job)
+            finally:
+                if self._sending.get(job) is scope:
+                    del self._sending[job]
+            # A reply that came just as the handler ended is taken in, but no more.
+            if next_at is not None and job in self._live:
+                self._schedule(job, next_at)
 
 
 class _Signal:

@@ -12,13 +12,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from leasegate.client._errors import ERRORS_BY_CODE, LeasegateError
-from leasegate.client._http import Retry, retryable
+from leasegate.client._http import Retry, encode_json, retryable
 from leasegate.client._job import BaseJob, Channel
 from leasegate.client._types import JSONObject
 
@@ -166,7 +165,9 @@ class Outbox:
 
 
 def _size(body: JSONObject) -> int:
+    """About the bytes ``body`` adds to a results call: as it is sent (orjson writes a
+    checked result several times faster than the stdlib did)."""
     try:
-        return len(json.dumps(body, separators=(",", ":")))
+        return len(encode_json(body))
     except (TypeError, ValueError):
         return BATCH_BYTES

@@ -8,9 +8,12 @@ jittered pause. Anything else is an answer and is raised as it is.
 
 from __future__ import annotations
 
+import json as jsonlib
 import logging
 import random
+import re
 import secrets
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -21,6 +24,7 @@ from urllib.parse import quote
 
 import anyio
 import httpx
+import orjson
 
 from leasegate.client._errors import (
     LeasegateError,
@@ -95,9 +99,55 @@ def _headers(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}", "User-Agent": USER_AGENT}
 
 
+_JSON_HEADERS: Final = {"Content-Type": "application/json"}
+_PLAIN_SCALARS: Final = (str, bool, type(None))
+_INT64: Final = 2**63
+
+
+def _plain(value: Any) -> bool:
+    """``value`` is made of plain JSON only (dict with str keys, list, tuple, str, int of
+    64 bits, finite float, bool, None: exact types, no subclasses), so that orjson
+    writes what the stdlib would (the same values) and refuses nothing it takes."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind is int:
+            if not -_INT64 <= item < _INT64:
+                return False
+        elif kind is float:
+            if item != item or item in (float("inf"), float("-inf")):
+                return False
+        elif kind not in _PLAIN_SCALARS:
+            return False
+    return True
+
+
+def encode_json(body: Any) -> bytes:
+    """A request body as httpx's ``json=`` would send it (UTF-8, compact, NaN refused),
+    written by orjson when the body is plain JSON (several times faster); anything
+    else (a subclass, NaN, a key not a str, ...) goes through the stdlib exactly as
+    httpx did, with the same errors."""
+    if _plain(body):
+        return orjson.dumps(body)
+    return jsonlib.dumps(body, ensure_ascii=False, separators=(",", ":"),
+                         allow_nan=False).encode("utf-8")
+
+
 def _decode(response: httpx.Response) -> Any:
     if response.status_code >= 400:
         raise error_from_response(response)
+    try:
+        return orjson.loads(response.content)  # strict JSON; anything else: the stdlib's say
+    except orjson.JSONDecodeError:
+        pass
     try:
         return response.json()
     except ValueError:
@@ -106,12 +156,28 @@ def _decode(response: httpx.Response) -> Any:
         ) from None
 
 
+# The last Date header read and its time: it changes once a second, and a worker
+# reads one per reply (parsing it with email.utils costs more than the rest of the
+# reply's handling by the SDK).
+_last_date: tuple[str, float | None] = ("", None)
+
+
 def server_time(response: httpx.Response) -> float | None:
     """The gateway's clock when it answered (the ``Date`` header, seconds since the
     epoch), or None if the reply has no readable ``Date``."""
+    global _last_date
     value = response.headers.get("Date")
     if not value:
         return None
+    last = _last_date  # one read: another thread may replace it meanwhile
+    if last[0] == value:
+        return last[1]
+    moment_s = _parse_date(value)
+    _last_date = (value, moment_s)
+    return moment_s
+
+
+def _parse_date(value: str) -> float | None:
     try:
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -119,6 +185,60 @@ def server_time(response: httpx.Response) -> float | None:
     if moment.tzinfo is None:  # "-0000": UTC, by RFC 5322
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+class _Cookies(httpx.Cookies):
+    """httpx's cookie jar, which skips the reading of a reply without cookies: httpx
+    builds urllib's request and response adapters for every reply (about a third of
+    a small call's CPU) only for the jar to find no ``Set-Cookie`` in them."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        headers = response.headers
+        if "set-cookie" in headers or "set-cookie2" in headers:
+            super().extract_cookies(response)
+
+
+_NO_TLS: ssl.SSLContext | None = None
+
+
+def _verify(base_url: str, transport: object) -> ssl.SSLContext | bool:
+    """httpx's ``verify`` for a client of ``base_url``: for an ``http://`` gateway (and
+    httpx's own transport), a context that trusts no certificate, made once: httpx
+    would otherwise load the CA bundle for every client (tens of ms of a process's
+    start) for a TLS it never uses; were a request ever to reach an https URL, it
+    would fail verification, never pass unverified. Otherwise httpx's default."""
+    global _NO_TLS
+    if transport is not None or not base_url.lower().startswith("http://"):
+        return True
+    if _NO_TLS is None:
+        _NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies, with no CA loaded
+    return _NO_TLS
+
+
+# What path() makes: percent-encoded, so httpx would take it as it is.
+_SIMPLE_PATH: Final = re.compile(r"/[A-Za-z0-9\-._~%:@/]*")
+_MAX_CACHED_URLS: Final = 256
+
+
+class _Urls:
+    """The absolute URL of a request path, as httpx would merge it with the base URL
+    (``Client._merge_url``), without its two URL parses per request: the fixed paths
+    (submit, lease, batches) are made once, a path with an id parsed once."""
+
+    def __init__(self, client: httpx.Client | httpx.AsyncClient) -> None:
+        self.base = client.base_url
+        self.cache: dict[str, httpx.URL] = {}
+
+    def __call__(self, url: str) -> httpx.URL | str:
+        found = self.cache.get(url)
+        if found is not None:
+            return found
+        if not _SIMPLE_PATH.fullmatch(url):
+            return url  # httpx merges it
+        merged = self.base.copy_with(raw_path=self.base.raw_path + url[1:].encode("ascii"))
+        if url.count("/") <= 3 and len(self.cache) < _MAX_CACHED_URLS:  # no per-job ids
+            self.cache[url] = merged
+        return merged
 
 
 def retryable(error: LeasegateError) -> bool:
@@ -159,8 +279,12 @@ class SyncHTTP:
         self.timeout = timeout
         self.retry = retry
         self.client = httpx.Client(
-            base_url=base_url, headers=_headers(key), timeout=timeout, transport=transport
+            base_url=base_url, headers=_headers(key), timeout=timeout, transport=transport,
+            verify=_verify(base_url, transport),
         )
+        if isinstance(getattr(self.client, "_cookies", None), httpx.Cookies):  # httpx's own
+            self.client._cookies = _Cookies(self.client.cookies.jar)
+        self._url = _Urls(self.client)
 
     def call(self, method: str, url: str, **options: Unpack[SyncCallOptions]) -> Any:
         """Send one request (again, with the same body, while that is safe)."""
@@ -180,11 +304,16 @@ class SyncHTTP:
     ) -> tuple[Any, float | None]:
         """:meth:`call`, and the gateway's clock when it answered (see :func:`server_time`)."""
         retry = self.retry if attempts is None else replace(self.retry, attempts=attempts)
+        absolute = self._url(url)
+        # Encoded once: every retry sends the same bytes.
+        content = None if json is None else encode_json(json)
+        headers = None if json is None else _JSON_HEADERS
         failures = 0
         while True:
             try:
                 response = self.client.request(
-                    method, url, json=json, params=params, timeout=self.timeout + extra_timeout
+                    method, absolute, content=content, headers=headers, params=params,
+                    timeout=self.timeout + extra_timeout,
                 )
                 return _decode(response), server_time(response)
             except (httpx.TransportError, LeasegateError) as error:
@@ -211,8 +340,12 @@ class AsyncHTTP:
         self.timeout = timeout
         self.retry = retry
         self.client = httpx.AsyncClient(
-            base_url=base_url, headers=_headers(key), timeout=timeout, transport=transport
+            base_url=base_url, headers=_headers(key), timeout=timeout, transport=transport,
+            verify=_verify(base_url, transport),
         )
+        if isinstance(getattr(self.client, "_cookies", None), httpx.Cookies):  # httpx's own
+            self.client._cookies = _Cookies(self.client.cookies.jar)
+        self._url = _Urls(self.client)
 
     async def call(self, method: str, url: str, **options: Unpack[CallOptions]) -> Any:
         """Send one request (again, with the same body, while that is safe)."""
@@ -232,11 +365,16 @@ class AsyncHTTP:
     ) -> tuple[Any, float | None]:
         """:meth:`call`, and the gateway's clock when it answered (see :func:`server_time`)."""
         retry = self.retry if attempts is None else replace(self.retry, attempts=attempts)
+        absolute = self._url(url)
+        # Encoded once: every retry sends the same bytes.
+        content = None if json is None else encode_json(json)
+        headers = None if json is None else _JSON_HEADERS
         failures = 0
         while True:
             try:
                 response = await self.client.request(
-                    method, url, json=json, params=params, timeout=self.timeout + extra_timeout
+                    method, absolute, content=content, headers=headers, params=params,
+                    timeout=self.timeout + extra_timeout,
                 )
                 return _decode(response), server_time(response)
             except (httpx.TransportError, LeasegateError) as error:

@@ -374,15 +374,22 @@ class AsyncJob(BaseJob):
 
     def __init__(self, channel: Channel, lease: Mapping[str, Any], worker_id: str) -> None:
         super().__init__(channel, lease, worker_id)
-        self._event = anyio.Event()
+        # Made when first waited for: most handlers never wait, and an event per job
+        # was a good part of a job's cost to the worker.
+        self._event: anyio.Event | None = None
 
     async def wait_cancel_or_pause(self) -> None:
         """Return when cancel or pause is requested or the lease is lost. Combine with
         ``anyio.move_on_after`` or a task group to race it against the work."""
+        if self._event is None:
+            self._event = anyio.Event()
+            if self._cancel or self._pause or self._lost:  # signalled before any wait
+                self._event.set()
         await self._event.wait()
 
     def _signal(self) -> None:
-        self._event.set()
+        if self._event is not None:
+            self._event.set()
 
 
 Handler: TypeAlias = Callable[[Job], HandlerResult]
