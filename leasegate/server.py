@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import gc
 import logging
 import math
 import signal
@@ -125,6 +126,17 @@ async def _stop_after(seconds: float, stop_http: trio.Event) -> None:
     stop_http.set()
 
 
+def tune_gc() -> None:
+    """Once started: what exists now (modules, the app, the actors) lives as long as the
+    process, so the collector stops walking it (``gc.freeze``), and the young
+    generation is collected every 10,000 allocations instead of 700 (a request makes
+    hundreds). bench/lifecycle, queries: 6.42 -> 6.12 ms of server CPU per job
+    unbatched, 0.72 -> 0.67 batched."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
+
+
 async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", port: int = 8470,
                 *, bootstrap: bool = True, out: TextIO = sys.stdout,
                 allow_unbalanced: bool = False) -> None:
@@ -144,6 +156,7 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
                     await nursery.start(system.run)
                     if bootstrap:
                         await bootstrap_keys(system, out)
+                    tune_gc()
                     async with trio.open_nursery() as http:
                         binds = await http.start(functools.partial(
                             worker_serve, app, config, sockets=sockets,
