@@ -51,15 +51,24 @@ Params = list[tuple[str, str | int | float | bool | None]]
 
 
 def read_stream(gateway: served.Served, who: str, params: Params | None = None,
-                last: int | None = None) -> list[Message]:
-    """One whole stream (it ends after max_wait_seconds): its messages in order."""
+                last: int | None = None,
+                connected: threading.Event | None = None) -> list[Message]:
+    """One whole stream (it ends after max_wait_seconds): its messages in order.
+    ``connected`` is set once the stream has begun (its first line, where to resume,
+    is written when the gateway starts following events for it)."""
     headers = {} if last is None else {"Last-Event-ID": str(last)}
-    with client_of(gateway, who) as http:
-        reply = http.get("/v1/events", params=params or [], headers=headers)
-    assert reply.status_code == 200, reply.text
-    assert reply.headers["content-type"].startswith("text/event-stream")
+    with client_of(gateway, who) as http, http.stream(
+            "GET", "/v1/events", params=params or [], headers=headers) as reply:
+        assert reply.status_code == 200, reply.read()
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        chunks = []
+        for chunk in reply.iter_text():
+            chunks.append(chunk)
+            if connected is not None:
+                connected.set()
+        text = "".join(chunks)
     messages: list[Message] = []
-    for block in reply.text.split("\n\n"):
+    for block in text.split("\n\n"):
         fields = dict(line.split(": ", 1) for line in block.splitlines()
                       if ": " in line and not line.startswith(":"))
         if "event" in fields:
@@ -150,10 +159,11 @@ def test_a_reconnect_with_last_event_id_gets_exactly_the_missed_events(
         gateway: served.Served) -> None:
     wanted: Params = [("job_id", j) for j in ("q-r1", "q-r2", "q-r3")]
     got: list[list[Message]] = []
-    reading = threading.Thread(target=lambda: got.append(read_stream(gateway, "client",
-                                                                     wanted)))
+    connected = threading.Event()
+    reading = threading.Thread(target=lambda: got.append(read_stream(
+        gateway, "client", wanted, connected=connected)))
     reading.start()
-    time.sleep(0.3)  # connected (a stream without Last-Event-ID starts from now)
+    assert connected.wait(10)  # a stream without Last-Event-ID starts from now
     submit(gateway, "q-r1")
     reading.join()  # the stream ended (max_wait_seconds): disconnected
     [(kind, seen, data)] = got[0]
