@@ -55,8 +55,12 @@ def _process_cpu() -> float:
     return time.process_time()  # every thread of this process
 
 
-async def _ask(actor: Any, message: Ask[Any]) -> Any:
-    return await actor.mailbox.ask(message)
+async def step(spent: dict[str, float], name: str, actor: Any, message: Ask[Any]) -> Any:
+    """Ask ``actor``; the process CPU the answer took is added to ``spent[name]``."""
+    began = _process_cpu()
+    reply = await actor.mailbox.ask(message)
+    spent[name] += _process_cpu() - began
+    return reply
 
 
 async def run(channel: str, rounds: int, spent: dict[str, float], inline: bool) -> None:
@@ -68,40 +72,28 @@ async def run(channel: str, rounds: int, spent: dict[str, float], inline: bool) 
             for _ in range(rounds):
                 ids = [f"j{n + i}" for i in range(BATCH)]
                 n += BATCH
-                began = _process_cpu()
+                actor: Any
                 if channel == "queries":
-                    await _ask(system.queries, SubmitQueries(tuple(
+                    actor = system.queries
+                    await step(spent, "submit", actor, SubmitQueries(tuple(
                         SubmitQuery("t1", "bench", "echo", {"n": i}, query_id=qid)
                         for i, qid in enumerate(ids))))
-                    t1 = _process_cpu()
-                    leases = await _ask(system.queries, LeaseQueries("w1", max=BATCH))
-                    t2 = _process_cpu()
-                    await _ask(system.queries, QueryResults(tuple(
+                    leases = await step(spent, "lease", actor, LeaseQueries("w1", max=BATCH))
+                    await step(spent, "result", actor, QueryResults(tuple(
                         QueryResult(lease.query_id, "w1", lease.lease_token, "succeeded",
                                     {"ok": True}) for lease in leases)))
-                    t3 = _process_cpu()
-                    spent["submit"] += t1 - began
-                    spent["lease"] += t2 - t1
-                    spent["result"] += t3 - t2
                 else:
-                    await _ask(system.tasks, SubmitTasks(tuple(
+                    actor = system.tasks
+                    await step(spent, "submit", actor, SubmitTasks(tuple(
                         SubmitTask("t1", "bench", "echo", {"n": i}, task_id=tid,
                                    account=f"a{i}")
                         for i, tid in enumerate(ids))))
-                    t1 = _process_cpu()
-                    leases = await _ask(system.tasks, LeaseTasks("w1", max=BATCH))
-                    t2 = _process_cpu()
-                    await _ask(system.tasks, StartTasks(tuple(
+                    leases = await step(spent, "lease", actor, LeaseTasks("w1", max=BATCH))
+                    await step(spent, "start", actor, StartTasks(tuple(
                         StartTask(lease.task_id, "w1", lease.lease_token) for lease in leases)))
-                    t3 = _process_cpu()
-                    await _ask(system.tasks, TaskResults(tuple(
+                    await step(spent, "result", actor, TaskResults(tuple(
                         TaskResult(lease.task_id, "w1", lease.lease_token, "succeeded",
                                    {"ok": True}) for lease in leases)))
-                    t4 = _process_cpu()
-                    spent["submit"] += t1 - began
-                    spent["lease"] += t2 - t1
-                    spent["start"] += t3 - t2
-                    spent["result"] += t4 - t3
                 if len(leases) != BATCH:
                     raise RuntimeError(f"leased {len(leases)} of {BATCH}")
 

@@ -47,6 +47,15 @@ def in_flight(column: str = "status") -> str:
     return _or_chain(column, IN_FLIGHT)
 
 
+# How a refresh stores the lane it computed, and drops it if it holds nothing.
+_STORE = """    WHERE true
+    ON CONFLICT (site, account) DO UPDATE SET
+        blocked_by = excluded.blocked_by, head_task = excluded.head_task,
+        head_rank = excluded.head_rank, head_created = excluded.head_created,
+        head_seq = excluded.head_seq;
+    DELETE FROM task_lanes WHERE site = {row}.site AND account = {row}.account
+        AND blocked_by IS NULL AND head_task IS NULL;"""
+
 # The lane of ``{row}`` (NEW or OLD in a trigger) recomputed, then dropped if empty, as
 # migration 9 wrote it; migration 11 replaces it with _REFRESH below.
 _REFRESH_V9 = f"""
@@ -60,13 +69,7 @@ _REFRESH_V9 = f"""
     LEFT JOIN (SELECT task_id, priority, created_at, rowid AS seq FROM tasks
                WHERE site = {{row}}.site AND account = {{row}}.account AND status = 'queued'
                ORDER BY priority DESC, created_at, rowid LIMIT 1) AS h
-    WHERE true
-    ON CONFLICT (site, account) DO UPDATE SET
-        blocked_by = excluded.blocked_by, head_task = excluded.head_task,
-        head_rank = excluded.head_rank, head_created = excluded.head_created,
-        head_seq = excluded.head_seq;
-    DELETE FROM task_lanes WHERE site = {{row}}.site AND account = {{row}}.account
-        AND blocked_by IS NULL AND head_task IS NULL;"""
+""" + _STORE
 
 # The same with index seeks only (migration 11): the head is joined back by rowid for
 # its columns.
@@ -82,13 +85,7 @@ _REFRESH = f"""
         SELECT rowid FROM tasks INDEXED BY tasks_lane_queue
         WHERE site = {{row}}.site AND account = {{row}}.account AND status = 'queued'
         ORDER BY priority DESC, created_at, rowid LIMIT 1)
-    WHERE true
-    ON CONFLICT (site, account) DO UPDATE SET
-        blocked_by = excluded.blocked_by, head_task = excluded.head_task,
-        head_rank = excluded.head_rank, head_created = excluded.head_created,
-        head_seq = excluded.head_seq;
-    DELETE FROM task_lanes WHERE site = {{row}}.site AND account = {{row}}.account
-        AND blocked_by IS NULL AND head_task IS NULL;"""
+""" + _STORE
 
 _NEW, _OLD = _REFRESH_V9.format(row="NEW"), _REFRESH_V9.format(row="OLD")
 
