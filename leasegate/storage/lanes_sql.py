@@ -29,8 +29,6 @@ from leasegate.storage.keyset import merged, ordered
 
 LIVE = ("queued", "leased", "running", "stale")
 IN_FLIGHT = ("leased", "running", "stale")
-_LIVE = "('queued', 'leased', 'running', 'stale')"
-_IN_FLIGHT = "('leased', 'running', 'stale')"
 
 
 def _in_list(column: str, statuses: tuple[str, ...]) -> str:
@@ -65,7 +63,7 @@ _REFRESH_V9 = f"""
            h.task_id, -h.priority, h.created_at, h.seq
     FROM (SELECT 1)
     LEFT JOIN tasks AS b ON b.site = {{row}}.site AND b.account = {{row}}.account
-        AND b.status IN {_IN_FLIGHT}
+        AND {_in_list("b.status", IN_FLIGHT)}
     LEFT JOIN (SELECT task_id, priority, created_at, rowid AS seq FROM tasks
                WHERE site = {{row}}.site AND account = {{row}}.account AND status = 'queued'
                ORDER BY priority DESC, created_at, rowid LIMIT 1) AS h
@@ -120,7 +118,7 @@ INSERT INTO task_lanes (site, account, head_task, head_rank, head_created, head_
         FROM tasks WHERE status = 'queued')
     WHERE n = 1;
 INSERT INTO task_lanes (site, account, blocked_by)
-    SELECT site, account, task_id FROM tasks WHERE status IN {_IN_FLIGHT}
+    SELECT site, account, task_id FROM tasks WHERE {_in_list("status", IN_FLIGHT)}
     ON CONFLICT (site, account) DO UPDATE SET blocked_by = excluded.blocked_by;
 CREATE TRIGGER task_lanes_insert_queued AFTER INSERT ON tasks
     WHEN NEW.status = 'queued'

@@ -21,4 +21,3 @@ def insert_new(conn: sqlite3.Connection, table: str, key: str, values: dict[str,
         f"INSERT INTO {table} ({', '.join(values)}) VALUES ({marks(list(values))}) "
         f"ON CONFLICT ({key}) DO NOTHING", tuple(values.values()))
     return cur.rowcount == 1
-

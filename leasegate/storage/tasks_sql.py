@@ -121,14 +121,6 @@ CREATE INDEX tasks_paused ON tasks (created_at) WHERE status = 'paused';
 CREATE INDEX tasks_stale ON tasks (created_at) WHERE status = 'stale';
 """
 
-
-def count_unfinished(conn: sqlite3.Connection) -> tuple[tuple[str, int], ...]:
-    """Each unfinished status's count, every one on its partial index."""
-    return tuple((status, int(conn.execute(
-        "SELECT count(*) FROM tasks WHERE status = ?", (status,)).fetchone()[0]))
-        for status in UNFINISHED)
-IN_FLIGHT = ("leased", "running", "stale")
-
 # Migration 12: the CHECKs of migration 3 with their status sets spelled as
 # comparisons (the same constraints; an IN list of three or more is built as a
 # temporary table by every statement that writes a row: 15 us a statement).
@@ -149,6 +141,13 @@ _CLEAR_LEASE = ("lease_owner = NULL, lease_token = NULL, lease_request_id = NULL
 
 
 # ---- reads ----------------------------------------------------------------------
+
+def count_unfinished(conn: sqlite3.Connection) -> tuple[tuple[str, int], ...]:
+    """Each unfinished status's count, every one on its partial index."""
+    return tuple((status, int(conn.execute(
+        "SELECT count(*) FROM tasks WHERE status = ?", (status,)).fetchone()[0]))
+        for status in UNFINISHED)
+
 
 def get(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
     row: sqlite3.Row | None = conn.execute(
