@@ -1,13 +1,17 @@
-"""Migration 12 rewrites the status CHECKs of tasks and queries in place: an existing
+"""The schema a migrated database has is the one ``schema.sql`` shows.
+
+Migration 12 rewrites the status CHECKs of tasks and queries in place: an existing
 database keeps its rows, and the constraints still refuse what they refused."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+import leasegate.storage
 from leasegate.storage.connection import connect
 from leasegate.storage.migrations import MIGRATIONS, current_version, migrate, statements
 
@@ -67,3 +71,48 @@ def test_a_new_database_gets_the_same_schema_as_a_migrated_one(tmp_path: Path) -
     migrate(new)
     schema = "SELECT type, name, sql FROM sqlite_schema ORDER BY type, name"
     assert [tuple(r) for r in old.execute(schema)] == [tuple(r) for r in new.execute(schema)]
+
+
+SCHEMA = "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name"
+SCHEMA_SQL = Path(leasegate.storage.__file__).parent / "sqlite" / "schema.sql"
+LATEST = MIGRATIONS[-1][0]
+
+
+# ---- schema.sql --------------------------------------------------------------------
+
+_TOKEN = re.compile(r"""\s+|--[^\n]*|/\*.*?\*/
+                        |('(?:[^']|'')*'|"(?:[^"]|"")*"|\w+|<>|<=|>=|!=|\|\||.)""",
+                    re.S | re.X)
+
+
+def tokens(sql: str) -> str:
+    """The statement without its comments and spacing."""
+    return " ".join(m[1] for m in _TOKEN.finditer(sql) if m[1])
+
+
+def objects(conn: sqlite3.Connection) -> dict[tuple[str, str, str], str | None]:
+    return {(kind, name, table): None if sql is None else tokens(sql)
+            for kind, name, table, sql in conn.execute(SCHEMA)}
+
+
+def test_a_freshly_migrated_database_has_the_schema_that_schema_sql_shows(
+        tmp_path: Path) -> None:
+    migrated = connect(tmp_path / "migrated.db", synchronous="OFF")
+    migrate(migrated)
+    shown = connect(tmp_path / "shown.db", synchronous="OFF")
+    shown.executescript(SCHEMA_SQL.read_text(encoding="utf-8"))
+
+    have, show = objects(migrated), objects(shown)
+    wrong = sorted(key for key in have.keys() | show.keys() if have.get(key) != show.get(key))
+    raw = {(kind, name, table): sql for kind, name, table, sql in migrated.execute(SCHEMA)}
+    assert not wrong, "schema.sql differs from a migrated database in:\n" + "\n".join(
+        f"{kind} {name}: the database has\n{raw.get((kind, name, table)) or 'nothing'}"
+        for kind, name, table in wrong)
+    assert current_version(shown) == current_version(migrated) == LATEST
+
+
+def test_the_comparison_sees_a_changed_constraint() -> None:
+    assert tokens("CHECK (a <> 'x'\n  -- why\n  OR b)") == tokens("CHECK (a <> 'x' OR b)")
+    assert tokens("sites TEXT\n, key_id TEXT)") == tokens("sites TEXT,\n    key_id TEXT\n)")
+    assert tokens("CHECK (a <> 'x y')") != tokens("CHECK (a <> 'x  y')")
+    assert tokens("CHECK (a >= 0)") != tokens("CHECK (a > 0)")
