@@ -26,7 +26,7 @@ from leasegate.clock import Clock
 from leasegate.settings import Settings
 from leasegate.storage import lanes_sql, queries_sql, tasks_sql
 from leasegate.storage.connection import connect
-from leasegate.storage.migrations import MIGRATIONS, migrate, statements
+from leasegate.storage.migrations import migrate, statements
 from leasegate.storage.rows import marks
 from tests.conftest import EPOCH, Gateway, start_gateway
 
@@ -118,13 +118,21 @@ def test_the_query_lease_reads_queued_rows_only(conn: sqlite3.Connection,
 
 
 def test_every_transition_refreshes_its_lane_by_index_seeks(conn: sqlite3.Connection) -> None:
-    refresh = statements(lanes_sql._REFRESH.format(row="NEW"))
-    assert len(refresh) == 2
-    for sql in refresh:
-        sql = sql.replace("NEW.site", "'s1'").replace("NEW.account", "'a'")
-        lines = plan(conn, sql, [])
-        assert any("tasks_one_per_lane" in line for line in lines) or "DELETE" in sql, lines
-        assert_seeks(lines, sql)
+    """The lane triggers as the database has them: each refresh seeks, never walks."""
+    triggers = conn.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' "
+                            "AND name IN ('task_lanes_insert', 'task_lanes_update', "
+                            "'task_lanes_leave', 'task_lanes_delete')").fetchall()
+    assert len(triggers) == 4
+    for name, trigger in triggers:
+        refresh = statements(trigger[trigger.index("\nBEGIN\n") + 7:trigger.rindex("END")])
+        assert len(refresh) == 2, name
+        for sql in refresh:
+            sql = re.sub(r"\b(NEW|OLD)\.site\b", "'s1'", sql)
+            sql = re.sub(r"\b(NEW|OLD)\.account\b", "'a'", sql)
+            lines = plan(conn, sql, [])
+            assert any("tasks_one_per_lane" in line for line in lines) or "DELETE" in sql, (
+                name, lines)
+            assert_seeks(lines, sql)
 
 
 def test_a_workers_in_flight_tasks_are_found_on_the_partial_index(
@@ -137,6 +145,14 @@ def test_a_workers_in_flight_tasks_are_found_on_the_partial_index(
     sql = (f"SELECT 1 FROM tasks WHERE tasks.lease_owner = ? "
            f"AND {lanes_sql.in_flight('tasks.status')}")
     assert any("tasks_lease_owner" in line for line in plan(conn, sql, ["w1"]))
+
+
+def test_the_in_flight_test_is_spelled_as_the_partial_indexes_spell_it(
+        conn: sqlite3.Connection) -> None:
+    for index in ("tasks_one_per_lane", "tasks_lease_owner"):
+        (sql,) = conn.execute("SELECT sql FROM sqlite_schema WHERE type = 'index' "
+                              "AND name = ?", (index,)).fetchone()
+        assert sql.endswith(f" WHERE {lanes_sql.in_flight()}"), sql
 
 
 def test_unfinished_tasks_are_counted_on_partial_indexes(conn: sqlite3.Connection) -> None:
@@ -246,13 +262,7 @@ async def test_an_existing_database_gets_its_lanes(
         autojump_clock: trio.testing.MockClock) -> None:
     path = tmp_path / "leasegate.db"
     old = connect(path, synchronous="OFF")
-    for number, _name, ddl in MIGRATIONS:
-        if number >= 9:
-            break
-        assert isinstance(ddl, str)
-        for statement in statements(ddl):
-            old.execute(statement)
-        old.execute(f"PRAGMA user_version = {number}")
+    migrate(old, upto=8)
     add_task(old, "taken", "shop", "blocked", at=EPOCH - 100)
     assert tasks_sql.take_lease(old, "taken", "w0", "token", None, EPOCH + 3600, EPOCH - 100)
     add_task(old, "behind", "shop", "blocked", priority=9, at=EPOCH - 50)

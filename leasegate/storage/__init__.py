@@ -1,1 +1,2 @@
-"""SQLite storage: connection threads, migrations, one SQL module per actor."""
+"""SQLite storage: connection threads, migrations (the schema they make: sqlite/schema.sql),
+one SQL module per actor."""

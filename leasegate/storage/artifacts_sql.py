@@ -8,17 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA = """
-CREATE TABLE artifacts (
-    task_id    TEXT NOT NULL REFERENCES tasks (task_id) ON DELETE CASCADE,
-    name       TEXT NOT NULL,
-    size       INTEGER NOT NULL,
-    sha256     TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (task_id, name)
-);
-"""
-
 
 def put(conn: sqlite3.Connection, task_id: str, name: str, size: int, sha256: str,
         now: float) -> None:

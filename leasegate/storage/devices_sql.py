@@ -8,31 +8,13 @@ repaired on restart. Times are wall seconds (REAL).
 
 The tracker also reads the tasks table (a read-only SELECT on the same file):
 how many live tasks a device has decides whether it may be evicted. The
-task actor finds a device's tasks with :func:`tasks_of` (the index
-``tasks_device`` is part of this migration).
+task actor finds a device's tasks with :func:`tasks_of` (on the index
+``tasks_device``). The tables are in ``sqlite/schema.sql``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-
-SCHEMA = """
-CREATE TABLE devices (
-    tenant        TEXT NOT NULL,
-    device_id     TEXT NOT NULL,
-    state         TEXT NOT NULL CHECK (state IN ('online', 'away', 'gone')),
-    first_seen_at REAL NOT NULL,
-    last_seen_at  REAL NOT NULL,
-    changed_at    REAL NOT NULL,
-    version       INTEGER NOT NULL DEFAULT 0,
-    pending       INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (tenant, device_id)
-) WITHOUT ROWID;
-CREATE INDEX devices_seen ON devices (last_seen_at);
-CREATE INDEX devices_state_seen ON devices (state, last_seen_at);
-CREATE INDEX devices_pending ON devices (pending) WHERE pending = 1;
-CREATE INDEX tasks_device ON tasks (tenant, device_id, status) WHERE device_id IS NOT NULL;
-"""
 
 LIVE = ("queued", "leased", "running", "paused", "stale")
 """A task in one of these states is not finished: its device is not evicted."""

@@ -26,28 +26,6 @@ JobRow = sqlite3.Row | Mapping[str, Any]  # the job's own columns, as read or as
 HISTORY_CAP: Final = 200
 KEEP_FIRST: Final = 20
 
-SCHEMA = """
-CREATE TABLE job_events (
-    event_id   INTEGER PRIMARY KEY AUTOINCREMENT,
-    channel    TEXT NOT NULL CHECK (channel IN ('task', 'query')),
-    job_id     TEXT NOT NULL,
-    tenant     TEXT NOT NULL,
-    site       TEXT NOT NULL,
-    device_id  TEXT,
-    kind       TEXT NOT NULL,
-    status     TEXT NOT NULL,
-    at         REAL NOT NULL,
-    detail     TEXT NOT NULL
-);
-CREATE INDEX job_events_by_job ON job_events (channel, job_id, event_id);
-CREATE TRIGGER job_events_purge_task AFTER DELETE ON tasks BEGIN
-    DELETE FROM job_events WHERE channel = 'task' AND job_id = OLD.task_id;
-END;
-CREATE TRIGGER job_events_purge_query AFTER DELETE ON queries BEGIN
-    DELETE FROM job_events WHERE channel = 'query' AND job_id = OLD.query_id;
-END;
-"""
-
 _JOB_ROW: Final = {
     "task": "SELECT tenant, site, device_id, status FROM tasks WHERE task_id = ?",
     "query": "SELECT tenant, site, NULL AS device_id, status FROM queries WHERE query_id = ?",

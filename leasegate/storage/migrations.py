@@ -1,40 +1,74 @@
 """Schema migrations, applied in order by version (``PRAGMA user_version``).
 
-A migration is never edited once released; a change is a new version. Each
-actor's SQL module holds the DDL of its tables; this list fixes the order.
+A released migration is frozen: its SQL is the text it applied when it was
+released, in a file of its own under ``sqlite/migrations/`` (or literal strings
+here, for a migration that is a function), never built from a module's live
+constants, so that a database made by any earlier version and a new one end
+with the same schema (the tests hold a digest of each released one). A change
+is a new version appended to :data:`MIGRATIONS`, and ``sqlite/schema.sql`` (the
+schema every database has after the last one, checked by the tests) changes
+with it.
+
+The runner is SQLite's; another engine would keep a list of its own with the
+same version numbers.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from importlib.resources import files
 
-from leasegate.storage import (
-    artifacts_sql,
-    devices_sql,
-    events_sql,
-    keys_sql,
-    lanes_sql,
-    ledger_sql,
-    presence_sql,
-    queries_sql,
-    tasks_sql,
-)
+Step = str | Callable[[sqlite3.Connection], None]
+Migration = tuple[int, str, Step]
+"""Its version, its name, and its SQL script or the function that applies it."""
+
+FROZEN = files("leasegate.storage") / "sqlite" / "migrations"
+
+
+def frozen(number: int, name: str) -> Migration:
+    """Migration ``number`` as released: the script ``NNNN_<name>.sql`` under FROZEN."""
+    script = FROZEN / f"{number:04d}_{name.replace(' ', '_')}.sql"
+    return number, name, script.read_text(encoding="utf-8")
 
 
 def _respell_checks(conn: sqlite3.Connection) -> None:
-    """Migration 12: the tables' CHECK constraints rewritten to equivalent ones, by
-    SQLite's documented procedure for constraint changes that leave every stored row
-    valid (edit ``sqlite_schema``, bump ``schema_version``), inside the migration's
-    transaction: a table rebuild would copy every row for nothing."""
+    """Migration 12: the status CHECKs of tasks and queries spelled as comparisons (the
+    same constraints: an IN list of three or more is built as a temporary table by every
+    statement that writes a row, 8-15 us a statement).
+
+    They are rewritten by SQLite's documented procedure for constraint changes that
+    leave every stored row valid (edit ``sqlite_schema``, bump ``schema_version``),
+    inside the migration's transaction: a table rebuild would copy every row for
+    nothing."""
+    # Each old constraint (of migration 3 or 2: text that occurs once in its table's
+    # CREATE TABLE) and the one that replaces it, as released.
+    respelled = (
+        ("tasks", (
+            ("CHECK (status IN ('queued', 'leased', 'running', 'succeeded', 'failed', "
+             "'canceled',\n                          'paused', 'stale', 'expired'))",
+             "CHECK (status = 'queued' OR status = 'leased' OR status = 'running'\n"
+             "               OR status = 'succeeded' OR status = 'failed' "
+             "OR status = 'canceled'\n"
+             "               OR status = 'paused' OR status = 'stale' OR status = 'expired')"),
+            ("CHECK (status NOT IN ('leased', 'running', 'stale')\n"
+             "           OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL))",
+             "CHECK ((status <> 'leased' AND status <> 'running' AND status <> 'stale')\n"
+             "           OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL))"),
+        )),
+        ("queries", (
+            ("CHECK (status IN ('queued', 'leased', 'succeeded', 'failed', 'expired'))",
+             "CHECK (status = 'queued' OR status = 'leased' OR status = 'succeeded' "
+             "OR status = 'failed' OR status = 'expired')"),
+        )),
+    )
     version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
     conn.execute("PRAGMA writable_schema = ON")
     try:
-        for table, respelled in (("tasks", tasks_sql.CHECKS_RESPELLED),
-                                 ("queries", queries_sql.CHECKS_RESPELLED)):
+        for table, edits in respelled:
             (sql,) = conn.execute("SELECT sql FROM sqlite_schema WHERE type = 'table' "
                                   "AND name = ?", (table,)).fetchone()
-            for old, new in respelled:
+            for old, new in edits:
                 if sql.count(old) != 1:
                     raise RuntimeError(f"migration 12: {table} has no constraint {old!r}")
                 sql = sql.replace(old, new)
@@ -48,20 +82,19 @@ def _respell_checks(conn: sqlite3.Connection) -> None:
         raise RuntimeError(f"migration 12: the schema does not check: {problems[:5]}")
 
 
-MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = [
-    (1, "api keys", keys_sql.SCHEMA),
-    (2, "queries", queries_sql.SCHEMA),
-    (3, "tasks and workers", tasks_sql.SCHEMA),
-    (4, "task artifacts", artifacts_sql.SCHEMA),
-    (5, "workers by key", presence_sql.SCHEMA_KEYS),
-    (6, "job id tombstones",
-     tasks_sql.SCHEMA_TOMBSTONES + queries_sql.SCHEMA_TOMBSTONES),
-    (7, "ledger", ledger_sql.SCHEMA),
-    (8, "devices", devices_sql.SCHEMA),
-    (9, "lease indexes and task lanes",
-     lanes_sql.SCHEMA + queries_sql.SCHEMA_READY + tasks_sql.SCHEMA_UNRESOLVED),
-    (10, "job events", events_sql.SCHEMA),
-    (11, "task lanes refreshed by index seeks", lanes_sql.SCHEMA_REFRESH),
+# Append only: a released entry, and the file it names, never change.
+MIGRATIONS: list[Migration] = [
+    frozen(1, "api keys"),
+    frozen(2, "queries"),
+    frozen(3, "tasks and workers"),
+    frozen(4, "task artifacts"),
+    frozen(5, "workers by key"),
+    frozen(6, "job id tombstones"),
+    frozen(7, "ledger"),
+    frozen(8, "devices"),
+    frozen(9, "lease indexes and task lanes"),
+    frozen(10, "job events"),
+    frozen(11, "task lanes refreshed by index seeks"),
     (12, "status checks spelled as comparisons", _respell_checks),
 ]
 
@@ -89,8 +122,9 @@ def statements(ddl: str) -> list[str]:
     return found
 
 
-def migrate(conn: sqlite3.Connection) -> list[int]:
-    """Bring the schema up to date; returns the versions applied.
+def migrate(conn: sqlite3.Connection, *, upto: int | None = None) -> list[int]:
+    """Bring the schema up to date (``upto``: only as far as that version); returns
+    the versions applied.
 
     Each migration runs in its own ``BEGIN IMMEDIATE`` transaction together
     with the version bump, so a crash leaves the schema at a whole version.
@@ -102,15 +136,15 @@ def migrate(conn: sqlite3.Connection) -> list[int]:
         raise SchemaTooNew(
             f"database schema version {version} is newer than this leasegate ({latest})"
         )
-    for number, _name, ddl in MIGRATIONS:
-        if number <= version:
+    for number, _name, step in MIGRATIONS:
+        if number <= version or (upto is not None and number > upto):
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if callable(ddl):
-                ddl(conn)
+            if callable(step):
+                step(conn)
             else:
-                for statement in statements(ddl):
+                for statement in statements(step):
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number}")
         except BaseException:

@@ -1,7 +1,7 @@
 """SQL of worker presence and the task health report (tables owned by the task actor).
 
-The ``workers`` table's DDL is in ``tasks_sql.SCHEMA`` (migration 3); its
-``key_id`` (the key whose lease call last named the worker) in :data:`SCHEMA_KEYS`.
+``workers.key_id`` is the key whose lease call last named the worker; the table is in
+``sqlite/schema.sql``.
 """
 
 from __future__ import annotations
@@ -10,11 +10,6 @@ import sqlite3
 
 from leasegate.storage.lanes_sql import in_flight
 from leasegate.storage.rows import marks
-
-SCHEMA_KEYS = """
-ALTER TABLE workers ADD COLUMN key_id TEXT;
-CREATE INDEX workers_key ON workers (key_id, last_seen_at);
-"""
 
 _HOLDS_NO_TASK = ("NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.lease_owner = workers.worker_id "
                   f"AND {in_flight('tasks.status')})")

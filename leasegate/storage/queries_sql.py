@@ -13,78 +13,7 @@ from typing import Any
 from leasegate.storage.keyset import merged, ordered
 from leasegate.storage.rows import insert_new, marks
 
-SCHEMA = """
-CREATE TABLE queries (
-    query_id         TEXT PRIMARY KEY,
-    tenant           TEXT NOT NULL,
-    site             TEXT NOT NULL,
-    kind             TEXT NOT NULL,
-    params           TEXT NOT NULL,
-    max_cost         INTEGER,
-    fingerprint      TEXT NOT NULL,
-    status           TEXT NOT NULL
-        CHECK (status IN ('queued', 'leased', 'succeeded', 'failed', 'expired')),
-    lease_owner      TEXT,
-    lease_token      TEXT,
-    lease_request_id TEXT,
-    lease_expires_at REAL,
-    attempts         INTEGER NOT NULL DEFAULT 0,
-    created_at       REAL NOT NULL,
-    expires_at       REAL NOT NULL,
-    updated_at       REAL NOT NULL,
-    completed_at     REAL,
-    result           TEXT,
-    error_code       INTEGER,
-    error_message    TEXT,
-    cost             INTEGER,
-    outcome_digest   TEXT
-);
-CREATE INDEX queries_queued ON queries (site) WHERE status = 'queued';
-CREATE INDEX queries_lease_expiry ON queries (lease_expires_at) WHERE status = 'leased';
-CREATE INDEX queries_ttl ON queries (expires_at) WHERE status IN ('queued', 'leased');
-CREATE INDEX queries_completed ON queries (completed_at) WHERE completed_at IS NOT NULL;
-CREATE INDEX queries_lease_request ON queries (lease_owner, lease_request_id)
-    WHERE status = 'leased';
-CREATE INDEX queries_tenant ON queries (tenant, created_at);
-"""
-
-# What is left of a purged query: enough to answer a resubmit of its id (a replay
-# or 6004), never its params or result. The trigger makes the database itself
-# refuse a query under a tombstoned id, whatever code path inserts it.
-SCHEMA_TOMBSTONES = """
-CREATE TABLE query_tombstones (
-    query_id    TEXT PRIMARY KEY,
-    tenant      TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    status      TEXT NOT NULL CHECK (status IN ('succeeded', 'failed', 'expired')),
-    purged_at   REAL NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX query_tombstones_purged ON query_tombstones (purged_at);
-CREATE TRIGGER queries_never_reuse_a_tombstoned_id BEFORE INSERT ON queries
-    WHEN EXISTS (SELECT 1 FROM query_tombstones WHERE query_id = NEW.query_id)
-BEGIN
-    SELECT RAISE(IGNORE);
-END;
-"""
-
-# Migration 9: the queued queries in submission order, so that a lease without a
-# sites filter reads only queued rows, however many finished ones are retained
-# (without it the plan was a SCAN of the whole table in rowid order). With a
-# filter each site is its own range of ``queries_queued`` (site, rowid).
-SCHEMA_READY = """
-CREATE INDEX queries_ready ON queries (status) WHERE status = 'queued';
-"""
-
 TERMINAL = ("succeeded", "failed", "expired")
-
-# Migration 12: the status CHECK of migration 2 spelled as comparisons (the same
-# constraint; an IN list of three or more is built as a temporary table by every
-# statement that writes a row: 8 us a statement).
-CHECKS_RESPELLED = [
-    ("CHECK (status IN ('queued', 'leased', 'succeeded', 'failed', 'expired'))",
-     "CHECK (status = 'queued' OR status = 'leased' OR status = 'succeeded' "
-     "OR status = 'failed' OR status = 'expired')"),
-]
 
 # INDEXED BY: with both indexes on queued rows the planner would take either.
 _ALL_QUEUED = "SELECT *, rowid FROM queries INDEXED BY queries_ready"

@@ -10,7 +10,7 @@ Every transition is a conditional UPDATE on the status (and the lease token
 where there is one); callers check the returned rowcount. One task in flight
 per lane (site + account) is enforced by the partial unique index
 ``tasks_one_per_lane`` as well as by the lease query, which reads the lanes
-kept by triggers in ``lanes_sql``.
+(``lanes_sql``) that triggers on ``tasks`` keep (``sqlite/schema.sql``).
 """
 
 from __future__ import annotations
@@ -21,120 +21,10 @@ from typing import Any
 from leasegate.storage import lanes_sql
 from leasegate.storage.rows import insert_new, marks
 
-SCHEMA = """
-CREATE TABLE tasks (
-    task_id          TEXT PRIMARY KEY,
-    tenant           TEXT NOT NULL,
-    site             TEXT NOT NULL,
-    account          TEXT NOT NULL,
-    kind             TEXT NOT NULL,
-    params           TEXT NOT NULL,
-    priority         INTEGER NOT NULL DEFAULT 0,
-    not_before       REAL,
-    device_id        TEXT,
-    batch_total      INTEGER,
-    max_cost         INTEGER,
-    fingerprint      TEXT NOT NULL,
-    status           TEXT NOT NULL
-        CHECK (status IN ('queued', 'leased', 'running', 'succeeded', 'failed', 'canceled',
-                          'paused', 'stale', 'expired')),
-    progress         TEXT,
-    lease_owner      TEXT,
-    lease_token      TEXT,
-    lease_request_id TEXT,
-    claim_expires_at REAL,
-    lease_expires_at REAL,
-    renewed_at       REAL,
-    attempts         INTEGER NOT NULL DEFAULT 0,
-    cancel_requested INTEGER NOT NULL DEFAULT 0,
-    pause_requested  INTEGER NOT NULL DEFAULT 0,
-    created_at       REAL NOT NULL,
-    expires_at       REAL,
-    updated_at       REAL NOT NULL,
-    started_at       REAL,
-    completed_at     REAL,
-    result           TEXT,
-    error_code       INTEGER,
-    error_message    TEXT,
-    cost             INTEGER,
-    outcome_digest   TEXT,
-    late_result      INTEGER NOT NULL DEFAULT 0,
-    stale_reason     TEXT,
-    stale_at         REAL,
-    reclaim_action   TEXT,
-    reclaim_reason   TEXT,
-    reclaim_by       TEXT,
-    reclaim_at       REAL,
-    CHECK (status NOT IN ('leased', 'running', 'stale')
-           OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL)),
-    CHECK (status <> 'leased' OR claim_expires_at IS NOT NULL),
-    CHECK (status <> 'running' OR (lease_expires_at IS NOT NULL AND started_at IS NOT NULL)),
-    CHECK (status <> 'queued' OR expires_at IS NOT NULL)
-);
-CREATE UNIQUE INDEX tasks_one_per_lane ON tasks (site, account)
-    WHERE status IN ('leased', 'running', 'stale');
-CREATE INDEX tasks_queued ON tasks (priority DESC, created_at) WHERE status = 'queued';
-CREATE INDEX tasks_not_before ON tasks (not_before) WHERE status = 'queued';
-CREATE INDEX tasks_ttl ON tasks (expires_at) WHERE status = 'queued';
-CREATE INDEX tasks_claim_expiry ON tasks (claim_expires_at) WHERE status = 'leased';
-CREATE INDEX tasks_lease_expiry ON tasks (lease_expires_at) WHERE status = 'running';
-CREATE INDEX tasks_lease_owner ON tasks (lease_owner, lease_request_id)
-    WHERE status IN ('leased', 'running', 'stale');
-CREATE INDEX tasks_completed ON tasks (completed_at) WHERE completed_at IS NOT NULL;
-CREATE INDEX tasks_tenant ON tasks (tenant, created_at);
-CREATE TABLE workers (
-    worker_id     TEXT PRIMARY KEY,
-    first_seen_at REAL NOT NULL,
-    last_seen_at  REAL NOT NULL,
-    sites         TEXT
-);
-CREATE INDEX workers_last_seen ON workers (last_seen_at);
-"""
-
-# What is left of a purged task: enough to answer a resubmit of its id (a replay
-# or 6004), never its params or result. The trigger makes the database itself
-# refuse a task under a tombstoned id, whatever code path inserts it.
-SCHEMA_TOMBSTONES = """
-CREATE TABLE task_tombstones (
-    task_id     TEXT PRIMARY KEY,
-    tenant      TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    status      TEXT NOT NULL CHECK (status IN ('succeeded', 'failed', 'canceled', 'expired')),
-    purged_at   REAL NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX task_tombstones_purged ON task_tombstones (purged_at);
-CREATE TRIGGER tasks_never_reuse_a_tombstoned_id BEFORE INSERT ON tasks
-    WHEN EXISTS (SELECT 1 FROM task_tombstones WHERE task_id = NEW.task_id)
-BEGIN
-    SELECT RAISE(IGNORE);
-END;
-"""
-
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
           "expired")
 TERMINAL = ("succeeded", "failed", "canceled", "expired")
 UNFINISHED = ("queued", "leased", "running", "paused", "stale")
-
-# Paused and stale tasks wait on people: counted (and listed) without a scan.
-SCHEMA_UNRESOLVED = """
-CREATE INDEX tasks_paused ON tasks (created_at) WHERE status = 'paused';
-CREATE INDEX tasks_stale ON tasks (created_at) WHERE status = 'stale';
-"""
-
-# Migration 12: the CHECKs of migration 3 with their status sets spelled as
-# comparisons (the same constraints; an IN list of three or more is built as a
-# temporary table by every statement that writes a row: 15 us a statement).
-CHECKS_RESPELLED = [
-    ("""CHECK (status IN ('queued', 'leased', 'running', 'succeeded', 'failed', 'canceled',
-                          'paused', 'stale', 'expired'))""",
-     """CHECK (status = 'queued' OR status = 'leased' OR status = 'running'
-               OR status = 'succeeded' OR status = 'failed' OR status = 'canceled'
-               OR status = 'paused' OR status = 'stale' OR status = 'expired')"""),
-    ("""CHECK (status NOT IN ('leased', 'running', 'stale')
-           OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL))""",
-     """CHECK ((status <> 'leased' AND status <> 'running' AND status <> 'stale')
-           OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL))"""),
-]
 
 _CLEAR_LEASE = ("lease_owner = NULL, lease_token = NULL, lease_request_id = NULL, "
                 "claim_expires_at = NULL, lease_expires_at = NULL")
