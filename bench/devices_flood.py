@@ -131,7 +131,8 @@ def main() -> int:
                                   # unverified keys would set the pace, not the devices
                                   "LEASEGATE_ADDRESS_RATE_LIMIT_PER_SECOND": "0",
                                   # the table and memory are measured, not fsync
-                                  "LEASEGATE_SQLITE_SYNCHRONOUS": "NORMAL"})
+                                  "LEASEGATE_SQLITE_SYNCHRONOUS": "NORMAL",
+                                  "LEASEGATE_UNSAFE_DURABILITY": "true"})
         try:
             admin = served.keys["admin"]
             before_rows = trio.run(table_size, served.url, admin)

@@ -65,7 +65,8 @@ async def run(channel: str, rounds: int, total: dict[str, float], http: dict[str
               tasks: TaskClock) -> None:
     tasks.client = trio.lowlevel.current_task()
     with tempfile.TemporaryDirectory(prefix="leasegate-http-bench-") as tmp:
-        settings = load(environ={}, overrides={"sqlite_synchronous": "OFF"})
+        settings = load(environ={}, overrides={"sqlite_synchronous": "OFF",
+                                               "unsafe_durability": True})
         system = new_system(Path(tmp) / "leasegate.db", settings, inline_storage=True)
         app = create_app(system)
         async with trio.open_nursery() as nursery:

@@ -188,7 +188,9 @@ def main() -> None:
             built = build(data / "leasegate.db", shape)
             query = [time_query(data / "leasegate.db", channel, args.max, f) for f in filters]
             served = start_leasegate(data, {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0",
-                                            "LEASEGATE_SQLITE_SYNCHRONOUS": args.synchronous},
+                                            "LEASEGATE_SQLITE_SYNCHRONOUS": args.synchronous,
+                                            # NORMAL or OFF are refused without it
+                                            "LEASEGATE_UNSAFE_DURABILITY": "true"},
                                      timeout=120)
             url, key = served.url, served.keys["worker"]
             try:

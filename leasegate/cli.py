@@ -1,7 +1,7 @@
 """The leasegate command: serve the gateway, create keys, back up and restore the database.
 
 Exit status: 0 done; 1 it could not be done (port in use, data directory not
-writable or in use, no database, not a backup); 2 a usage error (bad
+writable or in use, no database, not a backup, storage not durable); 2 a usage error (bad
 arguments or settings); 130 (128 + signal number) when stopped by a second
 SIGINT/SIGTERM, or a first one before the server was up.
 """
@@ -31,6 +31,7 @@ from leasegate.storage.datadir import (
     db_path,
     require_database,
 )
+from leasegate.storage.durability import StorageNotDurable
 from leasegate.storage.migrations import migrate
 
 USAGE_ERROR = 2
@@ -62,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--allow-unbalanced", action="store_true",
                        help="serve even if the start-up ledger audit fails (it is still "
                             "logged, and shown in /health and /metrics)")
+    serve.add_argument("--unsafe-durability", action="store_true",
+                       help="serve even if a setting lets a power cut lose acknowledged "
+                            "writes (sqlite_synchronous OFF or NORMAL); logged at every "
+                            "start, and shown in /health and /metrics (the setting "
+                            "unsafe_durability does the same)")
     serve.add_argument("--log-level", default="INFO",
                        choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
                        help="log level; logs go to stderr (default: %(default)s)")
@@ -109,8 +115,9 @@ def _create_key(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
         return _fail(f"invalid key: {reasons}", USAGE_ERROR)
-    # Works with or without a server: WAL lets this write beside it.
-    conn = connect(require_database(args.data))
+    # Works with or without a server: WAL lets this write beside it. Always FULL,
+    # whatever the server's sqlite_synchronous: the key printed is on disk.
+    conn = connect(require_database(args.data), synchronous="FULL")
     try:
         migrate(conn)
         with transaction(conn):
@@ -136,6 +143,8 @@ def _serve(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = load(args.config)
+        if args.unsafe_durability:
+            settings = settings.replace(unsafe_durability=True)
     except SettingsError as exc:
         return _fail(f"settings: {exc}", USAGE_ERROR)
     from leasegate.actors.ledger import LedgerUnbalanced
@@ -147,7 +156,8 @@ def _serve(args: argparse.Namespace) -> int:
                                bootstrap=not args.no_bootstrap_keys,
                                allow_unbalanced=args.allow_unbalanced))
     # trio wraps what ends a nursery in exception groups; one line each, no traceback.
-    except* (StartupError, DataDirBusy, DataDirUnusable, LedgerUnbalanced) as group:
+    except* (StartupError, DataDirBusy, DataDirUnusable, LedgerUnbalanced,
+             StorageNotDurable) as group:
         status, message = FAILED, str(_first(group))
     except* KeyboardInterrupt:
         status, message = 128 + signal.SIGINT, "interrupted"

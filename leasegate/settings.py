@@ -68,6 +68,9 @@ class Settings:
     address_rate_limit_per_second: float = 20.0
     address_rate_limit_burst: int = 100
     sqlite_synchronous: str = "FULL"
+    # Serve on storage that cannot keep "durable before acknowledged" (e.g.
+    # sqlite_synchronous OFF or NORMAL); refused at start without it.
+    unsafe_durability: bool = False
     # How often retention purges and bucket sweeps run.
     housekeeping_interval: float = 60.0
     # How long an idle or slow socket may hold a read.

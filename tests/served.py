@@ -33,6 +33,8 @@ class Served:
     env: dict[str, str] = field(default_factory=dict)
     # The server's output after start-up, when ``start(..., collect_output=True)``.
     output: list[str] = field(default_factory=list)
+    # Its output up to and including the "serving" line.
+    startup: list[str] = field(default_factory=list)
     log_level: str = "WARNING"
 
     @property
@@ -78,7 +80,7 @@ def start(data: Path, env: dict[str, str] | None = None, *, port: int | None = N
     else:
         raise AssertionError(f"server exited: {process.wait()}\n{''.join(seen[-20:])}")
     served = Served(process, f"http://127.0.0.1:{port}", keys, data, dict(env or {}),
-                    log_level=log_level)
+                    log_level=log_level, startup=seen)
     if collect_output:
         threading.Thread(target=_collect, args=(process.stdout, served.output),
                          daemon=True).start()

@@ -54,11 +54,12 @@ def test_every_serve_option_is_explained(capsys: pytest.CaptureFixture[str]) -> 
             entries.append(line)
         elif entries and line.startswith("   "):
             entries[-1] += "\n" + line
-    assert len(entries) == 8
+    assert len(entries) == 9
     for entry in entries:
         assert "\n" in entry or re.search(r"\S {2,}\S", entry), f"no help: {entry!r}"
     for shown in ("--data", "(default: var)", "(default: 127.0.0.1)", "(default: 8470)",
-                  "--config", "--no-bootstrap-keys", "(default: INFO)", "--allow-unbalanced"):
+                  "--config", "--no-bootstrap-keys", "(default: INFO)", "--allow-unbalanced",
+                  "--unsafe-durability"):
         assert shown in out
 
 

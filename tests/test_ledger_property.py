@@ -82,7 +82,8 @@ TENANTS = ("t1", "t2")
 RECOVER_EVERY = 60.0
 ORPHAN_AGE = HOUR
 SETTINGS = load(environ={}, overrides={
-    "sqlite_synchronous": "OFF", "task_claim_window": 30, "task_lease_ttl": 120,
+    "sqlite_synchronous": "OFF", "unsafe_durability": True,
+    "task_claim_window": 30, "task_lease_ttl": 120,
     "task_hard_timeout": 1800, "task_ttl": 3 * HOUR, "task_retention": 2 * HOUR,
     "query_ttl": 900, "query_lease_ttl": 60, "query_retention": 2 * HOUR,
     "housekeeping_interval": 600, "ledger_recover_interval": RECOVER_EVERY,

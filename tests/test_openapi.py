@@ -169,7 +169,7 @@ async def test_security(document: dict[str, Any]) -> None:
 async def test_public_metrics_need_no_key(nursery: trio.Nursery, tmp_path: Path,
                                           clock: Clock) -> None:
     settings = load(environ={}, overrides={"sqlite_synchronous": "OFF",
-                                           "metrics_public": True})
+                                           "unsafe_durability": True, "metrics_public": True})
     document = await fetch(nursery, tmp_path, settings, clock)
     metrics = operations(document)[("get", "/metrics")]
     assert metrics["security"] == []

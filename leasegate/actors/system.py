@@ -50,6 +50,7 @@ from leasegate.storage import events_sql
 from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.backup import backup
 from leasegate.storage.connection import Database, is_disk_failure, transaction
+from leasegate.storage.durability import Durability, ReportsDurability, admit
 from leasegate.storage.migrations import migrate
 from leasegate.storage.probe import probe_write
 
@@ -121,6 +122,8 @@ class System:
         self._closed = trio.Event()
         self._probed_at = -math.inf
         self._probe_ok = False
+        # The storage's answer at start-up (None until then), for /health and /metrics.
+        self.durability: Durability | None = None
         # One throttle for every "the disk is failing" line of the system: a full
         # disk under load must not write a line per request.
         self._disk = Throttled(log, settings.error_log_window)
@@ -227,6 +230,7 @@ class System:
         try:
             for db in self._databases:
                 await db.start()
+            await self._admit_storage(self._setup)  # opened as all the others are
             await self._setup.run(migrate)
             self.events.start(await self._setup.run(events_sql.last_event_id))
             await self._audit_ledger()
@@ -257,6 +261,12 @@ class System:
                 for db in self._databases:
                     await db.stop()
 
+    async def _admit_storage(self, storage: ReportsDurability) -> None:
+        """Refuse to serve, before anything is written, on storage that cannot keep
+        "durable before acknowledged", unless ``unsafe_durability`` (then one warning)."""
+        self.durability = admit(await storage.durability(),
+                                allow_unsafe=self.settings.unsafe_durability)
+
     async def _audit_ledger(self) -> None:
         """The start-up audit: a violation refuses to serve (naming the failing checks)
         unless ``allow_unbalanced``; either way /health and /metrics show it."""
@@ -273,6 +283,11 @@ class System:
             raise LedgerUnbalanced(f"the ledger audit failed: {failing}; not serving "
                                    "(--allow-unbalanced serves anyway)")
         log.error("the ledger audit failed, serving anyway (--allow-unbalanced): %s", failing)
+
+    @property
+    def durable(self) -> bool:
+        """The storage keeps "durable before acknowledged" (False until start-up asked)."""
+        return self.durability is not None and self.durability.durable
 
     @property
     def draining(self) -> bool:

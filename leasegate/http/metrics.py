@@ -32,6 +32,7 @@ class Metrics(Collector):
                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                           0.5, 1, 2.5, 5, 10, 30))
         self._ledger_ok = True
+        self._durable = False
         self._snapshot: tuple[TaskHealthReport, tuple[QueryCounts, ...],
                               SystemStatistics] | None = None
         self._devices: DeviceCounts | None = None
@@ -63,6 +64,7 @@ class Metrics(Collector):
         queries = await system.queries.mailbox.ask(CountQueries())
         audit = system.ledger.last_audit
         self._ledger_ok = audit is None or audit.ok
+        self._durable = system.durable
         self._snapshot = (tasks, queries, system.statistics())
         self._scraped_at = system.clock.now()
         self._devices = await system.devices.mailbox.ask(CountDevices())
@@ -107,6 +109,10 @@ class Metrics(Collector):
         yield GaugeMetricFamily("leasegate_ledger_audit_ok",
                                 "1 if the last ledger audit passed, else 0",
                                 value=1 if self._ledger_ok else 0)
+        yield GaugeMetricFamily("leasegate_durable",
+                                "1 if the storage keeps durable-before-acknowledged, 0 if "
+                                "served with unsafe_durability (a power cut can lose "
+                                "acknowledged writes)", value=1 if self._durable else 0)
 
     def _job_metrics(self, stats: SystemStatistics) -> Iterator[Metric]:
         """Every periodic and on-demand job: runs, failures, last run, overdue; and the

@@ -461,6 +461,10 @@ class HealthChecks(BaseModel):
     draining: bool
     ledger_ok: bool = Field(description="The last ledger audit (at start-up, every "
                             "`ledger_audit_interval`, or on GET /v1/ledger/audit) passed.")
+    durable: bool = Field(description="The storage keeps \"durable before acknowledged\"; "
+                          "false only when served with `unsafe_durability` (e.g. "
+                          "`sqlite_synchronous` OFF or NORMAL). Does not make the status "
+                          "`degraded`: it is the operator's standing choice.")
 
 
 class Health(BaseModel):
@@ -468,7 +472,8 @@ class Health(BaseModel):
     checks: HealthChecks
     details: dict[str, Any] | None = Field(
         default=None, description="Admin keys only: blocked lanes (account, task, since), "
-        "sites without a worker, queue depths by site, every periodic job.")
+        "sites without a worker, queue depths by site, every periodic job, the settings "
+        "that make the storage not durable.")
 
 
 class BackupMade(BaseModel):

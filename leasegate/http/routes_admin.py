@@ -113,6 +113,7 @@ async def health_report(detailed: bool) -> dict[str, Any]:
         "overdue_jobs": overdue_jobs,
         "draining": stats.draining,
         "ledger_ok": ledger_ok,
+        "durable": sys.durable,
     }
     degraded = (not writable or tasks.stale > 0 or bool(tasks.unserved_sites)
                 or not ledger_ok or overdue_jobs > 0)
@@ -124,6 +125,8 @@ async def health_report(detailed: bool) -> dict[str, Any]:
             "queued": {"tasks": tasks.queued, "queries": query_counts.get("queued", {})},
             "leased_queries": query_counts.get("leased", {}),
             "ledger_failing_checks": [] if audit is None else list(audit.failing()),
+            "durability_weakened_by": ([] if sys.durability is None
+                                       else list(sys.durability.weakened_by)),
             "jobs": {f"{job.owner}.{job.name}": _job(job, now) for job in stats.jobs},
             "on_demand_jobs": {f"{job.owner}.{job.name}": _job(job, now)
                                for job in stats.services},

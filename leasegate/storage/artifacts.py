@@ -36,6 +36,7 @@ import trio
 from leasegate.errors import PayloadTooLarge, Unavailable
 from leasegate.logs import escape
 from leasegate.storage.connection import is_disk_failure
+from leasegate.storage.durable_files import make_dir_durably, replace_durably
 
 log = logging.getLogger("leasegate.artifacts")
 
@@ -108,7 +109,8 @@ class ArtifactStore:
                     await trio.to_thread.run_sync(lambda: path.unlink(missing_ok=True))
 
     def _open_staging(self, path: Path) -> BinaryIO:
-        self.staging.mkdir(parents=True, exist_ok=True)
+        # The file's own name needs no fsync: place() makes its final name durable.
+        make_dir_durably(self.staging)
         return path.open("wb")
 
     def staged_path(self, staging_name: str) -> Path:
@@ -118,10 +120,13 @@ class ArtifactStore:
         return self.staging / staging_name
 
     def place(self, staging_name: str, sha256: str, task_id: str, name: str) -> None:
-        """Move a staged upload into place (a rename: cheap, safe on the actor's path)."""
+        """Move a staged upload into place durably, before the row that names it commits:
+        a rename and a directory fsync (one more for a task's first artifact, whose
+        directory is new), on the actor's database thread. :meth:`stage` fsynced the
+        bytes already, so the file fsync before the rename finds nothing to write."""
         target = self.path(task_id, name, sha256)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(self.staged_path(staging_name), target)
+        make_dir_durably(target.parent)
+        replace_durably(self.staged_path(staging_name), target)
 
     def discard_later(self, task_ids: list[str]) -> None:
         """Queue the directories of purged tasks for deletion; never blocks."""

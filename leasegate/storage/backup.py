@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 from pathlib import Path
 
 from leasegate.storage.connection import BUSY_TIMEOUT_MS
+from leasegate.storage.durable_files import fsync_directory, make_dir_durably, replace_durably
 from leasegate.storage.migrations import MIGRATIONS, current_version
 
 
@@ -19,10 +19,11 @@ def backup(db_file: Path, out: Path) -> int:
     """Copy ``db_file`` to ``out`` through SQLite's backup API; returns the size.
 
     Safe while a server writes: the copy is one consistent snapshot. The copy
-    is written next to ``out`` and renamed, so ``out`` is never half-written;
-    on failure the partial copy is removed.
+    is written next to ``out``, fsynced and renamed, and the rename fsynced: ``out``
+    is never half-written, and once this returns a power cut cannot take it back.
+    On failure the partial copy is removed.
     """
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dir_durably(out.parent)
     partial = out.with_name(out.name + ".partial")
     partial.unlink(missing_ok=True)
     # A plain connection: connect() would switch a backup file being restored
@@ -39,7 +40,7 @@ def backup(db_file: Path, out: Path) -> int:
                 target.close()
         finally:
             source.close()
-        os.replace(partial, out)
+        replace_durably(partial, out)
     except BaseException:
         # A full disk must not also keep the half copy that filled it.
         with contextlib.suppress(OSError):
@@ -71,7 +72,10 @@ def check_backup(path: Path) -> None:
 def restore(backup_file: Path, db_file: Path) -> int:
     """Replace ``db_file`` with a checked copy of ``backup_file`` (server stopped)."""
     check_backup(backup_file)
-    db_file.parent.mkdir(parents=True, exist_ok=True)
+    make_dir_durably(db_file.parent)
     for suffix in ("-wal", "-shm"):
         Path(str(db_file) + suffix).unlink(missing_ok=True)
+    # The old WAL must be gone for good before the new file takes its database's
+    # name: replayed onto the restored file after a power cut, it would corrupt it.
+    fsync_directory(db_file.parent)
     return backup(backup_file, db_file)

@@ -27,6 +27,8 @@ from typing import TypeVar
 import outcome
 import trio
 
+from leasegate.storage.durability import Durability
+
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
@@ -83,6 +85,21 @@ def connect(path: Path | str, synchronous: str = "FULL") -> sqlite3.Connection:
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+# PRAGMA synchronous reads back as a number. In WAL mode FULL syncs the WAL at every
+# commit; NORMAL only at checkpoints, so a power cut loses the last commits; OFF never.
+_SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+_DURABLE_SYNCHRONOUS = 2
+
+
+def sqlite_durability(conn: sqlite3.Connection) -> Durability:
+    """The SQLite engine's answer to "is this storage durable?", from the connection."""
+    level = int(conn.execute("PRAGMA synchronous").fetchone()[0])
+    if level >= _DURABLE_SYNCHRONOUS:
+        return Durability()
+    name = _SYNCHRONOUS_NAMES.get(level, str(level))
+    return Durability((f"sqlite_synchronous = {name} (FULL or EXTRA keeps the promise)",))
 
 
 @contextmanager
@@ -218,6 +235,11 @@ class Database:
         with trio.CancelScope(shield=True):
             await done.wait()
         return box[0].unwrap()
+
+    async def durability(self) -> Durability:
+        """Whether this database keeps "durable before acknowledged" (see
+        :mod:`leasegate.storage.durability`). Cancellation: as :meth:`run`."""
+        return await self.run(sqlite_durability)
 
     def run_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` directly; only before the thread serves anyone, or inline."""

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from types import TracebackType
 
+from leasegate.storage.durable_files import fsync_directory, make_dir_durably
+
 DB_NAME = "leasegate.db"
 LOCK_NAME = "leasegate.lock"
 
@@ -58,11 +60,21 @@ class DataDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
+        lock_file = self.data_dir / LOCK_NAME
         try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+            # Durably: the database is created in here. (SQLite fsyncs this directory
+            # itself when it creates the WAL beside the database.)
+            make_dir_durably(self.data_dir)
             if not os.access(self.data_dir, os.W_OK | os.X_OK):
                 raise PermissionError(13, "Permission denied")
-            fd = os.open(self.data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+            created = not lock_file.exists()
+            fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if created:
+                    fsync_directory(self.data_dir)
+            except OSError:
+                os.close(fd)
+                raise
         except OSError as exc:
             raise DataDirUnusable(
                 f"cannot use data directory {self.data_dir}: {exc.strerror or exc}"
