@@ -12,9 +12,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SkipValidation,
+    StrictFloat,
+    StrictInt,
     StringConstraints,
     model_validator,
 )
@@ -25,16 +28,41 @@ from leasegate.actors.pages import Page
 from leasegate.actors.query_messages import QueryOutcome, QueryStatus
 from leasegate.actors.task_messages import ReclaimAction, TaskOutcome, TaskStatus
 from leasegate.ids import ID_PATTERN
+from leasegate.settings import MAX_AMOUNT
 
 # pydantic's patterns are Rust regexes, where "$" matches only at the very end
 # (never before a trailing newline), so ID_PATTERN is whole-string here too.
 Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 # Integers are bounded at the edge: SQLite stores 64-bit integers and raises
-# OverflowError past them (which would take an actor, and the process, down).
-Amount = Annotated[int, Field(ge=0, le=2**53)]  # minor units; exact in JSON doubles too
-Count = Annotated[int, Field(gt=0, le=2**31 - 1)]
-Offset = Annotated[int, Field(ge=0, le=2**31 - 1)]
-Code = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+# OverflowError past them (which would take an actor, and the process, down). In a
+# JSON body they are strict: true, "100", 100.0 and 1e2 are not integers.
+Amount = Annotated[StrictInt, Field(ge=0, le=MAX_AMOUNT)]  # minor units
+Count = Annotated[StrictInt, Field(gt=0, le=2**31 - 1)]
+Code = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
+Seconds = Annotated[StrictFloat, Field(ge=0, le=30)]  # an integer is a number too
+
+
+def whole_number(text: str, most: int) -> int | None:
+    """``text`` as an integer 0..``most`` if it is ASCII digits alone, else None: no
+    sign, space, point, exponent or underscore, and no other script's digits ("²",
+    "①", "٥", "𝟓" and "５" are not numbers here, whatever ``int()`` makes of them)."""
+    if not (text.isascii() and text.isdecimal()) or len(text) > len(str(most)):
+        return None
+    value = int(text)
+    return value if value <= most else None
+
+
+def _ascii_digits(value: object) -> object:
+    if isinstance(value, str) and not (value.isascii() and value.isdecimal()):
+        raise ValueError("must be a whole number in ASCII digits")
+    return value
+
+
+# An integer in a query string (text by nature) is ASCII digits:
+# ``Annotated[int, Field(...), ASCII_DIGITS]`` (after the Field, or the schema
+# shows its bounds as "ge"/"le" instead of "minimum"/"maximum").
+ASCII_DIGITS = BeforeValidator(_ascii_digits)
+Offset = Annotated[int, Field(ge=0, le=2**31 - 1), ASCII_DIGITS]
 Text = Annotated[str, StringConstraints(max_length=4096)]
 Timestamp = str  # ISO 8601 UTC, whole seconds, "Z"
 
@@ -61,7 +89,7 @@ class SubmitTaskBody(Strict):
     account: Id = "-"
     kind: Id
     params: dict[str, Any] = Field(default_factory=dict)
-    priority: Annotated[int, Field(ge=0, le=9)] = 0
+    priority: Annotated[StrictInt, Field(ge=0, le=9)] = 0
     not_before: datetime | None = None
     device_id: Id | None = None
     batch_total: Count | None = None
@@ -70,9 +98,9 @@ class SubmitTaskBody(Strict):
 
 class LeaseBody(Strict):
     worker_id: Id
-    wait_seconds: Annotated[float, Field(ge=0, le=30)] = 20
+    wait_seconds: Seconds = 20
     sites: Annotated[list[Id], Field(min_length=1, max_length=100)] | None = None
-    max: Annotated[int, Field(ge=1, le=MAX_BATCH)] = 1
+    max: Annotated[StrictInt, Field(ge=1, le=MAX_BATCH)] = 1
     request_id: Id | None = None
 
 
@@ -191,7 +219,7 @@ class CreateKeyBody(Strict):
 
 
 class ListArgs(Strict):
-    limit: Annotated[int, Field(ge=1, le=500)] = 50
+    limit: Annotated[int, Field(ge=1, le=500), ASCII_DIGITS] = 50
     offset: Offset = 0
 
 
