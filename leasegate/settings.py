@@ -24,9 +24,9 @@ SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 # The ledger's hard ceilings, in minor units; the settings below may only lower them.
 # One amount (a credit, a max_cost, a cost): exact in a JSON double, so every client
 # reads it as sent. A balance: every balance lies within +-ledger_max_balance (see
-# Settings.ledger_max_balance), and so does every partial sum of balances, so a
-# ceiling below 2**63 keeps all of them in SQLite's 64-bit integers; 2**62 leaves
-# room for one more amount on top before the ledger refuses it.
+# Settings.ledger_max_balance), and so does every partial sum of balances, so any
+# ceiling below 2**63 keeps all of them in SQLite's 64-bit integers; 2**62 is a round
+# one with a margin.
 MAX_AMOUNT = 2**53
 MAX_BALANCE = 2**62
 

@@ -4,7 +4,10 @@ Accounts: one per tenant, plus ``@world`` (money coming in), ``@holds``
 (reserved) and ``@revenue`` (earned). ``credit`` is ``@world -> tenant``; a
 hold is ``tenant -> @holds``; a settlement moves the charge ``@holds ->
 @revenue`` and the rest ``@holds -> tenant``. Every transaction's lines sum
-to zero, so the balances always do.
+to zero, so the balances always do. Money enters only by a credit, which may not
+take ``@world`` past ``-ledger_max_balance``: so no balance, and no sum of balances,
+can leave 64-bit integers (see ``Settings.ledger_max_balance``); one credit or hold is
+at most ``ledger_max_amount``. Past either: 6010 (``LedgerLimit``), nothing moves.
 
 Settlement (at most once per job; a second settle changes nothing): a
 succeeded job is charged the cost it reported, or the full hold if none; a
@@ -125,13 +128,11 @@ def audit(conn: sqlite3.Connection) -> AuditReport:
         return f"{what}: {', '.join(map(str, names))}" if names else "none"
 
     sums, holds, opened = f["sum_balances"], f["holds_balance"], f["open_holds"]
+    int64 = [listed(names, what) for names, what in (
+        (f["not_integers"], "not integers (an overflow made them reals)"),
+        (f["overflowing"], "sums past 64-bit integers")) if names]
     checks = (
-        AuditCheck("amounts_are_int64", not f["not_integers"] and not f["overflowing"],
-                   "; ".join(filter(None, (
-                       f["not_integers"] and listed(f["not_integers"], "not integers (an "
-                                                    "overflow made them reals)"),
-                       f["overflowing"] and listed(f["overflowing"], "sums past 64-bit "
-                                                   "integers")))) or "none"),
+        AuditCheck("amounts_are_int64", not int64, "; ".join(int64) or "none"),
         AuditCheck("balances_sum_to_zero", sums == 0,
                    PAST_INT64 if sums is None else f"sum of all balances: {sums}"),
         AuditCheck("transactions_balanced", f["unbalanced_txns"] == [],
