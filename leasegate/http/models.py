@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     SkipValidation,
@@ -27,6 +26,7 @@ from leasegate.actors.key_messages import Role
 from leasegate.actors.pages import Page
 from leasegate.actors.query_messages import QueryOutcome, QueryStatus
 from leasegate.actors.task_messages import ReclaimAction, TaskOutcome, TaskStatus
+from leasegate.http.numbers import ASCII_DIGITS
 from leasegate.ids import ID_PATTERN
 from leasegate.settings import MAX_AMOUNT
 
@@ -40,29 +40,7 @@ Amount = Annotated[StrictInt, Field(ge=0, le=MAX_AMOUNT)]  # minor units
 Count = Annotated[StrictInt, Field(gt=0, le=2**31 - 1)]
 Code = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
 Seconds = Annotated[StrictFloat, Field(ge=0, le=30)]  # an integer is a number too
-
-
-def whole_number(text: str, most: int) -> int | None:
-    """``text`` as an integer 0..``most`` if it is ASCII digits alone, else None: no
-    sign, space, point, exponent or underscore, and no other script's digits ("²",
-    "①", "٥", "𝟓" and "５" are not numbers here, whatever ``int()`` makes of them)."""
-    if not (text.isascii() and text.isdecimal()) or len(text) > len(str(most)):
-        return None
-    value = int(text)
-    return value if value <= most else None
-
-
-def _ascii_digits(value: object) -> object:
-    if isinstance(value, str) and not (value.isascii() and value.isdecimal()):
-        raise ValueError("must be a whole number in ASCII digits")
-    return value
-
-
-# An integer in a query string (text by nature) is ASCII digits:
-# ``Annotated[int, Field(...), ASCII_DIGITS]`` (after the Field, or the schema
-# shows its bounds as "ge"/"le" instead of "minimum"/"maximum").
-ASCII_DIGITS = BeforeValidator(_ascii_digits)
-Offset = Annotated[int, Field(ge=0, le=2**31 - 1), ASCII_DIGITS]
+Offset = Annotated[int, Field(ge=0, le=2**31 - 1), ASCII_DIGITS]  # in a query string
 Text = Annotated[str, StringConstraints(max_length=4096)]
 Timestamp = str  # ISO 8601 UTC, whole seconds, "Z"
 

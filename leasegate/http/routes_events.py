@@ -33,7 +33,8 @@ from leasegate.actors.history import GetHistory, JobEvent
 from leasegate.errors import InvalidRequest
 from leasegate.http.auth import allow, require_tenant
 from leasegate.http.context import system
-from leasegate.http.models import ASCII_DIGITS, Id, Strict, Timestamp, whole_number
+from leasegate.http.models import Id, Strict, Timestamp
+from leasegate.http.numbers import ASCII_DIGITS, whole_number
 from leasegate.http.render import to_json
 from leasegate.ids import ID_RULE, is_id
 

@@ -19,7 +19,7 @@ from leasegate.actors.task_messages import ReclaimTask
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import authenticator, back_to, bp, principal, session
 from leasegate.http.context import system
-from leasegate.http.models import whole_number
+from leasegate.http.numbers import whole_number
 from leasegate.settings import MAX_AMOUNT
 
 MAX_FIELD_CHARS = 2000

@@ -24,7 +24,7 @@ from leasegate.actors.task_messages import (
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import activity, bp, page
 from leasegate.http.context import system
-from leasegate.http.models import whole_number
+from leasegate.http.numbers import whole_number
 from leasegate.http.render import to_json
 from leasegate.http.routes_admin import health_report
 from leasegate.ids import ID_RULE, is_id
