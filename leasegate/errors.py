@@ -51,11 +51,14 @@ QueryLeaseInvalid = _error("QueryLeaseInvalid", 6006, "query_lease_invalid", 409
 InsufficientFunds = _error("InsufficientFunds", 6007, "insufficient_funds", 402)
 DeviceLimit = _error("DeviceLimit", 6008, "device_limit", 429)
 ArtifactNotFound = _error("ArtifactNotFound", 6009, "artifact_not_found", 404)
+# An amount past a ledger bound (ledger_max_amount, ledger_max_balance): the request is
+# well formed, but the ledger will not keep a sum that could leave 64-bit integers.
+LedgerLimit = _error("LedgerLimit", 6010, "ledger_limit", 422)
 
 ALL_ERRORS: tuple[type[LeasegateError], ...] = (
     InvalidRequest, Unauthorized, Forbidden, NotFound, MethodNotAllowed, RequestTimeout,
     PayloadTooLarge,
     RateLimited, Unavailable, InternalError, TaskNotFound, TaskLeaseInvalid, StateConflict,
     IdempotencyConflict, QueryNotFound, QueryLeaseInvalid, InsufficientFunds, DeviceLimit,
-    ArtifactNotFound,
+    ArtifactNotFound, LedgerLimit,
 )  # fmt: skip

@@ -21,6 +21,15 @@ MiB = 1024 * 1024
 
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
+# The ledger's hard ceilings, in minor units; the settings below may only lower them.
+# One amount (a credit, a max_cost, a cost): exact in a JSON double, so every client
+# reads it as sent. A balance: every balance lies within +-ledger_max_balance (see
+# Settings.ledger_max_balance), and so does every partial sum of balances, so any
+# ceiling below 2**63 keeps all of them in SQLite's 64-bit integers; 2**62 is a round
+# one with a margin.
+MAX_AMOUNT = 2**53
+MAX_BALANCE = 2**62
+
 
 class SettingsError(ValueError):
     """A setting is unknown, malformed or inconsistent; the message names it."""
@@ -53,6 +62,16 @@ class Settings:
     ledger_settled_retention: float = 90 * DAY
     # How often the ledger audits its books (a read of the whole journal).
     ledger_audit_interval: float = HOUR
+    # The most one credit or one max_cost may be (minor units).
+    ledger_max_amount: int = MAX_AMOUNT
+    # The most any account may hold, @world included. Money enters only by a credit
+    # (@world -> tenant), and every transaction sums to zero, so @world's balance is
+    # minus every credit ever made and the positive balances (tenants, @holds,
+    # @revenue) add up to exactly that. A credit that would take @world past
+    # -ledger_max_balance is refused: then every balance, and every sum of balances
+    # taken in any order, lies within +-ledger_max_balance <= MAX_BALANCE < 2**63.
+    # The default keeps every balance exact in a JSON double too.
+    ledger_max_balance: int = MAX_AMOUNT
     artifact_orphan_sweep_interval: float = HOUR
     artifact_orphan_max_age: float = 24 * HOUR
     artifact_temp_max_age: float = HOUR
@@ -131,6 +150,7 @@ class Settings:
             )
         if self.drain_seconds > 60:
             raise SettingsError("drain_seconds must be at most 60: shutdown must stay quick")
+        self._check_ledger_bounds()
         if self.device_cancel_after <= self.device_pause_after:
             raise SettingsError("device_cancel_after must be greater than device_pause_after")
         if self.sqlite_synchronous not in SYNCHRONOUS_MODES:
@@ -140,6 +160,16 @@ class Settings:
         if self.address_rate_limit_per_second > 0 and self.address_rate_limit_burst < 1:
             raise SettingsError("address_rate_limit_burst must be at least 1 when address "
                                 "rate limiting is on")
+
+    def _check_ledger_bounds(self) -> None:
+        if not 1 <= self.ledger_max_amount <= MAX_AMOUNT:
+            raise SettingsError(f"ledger_max_amount must be 1 to {MAX_AMOUNT} (2**53: exact "
+                                f"in JSON); got {self.ledger_max_amount}")
+        if not self.ledger_max_amount <= self.ledger_max_balance <= MAX_BALANCE:
+            raise SettingsError(
+                f"ledger_max_balance must be ledger_max_amount ({self.ledger_max_amount}) "
+                f"to {MAX_BALANCE} (2**62: no sum of balances can leave 64-bit integers); "
+                f"got {self.ledger_max_balance}")
 
     def replace(self, **changes: Any) -> Settings:
         return load(overrides=changes, base=self)

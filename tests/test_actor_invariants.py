@@ -91,6 +91,8 @@ VALID: dict[type[Message], Message] = {
     ledger_messages.ListAccounts: ledger_messages.ListAccounts(),
     ledger_messages.ListHolds: ledger_messages.ListHolds("ten", "open"),
     ledger_messages.PlaceHold: ledger_messages.PlaceHold("task", "t1", "ten", 5),
+    ledger_messages.PlaceHolds: ledger_messages.PlaceHolds((
+        ledger_messages.PlaceHold("task", "t3", "ten", 5),)),
     ledger_messages.ReleaseHold: ledger_messages.ReleaseHold("task", "t1"),
     ledger_messages.Settle: ledger_messages.Settle("task", "t1", "succeeded", 3),
     ledger_messages.HoldsOf: ledger_messages.HoldsOf("query", ("q1",)),

@@ -7,8 +7,12 @@ object, or its status and error envelope.
 
 from __future__ import annotations
 
+import re
+import sqlite3
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 import trio
 
 from tests.conftest import Gateway
@@ -172,6 +176,49 @@ async def test_a_refused_enqueue_gives_its_hold_back(gateway: Gateway) -> None:
         {**ORDER, "task_id": "fine", "account": "f", "max_cost": 40}]})
     assert statuses(items) == [409, 201]
     assert (await account(gateway))["held"] == 40
+
+
+async def actor_commits(gw: Gateway, actor: str) -> float:
+    response = await gw.client.get("/metrics", headers=gw.auth("admin"))
+    text = (await response.get_data()).decode()
+    found = re.search(rf'^leasegate_actor_commits{{actor="{actor}"}} (\S+)$', text, re.M)
+    assert found, text
+    return float(found.group(1))
+
+
+async def test_the_holds_of_one_batch_are_one_commit_of_the_ledger(gateway: Gateway) -> None:
+    """A crash leaves all of a batch's holds or none (it left 1 of 100 in a kill -9)."""
+    await credit(gateway, "t1", 10_000, "pay-1")
+    for path, body in (("/v1/tasks/batch", ORDER), ("/v1/queries/batch", QUERY)):
+        before = await actor_commits(gateway, "ledger")
+        items = await batch(gateway, path, "t1", {"items": [
+            {**body, "max_cost": 1 + n % 3} for n in range(100)]})
+        assert statuses(items) == [201] * 100
+        assert await actor_commits(gateway, "ledger") == before + 1
+    status, holds = await call(gateway, "GET", "/v1/ledger/holds?status=open&limit=500",
+                               "admin")
+    assert (status, holds["total"]) == (200, 200)
+
+
+async def test_a_batch_whose_enqueue_fails_leaves_no_holds(
+        gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    await credit(gateway, "t1", 100, "pay-1")
+
+    async def full(fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        await trio.lowlevel.checkpoint()
+        exc = sqlite3.OperationalError("database or disk is full")
+        exc.sqlite_errorcode = sqlite3.SQLITE_FULL
+        raise exc
+
+    monkeypatch.setattr(gateway.system.tasks.db, "run", full)
+    status, body = await call(gateway, "POST", "/v1/tasks/batch", "t1", {"items": [
+        {**ORDER, "account": f"a{n}", "max_cost": 10} for n in range(5)]})
+    assert (status, body["error"]["code"]) == (503, 5030)
+    monkeypatch.undo()
+    assert (await account(gateway))["available"] == 100
+    assert (await account(gateway))["held"] == 0
+    status, holds = await call(gateway, "GET", "/v1/ledger/holds?status=open", "admin")
+    assert holds["items"] == []
 
 
 # ---- starts and results --------------------------------------------------------------

@@ -301,6 +301,19 @@ async def test_a_settled_job_id_is_never_held_again_after_retention(
 
 # ---- audit ---------------------------------------------------------------------------
 
+async def start_up_refusal(path: Path, settings: Settings) -> str:
+    """Why a system on ``path`` refuses to start (its start-up audit failed)."""
+    refused = None
+    try:
+        async with trio.open_nursery() as n:
+            await n.start(new_system(path, settings, clock=Clock(EPOCH),
+                                     inline_storage=True).run)
+    except* LedgerUnbalanced as group:
+        refused = str(group.exceptions[0])
+    assert refused is not None, "the system started"
+    return refused
+
+
 async def test_audit_detects_a_tampered_balance_and_start_up_refuses(
         gateway: Gateway, tmp_path: Path, settings: Settings) -> None:
     await credit(gateway, "t1", 100, "p")
@@ -317,14 +330,7 @@ async def test_audit_detects_a_tampered_balance_and_start_up_refuses(
     assert status == 200
     assert (health["status"], health["checks"]["ledger_ok"]) == ("degraded", False)
 
-    refused = None
-    try:
-        async with trio.open_nursery() as n:
-            await n.start(new_system(path, settings, clock=Clock(EPOCH),
-                                     inline_storage=True).run)
-    except* LedgerUnbalanced as group:
-        refused = str(group.exceptions[0])
-    assert refused is not None and "balances_match_journal" in refused
+    assert "balances_match_journal" in await start_up_refusal(path, settings)
 
     allowed = new_system(path, settings, clock=Clock(EPOCH), inline_storage=True,
                          allow_unbalanced=True)

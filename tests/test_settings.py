@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
-from leasegate.settings import SettingsError, load
+from leasegate.settings import Settings, SettingsError, load
 
 
 def test_defaults_match_the_design() -> None:
@@ -16,6 +18,15 @@ def test_defaults_match_the_design() -> None:
     assert (s.device_capacity, s.ledger_orphan_max_age, s.sqlite_synchronous) == (
         5000, 5 * 3600, "FULL")
     assert s.id_tombstone_retention == 400 * 86400  # an upstream's retries are long over
+    # Every amount, and every balance, exact in a JSON double.
+    assert (s.ledger_max_amount, s.ledger_max_balance) == (2**53, 2**53)
+
+
+def test_every_setting_is_in_the_readme_table() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rows = set(re.findall(r"^\| `(\w+)` \|", readme, re.MULTILINE))
+    missing = [f.name for f in dataclasses.fields(Settings) if f.name not in rows]
+    assert not missing, missing
 
 
 def test_precedence(tmp_path: Path) -> None:
@@ -36,6 +47,11 @@ def test_precedence(tmp_path: Path) -> None:
     ({"LEASEGATE_HTTP_READ_TIMEOUT": "30"}, "http_read_timeout"),
     ({"LEASEGATE_TASK_TTL": "nan"}, "task_ttl"),
     ({"LEASEGATE_QUERY_TTL": "inf"}, "query_ttl"),
+    ({"LEASEGATE_LEDGER_MAX_AMOUNT": "0"}, "ledger_max_amount"),
+    ({"LEASEGATE_LEDGER_MAX_AMOUNT": str(2**53 + 1)}, "ledger_max_amount"),
+    ({"LEASEGATE_LEDGER_MAX_AMOUNT": "100", "LEASEGATE_LEDGER_MAX_BALANCE": "99"},
+     "ledger_max_balance"),
+    ({"LEASEGATE_LEDGER_MAX_BALANCE": str(2**62 + 1)}, "ledger_max_balance"),
 ])
 def test_bad_settings_name_the_setting(env: dict[str, str], named: str) -> None:
     with pytest.raises(SettingsError, match=named):

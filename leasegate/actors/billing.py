@@ -6,8 +6,9 @@ for the saga's crash points and what repairs each):
 - :func:`submit_task` / :func:`submit_query` run in the caller's task (the HTTP
   request), not in an actor: hold first, then enqueue, release on refusal;
   :func:`submit_tasks` / :func:`submit_queries` do the same for a batch, item by
-  item (all holds at once, one enqueue message, the refused items' holds
-  released), so one item short of funds is that item's 402 alone;
+  item (all holds in one ledger message and commit, one enqueue message, the
+  refused items' holds released), so one item short of funds is that item's 402
+  alone;
 - :class:`SettleNotices` is how a queue actor tells the ledger a job ended,
   after its commit, never waiting (a full ledger inbox loses the notice;
   recovery settles the hold from the job's row);
@@ -28,7 +29,13 @@ from typing import TypeVar
 import trio
 
 from leasegate.actors.batches import Batch, check_batch_size
-from leasegate.actors.ledger_messages import HoldsOf, PlaceHold, ReleaseHold, Settle
+from leasegate.actors.ledger_messages import (
+    HoldsOf,
+    PlaceHold,
+    PlaceHolds,
+    ReleaseHold,
+    Settle,
+)
 from leasegate.actors.ledger_views import Channel, HoldPlaced, HoldView
 from leasegate.actors.mailbox import Mailbox
 from leasegate.actors.pages import Paged
@@ -133,25 +140,17 @@ async def _submit_many(channel: Channel, queue: Mailbox, ledger: Mailbox,
                 item = with_new_id(item)
         messages[i] = item
     placed: dict[int, HoldPlaced] = {}
-
-    async def hold(i: int, m: S, *, task_status: trio.TaskStatus[None]) -> None:
-        assert m.max_cost is not None
-        jid = job_id(m)
-        assert jid is not None
-        task_status.started()
-        try:
-            placed[i] = await ledger.ask(PlaceHold(channel, jid, m.tenant, m.max_cost))
-        except LeasegateError as exc:
-            answers[i] = exc
-
-    # Asked together, the holds land in one turn of the ledger: one commit for all.
-    # In request order (an earlier item is served first when funds run short): each
-    # ask puts its message in the inbox before it first waits, and the next is
-    # started only once the previous one waits.
-    async with trio.open_nursery() as nursery:
-        for i, m in messages.items():
-            if m.max_cost is not None:
-                await nursery.start(hold, i, m)
+    # One message for all the holds: one turn of the ledger, one commit (a crash leaves
+    # all of them or none), each placed in request order (an earlier item is served
+    # first when funds run short) and answered on its own.
+    held = [i for i, m in messages.items() if m.max_cost is not None]
+    if held:
+        holds = PlaceHolds(tuple(_hold_of(channel, messages[i], job_id) for i in held))
+        for i, answer in zip(held, await ledger.ask(holds), strict=True):
+            if isinstance(answer, LeasegateError):
+                answers[i] = answer
+            else:
+                placed[i] = answer
     enqueue = [i for i in messages if answers[i] is None]
     try:
         if enqueue:
@@ -171,6 +170,12 @@ async def _submit_many(channel: Channel, queue: Mailbox, ledger: Mailbox,
     done = [answer for answer in answers if answer is not None]
     assert len(done) == len(items)
     return done
+
+
+def _hold_of(channel: Channel, m: S, job_id: Callable[[S], str | None]) -> PlaceHold:
+    jid = job_id(m)
+    assert jid is not None and m.max_cost is not None
+    return PlaceHold(channel, jid, m.tenant, m.max_cost)
 
 
 async def _release(ledger: Mailbox, channel: Channel, job_id: str) -> None:

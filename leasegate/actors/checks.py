@@ -18,8 +18,8 @@ from leasegate.actors.pages import MAX_LIMIT, MAX_OFFSET, Page
 from leasegate.actors.payloads import canonical_json
 from leasegate.errors import InvalidRequest
 from leasegate.ids import ID_RULE, is_id
+from leasegate.settings import MAX_AMOUNT as MAX_AMOUNT  # minor units; exact in JSON too
 
-MAX_AMOUNT = 2**53  # minor units; exact in JSON doubles too
 INT32 = 2**31 - 1
 MAX_TEXT = 4096
 MAX_TOKEN = 128

@@ -4,7 +4,10 @@ Accounts: one per tenant, plus ``@world`` (money coming in), ``@holds``
 (reserved) and ``@revenue`` (earned). ``credit`` is ``@world -> tenant``; a
 hold is ``tenant -> @holds``; a settlement moves the charge ``@holds ->
 @revenue`` and the rest ``@holds -> tenant``. Every transaction's lines sum
-to zero, so the balances always do.
+to zero, so the balances always do. Money enters only by a credit, which may not
+take ``@world`` past ``-ledger_max_balance``: so no balance, and no sum of balances,
+can leave 64-bit integers (see ``Settings.ledger_max_balance``); one credit or hold is
+at most ``ledger_max_amount``. Past either: 6010 (``LedgerLimit``), nothing moves.
 
 Settlement (at most once per job; a second settle changes nothing): a
 succeeded job is charged the cost it reported, or the full hold if none; a
@@ -61,6 +64,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from leasegate.actors.batches import EachItem
 from leasegate.actors.history import SettledNotices
 from leasegate.actors.ledger_messages import (
     Credit,
@@ -70,6 +74,7 @@ from leasegate.actors.ledger_messages import (
     ListEntries,
     ListHolds,
     PlaceHold,
+    PlaceHolds,
     ReleaseHold,
     RunAudit,
     Settle,
@@ -86,7 +91,12 @@ from leasegate.actors.mailbox import Ask, Tell
 from leasegate.actors.pages import Paged
 from leasegate.actors.runtime import Actor
 from leasegate.clock import Clock
-from leasegate.errors import IdempotencyConflict, InsufficientFunds, InvalidRequest
+from leasegate.errors import (
+    IdempotencyConflict,
+    InsufficientFunds,
+    InvalidRequest,
+    LedgerLimit,
+)
 from leasegate.logs import escape
 from leasegate.settings import Settings
 from leasegate.storage import ledger_sql as sql
@@ -102,30 +112,44 @@ class LedgerUnbalanced(RuntimeError):
     """The start-up audit failed; the message names the failing checks."""
 
 
+PAST_INT64 = "cannot be summed: past 64-bit integers"
+
+
 def audit(conn: sqlite3.Connection) -> AuditReport:
-    """Check the books (on the database thread, inside the caller's transaction)."""
+    """Check the books (on the database thread, inside the caller's transaction). It
+    never raises for what it finds: a book whose sums leave 64-bit integers (an old
+    database, written before the ledger's bounds) fails ``amounts_are_int64`` and each
+    check whose sum it cannot take."""
     f = sql.audit_figures(conn)
 
-    def listed(names: list[str], what: str) -> str:
+    def listed(names: list[str] | None, what: str) -> str:
+        if names is None:
+            return PAST_INT64
         return f"{what}: {', '.join(map(str, names))}" if names else "none"
 
+    sums, holds, opened = f["sum_balances"], f["holds_balance"], f["open_holds"]
+    int64 = [listed(names, what) for names, what in (
+        (f["not_integers"], "not integers (an overflow made them reals)"),
+        (f["overflowing"], "sums past 64-bit integers")) if names]
     checks = (
-        AuditCheck("balances_sum_to_zero", f["sum_balances"] == 0,
-                   f"sum of all balances: {f['sum_balances']}"),
-        AuditCheck("transactions_balanced", not f["unbalanced_txns"],
+        AuditCheck("amounts_are_int64", not int64, "; ".join(int64) or "none"),
+        AuditCheck("balances_sum_to_zero", sums == 0,
+                   PAST_INT64 if sums is None else f"sum of all balances: {sums}"),
+        AuditCheck("transactions_balanced", f["unbalanced_txns"] == [],
                    listed(f["unbalanced_txns"], "transactions whose lines do not sum to 0")),
-        AuditCheck("holds_equal_open_holds", f["holds_balance"] == f["open_holds"],
-                   f"@holds: {f['holds_balance']}, open holds: {f['open_holds']}"),
-        AuditCheck("balances_match_journal", not f["cache_mismatch"],
+        AuditCheck("holds_equal_open_holds", holds is not None and holds == opened,
+                   PAST_INT64 if None in (holds, opened)
+                   else f"@holds: {holds}, open holds: {opened}"),
+        AuditCheck("balances_match_journal", f["cache_mismatch"] == [],
                    listed(f["cache_mismatch"], "accounts whose balance differs from the "
                           "journal")),
-        AuditCheck("held_matches_open_holds", not f["held_mismatch"],
+        AuditCheck("held_matches_open_holds", f["held_mismatch"] == [],
                    listed(f["held_mismatch"], "accounts whose held differs from their "
                           "open holds")),
-        AuditCheck("settled_holds_resolved", not f["unresolved"],
+        AuditCheck("settled_holds_resolved", f["unresolved"] == [],
                    listed(f["unresolved"], "settled holds whose charge + refund is not "
                           "the hold")),
-        AuditCheck("no_negative_balance", not f["negative"],
+        AuditCheck("no_negative_balance", f["negative"] == [],
                    listed(f["negative"], "tenant accounts below zero")),
     )
     return AuditReport(all(check.ok for check in checks), checks)
@@ -138,7 +162,7 @@ def charge_for(amount: int, outcome: str, cost: int | None) -> int:
     return min(cost, amount)
 
 
-class Ledger(Actor):
+class Ledger(Actor, EachItem):
     name = "ledger"
 
     def __init__(self, db: Database, clock: Clock, settings: Settings) -> None:
@@ -156,6 +180,8 @@ class Ledger(Actor):
         match message:
             case PlaceHold():
                 return self._hold(conn, message, now)
+            case PlaceHolds():
+                return self.each(conn, message.items, lambda c, m: self._hold(c, m, now))
             case Settle():
                 self._settle(conn, message.channel, message.job_id, message.outcome,
                              message.cost, now)
@@ -208,6 +234,7 @@ class Ledger(Actor):
             return HoldPlaced(m.job_id, row["status"], created=False)
         if settled:
             return HoldPlaced(m.job_id, "settled", created=False)  # never held again
+        self._within_max_amount("max_cost", m.amount)
         found = sql.account(conn, m.account)
         available = 0 if found is None else int(found["balance"])
         if available < m.amount:
@@ -266,10 +293,28 @@ class Ledger(Actor):
                 raise IdempotencyConflict(f"credit {m.ref} was made with another account "
                                           "or amount")
         else:
+            self._within_max_amount("amount", m.amount)
+            self._within_max_balance(conn, m)
             txn_id = sql.post(conn, "credit", m.ref, m.memo, now,
                               [("@world", -m.amount), (m.account, m.amount)])
             sql.record_credit(conn, m.ref, m.account, m.amount, txn_id, now)
         return account_view(m.account, sql.account(conn, m.account))
+
+    # ---- bounds (see Settings.ledger_max_balance for why they keep every sum in int64) ----
+
+    def _within_max_amount(self, name: str, amount: int) -> None:
+        most = self.settings.ledger_max_amount
+        if amount > most:
+            raise LedgerLimit(f"{name} {amount} is over ledger_max_amount ({most})")
+
+    def _within_max_balance(self, conn: sqlite3.Connection, m: Credit) -> None:
+        """Money enters only here: a credit may not take ``@world`` past
+        ``-ledger_max_balance``, which bounds every other account and every sum."""
+        credited = -sql.balance(conn, "@world")  # an int; a float only in a broken book
+        most = self.settings.ledger_max_balance
+        if credited + m.amount > most:
+            raise LedgerLimit(f"a credit of {m.amount} would bring the money ever credited "
+                              f"(now {credited!r}) over ledger_max_balance ({most})")
 
     # ---- periodic jobs ----
 

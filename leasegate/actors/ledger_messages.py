@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from leasegate.actors.batches import Batch
 from leasegate.actors.checks import (
     MAX_AMOUNT,
     check_choice,
@@ -47,7 +48,9 @@ def check_tenant_account(name: str, value: object) -> None:
 @dataclass(frozen=True)
 class Credit(Ask[AccountView]):
     """``@world -> account``, once per ``ref``: the same ref again with the same account
-    and amount changes nothing; with another one it is 6004."""
+    and amount changes nothing; with another one it is 6004. 6010 past
+    ``ledger_max_amount``, or when the money ever credited would pass
+    ``ledger_max_balance``."""
 
     account: str
     amount: int
@@ -107,9 +110,10 @@ class ListHolds(Ask[Paged[HoldView]]):
 @dataclass(frozen=True)
 class PlaceHold(Ask[HoldPlaced]):
     """``account -> @holds`` for a job about to be submitted. 6007 when the account's
-    available balance is short; idempotent by the job (another account or amount
-    under the same job is 6004); a job id settled before is never held again, and
-    is 6004 when no job with it exists (its hold was refunded as an orphan)."""
+    available balance is short, 6010 past ``ledger_max_amount``; idempotent by the job
+    (another account or amount under the same job is 6004); a job id settled before is
+    never held again, and is 6004 when no job with it exists (its hold was refunded as
+    an orphan)."""
 
     channel: Channel
     job_id: str
@@ -121,6 +125,14 @@ class PlaceHold(Ask[HoldPlaced]):
         check_id("job_id", self.job_id)
         check_tenant_account("account", self.account)
         check_int("amount", self.amount, 0, MAX_AMOUNT)
+
+
+@dataclass(frozen=True)
+class PlaceHolds(Batch[PlaceHold, HoldPlaced]):
+    """The holds of one batch submit, in request order, in one commit: each item is
+    answered as its :class:`PlaceHold` would be (a 6007 or 6010 is that item's alone)."""
+
+    item = PlaceHold
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,11 @@ class ArtifactNotFound(LeasegateError):
     """6009 (404)."""
 
 
+class LedgerLimit(LeasegateError):
+    """6010 (422): an amount past the ledger's bounds (``ledger_max_amount`` for one credit
+    or ``max_cost``, ``ledger_max_balance`` for the money ever credited)."""
+
+
 ERRORS_BY_CODE: dict[int, type[LeasegateError]] = {
     4000: InvalidRequest,
     4010: Unauthorized,
@@ -150,6 +155,7 @@ ERRORS_BY_CODE: dict[int, type[LeasegateError]] = {
     6007: InsufficientFunds,
     6008: DeviceLimit,
     6009: ArtifactNotFound,
+    6010: LedgerLimit,
 }
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, StrictInt, StringConstraints
 
 from leasegate.http.models import Id, ListArgs, ListPage, Strict, Timestamp
+from leasegate.settings import MAX_AMOUNT
 
 
 class CreditBody(Strict):
-    amount: Annotated[int, Field(gt=0, le=2**53)]  # minor units
+    amount: Annotated[StrictInt, Field(gt=0, le=MAX_AMOUNT)]  # minor units
     ref: Id
     memo: Annotated[str, StringConstraints(max_length=256)] | None = None
 

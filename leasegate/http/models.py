@@ -15,6 +15,8 @@ from pydantic import (
     ConfigDict,
     Field,
     SkipValidation,
+    StrictFloat,
+    StrictInt,
     StringConstraints,
     model_validator,
 )
@@ -24,17 +26,21 @@ from leasegate.actors.key_messages import Role
 from leasegate.actors.pages import Page
 from leasegate.actors.query_messages import QueryOutcome, QueryStatus
 from leasegate.actors.task_messages import ReclaimAction, TaskOutcome, TaskStatus
+from leasegate.http.numbers import ASCII_DIGITS
 from leasegate.ids import ID_PATTERN
+from leasegate.settings import MAX_AMOUNT
 
 # pydantic's patterns are Rust regexes, where "$" matches only at the very end
 # (never before a trailing newline), so ID_PATTERN is whole-string here too.
 Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 # Integers are bounded at the edge: SQLite stores 64-bit integers and raises
-# OverflowError past them (which would take an actor, and the process, down).
-Amount = Annotated[int, Field(ge=0, le=2**53)]  # minor units; exact in JSON doubles too
-Count = Annotated[int, Field(gt=0, le=2**31 - 1)]
-Offset = Annotated[int, Field(ge=0, le=2**31 - 1)]
-Code = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+# OverflowError past them (which would take an actor, and the process, down). In a
+# JSON body they are strict: true, "100", 100.0 and 1e2 are not integers.
+Amount = Annotated[StrictInt, Field(ge=0, le=MAX_AMOUNT)]  # minor units
+Count = Annotated[StrictInt, Field(gt=0, le=2**31 - 1)]
+Code = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
+Seconds = Annotated[StrictFloat, Field(ge=0, le=30)]  # an integer is a number too
+Offset = Annotated[int, Field(ge=0, le=2**31 - 1), ASCII_DIGITS]  # in a query string
 Text = Annotated[str, StringConstraints(max_length=4096)]
 Timestamp = str  # ISO 8601 UTC, whole seconds, "Z"
 
@@ -61,7 +67,7 @@ class SubmitTaskBody(Strict):
     account: Id = "-"
     kind: Id
     params: dict[str, Any] = Field(default_factory=dict)
-    priority: Annotated[int, Field(ge=0, le=9)] = 0
+    priority: Annotated[StrictInt, Field(ge=0, le=9)] = 0
     not_before: datetime | None = None
     device_id: Id | None = None
     batch_total: Count | None = None
@@ -70,9 +76,9 @@ class SubmitTaskBody(Strict):
 
 class LeaseBody(Strict):
     worker_id: Id
-    wait_seconds: Annotated[float, Field(ge=0, le=30)] = 20
+    wait_seconds: Seconds = 20
     sites: Annotated[list[Id], Field(min_length=1, max_length=100)] | None = None
-    max: Annotated[int, Field(ge=1, le=MAX_BATCH)] = 1
+    max: Annotated[StrictInt, Field(ge=1, le=MAX_BATCH)] = 1
     request_id: Id | None = None
 
 
@@ -191,7 +197,7 @@ class CreateKeyBody(Strict):
 
 
 class ListArgs(Strict):
-    limit: Annotated[int, Field(ge=1, le=500)] = 50
+    limit: Annotated[int, Field(ge=1, le=500), ASCII_DIGITS] = 50
     offset: Offset = 0
 
 

@@ -96,6 +96,15 @@ CONFLICTS = {
 }
 SHORT_FUNDS = ("insufficient_funds (6007): the tenant's available balance is less than "
                "`max_cost`; nothing was enqueued.")
+LEDGER_LIMITS = {
+    ("post", "/v1/ledger/accounts/{account}/credit"): (
+        "ledger_limit (6010): `amount` is over `ledger_max_amount`, or the money ever "
+        "credited would pass `ledger_max_balance`; nothing was credited."),
+    ("post", "/v1/tasks"): ("ledger_limit (6010): `max_cost` is over `ledger_max_amount`; "
+                            "nothing was held or enqueued."),
+    ("post", "/v1/queries"): ("ledger_limit (6010): `max_cost` is over `ledger_max_amount`; "
+                              "nothing was held or enqueued."),
+}
 TASK_CONFLICTS = {
     "cancel": "state_conflict (6003): the task is terminal or stale.",
     "pause": "state_conflict (6003): the task cannot be paused now.",
@@ -267,6 +276,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
                 }
         if "402" in responses and not responses["402"].get("description"):
             responses["402"]["description"] = SHORT_FUNDS
+        if "422" in responses and not responses["422"].get("description"):
+            responses["422"]["description"] = LEDGER_LIMITS[key]
         if "409" in responses and not responses["409"].get("description"):
             responses["409"]["description"] = self._conflict(key)
 

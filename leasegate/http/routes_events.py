@@ -34,6 +34,7 @@ from leasegate.errors import InvalidRequest
 from leasegate.http.auth import allow, require_tenant
 from leasegate.http.context import system
 from leasegate.http.models import Id, Strict, Timestamp
+from leasegate.http.numbers import ASCII_DIGITS, whole_number
 from leasegate.http.render import to_json
 from leasegate.ids import ID_RULE, is_id
 
@@ -63,7 +64,8 @@ class EventArgs(Strict):
     device_id: Id | None = None
     channel: Literal["task", "query"] | None = None
     last_event_id: Annotated[int, Field(ge=0, le=MAX_EVENT_ID, description=(
-        "Resume after this event (the `Last-Event-ID` header wins)."))] | None = None
+        "Resume after this event (the `Last-Event-ID` header wins).")),
+        ASCII_DIGITS] | None = None
 
 
 @bp.get("/v1/tasks/<task_id>/events")
@@ -136,12 +138,10 @@ def _last_event_id(from_query: int | None) -> int | None:
     given = request.headers.get("Last-Event-ID")
     if given is None:
         return from_query
-    text = given.strip()
-    # isdecimal alone takes other scripts' digits ("²" is a digit int() refuses)
-    if not (text.isascii() and text.isdecimal()) or len(text) > 19 \
-            or int(text) > MAX_EVENT_ID:
+    found = whole_number(given.strip(), MAX_EVENT_ID)
+    if found is None:
         raise InvalidRequest("Last-Event-ID must be an event id (a non-negative integer)")
-    return int(text)
+    return found
 
 
 def _wire(event: JobEvent) -> dict[str, Any]:

@@ -52,6 +52,7 @@ def _readable(account: str) -> str:
 @validate_request(CreditBody)
 @document_response(AccountObject)
 @document_response(ErrorEnvelope, 409)
+@document_response(ErrorEnvelope, 422)
 async def credit(account: str, data: CreditBody) -> Any:
     """Credit a tenant's account (admin): ``@world -> account``, once per ``ref``."""
     if not is_id(account):

@@ -50,6 +50,7 @@ bp = Blueprint("queries", __name__)
 @validate_request(SubmitQueryBody)
 @document_response(QuerySubmitted, 201)
 @document_response(ErrorEnvelope, 402)
+@document_response(ErrorEnvelope, 422)
 @document_response(ErrorEnvelope, 409)
 async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     """Submit a read-only query (client). Idempotent by ``query_id``."""

@@ -73,6 +73,7 @@ def utc_timestamp(when: datetime) -> float:
 @validate_request(SubmitTaskBody)
 @document_response(TaskSubmitted, 201)
 @document_response(ErrorEnvelope, 402)
+@document_response(ErrorEnvelope, 422)
 @document_response(ErrorEnvelope, 409)
 async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     """Submit an irreversible task (client). Idempotent by ``task_id``."""

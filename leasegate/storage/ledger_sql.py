@@ -38,6 +38,14 @@ def account(conn: sqlite3.Connection, name: str) -> sqlite3.Row | None:
     return row
 
 
+def balance(conn: sqlite3.Connection, name: str) -> int | float:
+    """An account's balance (0 if nothing ever moved in it): an int, unless an old
+    database let SQLite turn an overflowing sum into a REAL (the audit reports it)."""
+    row = conn.execute("SELECT balance FROM ledger_accounts WHERE account = ?",
+                       (name,)).fetchone()
+    return 0 if row is None else row[0]
+
+
 def post(conn: sqlite3.Connection, kind: str, ref: str, memo: str | None, now: float,
          lines: list[tuple[str, int]]) -> int:
     """One journal transaction; ``lines`` (account, signed amount) must sum to zero.
@@ -198,35 +206,71 @@ def recoverable(conn: sqlite3.Connection, channel: str, orphan_before: float,
 # ---- audit -----------------------------------------------------------------------
 
 def audit_figures(conn: sqlite3.Connection) -> dict[str, Any]:
-    """Everything the audit compares, in one read."""
-    one = conn.execute
-    sum_balances = one("SELECT coalesce(sum(balance), 0) FROM ledger_accounts").fetchone()[0]
-    holds_balance = one("SELECT coalesce(sum(balance), 0) FROM ledger_accounts "
-                        "WHERE account = '@holds'").fetchone()[0]
-    open_holds = one("SELECT coalesce(sum(amount), 0) FROM ledger_holds "
-                     "WHERE status = 'open'").fetchone()[0]
-    unbalanced_txns = [r[0] for r in one(
-        "SELECT txn_id FROM ledger_lines GROUP BY txn_id HAVING sum(amount) <> 0 "
-        "ORDER BY txn_id LIMIT 10").fetchall()]
-    cache_mismatch = [r[0] for r in one(
-        "SELECT a.account FROM ledger_accounts a LEFT JOIN "
-        "(SELECT account, sum(amount) AS total FROM ledger_lines GROUP BY account) j "
-        "ON j.account = a.account WHERE a.balance <> coalesce(j.total, 0) "
-        "UNION SELECT j.account FROM (SELECT DISTINCT account FROM ledger_lines) j "
-        "WHERE j.account NOT IN (SELECT account FROM ledger_accounts) LIMIT 10").fetchall()]
-    held_mismatch = [r[0] for r in one(
-        "SELECT a.account FROM ledger_accounts a LEFT JOIN "
-        "(SELECT account, sum(amount) AS total FROM ledger_holds WHERE status = 'open' "
-        "GROUP BY account) h ON h.account = a.account "
-        "WHERE a.held <> coalesce(h.total, 0) LIMIT 10").fetchall()]
-    unresolved = [r[0] for r in one(
-        "SELECT job_id FROM ledger_holds WHERE status = 'settled' "
-        "AND charged + refunded <> amount LIMIT 10").fetchall()]
-    negative = [r[0] for r in one(
-        "SELECT account FROM ledger_accounts WHERE account NOT LIKE '@%' "
-        "AND (balance < 0 OR held < 0) LIMIT 10").fetchall()]
-    return {"sum_balances": int(sum_balances), "holds_balance": int(holds_balance),
-            "open_holds": int(open_holds), "unbalanced_txns": unbalanced_txns,
-            "cache_mismatch": cache_mismatch, "held_mismatch": held_mismatch,
-            "unresolved": unresolved, "negative": negative}
+    """Everything the audit compares, in one read.
 
+    Under the ledger's bounds no sum here can leave 64-bit integers (see
+    ``Settings.ledger_max_balance``): each account's journal is summed in its own order
+    (the ``ledger_lines_account`` index), so every partial sum is a balance the account
+    once had. An old database written before the bounds may hold more, or balances that
+    SQLite turned into REALs on overflow: a figure it cannot sum is None (and named in
+    ``overflowing``), and amounts that are not integers are listed in ``not_integers``,
+    for the audit to report rather than fail."""
+    overflowing: list[str] = []
+
+    def figure(name: str, query: str) -> Any:
+        try:
+            return conn.execute(query).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "integer overflow" not in str(exc):
+                raise
+            overflowing.append(name)
+            return None
+
+    def first(rows: list[Any] | None) -> Any:
+        return None if rows is None else rows[0][0]
+
+    def names(rows: list[Any] | None) -> list[Any] | None:
+        return None if rows is None else [r[0] for r in rows]
+
+    return {
+        "sum_balances": first(figure("balances", "SELECT coalesce(sum(balance), 0) "
+                                     "FROM ledger_accounts")),
+        "holds_balance": first(figure("@holds", "SELECT coalesce(sum(balance), 0) FROM "
+                                      "ledger_accounts WHERE account = '@holds'")),
+        "open_holds": first(figure("open holds", "SELECT coalesce(sum(amount), 0) FROM "
+                                   "ledger_holds WHERE status = 'open'")),
+        "unbalanced_txns": names(figure("transactions", _UNBALANCED_TXNS)),
+        "cache_mismatch": names(figure("journals", _CACHE_MISMATCH)),
+        "held_mismatch": names(figure("held", _HELD_MISMATCH)),
+        "unresolved": names(figure("settled holds", _UNRESOLVED)),
+        "negative": names(figure("tenants", _NEGATIVE)),
+        "not_integers": names(figure("types", _NOT_INTEGERS)) or [],
+        "overflowing": overflowing,
+    }
+
+
+_UNBALANCED_TXNS = ("SELECT txn_id FROM ledger_lines GROUP BY txn_id HAVING sum(amount) <> 0 "
+                    "ORDER BY txn_id LIMIT 10")
+_CACHE_MISMATCH = (
+    "SELECT a.account FROM ledger_accounts a LEFT JOIN "
+    "(SELECT account, sum(amount) AS total FROM ledger_lines GROUP BY account) j "
+    "ON j.account = a.account WHERE a.balance <> coalesce(j.total, 0) "
+    "UNION SELECT j.account FROM (SELECT DISTINCT account FROM ledger_lines) j "
+    "WHERE j.account NOT IN (SELECT account FROM ledger_accounts) LIMIT 10")
+_HELD_MISMATCH = (
+    "SELECT a.account FROM ledger_accounts a LEFT JOIN "
+    "(SELECT account, sum(amount) AS total FROM ledger_holds WHERE status = 'open' "
+    "GROUP BY account) h ON h.account = a.account "
+    "WHERE a.held <> coalesce(h.total, 0) LIMIT 10")
+_UNRESOLVED = ("SELECT job_id FROM ledger_holds WHERE status = 'settled' "
+               "AND charged + refunded <> amount LIMIT 10")
+_NEGATIVE = ("SELECT account FROM ledger_accounts WHERE account NOT LIKE '@%' "
+             "AND (balance < 0 OR held < 0) LIMIT 10")
+_NOT_INTEGERS = (
+    "SELECT 'account ' || account FROM ledger_accounts "
+    "WHERE typeof(balance) <> 'integer' OR typeof(held) <> 'integer' "
+    "UNION ALL SELECT 'journal line of transaction ' || txn_id FROM ledger_lines "
+    "WHERE typeof(amount) <> 'integer' "
+    "UNION ALL SELECT 'hold of ' || job_id FROM ledger_holds "
+    "WHERE typeof(amount) <> 'integer' OR typeof(coalesce(charged, 0)) <> 'integer' "
+    "OR typeof(coalesce(refunded, 0)) <> 'integer' LIMIT 10")

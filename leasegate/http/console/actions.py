@@ -19,6 +19,8 @@ from leasegate.actors.task_messages import ReclaimTask
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import authenticator, back_to, bp, principal, session
 from leasegate.http.context import system
+from leasegate.http.numbers import whole_number
+from leasegate.settings import MAX_AMOUNT
 
 MAX_FIELD_CHARS = 2000
 
@@ -35,10 +37,11 @@ def _field(form: Any, name: str, *, required: bool = True) -> str | None:
 
 
 def _whole(form: Any, name: str) -> int:
-    value = _field(form, name) or ""
-    if not value.isdigit() or len(value) > 18:
-        raise InvalidRequest(f"{name} must be a whole number")
-    return int(value)
+    found = whole_number(_field(form, name) or "", MAX_AMOUNT)
+    if found is None:
+        raise InvalidRequest(f"{name} must be a whole number in digits 0-9, at most "
+                             f"{MAX_AMOUNT}")
+    return found
 
 
 @bp.post("/tasks/<task_id>/reclaim")

@@ -11,7 +11,7 @@ from werkzeug.wrappers import Response as Redirect
 from leasegate.actors import billing
 from leasegate.actors.key_messages import ListKeys
 from leasegate.actors.ledger_messages import GetAccount, ListAccounts, ListEntries, ListHolds
-from leasegate.actors.pages import Page
+from leasegate.actors.pages import MAX_OFFSET, Page
 from leasegate.actors.query_messages import CountQueries, GetQuery, ListQueries, QueryStatus
 from leasegate.actors.task_messages import (
     CountTasks,
@@ -24,6 +24,7 @@ from leasegate.actors.task_messages import (
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import activity, bp, page
 from leasegate.http.context import system
+from leasegate.http.numbers import whole_number
 from leasegate.http.render import to_json
 from leasegate.http.routes_admin import health_report
 from leasegate.ids import ID_RULE, is_id
@@ -54,10 +55,11 @@ def _arg_choice(name: str, choices: tuple[str, ...]) -> Any:
 
 
 def _offset() -> int:
-    raw = request.args.get("offset", "0")
-    if not raw.isdigit() or len(raw) > 9:
-        raise InvalidRequest("offset must be a whole number")
-    return int(raw)
+    found = whole_number(request.args.get("offset", "0"), MAX_OFFSET)
+    if found is None:
+        raise InvalidRequest(f"offset must be a whole number in digits 0-9, at most "
+                             f"{MAX_OFFSET}")
+    return found
 
 # The event stream of pages with job rows; a job's page follows that job alone
 # (pages without jobs open no stream: each takes one of event_max_streams).
