@@ -18,7 +18,7 @@ from leasegate.storage.migrations import migrate
 from tests.served import Served, start, stop
 
 if TYPE_CHECKING:
-    from leasegate.actors.runtime import Actor
+    from leasegate.actors.legacy_runtime import Actor
     from leasegate.actors.system import System
 
 # 2026-11-30T08:00:00Z: every test's wall clock starts here.
@@ -86,7 +86,7 @@ class Gateway:
 
 async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
                         clock: Clock) -> Gateway:
-    from leasegate.actors.key_messages import CreateKey, Role
+    from leasegate.actors.keys.records import CreateKey, Role
     from leasegate.actors.system import new_system
     from leasegate.http.app import create_app
 
@@ -98,7 +98,7 @@ async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
         ("admin", "admin", None), ("worker", "worker", None),
         ("t1", "client", "t1"), ("t2", "client", "t2"))
     for who, role, tenant in keys:
-        created = await system.keys.mailbox.ask(CreateKey(role, who, tenant))
+        created = await system.keys.ask(CreateKey(role, who, tenant))
         gateway.keys[who] = created.key
     return gateway
 

@@ -285,10 +285,10 @@ async def test_callers_without_a_known_key_are_limited_by_address(
 async def test_unknown_key_ids_are_remembered_briefly(
         gateway: Gateway, autojump_clock: trio.testing.MockClock,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from leasegate.actors.key_messages import LookupKey
+    from leasegate.actors.keys.records import LookupKey
 
     lookups: list[str] = []
-    mailbox = gateway.system.keys.mailbox
+    mailbox = gateway.system.keys
     real_ask = mailbox.ask
 
     async def counting_ask(message: Any) -> Any:

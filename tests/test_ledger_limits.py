@@ -200,9 +200,9 @@ async def test_books_that_overflowed_before_the_bounds_start_and_say_what_is_wro
 
 
 async def admin_key(system: Any) -> str:
-    from leasegate.actors.key_messages import CreateKey
+    from leasegate.actors.keys.records import CreateKey
 
-    return str((await system.keys.mailbox.ask(CreateKey("admin", "operator", None))).key)
+    return str((await system.keys.ask(CreateKey("admin", "operator", None))).key)
 
 
 def test_serve_on_overflowed_books_names_the_check_and_serves_when_allowed(

@@ -14,8 +14,8 @@ import pytest
 import trio
 import trio.testing
 
+from leasegate.actors.legacy_runtime import PARK, Actor
 from leasegate.actors.mailbox import Ask, Tell
-from leasegate.actors.runtime import PARK, Actor
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, StateConflict
 from leasegate.storage.connection import Database

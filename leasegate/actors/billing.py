@@ -37,11 +37,11 @@ from leasegate.actors.ledger_messages import (
     Settle,
 )
 from leasegate.actors.ledger_views import Channel, HoldPlaced, HoldView
+from leasegate.actors.legacy_runtime import Actor
 from leasegate.actors.mailbox import Mailbox
 from leasegate.actors.pages import Paged
 from leasegate.actors.query_messages import SubmitQueries, SubmitQuery
 from leasegate.actors.query_views import QuerySubmitted, QueryView
-from leasegate.actors.runtime import Actor
 from leasegate.actors.submissions import new_id
 from leasegate.actors.task_messages import SubmitTask, SubmitTasks
 from leasegate.actors.task_views import TaskSubmitted, TaskView

@@ -76,9 +76,9 @@ from leasegate.actors.device_views import (
     device_view,
 )
 from leasegate.actors.jobs import JobRecord
+from leasegate.actors.legacy_runtime import Actor
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.pages import Paged
-from leasegate.actors.runtime import Actor
 from leasegate.actors.task_messages import ApplyDeviceAction, DeviceAction
 from leasegate.clock import Clock
 from leasegate.errors import DeviceLimit, InvalidRequest, LeasegateError

@@ -36,7 +36,7 @@ from leasegate.storage import events_sql
 
 if TYPE_CHECKING:
     from leasegate.actors.event_hub import EventHub
-    from leasegate.actors.runtime import Actor
+    from leasegate.actors.legacy_runtime import Actor
 
 
 # A detail value larger than this (as JSON) is recorded by its size only: a progress

@@ -87,9 +87,9 @@ from leasegate.actors.ledger_views import (
     entry_view,
     hold_view,
 )
+from leasegate.actors.legacy_runtime import Actor
 from leasegate.actors.mailbox import Ask, Tell
 from leasegate.actors.pages import Paged
-from leasegate.actors.runtime import Actor
 from leasegate.clock import Clock
 from leasegate.errors import (
     IdempotencyConflict,

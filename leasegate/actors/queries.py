@@ -30,6 +30,7 @@ from leasegate.actors.leases import (
     new_lease_token,
     new_work,
 )
+from leasegate.actors.legacy_runtime import PARK, Actor
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.pages import Paged
 from leasegate.actors.parking import Wait
@@ -55,7 +56,6 @@ from leasegate.actors.query_views import (
     query_lease,
     query_view,
 )
-from leasegate.actors.runtime import PARK, Actor
 from leasegate.actors.submissions import submit_once
 from leasegate.clock import Clock
 from leasegate.errors import QueryLeaseInvalid, QueryNotFound, Unavailable

@@ -29,17 +29,21 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from leasegate.actors.devices import DeviceTracker
 from leasegate.actors.event_hub import EventHub
 from leasegate.actors.jobs import JobRecord, JobStatistics, run_guarded, serve_guarded
-from leasegate.actors.keys import KeyStore
+from leasegate.actors.keys.actor import open_keys
+from leasegate.actors.keys.ref import KeysRef
 from leasegate.actors.ledger import Ledger, LedgerUnbalanced, audit
 from leasegate.actors.ledger_views import AuditReport
+from leasegate.actors.legacy_runtime import Actor
 from leasegate.actors.queries import QueryQueue
-from leasegate.actors.runtime import Actor, ActorStatistics
+from leasegate.actors.runtime.actor import Actor as TypedActor
+from leasegate.actors.runtime.actor import ActorStatistics
 from leasegate.actors.task_messages import ExistingTasks, Upload
 from leasegate.actors.tasks import TaskQueue
 from leasegate.clock import Clock
@@ -98,7 +102,8 @@ class System:
         self.allow_unbalanced = allow_unbalanced
         self._databases: list[Database] = []
         self._setup = self._database()
-        self.keys = KeyStore(self._database(), clock)
+        self._keys = open_keys(self._database(), clock)
+        self.keys: KeysRef = self._keys.ref
         # The queues tell the ledger; the ledger never asks them (an acyclic graph).
         self.ledger = Ledger(self._database(), clock, settings)
         # Job events: written by the queues, streamed from here after their commits.
@@ -134,8 +139,8 @@ class System:
         return db
 
     @property
-    def actors(self) -> tuple[Actor, ...]:
-        return (self.keys, self.ledger, self.queries, self.tasks, self.devices)
+    def actors(self) -> tuple[Actor | TypedActor[Any, Any], ...]:
+        return (self._keys, self.ledger, self.queries, self.tasks, self.devices)
 
     def add_background_job(self, owner: str, name: str, every: float,
                            fn: Callable[[float], Awaitable[object]]) -> None:

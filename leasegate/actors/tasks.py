@@ -46,11 +46,11 @@ from leasegate.actors.leases import (
     new_lease_token,
     new_work,
 )
+from leasegate.actors.legacy_runtime import PARK, Actor
 from leasegate.actors.mailbox import Ask, Mailbox, Tell
 from leasegate.actors.pages import Paged
 from leasegate.actors.parking import Wait
 from leasegate.actors.payloads import canonical_json, fingerprint
-from leasegate.actors.runtime import PARK, Actor
 from leasegate.actors.submissions import submit_once
 from leasegate.actors.task_control import TaskControl
 from leasegate.actors.task_devices import DeviceTasks

@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from leasegate.actors.batches import MAX_BATCH
-from leasegate.actors.key_messages import Role
+from leasegate.actors.keys.records import Role
 from leasegate.actors.pages import Page
 from leasegate.actors.query_messages import QueryOutcome, QueryStatus
 from leasegate.actors.task_messages import ReclaimAction, TaskOutcome, TaskStatus

@@ -10,7 +10,7 @@ from quart import Blueprint, Response, current_app, request
 from quart_schema import document_response, validate_querystring, validate_request
 
 from leasegate.actors.jobs import JobStatistics
-from leasegate.actors.key_messages import CreateKey, ListKeys, RevokeKey
+from leasegate.actors.keys.records import CreateKey, ListKeys, RevokeKey
 from leasegate.actors.query_messages import CountQueries
 from leasegate.actors.task_messages import CheckTaskHealth, ListWorkers
 from leasegate.clock import iso
@@ -40,7 +40,7 @@ bp = Blueprint("admin", __name__)
 @document_response(CreatedKey, 201)
 async def create_key(data: CreateKeyBody) -> tuple[Any, int]:
     """Create a key; its secret is in this reply only (a hash is stored)."""
-    reply = await system().keys.mailbox.ask(CreateKey(
+    reply = await system().keys.ask(CreateKey(
         data.role, data.name, data.tenant, tuple(data.sites) if data.sites else None))
     return to_json(reply), 201
 
@@ -51,7 +51,7 @@ async def create_key(data: CreateKeyBody) -> tuple[Any, int]:
 @document_response(KeyPage)
 async def list_keys(query_args: ListArgs) -> Any:
     """Keys, newest first, without their secrets."""
-    return to_json(await system().keys.mailbox.ask(ListKeys(page(query_args))))
+    return to_json(await system().keys.ask(ListKeys(page(query_args))))
 
 
 @bp.delete("/v1/admin/keys/<key_id>")
@@ -59,7 +59,7 @@ async def list_keys(query_args: ListArgs) -> Any:
 @document_response(KeyObject)
 async def revoke_key(key_id: str) -> Any:
     """Revoke a key; it is refused from the next request on."""
-    reply = await system().keys.mailbox.ask(RevokeKey(key_id))
+    reply = await system().keys.ask(RevokeKey(key_id))
     authenticator: Authenticator = current_app.extensions["leasegate.auth"]
     authenticator.forget(key_id)
     return to_json(reply)

@@ -9,7 +9,7 @@ from quart import Response, redirect, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
 from leasegate.actors import billing
-from leasegate.actors.key_messages import ListKeys
+from leasegate.actors.keys.records import ListKeys
 from leasegate.actors.ledger_messages import GetAccount, ListAccounts, ListEntries, ListHolds
 from leasegate.actors.pages import MAX_OFFSET, Page
 from leasegate.actors.query_messages import CountQueries, GetQuery, ListQueries, QueryStatus
@@ -169,5 +169,5 @@ async def workers() -> Response:
 
 @bp.get("/keys")
 async def keys() -> Response:
-    found = await system().keys.mailbox.ask(ListKeys(Page(limit=PAGE_SIZE, offset=_offset())))
+    found = await system().keys.ask(ListKeys(Page(limit=PAGE_SIZE, offset=_offset())))
     return await page("keys.html", keys=to_json(found))

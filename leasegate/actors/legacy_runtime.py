@@ -46,10 +46,11 @@ from typing import Any, Final, TypeVar
 import outcome
 import trio
 
-from leasegate.actors.jobs import JobRecord, JobStatistics
+from leasegate.actors.jobs import JobRecord
 from leasegate.actors.mailbox import Ask, Envelope, Mailbox, Tell
 from leasegate.actors.parking import PARK as PARK  # re-exported: actors import it from here
 from leasegate.actors.parking import PARK_OUTCOME, Parking, ParkingActor, Wait
+from leasegate.actors.runtime.actor import ActorStatistics
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, LeasegateError, Unavailable
 from leasegate.logs import Throttled
@@ -91,18 +92,6 @@ class PeriodicJob:
     @property
     def name(self) -> str:
         return self.record.name
-
-
-@dataclass(frozen=True)
-class ActorStatistics:
-    """A snapshot of an actor, taken on the trio thread (for /health, /metrics)."""
-
-    name: str
-    parked: int
-    commits: int
-    internal_errors: int
-    draining: bool
-    jobs: tuple[JobStatistics, ...]
 
 
 @dataclass

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 
 from leasegate.actors.views import Instant
+from leasegate.storage.engine import Row
 
 
 @dataclass(frozen=True)
@@ -47,19 +47,19 @@ class CreatedKey(KeyView):
     key: str  # the secret, shown once
 
 
-def _sites(row: sqlite3.Row) -> tuple[str, ...] | None:
+def _sites(row: Row) -> tuple[str, ...] | None:
     return None if row["sites"] is None else tuple(json.loads(row["sites"]))
 
 
-def principal(row: sqlite3.Row) -> Principal:
+def principal(row: Row) -> Principal:
     return Principal(row["key_id"], row["role"], row["name"], row["tenant"], _sites(row))
 
 
-def key_view(row: sqlite3.Row) -> KeyView:
+def key_view(row: Row) -> KeyView:
     return KeyView(row["key_id"], row["role"], row["name"], row["tenant"], _sites(row),
                    row["created_at"], row["revoked_at"])
 
 
-def created_key(row: sqlite3.Row, key: str) -> CreatedKey:
+def created_key(row: Row, key: str) -> CreatedKey:
     return CreatedKey(row["key_id"], row["role"], row["name"], row["tenant"], _sites(row),
                       row["created_at"], row["revoked_at"], key)
