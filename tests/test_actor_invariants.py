@@ -17,11 +17,11 @@ from trio.testing import MockClock
 
 from leasegate.actors import (
     device_messages,
-    ledger_messages,
     query_messages,
     task_messages,
 )
 from leasegate.actors.keys import records as key_messages
+from leasegate.actors.ledger import accounts, audit, holds
 from leasegate.actors.mailbox import Ask, Message, Tell
 from leasegate.actors.pages import Page
 from leasegate.actors.runtime.mailbox import Ask as NewAsk
@@ -86,18 +86,18 @@ VALID: dict[type[Any], Any] = {
         task_messages.StartTask("t1", "w1", "tok"),)),
     task_messages.TaskResults: task_messages.TaskResults((
         task_messages.TaskResult("t1", "w1", "tok", "failed"),)),
-    ledger_messages.Credit: ledger_messages.Credit("ten", 100, "r1", "memo"),
-    ledger_messages.GetAccount: ledger_messages.GetAccount("ten"),
-    ledger_messages.ListEntries: ledger_messages.ListEntries("ten"),
-    ledger_messages.ListAccounts: ledger_messages.ListAccounts(),
-    ledger_messages.ListHolds: ledger_messages.ListHolds("ten", "open"),
-    ledger_messages.PlaceHold: ledger_messages.PlaceHold("task", "t1", "ten", 5),
-    ledger_messages.PlaceHolds: ledger_messages.PlaceHolds((
-        ledger_messages.PlaceHold("task", "t3", "ten", 5),)),
-    ledger_messages.ReleaseHold: ledger_messages.ReleaseHold("task", "t1"),
-    ledger_messages.Settle: ledger_messages.Settle("task", "t1", "succeeded", 3),
-    ledger_messages.HoldsOf: ledger_messages.HoldsOf("query", ("q1",)),
-    ledger_messages.RunAudit: ledger_messages.RunAudit(),
+    accounts.Credit: accounts.Credit("ten", 100, "r1", "memo"),
+    accounts.GetAccount: accounts.GetAccount("ten"),
+    accounts.ListEntries: accounts.ListEntries("ten"),
+    accounts.ListAccounts: accounts.ListAccounts(),
+    holds.ListHolds: holds.ListHolds("ten", "open"),
+    holds.PlaceHold: holds.PlaceHold("task", "t1", "ten", 5),
+    holds.PlaceHolds: holds.PlaceHolds((
+        holds.PlaceHold("task", "t3", "ten", 5),)),
+    holds.ReleaseHold: holds.ReleaseHold("task", "t1"),
+    holds.Settle: holds.Settle("task", "t1", "succeeded", 3),
+    holds.HoldsOf: holds.HoldsOf("query", ("q1",)),
+    audit.RunAudit: audit.RunAudit(),
     task_messages.ApplyDeviceAction: task_messages.ApplyDeviceAction("ten", "dev", "pause"),
     device_messages.SeeDevice: device_messages.SeeDevice("ten", "dev"),
     device_messages.ActionDone: device_messages.ActionDone("ten", "dev", 3),
@@ -134,8 +134,8 @@ def messages_of(module: ModuleType) -> Iterator[type[Message]]:
 
 
 def test_every_message_type_is_covered() -> None:
-    every = {cls for module in (key_messages, query_messages, task_messages, ledger_messages,
-                                device_messages)
+    every = {cls for module in (key_messages, query_messages, task_messages, accounts, holds,
+                                audit, device_messages)
              for cls in messages_of(module)}
     assert every == set(VALID)
 
@@ -159,7 +159,8 @@ def owner(system: System, cls: type[Message]) -> Any:
     return {key_messages.__name__: system.keys,
             query_messages.__name__: system.queries.mailbox,
             task_messages.__name__: system.tasks.mailbox,
-            ledger_messages.__name__: system.ledger.mailbox,
+            accounts.__name__: system.ledger, holds.__name__: system.ledger,
+            audit.__name__: system.ledger,
             device_messages.__name__: system.devices.mailbox}[module]
 
 
@@ -188,7 +189,7 @@ async def still_serving(system: System) -> None:
     assert await system.keys.ask(key_messages.CountKeys()) >= 0
     await system.queries.mailbox.ask(query_messages.CountQueries())
     await system.tasks.mailbox.ask(task_messages.CheckTaskHealth())
-    assert (await system.ledger.mailbox.ask(ledger_messages.RunAudit())).ok
+    assert (await system.ledger.ask(audit.RunAudit())).ok
 
 
 async def test_out_of_range_values_are_domain_errors(system: System,

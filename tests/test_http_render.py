@@ -22,7 +22,7 @@ from leasegate.errors import LeasegateError
 from leasegate.http.json_fields import MAX_JSON_DEPTH, check_json_field
 from leasegate.http.render import _is_instant, _is_plain, to_json
 
-VIEW_MODULES = ("views", "query_views", "task_views", "keys.views", "ledger_views",
+VIEW_MODULES = ("views", "query_views", "task_views", "keys.views", "ledger.views",
                 "device_views")
 
 

@@ -57,8 +57,10 @@ from hypothesis.stateful import (
 )
 
 from leasegate.actors import billing
-from leasegate.actors.ledger import audit, charge_for
-from leasegate.actors.ledger_messages import Credit, PlaceHold, ReleaseHold
+from leasegate.actors.ledger.accounts import Credit
+from leasegate.actors.ledger.audit import audit
+from leasegate.actors.ledger.holds import PlaceHold, ReleaseHold, charge_for
+from leasegate.actors.ledger.ref import LedgerRef
 from leasegate.actors.mailbox import Ask, Mailbox
 from leasegate.actors.query_messages import LeaseQueries, QueryOutcome, QueryResult, SubmitQuery
 from leasegate.actors.system import System, new_system
@@ -115,7 +117,7 @@ class Dying:
     """A mailbox that dies at one point: before or after a message of one type is
     delivered (and committed). Everything else goes through."""
 
-    def __init__(self, mailbox: Mailbox, kind: type[Ask[Any]], after: bool) -> None:
+    def __init__(self, mailbox: Any, kind: type[Any], after: bool) -> None:
         self.mailbox, self.kind, self.after = mailbox, kind, after
 
     async def ask(self, message: Any) -> Any:
@@ -279,7 +281,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def credit(self, tenant: str, amount: int, ref: str) -> None:
         async def action(system: System) -> Any:
             try:
-                return await system.ledger.mailbox.ask(Credit(tenant, amount, ref))
+                return await system.ledger.ask(Credit(tenant, amount, ref))
             except LeasegateError as exc:
                 return exc
 
@@ -303,7 +305,7 @@ class LedgerMachine(RuleBasedStateMachine):
         before = self.available(tenant)
 
         async def action(system: System) -> Any:
-            ledger: Any = system.ledger.mailbox
+            ledger: Any = system.ledger
             queue: Any = system.tasks.mailbox if channel == "task" else system.queries.mailbox
             if crash == "after hold":
                 ledger = Dying(ledger, PlaceHold, after=True)
@@ -315,11 +317,11 @@ class LedgerMachine(RuleBasedStateMachine):
             try:
                 if channel == "task":
                     return await billing.submit_task(
-                        cast(Mailbox, queue), cast(Mailbox, ledger),
+                        cast(Mailbox, queue), cast(LedgerRef, ledger),
                         SubmitTask(tenant, "shop", "order", {"v": variant}, job_id,
                                    account=job_id, max_cost=max_cost))
                 return await billing.submit_query(
-                    cast(Mailbox, queue), cast(Mailbox, ledger),
+                    cast(Mailbox, queue), cast(LedgerRef, ledger),
                     SubmitQuery(tenant, "shop", "balance", {"v": variant}, job_id,
                                 max_cost=max_cost))
             except LeasegateError as exc:

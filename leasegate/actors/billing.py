@@ -29,14 +29,10 @@ from typing import TypeVar
 import trio
 
 from leasegate.actors.batches import Batch, check_batch_size
-from leasegate.actors.ledger_messages import (
-    HoldsOf,
-    PlaceHold,
-    PlaceHolds,
-    ReleaseHold,
-    Settle,
-)
-from leasegate.actors.ledger_views import Channel, HoldPlaced, HoldView
+from leasegate.actors.channels import Channel
+from leasegate.actors.ledger.holds import HoldsOf, PlaceHold, PlaceHolds, ReleaseHold, Settle
+from leasegate.actors.ledger.ref import LedgerRef
+from leasegate.actors.ledger.views import HoldPlaced, HoldView
 from leasegate.actors.legacy_runtime import Actor
 from leasegate.actors.mailbox import Mailbox
 from leasegate.actors.pages import Paged
@@ -56,7 +52,7 @@ RELEASE_SECONDS = 5.0  # how long a refused submit may spend releasing its hold
 
 # ---- the submit saga --------------------------------------------------------------
 
-async def submit_task(tasks: Mailbox, ledger: Mailbox, message: SubmitTask) -> TaskSubmitted:
+async def submit_task(tasks: Mailbox, ledger: LedgerRef, message: SubmitTask) -> TaskSubmitted:
     """Submit a task; with ``max_cost``, hold it on the tenant's account first."""
     max_cost = message.max_cost
     if max_cost is None:
@@ -76,7 +72,7 @@ async def submit_task(tasks: Mailbox, ledger: Mailbox, message: SubmitTask) -> T
         raise
 
 
-async def submit_query(queries: Mailbox, ledger: Mailbox,
+async def submit_query(queries: Mailbox, ledger: LedgerRef,
                        message: SubmitQuery) -> QuerySubmitted:
     """Submit a query; with ``max_cost``, hold it on the tenant's account first."""
     max_cost = message.max_cost
@@ -99,7 +95,7 @@ S = TypeVar("S", SubmitTask, SubmitQuery)
 A = TypeVar("A", TaskSubmitted, QuerySubmitted)
 
 
-async def submit_tasks(tasks: Mailbox, ledger: Mailbox,
+async def submit_tasks(tasks: Mailbox, ledger: LedgerRef,
                        items: Sequence[SubmitTask | LeasegateError],
                        ) -> list[TaskSubmitted | LeasegateError]:
     """Submit up to 100 tasks (an item already refused at the edge stays refused): the
@@ -109,7 +105,7 @@ async def submit_tasks(tasks: Mailbox, ledger: Mailbox,
         lambda m: m.task_id, lambda m: dataclasses.replace(m, task_id=new_id("t")))
 
 
-async def submit_queries(queries: Mailbox, ledger: Mailbox,
+async def submit_queries(queries: Mailbox, ledger: LedgerRef,
                          items: Sequence[SubmitQuery | LeasegateError],
                          ) -> list[QuerySubmitted | LeasegateError]:
     """Submit up to 100 queries: :func:`submit_tasks` for the query channel."""
@@ -118,7 +114,7 @@ async def submit_queries(queries: Mailbox, ledger: Mailbox,
         lambda m: m.query_id, lambda m: dataclasses.replace(m, query_id=new_id("q")))
 
 
-async def _submit_many(channel: Channel, queue: Mailbox, ledger: Mailbox,
+async def _submit_many(channel: Channel, queue: Mailbox, ledger: LedgerRef,
                        items: Sequence[S | LeasegateError],
                        batch: Callable[[tuple[S, ...]], Batch[S, A]],
                        job_id: Callable[[S], str | None], with_new_id: Callable[[S], S],
@@ -178,7 +174,7 @@ def _hold_of(channel: Channel, m: S, job_id: Callable[[S], str | None]) -> Place
     return PlaceHold(channel, jid, m.tenant, m.max_cost)
 
 
-async def _release(ledger: Mailbox, channel: Channel, job_id: str) -> None:
+async def _release(ledger: LedgerRef, channel: Channel, job_id: str) -> None:
     # Shielded: a caller that goes away now must not leave the money held until
     # the orphan age (it would be repaired then, but not at once).
     with trio.move_on_after(RELEASE_SECONDS, shield=True):
@@ -194,7 +190,7 @@ async def _release(ledger: Mailbox, channel: Channel, job_id: str) -> None:
 class SettleNotices:
     """A queue actor's way to tell the ledger that jobs ended, once they are committed."""
 
-    def __init__(self, actor: Actor, channel: Channel, ledger: Mailbox | None) -> None:
+    def __init__(self, actor: Actor, channel: Channel, ledger: LedgerRef | None) -> None:
         self.actor = actor
         self.channel: Channel = channel
         self.ledger = ledger
@@ -233,7 +229,7 @@ def _billed(view: J, holds: dict[str, HoldView]) -> J:
     return dataclasses.replace(view, billing=billing)
 
 
-async def with_billing(ledger: Mailbox, view: J) -> J:
+async def with_billing(ledger: LedgerRef, view: J) -> J:
     """``view`` with its ``billing`` as the ledger has it."""
     if view.billing is None:
         return view
@@ -242,7 +238,7 @@ async def with_billing(ledger: Mailbox, view: J) -> J:
     return _billed(view, {hold.ref: hold for hold in holds})
 
 
-async def page_with_billing(ledger: Mailbox, channel: Channel, page: Paged[J]) -> Paged[J]:
+async def page_with_billing(ledger: LedgerRef, channel: Channel, page: Paged[J]) -> Paged[J]:
     """Every job of ``page`` with its ``billing`` (one ask for the page)."""
     ids = tuple(_job_id(view) for view in page.items if view.billing is not None)
     if not ids:
@@ -251,7 +247,7 @@ async def page_with_billing(ledger: Mailbox, channel: Channel, page: Paged[J]) -
     return dataclasses.replace(page, items=tuple(_billed(view, holds) for view in page.items))
 
 
-async def many_with_billing(ledger: Mailbox, channel: Channel,
+async def many_with_billing(ledger: LedgerRef, channel: Channel,
                             answers: Sequence[J | LeasegateError]) -> list[J | LeasegateError]:
     """A batch's answers with each job view's ``billing`` (one ask for the batch); the
     errors as they are."""

@@ -30,8 +30,8 @@ from typing import Final
 
 import trio
 
+from leasegate.actors.channels import Channel
 from leasegate.actors.history import JobEvent
-from leasegate.actors.ledger_views import Channel
 from leasegate.errors import Unavailable
 
 log = logging.getLogger("leasegate.events")

@@ -23,15 +23,14 @@ import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from leasegate.actors.checks import MAX_AMOUNT, check_choice, check_id, check_int
+from leasegate.actors.channels import Channel, RecordSettled
+from leasegate.actors.checks import check_id
 from leasegate.actors.leases import job_changed
-from leasegate.actors.ledger_views import Channel
-from leasegate.actors.mailbox import Ask, Mailbox, Tell
+from leasegate.actors.mailbox import Ask
 from leasegate.actors.payloads import compact_json
 from leasegate.actors.views import Instant
-from leasegate.logs import escape
 from leasegate.storage import events_sql
 
 if TYPE_CHECKING:
@@ -86,25 +85,6 @@ class GetHistory(Ask[History]):
     def check(self) -> None:
         check_id("job_id", self.job_id)
         check_id("tenant", self.tenant, optional=True)
-
-
-SettledOutcome = Literal["succeeded", "failed", "canceled", "expired", "orphaned"]
-
-
-@dataclass(frozen=True)
-class RecordSettled(Tell):
-    """The ledger settled a job's hold (sent after the ledger's commit)."""
-
-    job_id: str
-    outcome: str
-    charged: int
-    refunded: int
-
-    def check(self) -> None:
-        check_id("job_id", self.job_id)
-        check_choice("outcome", self.outcome, SettledOutcome)
-        check_int("charged", self.charged, 0, MAX_AMOUNT)
-        check_int("refunded", self.refunded, 0, MAX_AMOUNT)
 
 
 class JobHistory:
@@ -182,21 +162,3 @@ def _control_kind(action: str, before: sqlite3.Row, after: sqlite3.Row) -> str |
             before["pause_requested"] and not after["pause_requested"]):
         return "resumed"
     return None
-
-
-class SettledNotices:
-    """The ledger's side: after its commit, tell the job's queue it was settled."""
-
-    def __init__(self, actor: Actor) -> None:
-        self.actor = actor
-        self.queues: dict[str, Mailbox] = {}  # channel → the queue actor's mailbox
-
-    def settled(self, channel: str, job_id: str, outcome: str, charged: int,
-                refunded: int) -> None:
-        queue = self.queues.get(channel)
-        if queue is None:
-            return
-        self.actor.tell_after_commit(
-            queue, RecordSettled(job_id, outcome, charged, refunded),
-            f"settled event of {channel} {escape(job_id)} not recorded (the queue's inbox "
-            "is full or closed); its billing still shows it")

@@ -51,6 +51,7 @@ from leasegate.actors.mailbox import Ask, Envelope, Mailbox, Tell
 from leasegate.actors.parking import PARK as PARK  # re-exported: actors import it from here
 from leasegate.actors.parking import PARK_OUTCOME, Parking, ParkingActor, Wait
 from leasegate.actors.runtime.actor import ActorStatistics
+from leasegate.actors.runtime.turn import Receiver
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, LeasegateError, Unavailable
 from leasegate.logs import Throttled
@@ -67,6 +68,7 @@ from leasegate.storage.connection import (
 )
 
 R = TypeVar("R")
+M = TypeVar("M")
 log = logging.getLogger("leasegate.actors")
 
 MAILBOX_SIZE: Final = 4096
@@ -193,7 +195,7 @@ class Actor(ParkingActor):
         """
         self._effects.append(effect)
 
-    def tell_after_commit(self, mailbox: Mailbox, message: Tell, lost: str) -> None:
+    def tell_after_commit(self, mailbox: Receiver[M], message: M, lost: str) -> None:
         """Tell another actor ``message`` once the current message commits, without
         waiting; when its inbox is full (or it closed at shutdown), log ``lost``,
         which says what repairs it."""

@@ -28,6 +28,7 @@ from typing import Any, Final, Generic, TypeVar
 import outcome
 import trio
 
+from leasegate.actors.runtime.mailbox import Tell as NewTell
 from leasegate.errors import LeasegateError, Unavailable
 
 R = TypeVar("R")
@@ -187,10 +188,10 @@ class Mailbox:
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             raise _gone() from None
 
-    def tell_nowait(self, message: Tell) -> None:
+    def tell_nowait(self, message: Tell | NewTell[Any]) -> None:
         """Deliver ``message`` now or raise ``trio.WouldBlock`` when the inbox is full."""
         try:
-            self._send.send_nowait(Envelope(message))
+            self._send.send_nowait(Envelope(message))  # type: ignore[arg-type]  # transitional
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             raise _gone() from None
 

@@ -38,12 +38,15 @@ from leasegate.actors.event_hub import EventHub
 from leasegate.actors.jobs import JobRecord, JobStatistics, run_guarded, serve_guarded
 from leasegate.actors.keys.actor import open_keys
 from leasegate.actors.keys.ref import KeysRef
-from leasegate.actors.ledger import Ledger, LedgerUnbalanced, audit
-from leasegate.actors.ledger_views import AuditReport
+from leasegate.actors.ledger.actor import open_ledger
+from leasegate.actors.ledger.audit import LedgerUnbalanced, audit
+from leasegate.actors.ledger.ref import Ledger, LedgerRef
+from leasegate.actors.ledger.views import AuditReport
 from leasegate.actors.legacy_runtime import Actor
 from leasegate.actors.queries import QueryQueue
 from leasegate.actors.runtime.actor import Actor as TypedActor
 from leasegate.actors.runtime.actor import ActorStatistics
+from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.task_messages import ExistingTasks, Upload
 from leasegate.actors.tasks import TaskQueue
 from leasegate.clock import Clock
@@ -105,16 +108,17 @@ class System:
         self._keys = open_keys(self._database(), clock)
         self.keys: KeysRef = self._keys.ref
         # The queues tell the ledger; the ledger never asks them (an acyclic graph).
-        self.ledger = Ledger(self._database(), clock, settings)
+        ledger = Inbox(Ledger)
+        self.ledger: LedgerRef = ledger.ref
         # Job events: written by the queues, streamed from here after their commits.
         self.events = EventHub(settings.event_ring_size, settings.event_max_streams)
         self.queries = QueryQueue(self._database(), clock, settings,
-                                  ledger=self.ledger.mailbox, events=self.events)
+                                  ledger=self.ledger, events=self.events)
         self.artifacts = ArtifactStore(db_path.parent / "artifacts")
         self.tasks = TaskQueue(self._database(), clock, settings, self.artifacts,
-                               ledger=self.ledger.mailbox, events=self.events)
-        self.ledger.settled_notices.queues = {"task": self.tasks.mailbox,
-                                              "query": self.queries.mailbox}
+                               ledger=self.ledger, events=self.events)
+        self._ledger = open_ledger(self._database(), clock, settings, inbox=ledger, queues={
+            "task": self.tasks.mailbox, "query": self.queries.mailbox})
         # The tracker tells the task actor what a device's presence means for its tasks.
         self.devices = DeviceTracker(self._database(), clock, settings,
                                      tasks=self.tasks.mailbox)
@@ -140,7 +144,7 @@ class System:
 
     @property
     def actors(self) -> tuple[Actor | TypedActor[Any, Any], ...]:
-        return (self._keys, self.ledger, self.queries, self.tasks, self.devices)
+        return (self._keys, self._ledger, self.queries, self.tasks, self.devices)
 
     def add_background_job(self, owner: str, name: str, every: float,
                            fn: Callable[[float], Awaitable[object]]) -> None:
@@ -280,7 +284,7 @@ class System:
                 return audit(conn)
 
         report = await self._setup.run(check)
-        self.ledger.last_audit = report
+        self._ledger.turn.last_audit = report
         if report.ok:
             return
         failing = "; ".join(f"{c.name} ({c.detail})" for c in report.checks if not c.ok)
@@ -288,6 +292,11 @@ class System:
             raise LedgerUnbalanced(f"the ledger audit failed: {failing}; not serving "
                                    "(--allow-unbalanced serves anyway)")
         log.error("the ledger audit failed, serving anyway (--allow-unbalanced): %s", failing)
+
+    @property
+    def last_audit(self) -> AuditReport | None:
+        """The ledger's last audit (at start-up, by the periodic job or on demand)."""
+        return self._ledger.turn.last_audit
 
     @property
     def durable(self) -> bool:

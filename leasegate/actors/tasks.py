@@ -36,8 +36,9 @@ import sqlite3
 from leasegate.actors import task_artifacts, task_presence
 from leasegate.actors.batches import EachItem
 from leasegate.actors.billing import SettleNotices
+from leasegate.actors.channels import RecordSettled
 from leasegate.actors.event_hub import EventHub
-from leasegate.actors.history import GetHistory, JobHistory, RecordSettled
+from leasegate.actors.history import GetHistory, JobHistory
 from leasegate.actors.jobs import JobRecord
 from leasegate.actors.leases import (
     DryFilters,
@@ -46,8 +47,9 @@ from leasegate.actors.leases import (
     new_lease_token,
     new_work,
 )
+from leasegate.actors.ledger.ref import LedgerRef
 from leasegate.actors.legacy_runtime import PARK, Actor
-from leasegate.actors.mailbox import Ask, Mailbox, Tell
+from leasegate.actors.mailbox import Ask, Tell
 from leasegate.actors.pages import Paged
 from leasegate.actors.parking import Wait
 from leasegate.actors.payloads import canonical_json, fingerprint
@@ -112,7 +114,7 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
 
     def __init__(self, db: Database, clock: Clock, settings: Settings,
                  artifacts: ArtifactStore | None = None, *,
-                 ledger: Mailbox | None = None, events: EventHub | None = None) -> None:
+                 ledger: LedgerRef | None = None, events: EventHub | None = None) -> None:
         super().__init__(db, clock, error_log_window=settings.error_log_window)
         self.settings = settings
         self.history = JobHistory(self, "task", events)  # one record() per transition

@@ -62,7 +62,7 @@ class Metrics(Collector):
     async def refresh(self, system: System) -> None:
         tasks = await system.tasks.mailbox.ask(CheckTaskHealth())
         queries = await system.queries.mailbox.ask(CountQueries())
-        audit = system.ledger.last_audit
+        audit = system.last_audit
         self._ledger_ok = audit is None or audit.ok
         self._durable = system.durable
         self._snapshot = (tasks, queries, system.statistics())

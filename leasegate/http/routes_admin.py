@@ -93,7 +93,7 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     for row in await sys.queries.mailbox.ask(CountQueries()):
         query_counts.setdefault(row.status, {})[row.site] = row.n
     stats = sys.statistics()
-    audit = sys.ledger.last_audit
+    audit = sys.last_audit
     ledger_ok = audit is None or audit.ok  # None: not audited yet (never after start-up)
     now = sys.clock.now()
     every_job = stats.jobs + stats.services

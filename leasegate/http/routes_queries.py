@@ -58,7 +58,7 @@ async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     assert tenant is not None  # a client key (checked by allow)
     sys = system()
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
-    reply = await billing.submit_query(sys.queries.mailbox, sys.ledger.mailbox,
+    reply = await billing.submit_query(sys.queries.mailbox, sys.ledger,
                                        _submit_message(tenant, data))
     return to_json(reply), 201 if reply.created else 200
 
@@ -84,7 +84,7 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
     limit = sys.settings.max_json_field_bytes  # read once, not per item
     items = batches.each_item(SubmitQueryBody, data.items,
                               lambda body: _submit_message(tenant, body, limit))
-    answers = await billing.submit_queries(sys.queries.mailbox, sys.ledger.mailbox, items)
+    answers = await billing.submit_queries(sys.queries.mailbox, sys.ledger, items)
     return batches.reply("query", answers, batches.created)
 
 
@@ -102,7 +102,7 @@ async def query_results(data: QueryResultsBody) -> Any:
         lambda item: _result_message(item.query_id, data.worker_id, principal.sites, item,
                                      limit)))
     # The settles were told after the queries' commit, so they are ahead of this ask.
-    return batches.reply("query", await billing.many_with_billing(sys.ledger.mailbox, "query",
+    return batches.reply("query", await billing.many_with_billing(sys.ledger, "query",
                                                                   answers))
 
 
@@ -117,7 +117,7 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
     found = await read_settled(sys.queries.mailbox, GetQuery(query_id, tenant),
                                GetQuery(query_id, tenant, wait=True), query_args.wait_seconds,
                                sys.settings.max_wait_seconds)
-    return to_json(await billing.with_billing(sys.ledger.mailbox, found))
+    return to_json(await billing.with_billing(sys.ledger, found))
 
 
 @bp.get("/v1/queries")
@@ -131,7 +131,7 @@ async def list_queries(query_args: QueryListArgs) -> Any:
     found = await sys.queries.mailbox.ask(ListQueries(
         tenant=tenant, status=query_args.status, site=query_args.site, kind=query_args.kind,
         page=page(query_args)))
-    return to_json(await billing.page_with_billing(sys.ledger.mailbox, "query", found))
+    return to_json(await billing.page_with_billing(sys.ledger, "query", found))
 
 
 @bp.post("/v1/queries/lease")
@@ -162,7 +162,7 @@ async def query_result(query_id: str, data: QueryResultBody) -> Any:
     done = await sys.queries.mailbox.ask(
         _result_message(query_id, data.worker_id, principal.sites, data))
     # The settle was told after the query's commit, so it is ahead of this ask.
-    return to_json(await billing.with_billing(sys.ledger.mailbox, done))
+    return to_json(await billing.with_billing(sys.ledger, done))
 
 
 def _result_message(query_id: str, worker_id: str, sites: tuple[str, ...] | None,

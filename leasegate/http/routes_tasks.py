@@ -84,7 +84,7 @@ async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     if message.device_id is not None:  # a sighting; a full device table refuses (6008) first
         await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, message.device_id)
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
-    reply = await billing.submit_task(sys.tasks.mailbox, sys.ledger.mailbox, message)
+    reply = await billing.submit_task(sys.tasks.mailbox, sys.ledger, message)
     return to_json(reply), 201 if reply.created else 200
 
 
@@ -114,7 +114,7 @@ async def submit_tasks(data: SubmitTasksBody) -> Any:
     items = batches.each_item(SubmitTaskBody, data.items,
                               lambda body: _submit_message(tenant, body, limit))
     items = await _see_devices(tenant, items)
-    answers = await billing.submit_tasks(sys.tasks.mailbox, sys.ledger.mailbox, items)
+    answers = await billing.submit_tasks(sys.tasks.mailbox, sys.ledger, items)
     return batches.reply("task", answers, batches.created)
 
 
@@ -155,7 +155,7 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
     found = await read_settled(sys.tasks.mailbox, GetTask(task_id, tenant),
                                GetTask(task_id, tenant, wait=True), query_args.wait_seconds,
                                sys.settings.max_wait_seconds)
-    return to_json(await billing.with_billing(sys.ledger.mailbox, found))
+    return to_json(await billing.with_billing(sys.ledger, found))
 
 
 @bp.get("/v1/tasks")
@@ -169,7 +169,7 @@ async def list_tasks(query_args: TaskListArgs) -> Any:
     found = await sys.tasks.mailbox.ask(ListTasks(
         tenant=tenant, status=query_args.status, site=query_args.site,
         account=query_args.account, kind=query_args.kind, page=page(query_args)))
-    return to_json(await billing.page_with_billing(sys.ledger.mailbox, "task", found))
+    return to_json(await billing.page_with_billing(sys.ledger, "task", found))
 
 
 def _control_route(action: ControlAction, doc: str) -> None:
@@ -180,7 +180,7 @@ def _control_route(action: ControlAction, doc: str) -> None:
         _, tenant = require_tenant("client")
         sys = system()
         return to_json(await billing.with_billing(
-            sys.ledger.mailbox, await sys.tasks.mailbox.ask(ControlTask(task_id, action, tenant))))
+            sys.ledger, await sys.tasks.mailbox.ask(ControlTask(task_id, action, tenant))))
 
     control.__name__ = f"{action}_task"
     control.__doc__ = doc
@@ -239,7 +239,7 @@ async def task_results(data: TaskResultsBody) -> Any:
         lambda item: _result_message(item.task_id, data.worker_id, principal.sites, item,
                                      limit)))
     # The settles were told after the tasks' commit, so they are ahead of this ask.
-    return batches.reply("task", await billing.many_with_billing(sys.ledger.mailbox, "task",
+    return batches.reply("task", await billing.many_with_billing(sys.ledger, "task",
                                                                  answers))
 
 
@@ -280,7 +280,7 @@ async def task_result(task_id: str, data: TaskResultBody) -> Any:
     done = await sys.tasks.mailbox.ask(
         _result_message(task_id, data.worker_id, principal.sites, data))
     # The settle was told after the task's commit, so it is ahead of this ask.
-    return to_json(await billing.with_billing(sys.ledger.mailbox, done))
+    return to_json(await billing.with_billing(sys.ledger, done))
 
 
 def _result_message(task_id: str, worker_id: str, sites: tuple[str, ...] | None,
@@ -307,7 +307,7 @@ async def reclaim_task(task_id: str, data: ReclaimBody) -> Any:
     principal = require("admin")
     check_json_field("result", data.result)
     sys = system()
-    return to_json(await billing.with_billing(sys.ledger.mailbox, await sys.tasks.mailbox.ask(
+    return to_json(await billing.with_billing(sys.ledger, await sys.tasks.mailbox.ask(
         ReclaimTask(task_id, data.action, data.reason,
                     by=f"{principal.name} ({principal.key_id})",
                     result=data.result, cost=data.cost))))

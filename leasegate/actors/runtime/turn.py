@@ -28,22 +28,28 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Callable, Hashable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import outcome
 import trio
 
-from leasegate.actors.runtime.mailbox import Message, Ref, Tell
+from leasegate.actors.runtime.mailbox import Message
 from leasegate.errors import InternalError, LeasegateError
 from leasegate.storage.connection import is_storage_failure, release, savepoint, undo
 from leasegate.storage.engine import Connection
 
-A = TypeVar("A")
 C = TypeVar("C", bound="Turn")
 M = TypeVar("M", bound=Message)
+M_contra = TypeVar("M_contra", contravariant=True)
 R = TypeVar("R")
 
 log = logging.getLogger("leasegate.actors")
+
+
+class Receiver(Protocol[M_contra]):
+    """What takes a message without waiting: the ``Ref`` of an actor that takes it."""
+
+    def tell_nowait(self, message: M_contra, /) -> None: ...
 
 
 class Turn:
@@ -83,7 +89,7 @@ class Turn:
         """
         self.effects.append(effect)
 
-    def tell_after_commit(self, ref: Ref[A], message: Tell[A], lost: str) -> None:
+    def tell_after_commit(self, ref: Receiver[M], message: M, lost: str) -> None:
         """Tell another actor ``message`` once the current message commits, without
         waiting; when its inbox is full (or it closed at shutdown), log ``lost``,
         which says what repairs it."""

@@ -14,7 +14,7 @@ from quart import request, url_for
 from werkzeug.wrappers import Response as Redirect
 
 from leasegate.actors.keys.records import CreateKey, RevokeKey
-from leasegate.actors.ledger_messages import Credit
+from leasegate.actors.ledger.accounts import Credit
 from leasegate.actors.task_messages import ReclaimTask
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import authenticator, back_to, bp, principal, session
@@ -60,7 +60,7 @@ async def reclaim(task_id: str) -> Redirect:
 async def credit() -> Redirect:
     form = await request.form
     account = _field(form, "account") or ""
-    reply = await system().ledger.mailbox.ask(Credit(
+    reply = await system().ledger.ask(Credit(
         account, _whole(form, "amount"), _field(form, "ref") or "",
         _field(form, "memo", required=False)))
     session().notify("ok", f"credited {account}: available {reply.available}, "

@@ -10,7 +10,8 @@ from werkzeug.wrappers import Response as Redirect
 
 from leasegate.actors import billing
 from leasegate.actors.keys.records import ListKeys
-from leasegate.actors.ledger_messages import GetAccount, ListAccounts, ListEntries, ListHolds
+from leasegate.actors.ledger.accounts import GetAccount, ListAccounts, ListEntries
+from leasegate.actors.ledger.holds import ListHolds
 from leasegate.actors.pages import MAX_OFFSET, Page
 from leasegate.actors.query_messages import CountQueries, GetQuery, ListQueries, QueryStatus
 from leasegate.actors.task_messages import (
@@ -77,7 +78,7 @@ async def overview() -> Response:
         queries[count.status] += count.n
     workers = await sys.tasks.mailbox.ask(ListWorkers(Page(limit=100)))
     stale = await sys.tasks.mailbox.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
-    audit = sys.ledger.last_audit
+    audit = sys.last_audit
     return await page(
         "overview.html", live=ALL_EVENTS, report=report, tasks=tasks, queries=queries,
         workers=to_json(workers), stale=to_json(stale), audit=to_json(audit),
@@ -123,7 +124,7 @@ async def task(task_id: str) -> Response:
     if not is_id(task_id):
         raise InvalidRequest(f"task_id must be {ID_RULE}")
     sys = system()
-    found = await billing.with_billing(sys.ledger.mailbox,
+    found = await billing.with_billing(sys.ledger,
                                        await sys.tasks.mailbox.ask(GetTask(task_id)))
     artifacts = await sys.tasks.mailbox.ask(ListArtifacts(task_id))
     return await page("job.html", live=f"{ALL_EVENTS}?job_id={task_id}", channel="task",
@@ -136,7 +137,7 @@ async def query(query_id: str) -> Response:
     if not is_id(query_id):
         raise InvalidRequest(f"query_id must be {ID_RULE}")
     sys = system()
-    found = await billing.with_billing(sys.ledger.mailbox,
+    found = await billing.with_billing(sys.ledger,
                                        await sys.queries.mailbox.ask(GetQuery(query_id)))
     return await page("job.html", live=f"{ALL_EVENTS}?job_id={query_id}", channel="query",
                       job=to_json(found), job_id=query_id,
@@ -147,7 +148,7 @@ async def query(query_id: str) -> Response:
 async def ledger() -> Response:
     """Accounts and their balances; one account's entries and holds; the credit form."""
     account = _arg_id("account")
-    mailbox = system().ledger.mailbox
+    mailbox = system().ledger
     accounts = await mailbox.ask(ListAccounts(Page(limit=100, offset=_offset())))
     chosen = entries = None
     holds = await mailbox.ask(ListHolds(account=account, page=Page(limit=PAGE_SIZE)))

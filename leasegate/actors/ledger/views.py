@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
-from typing import Literal
 
 from leasegate.actors.views import Instant
-
-Channel = Literal["task", "query"]
+from leasegate.storage.engine import Row
 
 
 @dataclass(frozen=True)
@@ -75,18 +72,18 @@ class AuditReport:
         return tuple(check.name for check in self.checks if not check.ok)
 
 
-def account_view(name: str, row: sqlite3.Row | None) -> AccountView:
+def account_view(name: str, row: Row | None) -> AccountView:
     available = 0 if row is None else int(row["balance"])
     held = 0 if row is None else int(row["held"])
     return AccountView(name, available, held, available + held)
 
 
-def entry_view(row: sqlite3.Row) -> EntryView:
+def entry_view(row: Row) -> EntryView:
     return EntryView(row["txn_id"], row["kind"], row["amount"], row["ref"], row["memo"],
                      row["created_at"])
 
 
-def hold_view(row: sqlite3.Row) -> HoldView:
+def hold_view(row: Row) -> HoldView:
     return HoldView(row["job_id"], row["channel"], row["account"], row["amount"],
                     row["status"], row["charged"], row["refunded"], row["created_at"],
                     row["settled_at"])
