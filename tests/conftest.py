@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from leasegate.actors.mailbox import Ask, Tell
 from leasegate.clock import Clock
 from leasegate.http.render import to_json
 from leasegate.settings import Settings, load
@@ -18,7 +17,6 @@ from leasegate.storage.migrations import migrate
 from tests.served import Served, start, stop
 
 if TYPE_CHECKING:
-    from leasegate.actors.legacy_runtime import Actor
     from leasegate.actors.system import System
 
 # 2026-11-30T08:00:00Z: every test's wall clock starts here.
@@ -47,11 +45,11 @@ def db(tmp_path: Path) -> Database:
     return open_db(tmp_path / "leasegate.db")
 
 
-async def parked(actor: Actor, message: Ask[Any], *, deadline: float,
-                 give_back: Callable[[Any], Tell | None], on_timeout: object) -> Any:
+async def parked(actor: Any, message: Any, *, deadline: float,
+                 give_back: Callable[[Any], Any], on_timeout: object) -> Any:
     """``ask_parked``, with the reply as the API renders it."""
-    reply = await actor.mailbox.ask_parked(message, deadline=deadline, give_back=give_back,
-                                           on_timeout=on_timeout)
+    reply = await actor.ref.ask_parked(message, deadline=deadline, give_back=give_back,
+                                       on_timeout=on_timeout)
     return to_json(reply)
 
 

@@ -138,7 +138,7 @@ async def test_rate_limit_is_429_with_retry_after(
 
 async def test_storage_failure_is_503_then_recovers(gateway: Gateway) -> None:
     assert (await gateway.call("POST", "/v1/queries", "t1", json=QUERY))[0] == 201
-    queries_db = gateway.system.queries.db
+    queries_db = gateway.system.query_actor.db
     pages = queries_db.run_sync(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
     queries_db.run_sync(lambda c: c.execute(f"PRAGMA max_page_count = {pages}"))
     filler = {**QUERY, "params": {"x": "y" * 60000}}

@@ -239,9 +239,9 @@ async def test_recovery_settles_a_lost_settle_and_a_late_settle_changes_nothing(
     await credit(gateway, "t1", 100, "p")
     item = await running(gateway, "lost", max_cost=50)
     ledger = gateway.system.ledger
-    gateway.system.tasks.settle.ledger = None  # the notice is lost (a crash after commit)
+    gateway.system.task_actor.turn.settle.ledger = None  # the notice is lost (a crash after commit)
     await finish(gateway, item, "succeeded", cost=20)
-    gateway.system.tasks.settle.ledger = ledger
+    gateway.system.task_actor.turn.settle.ledger = ledger
     assert [h["status"] for h in await holds(gateway)] == ["open"]
     await trio.sleep(61)  # recovery
     assert [(h["status"], h["charged"]) for h in await holds(gateway)] == [("settled", 20)]

@@ -15,14 +15,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from leasegate.actors.mailbox import Ask, Mailbox
 from leasegate.errors import InvalidRequest, LeasegateError
 from leasegate.http.errors import _describe
 from leasegate.http.render import to_json
 
 B = TypeVar("B", bound=BaseModel)
 T = TypeVar("T")
-R = TypeVar("R")
 
 
 def each_item(model: type[B], raw: Sequence[Any],
@@ -58,14 +56,3 @@ def reply(noun: str, answers: Sequence[object | LeasegateError],
 def created(answer: Any) -> int:
     """A submit's status: 201 created, 200 an idempotent replay."""
     return 201 if answer.created else 200
-
-
-async def ask_each(mailbox: Mailbox,
-                   batch: Callable[[tuple[T, ...]], Ask[tuple[R | LeasegateError, ...]]],
-                   items: Sequence[T | LeasegateError]) -> list[R | LeasegateError]:
-    """Send the items the edge took as one batch message; the refused keep their error.
-    A refusal of the whole message (storage trouble, shutting down: nothing changed)
-    is the whole call's."""
-    taken = [item for item in items if not isinstance(item, LeasegateError)]
-    replies = iter(await mailbox.ask(batch(tuple(taken))) if taken else ())
-    return [item if isinstance(item, LeasegateError) else next(replies) for item in items]

@@ -7,39 +7,27 @@ from typing import TypeVar
 
 import trio
 
-from leasegate.actors.mailbox import Ask, Mailbox, Tell
+from leasegate.actors.runtime.mailbox import Ask, Ref, Tell
 
+A = TypeVar("A")
 R = TypeVar("R")
 T = TypeVar("T")
 
 
-def long_poll(mailbox: Mailbox, message: Ask[R], wait_seconds: float, max_wait: float,
-              give_back: Callable[[R], Tell | None], on_timeout: T) -> Awaitable[R | T]:
+def long_poll(ref: Ref[A], message: Ask[A, R], wait_seconds: float, max_wait: float,
+              give_back: Callable[[R], Tell[A] | None], on_timeout: T) -> Awaitable[R | T]:
     """Ask, letting the actor hold the reply for up to ``wait_seconds`` (0: just ask;
     never longer than ``max_wait``).
 
     Cancellation (the HTTP client disconnected: quart-trio cancels the handler):
     a reply that was already on its way is given back to the actor (see
-    ``Mailbox.ask_parked``).
+    ``Ref.ask_parked``).
 
-    Not a coroutine itself, to hand back the mailbox's own: a parked poll holds
-    its whole chain of coroutine frames for as long as it waits.
+    Not a coroutine itself, to hand back the ref's own: a parked poll holds its
+    whole chain of coroutine frames for as long as it waits.
     """
     if wait_seconds <= 0:
-        return mailbox.ask(message)
+        return ref.ask(message)
     wait = min(wait_seconds, max_wait)
-    return mailbox.ask_parked(message, deadline=trio.current_time() + wait,
-                              give_back=give_back, on_timeout=on_timeout)
-
-
-async def read_settled(mailbox: Mailbox, now: Ask[R], settled: Ask[R],
-                       wait_seconds: float | None, max_wait: float) -> R:
-    """``GET /v1/<jobs>/{id}?wait_seconds=``: the job once ``settled`` answers (the
-    actor parks it until the job ends), or as ``now`` finds it when the wait runs out
-    (or ``wait_seconds`` is 0). A reply lost to a gone caller costs nothing: a read."""
-    if wait_seconds:
-        found = await long_poll(mailbox, settled, wait_seconds, max_wait,
-                                lambda _: None, None)
-        if found is not None:
-            return found
-    return await mailbox.ask(now)
+    return ref.ask_parked(message, deadline=trio.current_time() + wait, give_back=give_back,
+                          on_timeout=on_timeout)

@@ -9,10 +9,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from quart import Blueprint, Response, current_app, request
 from quart_schema import document_response, validate_querystring, validate_request
 
-from leasegate.actors.jobs import JobStatistics
 from leasegate.actors.keys.records import CreateKey, ListKeys, RevokeKey
-from leasegate.actors.query_messages import CountQueries
-from leasegate.actors.task_messages import CheckTaskHealth, ListWorkers
+from leasegate.actors.queries.reads import CountQueries
+from leasegate.actors.runtime.periodic import JobStatistics
+from leasegate.actors.tasks.presence import CheckTaskHealth, ListWorkers
 from leasegate.clock import iso
 from leasegate.errors import LeasegateError
 from leasegate.http.auth import Authenticator, allow, require
@@ -79,7 +79,7 @@ async def make_backup() -> Any:
 @document_response(WorkerPage)
 async def list_workers(query_args: ListArgs) -> Any:
     """Workers seen on the task channel: state, last seen, held tasks, sites."""
-    return to_json(await system().tasks.mailbox.ask(ListWorkers(page(query_args))))
+    return to_json(await system().tasks.ask(ListWorkers(page(query_args))))
 
 
 async def health_report(detailed: bool) -> dict[str, Any]:
@@ -88,9 +88,9 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     of sites, tenants or workers callers create."""
     sys = system()
     writable = await sys.storage_writable()
-    tasks = await sys.tasks.mailbox.ask(CheckTaskHealth())
+    tasks = await sys.tasks.ask(CheckTaskHealth())
     query_counts: dict[str, dict[str, int]] = {}
-    for row in await sys.queries.mailbox.ask(CountQueries()):
+    for row in await sys.queries.ask(CountQueries()):
         query_counts.setdefault(row.status, {})[row.site] = row.n
     stats = sys.statistics()
     audit = sys.last_audit

@@ -7,21 +7,15 @@ from typing import Any
 from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
-from leasegate.actors import billing
-from leasegate.actors.query_messages import (
-    GetQuery,
-    LeaseQueries,
-    ListQueries,
-    QueryResult,
-    QueryResults,
-    SubmitQuery,
-    release_message,
-)
+from leasegate.actors.queries.lease import LeaseQueries, release_message
+from leasegate.actors.queries.reads import ListQueries
+from leasegate.actors.queries.results import QueryResult, QueryResults
+from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import long_poll, read_settled
+from leasegate.http.long_poll import long_poll
 from leasegate.http.models import (
     ErrorEnvelope,
     LeaseBody,
@@ -58,8 +52,7 @@ async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     assert tenant is not None  # a client key (checked by allow)
     sys = system()
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
-    reply = await billing.submit_query(sys.queries.mailbox, sys.ledger,
-                                       _submit_message(tenant, data))
+    reply = await sys.jobs.queries.submit(_submit_message(tenant, data))
     return to_json(reply), 201 if reply.created else 200
 
 
@@ -84,7 +77,7 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
     limit = sys.settings.max_json_field_bytes  # read once, not per item
     items = batches.each_item(SubmitQueryBody, data.items,
                               lambda body: _submit_message(tenant, body, limit))
-    answers = await billing.submit_queries(sys.queries.mailbox, sys.ledger, items)
+    answers = await sys.jobs.queries.submit_many(items)
     return batches.reply("query", answers, batches.created)
 
 
@@ -97,13 +90,11 @@ async def query_results(data: QueryResultsBody) -> Any:
     principal = require("worker")
     sys = system()
     limit = sys.settings.max_json_field_bytes  # read once, not per item
-    answers = await batches.ask_each(sys.queries.mailbox, QueryResults, batches.each_item(
-        QueryResultItem, data.items,
-        lambda item: _result_message(item.query_id, data.worker_id, principal.sites, item,
-                                     limit)))
-    # The settles were told after the queries' commit, so they are ahead of this ask.
-    return batches.reply("query", await billing.many_with_billing(sys.ledger, "query",
-                                                                  answers))
+    return batches.reply("query", await sys.jobs.queries.ask_each(
+        QueryResults, batches.each_item(
+            QueryResultItem, data.items,
+            lambda item: _result_message(item.query_id, data.worker_id, principal.sites, item,
+                                         limit))))
 
 
 @bp.get("/v1/queries/<query_id>")
@@ -113,11 +104,8 @@ async def query_results(data: QueryResultsBody) -> Any:
 async def get_query(query_id: str, query_args: WaitArgs) -> Any:
     """A query; with ``wait_seconds`` (0–30), long-poll until it is terminal."""
     _, tenant = require_tenant("client")
-    sys = system()
-    found = await read_settled(sys.queries.mailbox, GetQuery(query_id, tenant),
-                               GetQuery(query_id, tenant, wait=True), query_args.wait_seconds,
-                               sys.settings.max_wait_seconds)
-    return to_json(await billing.with_billing(sys.ledger, found))
+    return to_json(await system().jobs.queries.get(query_id, tenant,
+                                                   wait_seconds=query_args.wait_seconds or 0))
 
 
 @bp.get("/v1/queries")
@@ -127,11 +115,9 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
 async def list_queries(query_args: QueryListArgs) -> Any:
     """Queries, newest first (own tenant; admin: all)."""
     _, tenant = require_tenant("client")
-    sys = system()
-    found = await sys.queries.mailbox.ask(ListQueries(
+    return to_json(await system().jobs.queries.page(ListQueries(
         tenant=tenant, status=query_args.status, site=query_args.site, kind=query_args.kind,
-        page=page(query_args)))
-    return to_json(await billing.page_with_billing(sys.ledger, "query", found))
+        page=page(query_args))))
 
 
 @bp.post("/v1/queries/lease")
@@ -145,7 +131,7 @@ async def lease_queries(data: LeaseBody) -> Any:
     message = LeaseQueries(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
                            max=data.max, request_id=data.request_id,
                            wait=data.wait_seconds > 0)
-    items = await long_poll(sys.queries.mailbox, message, data.wait_seconds,
+    items = await long_poll(sys.queries, message, data.wait_seconds,
                             sys.settings.max_wait_seconds, release_message, ())
     return {"items": to_json(items)}
 
@@ -158,11 +144,8 @@ async def lease_queries(data: LeaseBody) -> Any:
 async def query_result(query_id: str, data: QueryResultBody) -> Any:
     """Report a query's outcome with the lease token (worker)."""
     principal = require("worker")
-    sys = system()
-    done = await sys.queries.mailbox.ask(
-        _result_message(query_id, data.worker_id, principal.sites, data))
-    # The settle was told after the query's commit, so it is ahead of this ask.
-    return to_json(await billing.with_billing(sys.ledger, done))
+    return to_json(await system().jobs.queries.ask(
+        _result_message(query_id, data.worker_id, principal.sites, data)))
 
 
 def _result_message(query_id: str, worker_id: str, sites: tuple[str, ...] | None,

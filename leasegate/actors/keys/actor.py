@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from leasegate.actors.keys import records  # noqa: F401  (its handlers register on import)
+from leasegate.actors.keys import records
 from leasegate.actors.keys.ref import Keys
 from leasegate.actors.keys.turn import KEYS
 from leasegate.actors.runtime.actor import Actor
@@ -12,6 +12,8 @@ from leasegate.clock import Clock
 from leasegate.storage.connection import Database
 
 MAILBOX_SIZE = 1024
+MODULES = (records,)
+"""What the keys actor does (importing a module registers its handlers)."""
 
 
 def open_keys(db: Database, clock: Clock, inbox: Inbox[Keys] | None = None) -> Actor[Keys, Turn]:

@@ -125,7 +125,7 @@ class Actor(Generic[A, C]):
         self.batch_limit = batch_limit
         self._behaviour = handlers
         self._handlers = handlers.handlers  # read once per message: a dict lookup
-        self._parks = handlers.parking
+        self._parks = dict(handlers.parking)  # its own: a test may wrap a spec
         self._send, self._inbox = inbox.send, inbox.receive
         self._parking = inbox.parking
         self.ref = inbox.ref

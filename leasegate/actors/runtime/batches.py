@@ -18,15 +18,17 @@ the item's reply, or the :class:`LeasegateError` it met::
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, Generic, TypeVar
 
-from leasegate.actors.runtime.mailbox import Ask, Message
+from leasegate.actors.runtime.mailbox import Ask, Message, Ref
 from leasegate.errors import InvalidRequest, LeasegateError
 
 MAX_BATCH: Final = 100
 """The most items one batch takes (submits, starts, results)."""
 
+A = TypeVar("A")
 A_contra = TypeVar("A_contra", contravariant=True)
 M = TypeVar("M", bound=Message)
 R = TypeVar("R")
@@ -53,3 +55,14 @@ class Batch(Ask[A_contra, tuple[R | LeasegateError, ...]], Generic[A_contra, M, 
             if not isinstance(item, self.item):
                 raise InvalidRequest(f"every item must be a {self.item.__name__}, "
                                      f"not {type(item).__name__}")
+
+
+async def ask_each(ref: Ref[A],
+                   batch: Callable[[tuple[M, ...]], Ask[A, tuple[R | LeasegateError, ...]]],
+                   items: Sequence[M | LeasegateError]) -> list[R | LeasegateError]:
+    """Send the items not refused already (at the HTTP edge) as one batch message; the
+    refused keep their error, in place. A refusal of the whole message (storage trouble,
+    shutting down: nothing changed) is the whole call's."""
+    taken = [item for item in items if not isinstance(item, LeasegateError)]
+    replies = iter(await ref.ask(batch(tuple(taken))) if taken else ())
+    return [item if isinstance(item, LeasegateError) else next(replies) for item in items]

@@ -34,6 +34,7 @@ from leasegate.actors.runtime.turn import Turn
 
 A = TypeVar("A")
 C = TypeVar("C", bound=Turn)
+C_contra = TypeVar("C_contra", bound=Turn, contravariant=True)
 R = TypeVar("R")
 
 Handler = Callable[[C, Any], R]
@@ -41,7 +42,7 @@ Handler = Callable[[C, Any], R]
 
 
 @dataclass(frozen=True, slots=True)
-class Parks(Generic[C, R]):
+class Parks(Generic[C_contra, R]):
     """How a request that waits is served (see :mod:`leasegate.actors.runtime.parking`).
 
     ``wait(message)``: its queue and topics (None: a queue of its own, offered work
@@ -49,12 +50,13 @@ class Parks(Generic[C, R]):
     a later turn (None: still nothing; the rest of its queue is skipped this turn).
     ``drained(turn, message)``: its reply when the actor drains for shutdown.
     ``give_back(reply)``: the work that undoes a reply its caller never received
-    (a lease), or None.
+    (a lease), or None. Contravariant in the turn: a spec written for a shared turn
+    type (``QueueTurn``) serves each actor whose turn derives from it.
     """
 
     wait: Callable[[Any], Wait | None]
-    serve: Callable[[C, Any], R | None]
-    drained: Callable[[C, Any], R]
+    serve: Callable[[C_contra, Any], R | None]
+    drained: Callable[[C_contra, Any], R]
     give_back: Callable[[R], Tell[Any] | None] = lambda reply: None
 
 

@@ -15,7 +15,7 @@ from werkzeug.wrappers import Response as Redirect
 
 from leasegate.actors.keys.records import CreateKey, RevokeKey
 from leasegate.actors.ledger.accounts import Credit
-from leasegate.actors.task_messages import ReclaimTask
+from leasegate.actors.tasks.control import ReclaimTask
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import authenticator, back_to, bp, principal, session
 from leasegate.http.context import system
@@ -49,7 +49,7 @@ async def reclaim(task_id: str) -> Redirect:
     """Resolve a stale task: requeue, succeeded or failed, with a reason (required)."""
     form = await request.form
     who = principal()
-    done = await system().tasks.mailbox.ask(ReclaimTask(
+    done = await system().tasks.ask(ReclaimTask(
         task_id, _field(form, "action"), _field(form, "reason"),  # type: ignore[arg-type]
         by=f"{who.name} ({who.key_id})"))
     session().notify("ok", f"task {task_id}: {form.get('action')} → {done.status}")

@@ -8,20 +8,14 @@ from typing import Any, get_args
 from quart import Response, redirect, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
-from leasegate.actors import billing
 from leasegate.actors.keys.records import ListKeys
 from leasegate.actors.ledger.accounts import GetAccount, ListAccounts, ListEntries
 from leasegate.actors.ledger.holds import ListHolds
 from leasegate.actors.pages import MAX_OFFSET, Page
-from leasegate.actors.query_messages import CountQueries, GetQuery, ListQueries, QueryStatus
-from leasegate.actors.task_messages import (
-    CountTasks,
-    GetTask,
-    ListArtifacts,
-    ListTasks,
-    ListWorkers,
-    TaskStatus,
-)
+from leasegate.actors.queries.reads import CountQueries, ListQueries, QueryStatus
+from leasegate.actors.tasks.artifacts import ListArtifacts
+from leasegate.actors.tasks.presence import ListWorkers
+from leasegate.actors.tasks.reads import CountTasks, ListTasks, TaskStatus
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import activity, bp, page
 from leasegate.http.context import system
@@ -72,12 +66,12 @@ async def overview() -> Response:
     report = await health_report(detailed=True)
     # Unfinished work only: counting the finished jobs kept for retention would scan
     # them inside the actors' turns (the charts show what finished lately).
-    tasks = dict(await sys.tasks.mailbox.ask(CountTasks()))
+    tasks = dict(await sys.tasks.ask(CountTasks()))
     queries = {"queued": 0, "leased": 0}
-    for count in await sys.queries.mailbox.ask(CountQueries()):
+    for count in await sys.queries.ask(CountQueries()):
         queries[count.status] += count.n
-    workers = await sys.tasks.mailbox.ask(ListWorkers(Page(limit=100)))
-    stale = await sys.tasks.mailbox.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
+    workers = await sys.tasks.ask(ListWorkers(Page(limit=100)))
+    stale = await sys.tasks.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
     audit = sys.last_audit
     return await page(
         "overview.html", live=ALL_EVENTS, report=report, tasks=tasks, queries=queries,
@@ -96,10 +90,10 @@ async def tasks() -> Response | Redirect:
     filters = {"site": _arg_id("site"), "account": _arg_id("account"),
                "tenant": _arg_id("tenant")}
     sys = system()
-    stale = await sys.tasks.mailbox.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
-    artifacts = {task.task_id: to_json((await sys.tasks.mailbox.ask(
+    stale = await sys.tasks.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
+    artifacts = {task.task_id: to_json((await sys.tasks.ask(
         ListArtifacts(task.task_id))).items) for task in stale.items}
-    found = await sys.tasks.mailbox.ask(ListTasks(
+    found = await sys.tasks.ask(ListTasks(
         status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
     return await page("tasks.html", live=ALL_EVENTS, stale=to_json(stale), artifacts=artifacts,
                       found=to_json(found), status=status or "", statuses=TASK_STATUSES,
@@ -113,7 +107,7 @@ async def queries() -> Response | Redirect:
         return redirect(url_for("console.query", query_id=query_id), 303)
     status = _arg_choice("status", QUERY_STATUSES)
     filters = {"site": _arg_id("site"), "tenant": _arg_id("tenant")}
-    found = await system().queries.mailbox.ask(ListQueries(
+    found = await system().queries.ask(ListQueries(
         status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
     return await page("queries.html", live=ALL_EVENTS, found=to_json(found), status=status or "",
                       statuses=QUERY_STATUSES, filters={k: v or "" for k, v in filters.items()})
@@ -124,9 +118,8 @@ async def task(task_id: str) -> Response:
     if not is_id(task_id):
         raise InvalidRequest(f"task_id must be {ID_RULE}")
     sys = system()
-    found = await billing.with_billing(sys.ledger,
-                                       await sys.tasks.mailbox.ask(GetTask(task_id)))
-    artifacts = await sys.tasks.mailbox.ask(ListArtifacts(task_id))
+    found = await sys.jobs.tasks.get(task_id, None)
+    artifacts = await sys.tasks.ask(ListArtifacts(task_id))
     return await page("job.html", live=f"{ALL_EVENTS}?job_id={task_id}", channel="task",
                       job=to_json(found), job_id=task_id,
                       artifacts=to_json(artifacts.items))
@@ -136,9 +129,7 @@ async def task(task_id: str) -> Response:
 async def query(query_id: str) -> Response:
     if not is_id(query_id):
         raise InvalidRequest(f"query_id must be {ID_RULE}")
-    sys = system()
-    found = await billing.with_billing(sys.ledger,
-                                       await sys.queries.mailbox.ask(GetQuery(query_id)))
+    found = await system().jobs.queries.get(query_id, None)
     return await page("job.html", live=f"{ALL_EVENTS}?job_id={query_id}", channel="query",
                       job=to_json(found), job_id=query_id,
                       artifacts=[])
@@ -163,7 +154,7 @@ async def ledger() -> Response:
 async def workers() -> Response:
     """Workers from the task actor; devices from ``GET /v1/devices`` (read by the page's
     script when the gateway has that route)."""
-    found = await system().tasks.mailbox.ask(ListWorkers(Page(limit=PAGE_SIZE,
+    found = await system().tasks.ask(ListWorkers(Page(limit=PAGE_SIZE,
                                                                offset=_offset())))
     return await page("workers.html", workers=to_json(found))
 

@@ -1,0 +1,66 @@
+"""Reading queries, each message followed by its handler (one query and a query's
+history are read as every queue reads them: ``leasegate.actors.queue.reads``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from leasegate.actors.channels import RecordSettled
+from leasegate.actors.checks import check_choice, check_id, check_page
+from leasegate.actors.pages import Page, Paged
+from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries.turn import QUERIES, QueryTurn
+from leasegate.actors.queries.views import QueryCounts, QueryView, query_view
+from leasegate.actors.queue import reads
+from leasegate.actors.queue.reads import GetHistory, GetJob
+from leasegate.actors.runtime.mailbox import Ask
+from leasegate.storage import queries_sql as sql
+from leasegate.storage.pages import page_rows
+
+QueryStatus = Literal["queued", "leased", "succeeded", "failed", "expired"]
+
+
+@dataclass(frozen=True)
+class GetQuery(GetJob[Queries, QueryView]):
+    """A query; with ``wait``, parked until it is terminal."""
+
+
+QUERIES.parks(GetQuery, reads.WAIT_FOR_JOB)(reads.get_job)
+QUERIES.on(GetHistory)(reads.read_history)
+QUERIES.on(RecordSettled)(reads.record_settled)
+
+
+@dataclass(frozen=True)
+class ListQueries(Ask[Queries, Paged[QueryView]]):
+    tenant: str | None = None
+    status: QueryStatus | None = None
+    site: str | None = None
+    kind: str | None = None
+    page: Page = Page()
+
+    def check(self) -> None:
+        if self.status is not None:
+            check_choice("status", self.status, QueryStatus)
+        for name, value in (("tenant", self.tenant), ("site", self.site), ("kind", self.kind)):
+            check_id(name, value, optional=True)
+        check_page(self.page)
+
+
+@QUERIES.on(ListQueries)
+def list_queries(turn: QueryTurn, m: ListQueries) -> Paged[QueryView]:
+    total, rows = page_rows(turn.conn, "queries", {"tenant": m.tenant, "status": m.status,
+                                                    "site": m.site, "kind": m.kind},
+                            m.page.limit, m.page.offset)
+    return Paged(tuple(query_view(r) for r in rows), total, m.page.limit, m.page.offset)
+
+
+@dataclass(frozen=True)
+class CountQueries(Ask[Queries, tuple[QueryCounts, ...]]):
+    """Live queries by status and site (for /health and /metrics)."""
+
+
+@QUERIES.on(CountQueries)
+def count(turn: QueryTurn, m: CountQueries) -> tuple[QueryCounts, ...]:
+    return tuple(QueryCounts(r["status"], r["site"], r["n"])
+                 for r in sql.count_by_status_and_site(turn.conn))

@@ -1,0 +1,134 @@
+"""Leasing tasks to workers, each message followed by its handler: a long-poll that
+parks until work appears, and the give-back of claims nobody received.
+
+A lease is only a *claim*: the worker must ``start`` it within
+``task_claim_window`` (see ``fenced.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, check_leases
+from leasegate.actors.queue.leases import lease_wait, new_lease_token, new_work
+from leasegate.actors.runtime.batches import MAX_BATCH
+from leasegate.actors.runtime.handlers import Parks
+from leasegate.actors.runtime.mailbox import Ask, Tell
+from leasegate.actors.runtime.parking import PARK, Park
+from leasegate.actors.tasks import presence
+from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
+from leasegate.actors.tasks.views import TaskLease, task_lease
+from leasegate.errors import Unavailable
+from leasegate.logs import escape
+from leasegate.storage import tasks_sql as sql
+
+log = logging.getLogger("leasegate.tasks")
+
+MAX_LEASES: Final = MAX_BATCH  # distinct lanes
+
+
+@dataclass(frozen=True)
+class ReleaseTaskLeases(Tell[Tasks]):
+    """Leases handed to a caller that was already gone: back to ``queued``."""
+
+    leases: tuple[tuple[str, str], ...]  # (task_id, lease_token)
+
+    def check(self) -> None:
+        check_leases(self.leases)
+
+
+@TASKS.on(ReleaseTaskLeases)
+def give_back(turn: TaskTurn, m: ReleaseTaskLeases) -> None:
+    """Claims nobody received: back to the queue, burning nothing."""
+    for task_id, token in m.leases:
+        row = sql.get(turn.conn, task_id)
+        if row is None or row["status"] != "leased" or row["lease_token"] != token:
+            continue
+        if sql.back_to_queue(turn.conn, task_id, "leased", token, requeue_status(row),
+                             turn.now):
+            log.info("task lease released (never received): task_id=%s worker=%s",
+                     escape(task_id), escape(row["lease_owner"]))
+            turn.history.record(task_id, "released", worker_id=row["lease_owner"])
+            turn.work_may_be_available(*new_work(row["site"]))
+
+
+def release_message(leases: tuple[TaskLease, ...]) -> ReleaseTaskLeases | None:
+    """What gives back claims their caller never received (None: nothing to give)."""
+    if not leases:
+        return None
+    return ReleaseTaskLeases(tuple((lease.task_id, lease.lease_token) for lease in leases))
+
+
+@dataclass(frozen=True)
+class LeaseTasks(Ask[Tasks, tuple[TaskLease, ...]]):
+    worker_id: str
+    sites: tuple[str, ...] | None = None  # None: every site
+    max: int = 1  # 1–100 distinct lanes
+    request_id: str | None = None
+    wait: bool = False  # park until work appears
+    key_id: str | None = None  # the worker key's id: bounds the workers one key creates
+
+    def check(self) -> None:
+        check_id("worker_id", self.worker_id)
+        check_ids("sites", self.sites)
+        check_int("max", self.max, 1, MAX_LEASES)
+        check_id("request_id", self.request_id, optional=True)
+        check_flag("wait", self.wait)
+        check_id("key_id", self.key_id, optional=True)
+
+
+def _serve(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...] | None:
+    if turn.dry.known(turn.number, m.sites):
+        return None
+    leases = lease(turn, m)
+    if leases:
+        turn.seen(m.worker_id, sites=m.sites, key_id=m.key_id, leasing=True)
+    else:
+        turn.dry.add(turn.number, m.sites)
+    return leases or None
+
+
+WAIT_FOR_WORK: Final[Parks[TaskTurn, tuple[TaskLease, ...]]] = Parks(
+    wait=lambda m: lease_wait(m.sites), serve=_serve, drained=lambda turn, m: (),
+    give_back=release_message)
+"""A lease that waits: woken by new work at its sites; at shutdown, nothing."""
+
+
+@TASKS.parks(LeaseTasks, WAIT_FOR_WORK)
+def lease_or_wait(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...] | Park:
+    if turn.draining:
+        raise Unavailable("the gateway is shutting down")
+    presence.admit(turn, m.worker_id, m.key_id)
+    turn.seen(m.worker_id, sites=m.sites, key_id=m.key_id, leasing=True)
+    leases = lease(turn, m)
+    if not leases and m.wait:
+        return PARK
+    return leases
+
+
+def lease(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
+    conn, now = turn.conn, turn.now
+    sites = list(m.sites) if m.sites is not None else None
+    if m.request_id is not None:
+        # A retry after a lost response: the same claims, the same tokens (never
+        # beyond this call's sites and max, whoever else used the same ids).
+        replay = sql.leased_by_request(conn, m.worker_id, m.request_id, sites, m.max)
+        if replay:
+            return tuple(task_lease(row) for row in replay)
+    claim_expires_at = now + turn.settings.task_claim_window
+    leases = []
+    for row in sql.next_queued(conn, sites, now, m.max):
+        token = new_lease_token()
+        leased = sql.take_lease(conn, row["task_id"], m.worker_id, token, m.request_id,
+                                claim_expires_at, now)
+        if leased is not None:
+            # waited: from submit (or not_before) to this lease, the dispatch latency
+            turn.history.record(row["task_id"], "leased", job=leased, worker_id=m.worker_id,
+                                attempt=leased["attempts"] + 1, waited=round(
+                                    now - max(leased["created_at"],
+                                              leased["not_before"] or 0.0), 3))
+            leases.append(task_lease(leased))
+    return tuple(leases)
