@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from leasegate.errors import InvalidRequest, LeasegateError
+from leasegate.http.auth import require_tenant
+from leasegate.http.context import system
 from leasegate.http.errors import _describe
 from leasegate.http.render import to_json
 
@@ -41,6 +43,14 @@ def each_item(model: type[B], raw: Sequence[Any],
     return built
 
 
+def each_body(model: type[B], raw: Sequence[Any],
+              build: Callable[[B, int], T]) -> list[T | LeasegateError]:
+    """:func:`each_item` for the items of a job batch: ``build(body, limit)`` checks the
+    body's JSON fields against ``max_json_field_bytes``, read once, not per item."""
+    limit = system().settings.max_json_field_bytes
+    return each_item(model, raw, lambda body: build(body, limit))
+
+
 def reply(noun: str, answers: Sequence[object | LeasegateError],
           status: Callable[[Any], int] = lambda _: 200) -> dict[str, Any]:
     """The batch reply: one entry per answer, in order."""
@@ -56,3 +66,15 @@ def reply(noun: str, answers: Sequence[object | LeasegateError],
 def created(answer: Any) -> int:
     """A submit's status: 201 created, 200 an idempotent replay."""
     return 201 if answer.created else 200
+
+
+def submitted(answer: Any) -> tuple[Any, int]:
+    """A single submit's reply: the job's id and status, 201 or (a replay) 200."""
+    return to_json(answer), created(answer)
+
+
+def submitter() -> str:
+    """The tenant of the client key that submits (``allow`` let only such a key in)."""
+    _, tenant = require_tenant("client")
+    assert tenant is not None
+    return tenant

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import trio
 
 from leasegate.actors.runtime.mailbox import Ask, Ref, Tell
+from leasegate.http.context import system
+from leasegate.http.render import to_json
 
 A = TypeVar("A")
+L = TypeVar("L")
 R = TypeVar("R")
 T = TypeVar("T")
 
@@ -31,3 +34,12 @@ def long_poll(ref: Ref[A], message: Ask[A, R], wait_seconds: float, max_wait: fl
     wait = min(wait_seconds, max_wait)
     return ref.ask_parked(message, deadline=trio.current_time() + wait, give_back=give_back,
                           on_timeout=on_timeout)
+
+
+async def lease_reply(ref: Ref[A], message: Ask[A, tuple[L, ...]], wait_seconds: float,
+                      give_back: Callable[[tuple[L, ...]], Tell[A] | None]) -> dict[str, Any]:
+    """``POST /v1/<jobs>/lease``: the leases, after up to ``wait_seconds`` for work
+    (``max_wait_seconds`` at most); none when the wait ran out."""
+    items = await long_poll(ref, message, wait_seconds, system().settings.max_wait_seconds,
+                            give_back, ())
+    return {"items": to_json(items)}

@@ -73,8 +73,7 @@ class EventArgs(Strict):
 @document_response(HistoryObject)
 async def task_history(task_id: str) -> Any:
     """A task's history, oldest first (own tenant; admin: any)."""
-    _, tenant = require_tenant("client")
-    return to_json(await system().jobs.tasks.history(task_id, tenant))
+    return to_json(await system().jobs.tasks.history(task_id, require_tenant("client")[1]))
 
 
 @bp.get("/v1/queries/<query_id>/events")
@@ -82,8 +81,7 @@ async def task_history(task_id: str) -> Any:
 @document_response(HistoryObject)
 async def query_history(query_id: str) -> Any:
     """A query's history, oldest first (own tenant; admin: any)."""
-    _, tenant = require_tenant("client")
-    return to_json(await system().jobs.queries.history(query_id, tenant))
+    return to_json(await system().jobs.queries.history(query_id, require_tenant("client")[1]))
 
 
 @bp.get("/v1/events")

@@ -15,7 +15,7 @@ from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import long_poll
+from leasegate.http.long_poll import lease_reply
 from leasegate.http.models import (
     ErrorEnvelope,
     LeaseBody,
@@ -48,12 +48,9 @@ bp = Blueprint("queries", __name__)
 @document_response(ErrorEnvelope, 409)
 async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     """Submit a read-only query (client). Idempotent by ``query_id``."""
-    _, tenant = require_tenant("client")
-    assert tenant is not None  # a client key (checked by allow)
-    sys = system()
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
-    reply = await sys.jobs.queries.submit(_submit_message(tenant, data))
-    return to_json(reply), 201 if reply.created else 200
+    return batches.submitted(await system().jobs.queries.submit(
+        _submit_message(batches.submitter(), data)))
 
 
 def _submit_message(tenant: str, data: SubmitQueryBody, limit: int | None = None) -> SubmitQuery:
@@ -71,14 +68,11 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
 
     Each item gets the status ``POST /v1/queries`` would give it alone. An id given
     twice in one batch: the second is a replay of the first."""
-    _, tenant = require_tenant("client")
-    assert tenant is not None  # a client key (checked by allow)
-    sys = system()
-    limit = sys.settings.max_json_field_bytes  # read once, not per item
-    items = batches.each_item(SubmitQueryBody, data.items,
-                              lambda body: _submit_message(tenant, body, limit))
-    answers = await sys.jobs.queries.submit_many(items)
-    return batches.reply("query", answers, batches.created)
+    tenant = batches.submitter()
+    items = batches.each_body(SubmitQueryBody, data.items,
+                              lambda body, limit: _submit_message(tenant, body, limit))
+    return batches.reply("query", await system().jobs.queries.submit_many(items),
+                         batches.created)
 
 
 @bp.post("/v1/queries/results")
@@ -88,13 +82,10 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
 async def query_results(data: QueryResultsBody) -> Any:
     """Report 1–100 query results (worker), each fenced and answered on its own."""
     principal = require("worker")
-    sys = system()
-    limit = sys.settings.max_json_field_bytes  # read once, not per item
-    return batches.reply("query", await sys.jobs.queries.ask_each(
-        QueryResults, batches.each_item(
-            QueryResultItem, data.items,
-            lambda item: _result_message(item.query_id, data.worker_id, principal.sites, item,
-                                         limit))))
+    return batches.reply("query", await system().jobs.queries.ask_each(
+        QueryResults, batches.each_body(QueryResultItem, data.items, lambda item, limit:
+                                        _result_message(item.query_id, data.worker_id,
+                                                        principal.sites, item, limit))))
 
 
 @bp.get("/v1/queries/<query_id>")
@@ -127,13 +118,10 @@ async def list_queries(query_args: QueryListArgs) -> Any:
 async def lease_queries(data: LeaseBody) -> Any:
     """Long-poll for up to ``max`` queries (worker)."""
     principal = require("worker")
-    sys = system()
-    message = LeaseQueries(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
-                           max=data.max, request_id=data.request_id,
-                           wait=data.wait_seconds > 0)
-    items = await long_poll(sys.queries, message, data.wait_seconds,
-                            sys.settings.max_wait_seconds, release_message, ())
-    return {"items": to_json(items)}
+    return await lease_reply(system().queries, LeaseQueries(
+        worker_id=data.worker_id, sites=worker_sites(principal, data.sites), max=data.max,
+        request_id=data.request_id, wait=data.wait_seconds > 0), data.wait_seconds,
+        release_message)
 
 
 @bp.post("/v1/queries/<query_id>/result")

@@ -21,7 +21,7 @@ from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import long_poll
+from leasegate.http.long_poll import lease_reply
 from leasegate.http.models import (
     ErrorEnvelope,
     FencedBody,
@@ -67,15 +67,12 @@ def utc_timestamp(when: datetime) -> float:
 @document_response(ErrorEnvelope, 409)
 async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     """Submit an irreversible task (client). Idempotent by ``task_id``."""
-    _, tenant = require_tenant("client")
-    assert tenant is not None  # a client key (checked by allow)
-    sys = system()
+    tenant, sys = batches.submitter(), system()
     message = _submit_message(tenant, data)  # a bad body (400, 413) sights no device
     if message.device_id is not None:  # a sighting; a full device table refuses (6008) first
         await see_device(sys.devices, sys.tasks, tenant, message.device_id)
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
-    reply = await sys.jobs.tasks.submit(message)
-    return to_json(reply), 201 if reply.created else 200
+    return batches.submitted(await sys.jobs.tasks.submit(message))
 
 
 def _submit_message(tenant: str, data: SubmitTaskBody, limit: int | None = None) -> SubmitTask:
@@ -97,15 +94,10 @@ async def submit_tasks(data: SubmitTasksBody) -> Any:
     Each item gets the status ``POST /v1/tasks`` would give it alone (201, a 200
     replay, 400, 402, 409...). An id given twice in one batch: the second is a
     replay of the first."""
-    _, tenant = require_tenant("client")
-    assert tenant is not None  # a client key (checked by allow)
-    sys = system()
-    limit = sys.settings.max_json_field_bytes  # read once, not per item
-    items = batches.each_item(SubmitTaskBody, data.items,
-                              lambda body: _submit_message(tenant, body, limit))
-    items = await _see_devices(tenant, items)
-    answers = await sys.jobs.tasks.submit_many(items)
-    return batches.reply("task", answers, batches.created)
+    tenant = batches.submitter()
+    items = await _see_devices(tenant, batches.each_body(
+        SubmitTaskBody, data.items, lambda body, limit: _submit_message(tenant, body, limit)))
+    return batches.reply("task", await system().jobs.tasks.submit_many(items), batches.created)
 
 
 async def _see_devices(tenant: str, items: list[SubmitTask | LeasegateError],
@@ -184,13 +176,10 @@ _control_route("resume", "Resume a paused batch task from its checkpoint (back t
 async def lease_tasks(data: LeaseBody) -> Any:
     """Long-poll for up to ``max`` tasks on distinct lanes (worker)."""
     principal = require("worker")
-    sys = system()
-    message = LeaseTasks(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
-                         max=data.max, request_id=data.request_id, wait=data.wait_seconds > 0,
-                         key_id=principal.key_id)
-    items = await long_poll(sys.tasks, message, data.wait_seconds,
-                            sys.settings.max_wait_seconds, release_message, ())
-    return {"items": to_json(items)}
+    return await lease_reply(system().tasks, LeaseTasks(
+        worker_id=data.worker_id, sites=worker_sites(principal, data.sites), max=data.max,
+        request_id=data.request_id, wait=data.wait_seconds > 0, key_id=principal.key_id),
+        data.wait_seconds, release_message)
 
 
 @bp.post("/v1/tasks/start")
@@ -214,12 +203,10 @@ async def start_tasks(data: StartTasksBody) -> Any:
 async def task_results(data: TaskResultsBody) -> Any:
     """Report 1–100 results (worker), each fenced and answered on its own."""
     principal = require("worker")
-    sys = system()
-    limit = sys.settings.max_json_field_bytes  # read once, not per item
-    return batches.reply("task", await sys.jobs.tasks.ask_each(TaskResults, batches.each_item(
-        TaskResultItem, data.items,
-        lambda item: _result_message(item.task_id, data.worker_id, principal.sites, item,
-                                     limit))))
+    return batches.reply("task", await system().jobs.tasks.ask_each(
+        TaskResults, batches.each_body(TaskResultItem, data.items, lambda item, limit:
+                                       _result_message(item.task_id, data.worker_id,
+                                                       principal.sites, item, limit))))
 
 
 @bp.post("/v1/tasks/<task_id>/start")

@@ -14,7 +14,7 @@ from leasegate.actors.checks import check_id, check_int, check_page
 from leasegate.actors.devices.ref import Devices
 from leasegate.actors.devices.turn import DEVICES, DeviceKey, DeviceTurn
 from leasegate.actors.devices.views import DeviceCounts, DeviceView, Sighted, device_view
-from leasegate.actors.pages import Page, Paged
+from leasegate.actors.pages import Page, Paged, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.logs import escape
 from leasegate.storage import devices_sql as sql
@@ -106,10 +106,8 @@ class ListDevices(Ask[Devices, Paged[DeviceView]]):
 
 @DEVICES.on(ListDevices)
 def list_devices(turn: DeviceTurn, m: ListDevices) -> Paged[DeviceView]:
-    p = m.page
-    total, rows = sql.page(turn.conn, m.tenant, p.limit, p.offset)
-    items = tuple(device_view(row, row["live_tasks"]) for row in rows)
-    return Paged(items, total, p.limit, p.offset)
+    return paged(sql.page(turn.conn, m.tenant, m.page.limit, m.page.offset),
+                 lambda row: device_view(row, row["live_tasks"]), m.page)
 
 
 @dataclass(frozen=True)

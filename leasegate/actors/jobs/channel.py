@@ -18,9 +18,11 @@ the ledger is the truth.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Protocol, Self, TypeVar
+from dataclasses import Field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import trio
 
@@ -45,16 +47,16 @@ RELEASE_SECONDS = 5.0  # how long a refused submit may spend releasing its hold
 
 
 class JobView(Protocol):
-    """What a channel's job view has: its id and ``billing`` (``max_cost`` only, as the
-    queue knows it, until :meth:`billed` fills in the ledger's part)."""
+    """What a channel's job view is: a dataclass with its id and ``billing``
+    (``max_cost`` only, as the queue knows it, until the ledger's part is filled in)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     @property
     def job_id(self) -> str: ...
 
     @property
     def billing(self) -> Billing | None: ...
-
-    def billed(self, billing: Billing) -> Self: ...
 
 
 class Submitted(Protocol):
@@ -249,5 +251,7 @@ def _billed(view: V, holds: dict[str, HoldView]) -> V:
         return view
     hold = holds.get(view.job_id)
     if hold is None:  # no hold (released, or never placed): nothing moved
-        return view.billed(Billing(view.billing.max_cost, None, None, None))
-    return view.billed(Billing(view.billing.max_cost, hold.charged, hold.refunded, hold.status))
+        billing = Billing(view.billing.max_cost, None, None, None)
+    else:
+        billing = Billing(view.billing.max_cost, hold.charged, hold.refunded, hold.status)
+    return dataclasses.replace(view, billing=billing)

@@ -17,7 +17,7 @@ from leasegate.actors.keys.views import (
     key_view,
     principal,
 )
-from leasegate.actors.pages import Page, Paged
+from leasegate.actors.pages import Page, Paged, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import InvalidRequest, NotFound
@@ -83,9 +83,7 @@ class ListKeys(Ask[Keys, Paged[KeyView]]):
 
 @KEYS.on(ListKeys)
 def list_keys(turn: Turn, m: ListKeys) -> Paged[KeyView]:
-    page = m.page
-    total, rows = sql.page(turn.conn, page.limit, page.offset)
-    return Paged(tuple(key_view(r) for r in rows), total, page.limit, page.offset)
+    return paged(sql.page(turn.conn, m.page.limit, m.page.offset), key_view, m.page)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from leasegate.actors.ledger.holds import check_tenant_account
 from leasegate.actors.ledger.ref import Ledger
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
 from leasegate.actors.ledger.views import AccountView, EntryView, account_view, entry_view
-from leasegate.actors.pages import Page, Paged
+from leasegate.actors.pages import Page, Paged, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.errors import IdempotencyConflict, LedgerLimit
 from leasegate.storage import ledger_sql as sql
@@ -92,8 +92,7 @@ class ListEntries(Ask[Ledger, Paged[EntryView]]):
 @LEDGER.on(ListEntries)
 def list_entries(turn: LedgerTurn, m: ListEntries) -> Paged[EntryView]:
     page = m.page
-    total, rows = sql.entries(turn.conn, m.account, page.limit, page.offset)
-    return Paged(tuple(entry_view(r) for r in rows), total, page.limit, page.offset)
+    return paged(sql.entries(turn.conn, m.account, page.limit, page.offset), entry_view, page)
 
 
 @dataclass(frozen=True)
@@ -108,7 +107,5 @@ class ListAccounts(Ask[Ledger, Paged[AccountView]]):
 
 @LEDGER.on(ListAccounts)
 def list_accounts(turn: LedgerTurn, m: ListAccounts) -> Paged[AccountView]:
-    page = m.page
-    total, rows = sql.page_accounts(turn.conn, page.limit, page.offset)
-    return Paged(tuple(account_view(r["account"], r) for r in rows), total, page.limit,
-                 page.offset)
+    return paged(sql.page_accounts(turn.conn, m.page.limit, m.page.offset),
+                 lambda row: account_view(row["account"], row), m.page)

@@ -24,10 +24,10 @@ from leasegate.actors.checks import (
 from leasegate.actors.ledger.ref import Ledger
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
 from leasegate.actors.ledger.views import HoldPlaced, HoldView, hold_view
-from leasegate.actors.pages import Page, Paged
+from leasegate.actors.pages import Page, Paged, paged
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask, Tell
-from leasegate.errors import IdempotencyConflict, InsufficientFunds, InvalidRequest, LeasegateError
+from leasegate.errors import IdempotencyConflict, InsufficientFunds, InvalidRequest
 from leasegate.logs import escape
 from leasegate.storage import ledger_sql as sql
 
@@ -104,9 +104,7 @@ class PlaceHolds(Batch[Ledger, PlaceHold, HoldPlaced]):
     item = PlaceHold
 
 
-@LEDGER.on(PlaceHolds)
-def hold_many(turn: LedgerTurn, m: PlaceHolds) -> tuple[HoldPlaced | LeasegateError, ...]:
-    return turn.each(m.items, hold)
+LEDGER.each(PlaceHolds, hold)
 
 
 @dataclass(frozen=True)
@@ -229,5 +227,5 @@ class ListHolds(Ask[Ledger, Paged[HoldView]]):
 @LEDGER.on(ListHolds)
 def list_holds(turn: LedgerTurn, m: ListHolds) -> Paged[HoldView]:
     page = m.page
-    total, rows = sql.page_holds(turn.conn, m.account, m.status, page.limit, page.offset)
-    return Paged(tuple(hold_view(r) for r in rows), total, page.limit, page.offset)
+    return paged(sql.page_holds(turn.conn, m.account, m.status, page.limit, page.offset),
+                 hold_view, page)

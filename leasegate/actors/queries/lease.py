@@ -10,9 +10,9 @@ from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, 
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryLease, query_lease
-from leasegate.actors.queue.leases import lease_wait, new_lease_token, new_work
+from leasegate.actors.queue.leases import new_work
+from leasegate.actors.queue.leasing import Leasing, give_back_with, take_leases, waiting_for_work
 from leasegate.actors.runtime.batches import MAX_BATCH
-from leasegate.actors.runtime.handlers import Parks
 from leasegate.actors.runtime.mailbox import Ask, Tell
 from leasegate.actors.runtime.parking import PARK, Park
 from leasegate.errors import Unavailable
@@ -39,11 +39,8 @@ def give_back(turn: QueryTurn, m: ReleaseQueryLeases) -> None:
             turn.work_may_be_available(*new_work(turn.current(query_id)["site"]))
 
 
-def release_message(leases: tuple[QueryLease, ...]) -> ReleaseQueryLeases | None:
-    """What gives back leases their caller never received (None: nothing to give)."""
-    if not leases:
-        return None
-    return ReleaseQueryLeases(tuple((lease.query_id, lease.lease_token) for lease in leases))
+release_message = give_back_with(ReleaseQueryLeases)
+"""What gives back leases their caller never received (None: nothing to give)."""
 
 
 @dataclass(frozen=True)
@@ -62,18 +59,18 @@ class LeaseQueries(Ask[Queries, tuple[QueryLease, ...]]):
         check_flag("wait", self.wait)
 
 
-def _serve(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...] | None:
-    if turn.dry.known(turn.number, m.sites):
-        return None
-    leases = lease(turn, m)
-    if not leases:
-        turn.dry.add(turn.number, m.sites)
-    return leases or None
+def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:
+    """Up to ``m.max`` queries, each leased until ``query_lease_ttl`` from now (an
+    attempt is counted at each lease)."""
+    return take_leases(turn, m, LEASING, turn.now + turn.settings.query_lease_ttl)
 
 
-WAIT_FOR_WORK: Final[Parks[QueryTurn, tuple[QueryLease, ...]]] = Parks(
-    wait=lambda m: lease_wait(m.sites), serve=_serve, drained=lambda turn, m: (),
-    give_back=release_message)
+LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
+                         take=sql.take_lease, view=query_lease,
+                         attempt=lambda row: row["attempts"],
+                         waiting_since=lambda row: row["created_at"])
+
+WAIT_FOR_WORK: Final = waiting_for_work(lease, release_message)
 """A lease that waits: woken by new work at its sites; at shutdown, nothing."""
 
 
@@ -85,24 +82,3 @@ def lease_or_wait(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...] | 
     if not leases and m.wait:
         return PARK
     return leases
-
-
-def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:
-    conn, now = turn.conn, turn.now
-    sites = list(m.sites) if m.sites is not None else None
-    if m.request_id is not None:
-        replay = sql.leased_by_request(conn, m.worker_id, m.request_id, sites, m.max)
-        if replay:
-            return tuple(query_lease(row) for row in replay)
-    leases = []
-    expires_at = now + turn.settings.query_lease_ttl
-    for row in sql.next_queued(conn, sites, now, m.max):
-        token = new_lease_token()
-        leased = sql.take_lease(conn, row["query_id"], m.worker_id, token, m.request_id,
-                                expires_at, now)
-        if leased is not None:
-            turn.history.record(row["query_id"], "leased", job=leased, worker_id=m.worker_id,
-                                attempt=leased["attempts"],
-                                waited=round(now - leased["created_at"], 3))
-            leases.append(query_lease(leased))
-    return tuple(leases)

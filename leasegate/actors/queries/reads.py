@@ -6,14 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.actors.channels import RecordSettled
 from leasegate.actors.checks import check_choice, check_id, check_page
-from leasegate.actors.pages import Page, Paged
+from leasegate.actors.pages import Page, Paged, paged
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryCounts, QueryView, query_view
-from leasegate.actors.queue import reads
-from leasegate.actors.queue.reads import GetHistory, GetJob
+from leasegate.actors.queue.reads import GetJob, serve_reads
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.storage import queries_sql as sql
 from leasegate.storage.pages import page_rows
@@ -26,9 +24,7 @@ class GetQuery(GetJob[Queries, QueryView]):
     """A query; with ``wait``, parked until it is terminal."""
 
 
-QUERIES.parks(GetQuery, reads.WAIT_FOR_JOB)(reads.get_job)
-QUERIES.on(GetHistory)(reads.read_history)
-QUERIES.on(RecordSettled)(reads.record_settled)
+serve_reads(QUERIES, GetQuery)  # and a query's history, and the ledger's settlements
 
 
 @dataclass(frozen=True)
@@ -49,10 +45,9 @@ class ListQueries(Ask[Queries, Paged[QueryView]]):
 
 @QUERIES.on(ListQueries)
 def list_queries(turn: QueryTurn, m: ListQueries) -> Paged[QueryView]:
-    total, rows = page_rows(turn.conn, "queries", {"tenant": m.tenant, "status": m.status,
-                                                    "site": m.site, "kind": m.kind},
-                            m.page.limit, m.page.offset)
-    return Paged(tuple(query_view(r) for r in rows), total, m.page.limit, m.page.offset)
+    filters = {"tenant": m.tenant, "status": m.status, "site": m.site, "kind": m.kind}
+    return paged(page_rows(turn.conn, "queries", filters, m.page.limit, m.page.offset),
+                 query_view, m.page)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from leasegate.actors.queue.leases import check_site
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.views import JSONValue
-from leasegate.errors import LeasegateError, QueryLeaseInvalid, QueryNotFound
+from leasegate.errors import QueryLeaseInvalid, QueryNotFound
 from leasegate.logs import escape
 from leasegate.storage import queries_sql as sql
 
@@ -101,6 +101,4 @@ class QueryResults(Batch[Queries, QueryResult, QueryView]):
     item = QueryResult
 
 
-@QUERIES.on(QueryResults)
-def results(turn: QueryTurn, m: QueryResults) -> tuple[QueryView | LeasegateError, ...]:
-    return turn.each(m.items, result)
+QUERIES.each(QueryResults, result)

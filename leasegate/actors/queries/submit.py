@@ -14,7 +14,6 @@ from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.submissions import Submit, submit_once
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.views import JSONObject
-from leasegate.errors import LeasegateError
 from leasegate.storage import queries_sql as sql
 
 
@@ -69,7 +68,4 @@ class SubmitQueries(Batch[Queries, SubmitQuery, QuerySubmitted]):
     item = SubmitQuery
 
 
-@QUERIES.on(SubmitQueries)
-def submit_many(turn: QueryTurn,
-                m: SubmitQueries) -> tuple[QuerySubmitted | LeasegateError, ...]:
-    return turn.each(m.items, submit)
+QUERIES.each(SubmitQueries, submit)

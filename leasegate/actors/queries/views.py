@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from leasegate.actors.views import (
@@ -49,10 +48,6 @@ class QueryView:
     def job_id(self) -> str:
         return self.query_id
 
-    def billed(self, billing: Billing) -> QueryView:
-        """This view with its ``billing`` as the ledger has it."""
-        return dataclasses.replace(self, billing=billing)
-
 
 @dataclass(frozen=True)
 class QueryLease:
@@ -65,6 +60,10 @@ class QueryLease:
     attempt: int
     lease_token: str
     lease_expires_at: Instant
+
+    @property
+    def job_id(self) -> str:
+        return self.query_id
 
 
 @dataclass(frozen=True)

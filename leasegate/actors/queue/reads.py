@@ -6,7 +6,7 @@ derives from :class:`GetJob`) and registers these handlers for them::
     class GetTask(GetJob[Tasks, TaskView]):
         \"\"\"A task; with ``wait``, parked until it is settled.\"\"\"
 
-    TASKS.parks(GetTask, reads.WAIT_FOR_JOB)(reads.get_job)
+    serve_reads(TASKS, GetTask)   # GetTask, GetHistory, RecordSettled
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from leasegate.actors.checks import check_flag, check_id
 from leasegate.actors.queue.history import History
 from leasegate.actors.queue.leases import job_wait
 from leasegate.actors.queue.turn import QueueTurn
-from leasegate.actors.runtime.handlers import Parks
+from leasegate.actors.runtime.handlers import Handlers, Parks
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.parking import PARK, Park
 
 A_contra = TypeVar("A_contra", contravariant=True)
+Q = TypeVar("Q", bound=JobQueue)
+QT = TypeVar("QT", bound=QueueTurn[Any])
 V = TypeVar("V")
 
 
@@ -86,3 +88,12 @@ def read_history(turn: QueueTurn[Any], m: GetHistory) -> History:
 def record_settled(turn: QueueTurn[Any], m: RecordSettled) -> None:
     turn.history.record(m.job_id, "settled", outcome=m.outcome, charged=m.charged,
                         refunded=m.refunded)
+
+
+def serve_reads(handlers: Handlers[Q, QT], get: type[GetJob[Q, Any]]) -> None:
+    """Register on a queue's ``handlers`` what every queue does the same way: read one
+    job (``get``, its channel's :class:`GetJob`), read a job's history, and record
+    the ledger's settlement."""
+    handlers.parks(get, WAIT_FOR_JOB)(get_job)
+    handlers.on(GetHistory)(read_history)
+    handlers.on(RecordSettled)(record_settled)

@@ -11,9 +11,7 @@ the item's reply, or the :class:`LeasegateError` it met::
     class SubmitTasks(Batch[Tasks, SubmitTask, TaskSubmitted]):
         item = SubmitTask
 
-    @TASKS.on(SubmitTasks)
-    def submit_many(turn: TaskTurn, m: SubmitTasks) -> tuple[TaskSubmitted | LeasegateError, ...]:
-        return turn.each(m.items, submit)
+    TASKS.each(SubmitTasks, submit)      # submit: the handler of one SubmitTask
 """
 
 from __future__ import annotations

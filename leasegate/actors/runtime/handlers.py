@@ -28,11 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
+from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
 from leasegate.actors.runtime.parking import Park, Wait
 from leasegate.actors.runtime.turn import Turn
+from leasegate.errors import LeasegateError
 
 A = TypeVar("A")
+M = TypeVar("M", bound=Message)
 C = TypeVar("C", bound=Turn)
 C_contra = TypeVar("C_contra", bound=Turn, contravariant=True)
 R = TypeVar("R")
@@ -98,6 +101,18 @@ class Handlers(Generic[A, C]):
             return handler
 
         return register
+
+    def each(self, kind: Callable[..., Batch[A, M, R]], apply: Handler[C, R]) -> None:
+        """Register for the batch message ``kind`` the handler that applies ``apply`` to
+        each of its items in a savepoint of its own (:meth:`Turn.each`)::
+
+            TASKS.each(StartTasks, start)     # start: the handler of one StartTask
+        """
+        def apply_each(turn: C, m: Batch[A, M, R]) -> tuple[R | LeasegateError, ...]:
+            return turn.each(m.items, apply)
+
+        apply_each.__qualname__ = f"each {kind.__name__}"
+        self._add(kind, apply_each)
 
     def deadlines(self, next_wakeup: Callable[[C], float | None],
                   on_wakeup: Callable[[C, float], None]) -> None:

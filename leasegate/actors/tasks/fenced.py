@@ -99,9 +99,7 @@ class StartTasks(Batch[Tasks, StartTask, Started]):
     item = StartTask
 
 
-@TASKS.on(StartTasks)
-def start_many(turn: TaskTurn, m: StartTasks) -> tuple[Started | LeasegateError, ...]:
-    return turn.each(m.items, start)
+TASKS.each(StartTasks, start)
 
 
 @dataclass(frozen=True)
@@ -211,9 +209,7 @@ class TaskResults(Batch[Tasks, TaskResult, TaskView]):
     item = TaskResult
 
 
-@TASKS.on(TaskResults)
-def results(turn: TaskTurn, m: TaskResults) -> tuple[TaskView | LeasegateError, ...]:
-    return turn.each(m.items, result)
+TASKS.each(TaskResults, result)
 
 
 def _holds(row: Row, worker_id: str, token: str) -> bool:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, check_leases
-from leasegate.actors.queue.leases import lease_wait, new_lease_token, new_work
+from leasegate.actors.queue.leases import new_work
+from leasegate.actors.queue.leasing import Leasing, give_back_with, take_leases, waiting_for_work
 from leasegate.actors.runtime.batches import MAX_BATCH
-from leasegate.actors.runtime.handlers import Parks
 from leasegate.actors.runtime.mailbox import Ask, Tell
 from leasegate.actors.runtime.parking import PARK, Park
 from leasegate.actors.tasks import presence
@@ -55,11 +55,8 @@ def give_back(turn: TaskTurn, m: ReleaseTaskLeases) -> None:
             turn.work_may_be_available(*new_work(row["site"]))
 
 
-def release_message(leases: tuple[TaskLease, ...]) -> ReleaseTaskLeases | None:
-    """What gives back claims their caller never received (None: nothing to give)."""
-    if not leases:
-        return None
-    return ReleaseTaskLeases(tuple((lease.task_id, lease.lease_token) for lease in leases))
+release_message = give_back_with(ReleaseTaskLeases)
+"""What gives back claims their caller never received (None: nothing to give)."""
 
 
 @dataclass(frozen=True)
@@ -80,20 +77,27 @@ class LeaseTasks(Ask[Tasks, tuple[TaskLease, ...]]):
         check_id("key_id", self.key_id, optional=True)
 
 
-def _serve(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...] | None:
-    if turn.dry.known(turn.number, m.sites):
-        return None
+def lease(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
+    """Up to ``m.max`` tasks on distinct lanes, each a claim to start within
+    ``task_claim_window`` (its attempt is counted when it starts)."""
+    return take_leases(turn, m, LEASING, turn.now + turn.settings.task_claim_window)
+
+
+def _lease_seen(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
+    """A parked lease call served later: its worker is seen when it gets work."""
     leases = lease(turn, m)
     if leases:
         turn.seen(m.worker_id, sites=m.sites, key_id=m.key_id, leasing=True)
-    else:
-        turn.dry.add(turn.number, m.sites)
-    return leases or None
+    return leases
 
 
-WAIT_FOR_WORK: Final[Parks[TaskTurn, tuple[TaskLease, ...]]] = Parks(
-    wait=lambda m: lease_wait(m.sites), serve=_serve, drained=lambda turn, m: (),
-    give_back=release_message)
+LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
+                         take=sql.take_lease, view=task_lease,
+                         attempt=lambda row: row["attempts"] + 1,
+                         waiting_since=lambda row: max(row["created_at"],
+                                                       row["not_before"] or 0.0))
+
+WAIT_FOR_WORK: Final = waiting_for_work(_lease_seen, release_message)
 """A lease that waits: woken by new work at its sites; at shutdown, nothing."""
 
 
@@ -107,28 +111,3 @@ def lease_or_wait(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...] | Park
     if not leases and m.wait:
         return PARK
     return leases
-
-
-def lease(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
-    conn, now = turn.conn, turn.now
-    sites = list(m.sites) if m.sites is not None else None
-    if m.request_id is not None:
-        # A retry after a lost response: the same claims, the same tokens (never
-        # beyond this call's sites and max, whoever else used the same ids).
-        replay = sql.leased_by_request(conn, m.worker_id, m.request_id, sites, m.max)
-        if replay:
-            return tuple(task_lease(row) for row in replay)
-    claim_expires_at = now + turn.settings.task_claim_window
-    leases = []
-    for row in sql.next_queued(conn, sites, now, m.max):
-        token = new_lease_token()
-        leased = sql.take_lease(conn, row["task_id"], m.worker_id, token, m.request_id,
-                                claim_expires_at, now)
-        if leased is not None:
-            # waited: from submit (or not_before) to this lease, the dispatch latency
-            turn.history.record(row["task_id"], "leased", job=leased, worker_id=m.worker_id,
-                                attempt=leased["attempts"] + 1, waited=round(
-                                    now - max(leased["created_at"],
-                                              leased["not_before"] or 0.0), 3))
-            leases.append(task_lease(leased))
-    return tuple(leases)

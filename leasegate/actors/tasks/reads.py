@@ -6,11 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.actors.channels import RecordSettled
 from leasegate.actors.checks import check_choice, check_id, check_ids, check_page
-from leasegate.actors.pages import Page, Paged
-from leasegate.actors.queue import reads
-from leasegate.actors.queue.reads import GetHistory, GetJob
+from leasegate.actors.pages import Page, Paged, paged
+from leasegate.actors.queue.reads import GetJob, serve_reads
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
@@ -27,9 +25,7 @@ class GetTask(GetJob[Tasks, TaskView]):
     """A task; with ``wait``, parked until it is settled (finished, stale or paused)."""
 
 
-TASKS.parks(GetTask, reads.WAIT_FOR_JOB)(reads.get_job)
-TASKS.on(GetHistory)(reads.read_history)
-TASKS.on(RecordSettled)(reads.record_settled)
+serve_reads(TASKS, GetTask)  # and a task's history, and the ledger's settlements
 
 
 @dataclass(frozen=True)
@@ -52,10 +48,10 @@ class ListTasks(Ask[Tasks, Paged[TaskView]]):
 
 @TASKS.on(ListTasks)
 def list_tasks(turn: TaskTurn, m: ListTasks) -> Paged[TaskView]:
-    total, rows = page_rows(turn.conn, "tasks", {"tenant": m.tenant, "status": m.status,
-                                                  "site": m.site, "account": m.account,
-                                                  "kind": m.kind}, m.page.limit, m.page.offset)
-    return Paged(tuple(task_view(r) for r in rows), total, m.page.limit, m.page.offset)
+    filters = {"tenant": m.tenant, "status": m.status, "site": m.site, "account": m.account,
+               "kind": m.kind}
+    return paged(page_rows(turn.conn, "tasks", filters, m.page.limit, m.page.offset),
+                 task_view, m.page)
 
 
 @dataclass(frozen=True)

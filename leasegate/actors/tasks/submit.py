@@ -23,7 +23,6 @@ from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import TaskSubmitted
 from leasegate.actors.views import JSONObject
-from leasegate.errors import LeasegateError
 from leasegate.storage import tasks_sql as sql
 
 MAX_PRIORITY: Final = 9
@@ -96,6 +95,4 @@ class SubmitTasks(Batch[Tasks, SubmitTask, TaskSubmitted]):
     item = SubmitTask
 
 
-@TASKS.on(SubmitTasks)
-def submit_many(turn: TaskTurn, m: SubmitTasks) -> tuple[TaskSubmitted | LeasegateError, ...]:
-    return turn.each(m.items, submit)
+TASKS.each(SubmitTasks, submit)

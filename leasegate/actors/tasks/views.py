@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from leasegate.actors.views import (
@@ -70,10 +69,6 @@ class TaskView:
     def job_id(self) -> str:
         return self.task_id
 
-    def billed(self, billing: Billing) -> TaskView:
-        """This view with its ``billing`` as the ledger has it."""
-        return dataclasses.replace(self, billing=billing)
-
 
 @dataclass(frozen=True)
 class TaskLease:
@@ -88,6 +83,10 @@ class TaskLease:
     attempt: int
     lease_token: str
     claim_expires_at: Instant
+
+    @property
+    def job_id(self) -> str:
+        return self.task_id
 
 
 @dataclass(frozen=True)
