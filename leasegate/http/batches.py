@@ -15,6 +15,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from leasegate.actors.channels import JobQueue
+from leasegate.actors.jobs.channel import JobChannel, JobView
+from leasegate.actors.runtime.mailbox import Ask, Message
 from leasegate.errors import InvalidRequest, LeasegateError
 from leasegate.http.auth import require_tenant
 from leasegate.http.context import system
@@ -23,6 +26,9 @@ from leasegate.http.render import to_json
 
 B = TypeVar("B", bound=BaseModel)
 T = TypeVar("T")
+A = TypeVar("A", bound=JobQueue)
+M = TypeVar("M", bound=Message)
+V = TypeVar("V", bound=JobView)
 
 
 def each_item(model: type[B], raw: Sequence[Any],
@@ -49,6 +55,15 @@ def each_body(model: type[B], raw: Sequence[Any],
     body's JSON fields against ``max_json_field_bytes``, read once, not per item."""
     limit = system().settings.max_json_field_bytes
     return each_item(model, raw, lambda body: build(body, limit))
+
+
+async def each_reported(noun: str, channel: JobChannel[A, Any, V],
+                        batch: Callable[[tuple[M, ...]], Ask[A, tuple[V | LeasegateError, ...]]],
+                        model: type[B], raw: Sequence[Any],
+                        build: Callable[[B, int], M]) -> dict[str, Any]:
+    """``POST /v1/<jobs>/results``: each item validated and built on its own, the
+    taken ones sent as one ``batch``, every job in the reply with its billing."""
+    return reply(noun, await channel.ask_each(batch, each_body(model, raw, build)))
 
 
 def reply(noun: str, answers: Sequence[object | LeasegateError],

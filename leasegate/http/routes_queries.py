@@ -81,11 +81,10 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
 @document_response(QueryItems)
 async def query_results(data: QueryResultsBody) -> Any:
     """Report 1–100 query results (worker), each fenced and answered on its own."""
-    principal = require("worker")
-    return batches.reply("query", await system().jobs.queries.ask_each(
-        QueryResults, batches.each_body(QueryResultItem, data.items, lambda item, limit:
-                                        _result_message(item.query_id, data.worker_id,
-                                                        principal.sites, item, limit))))
+    sites = require("worker").sites
+    return await batches.each_reported(
+        "query", system().jobs.queries, QueryResults, QueryResultItem, data.items,
+        lambda item, limit: _result_message(item.query_id, data.worker_id, sites, item, limit))
 
 
 @bp.get("/v1/queries/<query_id>")

@@ -202,11 +202,10 @@ async def start_tasks(data: StartTasksBody) -> Any:
 @document_response(TaskItems)
 async def task_results(data: TaskResultsBody) -> Any:
     """Report 1–100 results (worker), each fenced and answered on its own."""
-    principal = require("worker")
-    return batches.reply("task", await system().jobs.tasks.ask_each(
-        TaskResults, batches.each_body(TaskResultItem, data.items, lambda item, limit:
-                                       _result_message(item.task_id, data.worker_id,
-                                                       principal.sites, item, limit))))
+    sites = require("worker").sites
+    return await batches.each_reported(
+        "task", system().jobs.tasks, TaskResults, TaskResultItem, data.items,
+        lambda item, limit: _result_message(item.task_id, data.worker_id, sites, item, limit))
 
 
 @bp.post("/v1/tasks/<task_id>/start")

@@ -6,14 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, check_leases
+from leasegate.actors.checks import check_flag, check_id, check_ids, check_int
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryLease, query_lease
 from leasegate.actors.queue.leases import new_work
-from leasegate.actors.queue.leasing import Leasing, give_back_with, take_leases, waiting_for_work
+from leasegate.actors.queue.leasing import (
+    Leasing,
+    ReleaseLeases,
+    give_back_with,
+    take_leases,
+    waiting_for_work,
+)
 from leasegate.actors.runtime.batches import MAX_BATCH
-from leasegate.actors.runtime.mailbox import Ask, Tell
+from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.parking import PARK, Park
 from leasegate.errors import Unavailable
 from leasegate.storage import queries_sql as sql
@@ -22,13 +28,8 @@ MAX_LEASES: Final = MAX_BATCH
 
 
 @dataclass(frozen=True)
-class ReleaseQueryLeases(Tell[Queries]):
+class ReleaseQueryLeases(ReleaseLeases[Queries]):
     """Leases handed to a caller that was already gone: back to ``queued``."""
-
-    leases: tuple[tuple[str, str], ...]  # (query_id, lease_token)
-
-    def check(self) -> None:
-        check_leases(self.leases)
 
 
 @QUERIES.on(ReleaseQueryLeases)

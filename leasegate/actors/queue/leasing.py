@@ -14,12 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from leasegate.actors.checks import check_leases
 from leasegate.actors.queue.leases import lease_wait, new_lease_token
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.handlers import Parks
 from leasegate.actors.runtime.mailbox import Tell
 from leasegate.storage.engine import Connection, Row
 
+A_contra = TypeVar("A_contra", contravariant=True)
 L = TypeVar("L", bound="Lease")
 T = TypeVar("T", bound=Tell[Any])
 QT = TypeVar("QT", bound=QueueTurn[Any])
@@ -46,6 +48,17 @@ class Lease(Protocol):
     def job_id(self) -> str: ...
     @property
     def lease_token(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ReleaseLeases(Tell[A_contra]):
+    """Leases handed to a caller that was already gone: back in line, burning nothing
+    (each channel names its own, ``ReleaseTaskLeases`` for the task actor)."""
+
+    leases: tuple[tuple[str, str], ...]  # (job_id, lease_token)
+
+    def check(self) -> None:
+        check_leases(self.leases)
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,17 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, check_leases
+from leasegate.actors.checks import check_flag, check_id, check_ids, check_int
 from leasegate.actors.queue.leases import new_work
-from leasegate.actors.queue.leasing import Leasing, give_back_with, take_leases, waiting_for_work
+from leasegate.actors.queue.leasing import (
+    Leasing,
+    ReleaseLeases,
+    give_back_with,
+    take_leases,
+    waiting_for_work,
+)
 from leasegate.actors.runtime.batches import MAX_BATCH
-from leasegate.actors.runtime.mailbox import Ask, Tell
+from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.parking import PARK, Park
 from leasegate.actors.tasks import presence
 from leasegate.actors.tasks.ref import Tasks
@@ -31,13 +37,8 @@ MAX_LEASES: Final = MAX_BATCH  # distinct lanes
 
 
 @dataclass(frozen=True)
-class ReleaseTaskLeases(Tell[Tasks]):
-    """Leases handed to a caller that was already gone: back to ``queued``."""
-
-    leases: tuple[tuple[str, str], ...]  # (task_id, lease_token)
-
-    def check(self) -> None:
-        check_leases(self.leases)
+class ReleaseTaskLeases(ReleaseLeases[Tasks]):
+    """Claims handed to a caller that was already gone: back to ``queued``."""
 
 
 @TASKS.on(ReleaseTaskLeases)
