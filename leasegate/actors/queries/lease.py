@@ -6,25 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from leasegate.actors.checks import check_flag, check_id, check_ids, check_int
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryLease, query_lease
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.leasing import (
+    LeaseCall,
     Leasing,
     ReleaseLeases,
     give_back_with,
     take_leases,
     waiting_for_work,
 )
-from leasegate.actors.runtime.batches import MAX_BATCH
-from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.parking import PARK, Park
 from leasegate.errors import Unavailable
 from leasegate.storage import queries_sql as sql
-
-MAX_LEASES: Final = MAX_BATCH
 
 
 @dataclass(frozen=True)
@@ -45,19 +41,8 @@ release_message = give_back_with(ReleaseQueryLeases)
 
 
 @dataclass(frozen=True)
-class LeaseQueries(Ask[Queries, tuple[QueryLease, ...]]):
-    worker_id: str
-    sites: tuple[str, ...] | None = None  # None: every site
-    max: int = 1
-    request_id: str | None = None
-    wait: bool = False  # park until work appears
-
-    def check(self) -> None:
-        check_id("worker_id", self.worker_id)
-        check_ids("sites", self.sites)
-        check_int("max", self.max, 1, MAX_LEASES)
-        check_id("request_id", self.request_id, optional=True)
-        check_flag("wait", self.wait)
+class LeaseQueries(LeaseCall[Queries, QueryLease]):
+    """Up to ``max`` queries, each leased until ``query_lease_ttl`` from now."""
 
 
 def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:

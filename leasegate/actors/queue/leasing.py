@@ -12,33 +12,44 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
-from leasegate.actors.checks import check_leases
+from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, check_leases
 from leasegate.actors.queue.leases import lease_wait, new_lease_token
 from leasegate.actors.queue.turn import QueueTurn
+from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.runtime.handlers import Parks
-from leasegate.actors.runtime.mailbox import Tell
+from leasegate.actors.runtime.mailbox import Ask, Tell
 from leasegate.storage.engine import Connection, Row
 
 A_contra = TypeVar("A_contra", contravariant=True)
 L = TypeVar("L", bound="Lease")
+L_co = TypeVar("L_co", covariant=True)
 T = TypeVar("T", bound=Tell[Any])
 QT = TypeVar("QT", bound=QueueTurn[Any])
-LA = TypeVar("LA", bound="LeaseCall")
+LA = TypeVar("LA", bound="LeaseCall[Any, Any]")
+
+MAX_LEASES: Final = MAX_BATCH
 
 
-class LeaseCall(Protocol):
-    """What both channels' lease messages have."""
+@dataclass(frozen=True)
+class LeaseCall(Ask[A_contra, tuple[L_co, ...]]):
+    """A worker's lease call, the same on both channels (each names its own:
+    ``LeaseTasks`` derives from it): up to ``max`` jobs of ``sites``; with ``wait``,
+    parked until work appears; ``request_id`` makes a retry get the same leases."""
 
-    @property
-    def worker_id(self) -> str: ...
-    @property
-    def sites(self) -> tuple[str, ...] | None: ...
-    @property
-    def max(self) -> int: ...
-    @property
-    def request_id(self) -> str | None: ...
+    worker_id: str
+    sites: tuple[str, ...] | None = None  # None: every site
+    max: int = 1  # 1–100 (tasks: distinct lanes)
+    request_id: str | None = None
+    wait: bool = False  # park until work appears
+
+    def check(self) -> None:
+        check_id("worker_id", self.worker_id)
+        check_ids("sites", self.sites)
+        check_int("max", self.max, 1, MAX_LEASES)
+        check_id("request_id", self.request_id, optional=True)
+        check_flag("wait", self.wait)
 
 
 class Lease(Protocol):
@@ -74,7 +85,7 @@ class Leasing(Generic[L]):
     waiting_since: Callable[[Row], float]
 
 
-def take_leases(turn: QueueTurn[Any], m: LeaseCall, leasing: Leasing[L],
+def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L],
                 expires_at: float) -> tuple[L, ...]:
     """Up to ``m.max`` jobs of ``m.sites`` leased to the worker until ``expires_at``."""
     conn, now = turn.conn, turn.now

@@ -11,17 +11,16 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from leasegate.actors.checks import check_flag, check_id, check_ids, check_int
+from leasegate.actors.checks import check_id
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.leasing import (
+    LeaseCall,
     Leasing,
     ReleaseLeases,
     give_back_with,
     take_leases,
     waiting_for_work,
 )
-from leasegate.actors.runtime.batches import MAX_BATCH
-from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.parking import PARK, Park
 from leasegate.actors.tasks import presence
 from leasegate.actors.tasks.ref import Tasks
@@ -33,7 +32,6 @@ from leasegate.storage import tasks_sql as sql
 
 log = logging.getLogger("leasegate.tasks")
 
-MAX_LEASES: Final = MAX_BATCH  # distinct lanes
 
 
 @dataclass(frozen=True)
@@ -61,20 +59,14 @@ release_message = give_back_with(ReleaseTaskLeases)
 
 
 @dataclass(frozen=True)
-class LeaseTasks(Ask[Tasks, tuple[TaskLease, ...]]):
-    worker_id: str
-    sites: tuple[str, ...] | None = None  # None: every site
-    max: int = 1  # 1–100 distinct lanes
-    request_id: str | None = None
-    wait: bool = False  # park until work appears
+class LeaseTasks(LeaseCall[Tasks, TaskLease]):
+    """Claims of up to ``max`` tasks on distinct lanes, to start within
+    ``task_claim_window``."""
+
     key_id: str | None = None  # the worker key's id: bounds the workers one key creates
 
     def check(self) -> None:
-        check_id("worker_id", self.worker_id)
-        check_ids("sites", self.sites)
-        check_int("max", self.max, 1, MAX_LEASES)
-        check_id("request_id", self.request_id, optional=True)
-        check_flag("wait", self.wait)
+        super().check()
         check_id("key_id", self.key_id, optional=True)
 
 
