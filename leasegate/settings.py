@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ DAY = 86400.0
 MiB = 1024 * 1024
 
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 # The ledger's hard ceilings, in minor units; the settings below may only lower them.
 # One amount (a credit, a max_cost, a cost): exact in a JSON double, so every client
@@ -90,6 +92,9 @@ class Settings:
     # Serve on storage that cannot keep "durable before acknowledged" (e.g.
     # sqlite_synchronous OFF or NORMAL); refused at start without it.
     unsafe_durability: bool = False
+    # Unset: the SQLite file in the data directory. A postgresql:// URL: that PostgreSQL
+    # database (kept out of repr: a URL may carry a password).
+    database_url: str | None = dataclasses.field(default=None, repr=False)
     # How often retention purges and bucket sweeps run.
     housekeeping_interval: float = 60.0
     # How long an idle or slow socket may hold a read.
@@ -153,6 +158,7 @@ class Settings:
         self._check_ledger_bounds()
         if self.device_cancel_after <= self.device_pause_after:
             raise SettingsError("device_cancel_after must be greater than device_pause_after")
+        _check_database_url(self.database_url)
         if self.sqlite_synchronous not in SYNCHRONOUS_MODES:
             raise SettingsError(f"sqlite_synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
         if self.rate_limit_per_second > 0 and self.rate_limit_burst < 1:
@@ -173,6 +179,19 @@ class Settings:
 
     def replace(self, **changes: Any) -> Settings:
         return load(overrides=changes, base=self)
+
+
+def _check_database_url(url: str | None) -> None:
+    """None, or a PostgreSQL URL; the message never repeats the URL (its password)."""
+    if url is None:
+        return
+    scheme, found, _ = url.partition("://")
+    if not found or scheme not in POSTGRES_SCHEMES:  # libpq reads these two, lowercase
+        named = (f"a {scheme!r} URL" if found and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme)
+                 else "no URL scheme")
+        raise SettingsError(
+            "database_url must be a postgresql:// (or postgres://) URL, or unset for the "
+            f"SQLite file in the data directory (got {named})")
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -198,6 +217,8 @@ def _coerce(name: str, raw: Any) -> Any:
             if isinstance(raw, bool):
                 raise ValueError(raw)
             return float(raw)
+        if kind == "str | None":  # a URL: as written; empty is unset
+            return str(raw).strip() or None
         return str(raw).strip().upper()
     except (TypeError, ValueError):
         raise SettingsError(f"{name}: cannot read {raw!r} as {kind}") from None

@@ -244,7 +244,7 @@ async def check_books(gw: Gateway, books: Books) -> None:
 
 async def play(path: Path, limits: Bounds, calls: list[tuple[Any, ...]]) -> None:
     options = load(environ={}, overrides={
-        "sqlite_synchronous": "OFF", "rate_limit_per_second": 0,
+        "sqlite_synchronous": "OFF", "unsafe_durability": True, "rate_limit_per_second": 0,
         "ledger_max_amount": limits.max_amount, "ledger_max_balance": limits.max_balance})
     books = Books(limits)
     async with trio.open_nursery() as nursery:
