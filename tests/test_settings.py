@@ -36,6 +36,8 @@ def test_precedence(tmp_path: Path) -> None:
     ({"LEASEGATE_HTTP_READ_TIMEOUT": "30"}, "http_read_timeout"),
     ({"LEASEGATE_TASK_TTL": "nan"}, "task_ttl"),
     ({"LEASEGATE_QUERY_TTL": "inf"}, "query_ttl"),
+    ({"LEASEGATE_MAX_ARTIFACT_BYTES_PER_TASK": "1048576"}, "max_artifact_bytes_per_task"),
+    ({"LEASEGATE_MAX_ARTIFACTS_PER_TASK": "0"}, "max_artifacts_per_task"),
 ])
 def test_bad_settings_name_the_setting(env: dict[str, str], named: str) -> None:
     with pytest.raises(SettingsError, match=named):

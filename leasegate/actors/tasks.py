@@ -175,7 +175,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
                 return task_presence.workers_page(conn, message.page, now,
                                                   self.settings.worker_offline_after)
             case RecordArtifact():
-                stored, replaced = task_artifacts.record(conn, message, now, self.artifacts)
+                stored, replaced = task_artifacts.record(conn, message, now, self.artifacts,
+                                                         self.settings)
                 store = self.artifacts
                 if replaced is not None and store is not None:
                     m = message
