@@ -43,6 +43,8 @@ ROUTES = {
     ("delete", "/v1/admin/keys/{key_id}"),
     ("post", "/v1/admin/backup"),
     ("get", "/v1/workers"),
+    ("get", "/v1/sites/tasks"),
+    ("get", "/v1/sites/queries"),
 }
 PUBLIC = {("get", "/health"), ("get", "/openapi.json")}
 

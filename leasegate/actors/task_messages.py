@@ -28,12 +28,13 @@ from leasegate.actors.checks import (
     check_text,
 )
 from leasegate.actors.mailbox import Ask, Tell
-from leasegate.actors.pages import Page, Paged
+from leasegate.actors.pages import MAX_LIMIT, Page, Paged
 from leasegate.actors.task_views import (
     ArtifactInfo,
     ArtifactList,
     ArtifactStored,
     Renewed,
+    SiteQueue,
     Started,
     TaskHealthReport,
     TaskLease,
@@ -262,7 +263,26 @@ class ListWorkers(Ask[Paged[WorkerView]]):
 
 @dataclass(frozen=True)
 class CheckTaskHealth(Ask[TaskHealthReport]):
-    """Stale tasks, blocked lanes, unserved sites, queue depth."""
+    """Stale tasks, blocked lanes, unserved sites, queue depth; ``top`` lanes and sites
+    listed (0: counts only)."""
+
+    top: int = 0
+
+    def check(self) -> None:
+        check_int("top", self.top, 0, MAX_LIMIT)
+
+
+@dataclass(frozen=True)
+class ListSites(Ask[Paged[SiteQueue]]):
+    """Sites with queued tasks, most queued first (then by name); ``unserved``: only
+    those no online worker serves."""
+
+    page: Page = Page()
+    unserved: bool = False
+
+    def check(self) -> None:
+        check_page(self.page)
+        check_flag("unserved", self.unserved)
 
 
 @dataclass(frozen=True)

@@ -422,6 +422,30 @@ class WorkerPage(ListPage):
     items: list[WorkerObject]
 
 
+class TaskSiteArgs(ListArgs):
+    unserved: bool = Field(default=False, description="Only sites no online worker serves.")
+
+
+class TaskSiteObject(BaseModel):
+    site: str
+    queued: int = Field(description="Queued tasks.")
+    served: bool = Field(description="An online worker serves the site.")
+
+
+class TaskSitePage(ListPage):
+    items: list[TaskSiteObject]
+
+
+class QuerySiteObject(BaseModel):
+    site: str
+    queued: int
+    leased: int
+
+
+class QuerySitePage(ListPage):
+    items: list[QuerySiteObject]
+
+
 class KeyObject(BaseModel):
     key_id: str
     role: str
@@ -468,7 +492,9 @@ class Health(BaseModel):
     checks: HealthChecks
     details: dict[str, Any] | None = Field(
         default=None, description="Admin keys only: blocked lanes (account, task, since), "
-        "sites without a worker, queue depths by site, every periodic job.")
+        "sites without a worker, queue depths by site (the 20 of each that matter most; "
+        "`unlisted`: how many each leaves out; `see_all`: the routes that page through "
+        "them), every periodic job.")
 
 
 class BackupMade(BaseModel):

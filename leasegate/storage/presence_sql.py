@@ -93,15 +93,38 @@ def purge_workers_before(conn: sqlite3.Connection, cutoff: float) -> int:
 
 # ---- health -------------------------------------------------------------------------
 
-def stale_lanes(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+# Sites that no online worker serves: ``served`` is a JSON array of the sites that one does.
+_QUEUED = "FROM tasks WHERE status = 'queued'"
+_ELSEWHERE = " AND site NOT IN (SELECT value FROM json_each(?))"
+
+
+def stale_count(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM tasks WHERE status = 'stale'").fetchone()[0])
+
+
+def stale_lanes(conn: sqlite3.Connection, limit: int) -> list[sqlite3.Row]:
+    """The ``limit`` lanes blocked longest (each by its stale task)."""
     return conn.execute(
         "SELECT site, account, task_id, stale_at FROM tasks WHERE status = 'stale' "
-        "ORDER BY stale_at, site, account"
+        "ORDER BY stale_at, site, account LIMIT ?", (limit,)
     ).fetchall()
 
 
-def queued_by_site(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+def queued_totals(conn: sqlite3.Connection, served: str | None = None) -> tuple[int, int]:
+    """Queued tasks and the number of sites they are on; with ``served``, only those on
+    sites outside it."""
+    row = conn.execute(f"SELECT count(*), count(DISTINCT site) {_QUEUED}"
+                       + ("" if served is None else _ELSEWHERE),
+                       () if served is None else (served,)).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def queued_sites(conn: sqlite3.Connection, limit: int, offset: int = 0,
+                 served: str | None = None) -> list[sqlite3.Row]:
+    """Sites by their queued tasks, most first, then by name (``site``, ``n``); with
+    ``served``, only sites outside it."""
     return conn.execute(
-        "SELECT site, count(*) AS n FROM tasks WHERE status = 'queued' "
-        "GROUP BY site ORDER BY site"
+        f"SELECT site, count(*) AS n {_QUEUED}{'' if served is None else _ELSEWHERE} "
+        "GROUP BY site ORDER BY n DESC, site LIMIT ? OFFSET ?",
+        (limit, offset) if served is None else (served, limit, offset),
     ).fetchall()

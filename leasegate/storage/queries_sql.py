@@ -258,8 +258,34 @@ def purge_tombstones_before(conn: sqlite3.Connection, cutoff: float, limit: int 
     return cur.rowcount
 
 
-def count_by_status_and_site(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+# Live queries (each status on its partial index), by site.
+LIVE = ("queued", "leased")
+
+
+def count_live(conn: sqlite3.Connection, status: str) -> tuple[int, int]:
+    """Queries of ``status`` (queued or leased), and the number of sites they are on."""
+    row = conn.execute("SELECT count(*), count(DISTINCT site) FROM queries WHERE status = ?",
+                       (status,)).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def live_sites(conn: sqlite3.Connection, status: str, limit: int) -> list[sqlite3.Row]:
+    """The ``limit`` sites with the most queries of ``status``, most first (``site``, ``n``)."""
     return conn.execute(
-        "SELECT status, site, count(*) AS n FROM queries "
-        "WHERE status IN ('queued', 'leased') GROUP BY status, site"
+        "SELECT site, count(*) AS n FROM queries WHERE status = ? "
+        "GROUP BY site ORDER BY n DESC, site LIMIT ?", (status, limit)
     ).fetchall()
+
+
+def sites_page(conn: sqlite3.Connection, limit: int, offset: int) -> tuple[int,
+                                                                          list[sqlite3.Row]]:
+    """Sites with live queries, most first, then by name (``site``, ``queued``,
+    ``leased``), and how many there are."""
+    live = ("SELECT site, 1 AS queued, 0 AS leased FROM queries WHERE status = 'queued' "
+            "UNION ALL SELECT site, 0, 1 FROM queries WHERE status = 'leased'")
+    total = int(conn.execute(f"SELECT count(DISTINCT site) FROM ({live})").fetchone()[0])
+    rows = conn.execute(
+        f"SELECT site, sum(queued) AS queued, sum(leased) AS leased FROM ({live}) "
+        "GROUP BY site ORDER BY queued + leased DESC, site LIMIT ? OFFSET ?", (limit, offset)
+    ).fetchall()
+    return total, rows
