@@ -112,7 +112,7 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "device_id": ("x" * 65,), "key_id": ("",),
     "priority": (-1, 10, 10**20, True), "max": (0, 101, 10**20), "batch_total": (0, 10**20),
     "max_cost": (-1, 10**20), "cost": (-1, 10**20), "error_code": (10**20,),
-    "not_before": (NAN, -1.0, 10.0**20), "lease_token": ("", "x" * 129),
+    "not_before": (NAN, -(10.0**20), 10.0**20), "lease_token": ("", "x" * 129),
     "outcome": ("done", "canceled-ish"), "action": ("retry",), "role": ("root",),
     "status": ("nope",), "wait": ("yes", 1, None), "params": ({"n": NAN}, {"s": "\ud800"}, [1]),
     "result": ({"n": NAN},), "progress": ({"n": NAN},), "reason": ("",), "name": ("",),

@@ -287,7 +287,7 @@ async def test_invalid_outcomes(queue: TaskQueue) -> None:
     got = await running(queue)
     with pytest.raises(InvalidRequest):
         await report(queue, got, "done")  # type: ignore[arg-type]
-    with pytest.raises(InvalidRequest):  # paused is only for batch tasks
+    with pytest.raises(StateConflict):  # paused is only for batch tasks
         await report(queue, got, "paused")
     assert (await get(queue))["status"] == "running"
     with pytest.raises(InvalidRequest):
@@ -708,7 +708,7 @@ async def test_pause_and_resume_a_queued_batch_task(queue: TaskQueue,
                                                     autojump_clock: trio.testing.MockClock,
                                                     db: Database) -> None:
     await submit(queue, "plain")
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(StateConflict):  # not a batch task
         await ask(queue, ControlTask("plain", "pause"))
     await submit(queue, batch_total=10, account="b")
     paused = await ask(queue, ControlTask("t1", "pause", "ten1"))

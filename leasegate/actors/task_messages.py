@@ -56,7 +56,8 @@ SETTLED: Final = (*TERMINAL, "stale", "paused")
 """Where a task waits for nobody but a person: a ``GET ?wait_seconds`` returns there."""
 MAX_LEASES: Final = MAX_BATCH  # distinct lanes
 MAX_PRIORITY: Final = 9
-# Far enough for any real schedule, near enough that SQLite's REAL keeps whole seconds.
+# Far enough either way for any date-time (years 1-9999), near enough that SQLite's
+# REAL keeps whole seconds. A not_before in the past is simply "now".
 MAX_INSTANT: Final = 2**40
 
 
@@ -82,7 +83,7 @@ class SubmitTask(Ask[TaskSubmitted]):
         check_id("device_id", self.device_id, optional=True)
         check_json("params", self.params, optional=False, object_only=True)
         check_int("priority", self.priority, 0, MAX_PRIORITY)
-        check_number("not_before", self.not_before, 0, MAX_INSTANT, optional=True)
+        check_number("not_before", self.not_before, -MAX_INSTANT, MAX_INSTANT, optional=True)
         check_int("batch_total", self.batch_total, 1, INT32, optional=True)
         check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
 
