@@ -230,8 +230,10 @@ async def test_the_document_says_the_rules_the_server_enforces(
         "pattern"].startswith("^[A-Za-z0-9._:-]")  # no "@" first: a system account
     # A job id that names a route is no job id: not submitted, not read.
     reserved = {"not": {"enum": ["batch", "lease", "results", "start"]}}
-    assert parameter(ops[("get", "/v1/tasks/{task_id}")], "task_id").items() >= \
-        reserved.items()
+    for key in (("get", "/v1/tasks/{task_id}"), ("get", "/v1/queries/{query_id}")):
+        read = ops[key]
+        assert parameter(read, key[1].split("{")[1][:-1]).items() >= reserved.items()
+        assert "route's name" in read["responses"]["405"]["description"]
     for path, name in (("/v1/tasks", "task_id"), ("/v1/queries", "query_id")):
         [given, _] = request_schema(ops[("post", path)])["properties"][name]["anyOf"]
         assert given.items() >= reserved.items()

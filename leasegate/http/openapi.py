@@ -43,6 +43,8 @@ PATH_IDS = ("task_id", "query_id", "key_id", "device_id", "account")
 TENANT_ACCOUNT = {"type": "string", "pattern": r"^[A-Za-z0-9._:-][A-Za-z0-9._:@-]{0,63}$"}
 # GET /v1/tasks/lease is the lease route's 405, not a read of a task called "lease".
 READS = {("get", "/v1/tasks/{task_id}"), ("get", "/v1/queries/{query_id}")}
+ROUTE_NAME = ("method_not_allowed (4050): the id is a route's name ("
+              + ", ".join(RESERVED_JOB_IDS) + "), and that route takes POST only (`Allow`).")
 # Path ids a route creates or takes as given: no 404 for them.
 NEVER_MISSING = {("post", "/v1/ledger/accounts/{account}/credit"),
                  ("post", "/v1/devices/{device_id}/heartbeat")}
@@ -286,6 +288,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
         else:
             errors["429"] = ADDRESS_LIMITED
         errors["503"] = UNAVAILABLE + UNAVAILABLE_BY_ROUTE.get(key, "")
+        if key in READS:
+            errors["405"] = ROUTE_NAME
         for code, text in errors.items():
             documented = responses.setdefault(code, self._error(text))
             if not documented.get("description"):  # a route's document_response: say why
