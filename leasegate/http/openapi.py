@@ -6,9 +6,12 @@ quart-schema documents what the decorators say (request and response models).
 - the error envelope for every status an operation can answer with, all as
   ``#/components/schemas/ErrorEnvelope``: 400 everywhere (an unknown query
   parameter is refused on every route; each operation's 400 says what else it
-  refuses), 503 everywhere (storage trouble or shutting down), 401/403/429 when
-  a key is needed, 408/413 with a body, 404 with a path id, 409 where the
-  route documents it;
+  refuses), 503 everywhere (storage trouble or shutting down), 401/403 when a
+  key is needed, 429 everywhere (per key, or per address), 408/413 with a
+  body, 404 with a path id the route does not create, 405 where an id may name
+  a route, 409 where the route documents it; each saying why on that route;
+- the rules the server checks on path ids (patterns, route names, a credit's
+  tenant account);
 - the replay answer (200, ``created: false``) of the idempotent submits;
 - the raw bodies of the artifact routes and their ``X-Worker-Id`` /
   ``X-Lease-Token`` headers, and the Prometheus text of ``/metrics``;
