@@ -81,6 +81,10 @@ class Settings:
     max_body_bytes: int = MiB
     max_json_field_bytes: int = 64 * 1024
     max_artifact_bytes: int = 64 * MiB
+    # Per task: how many artifacts (distinct names) and how many bytes in all; a
+    # re-upload under a name replaces that artifact and counts once.
+    max_artifacts_per_task: int = 100
+    max_artifact_bytes_per_task: int = 256 * MiB
     # Token bucket per API key; 0 turns rate limiting off.
     rate_limit_per_second: float = 200.0
     rate_limit_burst: int = 400
@@ -130,7 +134,8 @@ class Settings:
             "device_capacity", "ledger_recover_interval", "ledger_audit_interval",
             "artifact_orphan_sweep_interval",
             "error_log_window", "max_body_bytes", "max_json_field_bytes",
-            "max_artifact_bytes", "http_read_timeout", "http_body_timeout",
+            "max_artifact_bytes", "max_artifacts_per_task", "max_artifact_bytes_per_task",
+            "http_read_timeout", "http_body_timeout",
             "housekeeping_interval", "event_ring_size", "event_max_streams",
             "event_keepalive_seconds",
         )  # fmt: skip
@@ -156,6 +161,7 @@ class Settings:
         if self.drain_seconds > 60:
             raise SettingsError("drain_seconds must be at most 60: shutdown must stay quick")
         self._check_ledger_bounds()
+        self._check_artifact_limits()
         if self.device_cancel_after <= self.device_pause_after:
             raise SettingsError("device_cancel_after must be greater than device_pause_after")
         _check_database_url(self.database_url)
@@ -176,6 +182,12 @@ class Settings:
                 f"ledger_max_balance must be ledger_max_amount ({self.ledger_max_amount}) "
                 f"to {MAX_BALANCE} (2**62: no sum of balances can leave 64-bit integers); "
                 f"got {self.ledger_max_balance}")
+    def _check_artifact_limits(self) -> None:
+        if self.max_artifact_bytes_per_task < self.max_artifact_bytes:
+            raise SettingsError(
+                f"max_artifact_bytes_per_task ({self.max_artifact_bytes_per_task}) must be at "
+                f"least max_artifact_bytes ({self.max_artifact_bytes}): a task could not keep "
+                "one artifact of the largest size")
 
     def replace(self, **changes: Any) -> Settings:
         return load(overrides=changes, base=self)

@@ -54,7 +54,8 @@ VALID: dict[type[Message], Message] = {
     query_messages.QueryResult: query_messages.QueryResult("q1", "w1", "tok", "succeeded", {},
                                                            1, "m", 3, ("shop",)),
     query_messages.ReleaseQueryLeases: query_messages.ReleaseQueryLeases((("q1", "tok"),)),
-    query_messages.CountQueries: query_messages.CountQueries(),
+    query_messages.CountQueries: query_messages.CountQueries(20),
+    query_messages.ListQuerySites: query_messages.ListQuerySites(),
     query_messages.SubmitQueries: query_messages.SubmitQueries((
         query_messages.SubmitQuery("ten", "shop", "balance", {}, "q2"),)),
     query_messages.QueryResults: query_messages.QueryResults((
@@ -72,7 +73,8 @@ VALID: dict[type[Message], Message] = {
     task_messages.ReclaimTask: task_messages.ReclaimTask("t1", "failed", "why", "admin", {}, 2),
     task_messages.ReleaseTaskLeases: task_messages.ReleaseTaskLeases((("t1", "tok"),)),
     task_messages.ListWorkers: task_messages.ListWorkers(),
-    task_messages.CheckTaskHealth: task_messages.CheckTaskHealth(),
+    task_messages.CheckTaskHealth: task_messages.CheckTaskHealth(20),
+    task_messages.ListSites: task_messages.ListSites(Page(), True),
     task_messages.RecordArtifact: task_messages.RecordArtifact(
         "t1", "w1", "tok", "a.txt", task_messages.Upload("staged", 1, "0" * 64), ("shop",)),
     task_messages.ListArtifacts: task_messages.ListArtifacts("t1", "ten"),
@@ -112,7 +114,7 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "device_id": ("x" * 65,), "key_id": ("",),
     "priority": (-1, 10, 10**20, True), "max": (0, 101, 10**20), "batch_total": (0, 10**20),
     "max_cost": (-1, 10**20), "cost": (-1, 10**20), "error_code": (10**20,),
-    "not_before": (NAN, -1.0, 10.0**20), "lease_token": ("", "x" * 129),
+    "not_before": (NAN, -(10.0**20), 10.0**20), "lease_token": ("", "x" * 129),
     "outcome": ("done", "canceled-ish"), "action": ("retry",), "role": ("root",),
     "status": ("nope",), "wait": ("yes", 1, None), "params": ({"n": NAN}, {"s": "\ud800"}, [1]),
     "result": ({"n": NAN},), "progress": ({"n": NAN},), "reason": ("",), "name": ("",),
@@ -121,7 +123,7 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "amount": (-1, 10**20, True), "ref": ("", "a\n"), "channel": ("tasks",),
     "job_id": ("", "a\n"), "job_ids": (("a\n",), ("x",) * 501), "memo": ("x" * 257,),
     "items": ((), ("a\n",), (task_messages.GetTask("t1"),)),
-    "version": (-1, 10**20, True),
+    "version": (-1, 10**20, True), "top": (-1, 501, True), "unserved": ("yes", 1, None),
 }
 
 

@@ -52,6 +52,8 @@ def test_precedence(tmp_path: Path) -> None:
     ({"LEASEGATE_LEDGER_MAX_AMOUNT": "100", "LEASEGATE_LEDGER_MAX_BALANCE": "99"},
      "ledger_max_balance"),
     ({"LEASEGATE_LEDGER_MAX_BALANCE": str(2**62 + 1)}, "ledger_max_balance"),
+    ({"LEASEGATE_MAX_ARTIFACT_BYTES_PER_TASK": "1048576"}, "max_artifact_bytes_per_task"),
+    ({"LEASEGATE_MAX_ARTIFACTS_PER_TASK": "0"}, "max_artifacts_per_task"),
 ])
 def test_bad_settings_name_the_setting(env: dict[str, str], named: str) -> None:
     with pytest.raises(SettingsError, match=named):

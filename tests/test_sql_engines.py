@@ -58,6 +58,11 @@ def test_a_task_goes_from_submit_to_result_through_its_lane(conn: Connection) ->
     # One task per free lane, the best head first (a higher priority; then oldest).
     assert leasable(conn) == ["t2", "t3"]
     assert leasable(conn, sites=["s", "other"], limit=1) == ["t2"]
+    # Health's queue depths: by site, the most first; ``served`` leaves sites out.
+    assert presence_sql.queued_totals(conn) == (3, 1)
+    assert presence_sql.queued_totals(conn, served='["s"]') == (0, 0)
+    assert [(r["site"], r["n"]) for r in presence_sql.queued_sites(conn, 10)] == [("s", 3)]
+    assert presence_sql.queued_sites(conn, 10, served='["s", "t"]') == []
 
     with transaction(conn):
         leased = tasks_sql.take_lease(conn, "t2", "w1", "tok", "req", NOW + 30, NOW)
@@ -196,9 +201,12 @@ def test_queries_are_leased_oldest_first_by_site(conn: Connection) -> None:
                                   3, "d")
         assert done is not None and done["attempts"] == 1
     assert queries_sql.next_deadline(conn) == NOW + 600
-    counts = {(r["status"], r["site"]): r["n"] for r in
-              queries_sql.count_by_status_and_site(conn)}
-    assert counts == {("queued", "x"): 2, ("queued", "z"): 1}
+    assert queries_sql.count_live(conn, "queued") == (3, 2)
+    assert [(r["site"], r["n"]) for r in queries_sql.live_sites(conn, "queued", 10)] == [
+        ("x", 2), ("z", 1)]
+    total, sites = queries_sql.sites_page(conn, 10, 0)
+    assert total == 2 and [(r["site"], r["queued"], r["leased"]) for r in sites] == [
+        ("x", 2, 0), ("z", 1, 0)]
     total, rows = page_rows(conn, "queries", {"tenant": "ten", "status": None}, 2, 0)
     assert total == 4 and [r["query_id"] for r in rows] == ["q3", "q2"]  # newest first
 

@@ -40,6 +40,7 @@ from leasegate.actors.query_messages import (
     GetQuery,
     LeaseQueries,
     ListQueries,
+    ListQuerySites,
     QueryResult,
     QueryResults,
     ReleaseQueryLeases,
@@ -50,6 +51,7 @@ from leasegate.actors.query_messages import (
 from leasegate.actors.query_views import (
     QueryCounts,
     QueryLease,
+    QuerySite,
     QuerySubmitted,
     QueryView,
     query_lease,
@@ -116,8 +118,11 @@ class QueryQueue(Actor, EachItem):
                         self._queued_again(conn, query_id)
                 return None
             case CountQueries():
-                return tuple(QueryCounts(r["status"], r["site"], r["n"])
-                             for r in sql.count_by_status_and_site(conn))
+                return tuple(self._count(conn, status, message.top) for status in sql.LIVE)
+            case ListQuerySites():
+                total, rows = sql.sites_page(conn, message.page.limit, message.page.offset)
+                return Paged(tuple(QuerySite(r["site"], r["queued"], r["leased"]) for r in rows),
+                             total, message.page.limit, message.page.offset)
             case GetHistory() | RecordSettled():
                 return self.history.handle(conn, message, self._visible)
         raise TypeError(f"queries: unknown message {message!r}")
@@ -146,6 +151,12 @@ class QueryQueue(Actor, EachItem):
         if row is None or (tenant is not None and row["tenant"] != tenant):
             raise QueryNotFound(f"no query {query_id}")
         return row
+
+    @staticmethod
+    def _count(conn: sqlite3.Connection, status: str, top: int) -> QueryCounts:
+        n, sites = sql.count_live(conn, status)
+        by_site = {r["site"]: r["n"] for r in sql.live_sites(conn, status, top)} if top else {}
+        return QueryCounts(status, n, sites, by_site)
 
     def _list(self, conn: sqlite3.Connection, m: ListQueries) -> Paged[QueryView]:
         total, rows = page_rows(conn, "queries", {"tenant": m.tenant, "status": m.status,

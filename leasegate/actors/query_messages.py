@@ -27,8 +27,14 @@ from leasegate.actors.checks import (
     check_text,
 )
 from leasegate.actors.mailbox import Ask, Tell
-from leasegate.actors.pages import Page, Paged
-from leasegate.actors.query_views import QueryCounts, QueryLease, QuerySubmitted, QueryView
+from leasegate.actors.pages import MAX_LIMIT, Page, Paged
+from leasegate.actors.query_views import (
+    QueryCounts,
+    QueryLease,
+    QuerySite,
+    QuerySubmitted,
+    QueryView,
+)
 from leasegate.actors.views import JSONObject, JSONValue
 from leasegate.storage.queries_sql import TERMINAL as TERMINAL
 
@@ -148,7 +154,23 @@ class ReleaseQueryLeases(Tell):
 
 @dataclass(frozen=True)
 class CountQueries(Ask[tuple[QueryCounts, ...]]):
-    """Live queries by status and site (for /health and /metrics)."""
+    """Live queries (queued, leased): counts, and the ``top`` sites of each status (for
+    /health and /metrics; 0: counts only)."""
+
+    top: int = 0
+
+    def check(self) -> None:
+        check_int("top", self.top, 0, MAX_LIMIT)
+
+
+@dataclass(frozen=True)
+class ListQuerySites(Ask[Paged[QuerySite]]):
+    """Sites with live queries, the most first (then by name)."""
+
+    page: Page = Page()
+
+    def check(self) -> None:
+        check_page(self.page)
 
 
 def release_message(leases: tuple[QueryLease, ...]) -> ReleaseQueryLeases | None:

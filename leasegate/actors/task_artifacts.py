@@ -7,14 +7,22 @@ import sqlite3
 from leasegate.actors.leases import check_site
 from leasegate.actors.task_messages import FindArtifact, ListArtifacts, RecordArtifact
 from leasegate.actors.task_views import ArtifactInfo, ArtifactList, ArtifactStored, artifact_info
-from leasegate.errors import ArtifactNotFound, TaskLeaseInvalid, TaskNotFound, Unavailable
+from leasegate.errors import (
+    ArtifactNotFound,
+    PayloadTooLarge,
+    StateConflict,
+    TaskLeaseInvalid,
+    TaskNotFound,
+    Unavailable,
+)
+from leasegate.settings import Settings
 from leasegate.storage import artifacts_sql
 from leasegate.storage import tasks_sql as sql
 from leasegate.storage.artifacts import ArtifactStore
 
 
-def record(conn: sqlite3.Connection, m: RecordArtifact, now: float,
-           store: ArtifactStore | None) -> tuple[ArtifactStored, str | None]:
+def record(conn: sqlite3.Connection, m: RecordArtifact, now: float, store: ArtifactStore | None,
+           settings: Settings) -> tuple[ArtifactStored, str | None]:
     """Record an upload; returns the reply and the sha256 of a version it replaced."""
     row = sql.get(conn, m.task_id)
     if row is None:
@@ -28,6 +36,7 @@ def record(conn: sqlite3.Connection, m: RecordArtifact, now: float,
     if store is None:
         raise Unavailable("artifact storage is not configured")
     upload = m.upload
+    _check_room(conn, m, settings)
     earlier = artifacts_sql.get(conn, m.task_id, m.name)
     artifacts_sql.put(conn, m.task_id, m.name, upload.size, upload.sha256, now)
     try:  # last: a failure rolls the row back
@@ -36,6 +45,22 @@ def record(conn: sqlite3.Connection, m: RecordArtifact, now: float,
         raise Unavailable(f"could not store the artifact: {exc}") from None
     replaced = earlier["sha256"] if earlier and earlier["sha256"] != upload.sha256 else None
     return ArtifactStored(m.name, upload.size, upload.sha256), replaced
+
+
+def _check_room(conn: sqlite3.Connection, m: RecordArtifact, settings: Settings) -> None:
+    """Bound what one task keeps: ``max_artifacts_per_task`` names (409, 6003: no
+    smaller upload helps) and ``max_artifact_bytes_per_task`` bytes (413). The
+    artifact an upload replaces is left out of both."""
+    count, size = artifacts_sql.usage_besides(conn, m.task_id, m.name)
+    if count >= settings.max_artifacts_per_task:
+        raise StateConflict(
+            f"task {m.task_id} already has {count} artifacts, the most a task may have "
+            f"(max_artifacts_per_task); upload under one of their names to replace it")
+    if size + m.upload.size > settings.max_artifact_bytes_per_task:
+        raise PayloadTooLarge(
+            f"task {m.task_id}'s artifacts would come to {size + m.upload.size} bytes, over "
+            f"the {settings.max_artifact_bytes_per_task} bytes a task may keep "
+            f"(max_artifact_bytes_per_task); {size} bytes are taken")
 
 
 def _visible_task(conn: sqlite3.Connection, task_id: str, tenant: str | None) -> None:

@@ -46,8 +46,8 @@ class TaskControl:
         """Cancel, pause or resume; a change that raced another is 6003."""
         row = self._visible(conn, m.task_id, m.tenant)
         if m.action != "cancel" and row["batch_total"] is None:
-            raise InvalidRequest(f"task {m.task_id} is not a batch task (no batch_total): "
-                                 "only batch tasks pause and resume")
+            raise StateConflict(f"task {m.task_id} is not a batch task (no batch_total): "
+                                "only batch tasks pause and resume")
         changed = self._apply_control(conn, m.action, row, now)
         if changed is None:
             raise StateConflict(f"task {m.task_id} changed concurrently; try again")

@@ -18,7 +18,12 @@ from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.task_messages import RenewTask, StartTask, TaskResult
 from leasegate.actors.task_views import Renewed, Started, TaskView, task_view
 from leasegate.clock import iso
-from leasegate.errors import InvalidRequest, LeasegateError, TaskLeaseInvalid, TaskNotFound
+from leasegate.errors import (
+    LeasegateError,
+    StateConflict,
+    TaskLeaseInvalid,
+    TaskNotFound,
+)
 from leasegate.logs import escape
 from leasegate.storage import tasks_sql as sql
 
@@ -82,7 +87,8 @@ class FencedCalls:
         row = self._existing(conn, m.task_id)
         check_site(row["site"], m.sites)
         if m.outcome == "paused" and row["batch_total"] is None:
-            raise InvalidRequest("outcome paused is only for batch tasks (batch_total set)")
+            raise StateConflict(f"task {m.task_id} is not a batch task (no batch_total): "
+                                "outcome paused is only for batch tasks")
         result = None if m.result is None else canonical_json(m.result)  # once each
         progress = None if m.progress is None else canonical_json(m.progress)
         digest = fingerprint(m.outcome, result, m.error_code, m.error_message, m.cost, progress)

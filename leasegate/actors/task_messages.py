@@ -28,12 +28,13 @@ from leasegate.actors.checks import (
     check_text,
 )
 from leasegate.actors.mailbox import Ask, Tell
-from leasegate.actors.pages import Page, Paged
+from leasegate.actors.pages import MAX_LIMIT, Page, Paged
 from leasegate.actors.task_views import (
     ArtifactInfo,
     ArtifactList,
     ArtifactStored,
     Renewed,
+    SiteQueue,
     Started,
     TaskHealthReport,
     TaskLease,
@@ -55,7 +56,8 @@ SETTLED: Final = (*TERMINAL, "stale", "paused")
 """Where a task waits for nobody but a person: a ``GET ?wait_seconds`` returns there."""
 MAX_LEASES: Final = MAX_BATCH  # distinct lanes
 MAX_PRIORITY: Final = 9
-# Far enough for any real schedule, near enough that SQLite's REAL keeps whole seconds.
+# Far enough either way for any date-time (years 1-9999), near enough that SQLite's
+# REAL keeps whole seconds. A not_before in the past is simply "now".
 MAX_INSTANT: Final = 2**40
 
 
@@ -81,7 +83,7 @@ class SubmitTask(Ask[TaskSubmitted]):
         check_id("device_id", self.device_id, optional=True)
         check_json("params", self.params, optional=False, object_only=True)
         check_int("priority", self.priority, 0, MAX_PRIORITY)
-        check_number("not_before", self.not_before, 0, MAX_INSTANT, optional=True)
+        check_number("not_before", self.not_before, -MAX_INSTANT, MAX_INSTANT, optional=True)
         check_int("batch_total", self.batch_total, 1, INT32, optional=True)
         check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
 
@@ -262,7 +264,26 @@ class ListWorkers(Ask[Paged[WorkerView]]):
 
 @dataclass(frozen=True)
 class CheckTaskHealth(Ask[TaskHealthReport]):
-    """Stale tasks, blocked lanes, unserved sites, queue depth."""
+    """Stale tasks, blocked lanes, unserved sites, queue depth; ``top`` lanes and sites
+    listed (0: counts only)."""
+
+    top: int = 0
+
+    def check(self) -> None:
+        check_int("top", self.top, 0, MAX_LIMIT)
+
+
+@dataclass(frozen=True)
+class ListSites(Ask[Paged[SiteQueue]]):
+    """Sites with queued tasks, most queued first (then by name); ``unserved``: only
+    those no online worker serves."""
+
+    page: Page = Page()
+    unserved: bool = False
+
+    def check(self) -> None:
+        check_page(self.page)
+        check_flag("unserved", self.unserved)
 
 
 @dataclass(frozen=True)

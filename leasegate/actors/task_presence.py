@@ -6,13 +6,21 @@ so a live query loop never hides a dead task loop.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import sqlite3
 from collections import defaultdict
 
 from leasegate.actors.pages import Page, Paged
-from leasegate.actors.task_messages import LeaseTasks
-from leasegate.actors.task_views import BlockedLane, TaskHealthReport, WorkerView, worker_view
+from leasegate.actors.task_messages import LeaseTasks, ListSites
+from leasegate.actors.task_views import (
+    BlockedLane,
+    SiteQueue,
+    TaskHealthReport,
+    WorkerView,
+    worker_view,
+)
 from leasegate.actors.views import loads
 from leasegate.errors import RateLimited
 from leasegate.settings import Settings
@@ -56,18 +64,65 @@ def admit(conn: sqlite3.Connection, m: LeaseTasks, now: float, settings: Setting
         Retry_After=str(max(1, math.ceil(wait))))
 
 
-def health(conn: sqlite3.Connection, now: float, offline_after: float) -> TaskHealthReport:
-    """Stale tasks and the lanes they block; sites with queued tasks and no online
-    worker (a worker with no sites filter serves every site); queue depth by site."""
-    queued = {row["site"]: row["n"] for row in sql.queued_by_site(conn)}
+def served_sites(conn: sqlite3.Connection, now: float,
+                 offline_after: float) -> frozenset[str] | None:
+    """The sites an online worker serves; None when one serves every site (it has no
+    sites filter)."""
     served: set[str] = set()
-    serves_all = False
     for worker in sql.online_workers(conn, offline_after, now):
         if worker["sites"] is None:
-            serves_all = True
-        else:
-            served.update(loads(worker["sites"]))
-    unserved = () if serves_all else tuple(site for site in queued if site not in served)
-    blocked = tuple(BlockedLane(row["site"], row["account"], row["task_id"], row["stale_at"])
-                    for row in sql.stale_lanes(conn))
-    return TaskHealthReport(len(blocked), blocked, unserved, queued)
+            return None
+        served.update(loads(worker["sites"]))
+    return frozenset(served)
+
+
+def health(conn: sqlite3.Connection, now: float, offline_after: float,
+           top: int) -> TaskHealthReport:
+    """Stale tasks and the ``top`` lanes they block longest; queued tasks and their
+    sites, those no online worker serves (a worker with no sites filter serves every
+    site), and the ``top`` of each by queued tasks. Counted in full, listed short."""
+    served = served_sites(conn, now, offline_after)
+    queued, sites = sql.queued_totals(conn)
+    unserved = _count_unserved(conn, served, sites)
+    report = TaskHealthReport(sql.stale_count(conn), (), queued, sites, unserved, (), ())
+    if not top:
+        return report
+    return dataclasses.replace(
+        report,
+        blocked_lanes=tuple(BlockedLane(row["site"], row["account"], row["task_id"],
+                                        row["stale_at"]) for row in sql.stale_lanes(conn, top)),
+        busiest=_site_queues(conn, Page(top), served, unserved_only=False),
+        unserved=_site_queues(conn, Page(top), served, unserved_only=True) if unserved else ())
+
+
+def sites_page(conn: sqlite3.Connection, m: ListSites, now: float,
+               offline_after: float) -> Paged[SiteQueue]:
+    """Sites with queued tasks, most first (``ListSites``)."""
+    served = served_sites(conn, now, offline_after)
+    total = sql.queued_totals(conn)[1]
+    if m.unserved:
+        total = _count_unserved(conn, served, total)
+    items = _site_queues(conn, m.page, served, unserved_only=m.unserved) if total else ()
+    return Paged(items, total, m.page.limit, m.page.offset)
+
+
+def _outside(served: frozenset[str]) -> str:
+    return json.dumps(sorted(served))
+
+
+def _count_unserved(conn: sqlite3.Connection, served: frozenset[str] | None,
+                    sites: int) -> int:
+    """Of the ``sites`` with queued tasks, how many no online worker serves."""
+    if served is None:
+        return 0
+    return sql.queued_totals(conn, _outside(served))[1] if served else sites
+
+
+def _site_queues(conn: sqlite3.Connection, page: Page, served: frozenset[str] | None, *,
+                 unserved_only: bool) -> tuple[SiteQueue, ...]:
+    if unserved_only and served is None:
+        return ()
+    outside = _outside(served) if unserved_only and served else None
+    rows = sql.queued_sites(conn, page.limit, page.offset, outside)
+    return tuple(SiteQueue(row["site"], row["n"], served is None or row["site"] in served)
+                 for row in rows)

@@ -66,6 +66,7 @@ from leasegate.actors.task_messages import (
     GetTask,
     LeaseTasks,
     ListArtifacts,
+    ListSites,
     ListTasks,
     ListWorkers,
     ReclaimTask,
@@ -175,7 +176,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
                 return task_presence.workers_page(conn, message.page, now,
                                                   self.settings.worker_offline_after)
             case RecordArtifact():
-                stored, replaced = task_artifacts.record(conn, message, now, self.artifacts)
+                stored, replaced = task_artifacts.record(conn, message, now, self.artifacts,
+                                                         self.settings)
                 store = self.artifacts
                 if replaced is not None and store is not None:
                     m = message
@@ -190,7 +192,11 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
             case ExistingTasks():
                 return frozenset(sql.existing(conn, list(message.task_ids)))
             case CheckTaskHealth():
-                return task_presence.health(conn, now, self.settings.worker_offline_after)
+                return task_presence.health(conn, now, self.settings.worker_offline_after,
+                                            message.top)
+            case ListSites():
+                return task_presence.sites_page(conn, message, now,
+                                                self.settings.worker_offline_after)
             case GetHistory() | RecordSettled():
                 return self.history.handle(conn, message, self._visible)
         raise InvalidRequest(f"tasks: not a task message: {type(message).__name__}")

@@ -31,3 +31,13 @@ def get(conn: Connection, task_id: str, name: str) -> Row | None:
         "SELECT * FROM artifacts WHERE task_id = ? AND name = ?", (task_id, name)
     ).fetchone()
     return row
+
+
+def usage_besides(conn: Connection, task_id: str, name: str) -> tuple[int, int]:
+    """How many artifacts the task has, and their bytes, leaving out ``name`` (the one
+    an upload under that name would replace)."""
+    row = conn.execute(
+        "SELECT count(*), coalesce(sum(size), 0) FROM artifacts WHERE task_id = ? AND name != ?",
+        (task_id, name),
+    ).fetchone()
+    return int(row[0]), int(row[1])

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from leasegate.storage.engine import Connection, Row, respelled
+from leasegate.storage.engine import Connection, Row, Spelled, respelled, spelling
 from leasegate.storage.lanes_sql import in_flight
 from leasegate.storage.rows import marks
 
@@ -90,15 +90,40 @@ def purge_workers_before(conn: Connection, cutoff: float) -> int:
 
 # ---- health -------------------------------------------------------------------------
 
-def stale_lanes(conn: Connection) -> list[Row]:
+# Sites that no online worker serves: ``served`` is a JSON array of the sites that one does.
+_QUEUED = "FROM tasks WHERE status = 'queued'"
+_ELSEWHERE = Spelled(" AND site NOT IN (SELECT value FROM json_each(?))",
+                     " AND site NOT IN (SELECT jsonb_array_elements_text(?::jsonb))")
+
+
+def stale_count(conn: Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM tasks WHERE status = 'stale'").fetchone()[0])
+
+
+def stale_lanes(conn: Connection, limit: int) -> list[Row]:
+    """The ``limit`` lanes blocked longest (each by its stale task)."""
     return conn.execute(
         "SELECT site, account, task_id, stale_at FROM tasks WHERE status = 'stale' "
-        "ORDER BY stale_at, site, account"
+        "ORDER BY stale_at, site, account LIMIT ?", (limit,)
     ).fetchall()
 
 
-def queued_by_site(conn: Connection) -> list[Row]:
+def queued_totals(conn: Connection, served: str | None = None) -> tuple[int, int]:
+    """Queued tasks and the number of sites they are on; with ``served``, only those on
+    sites outside it."""
+    row = conn.execute(f"SELECT count(*), count(DISTINCT site) {_QUEUED}"
+                       + ("" if served is None else spelling(conn, _ELSEWHERE)),
+                       () if served is None else (served,)).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def queued_sites(conn: Connection, limit: int, offset: int = 0,
+                 served: str | None = None) -> list[Row]:
+    """Sites by their queued tasks, most first, then by name (``site``, ``n``); with
+    ``served``, only sites outside it."""
     return conn.execute(
-        "SELECT site, count(*) AS n FROM tasks WHERE status = 'queued' "
-        "GROUP BY site ORDER BY site"
+        f"SELECT site, count(*) AS n {_QUEUED}"
+        f"{'' if served is None else spelling(conn, _ELSEWHERE)} "
+        "GROUP BY site ORDER BY n DESC, site LIMIT ? OFFSET ?",
+        (limit, offset) if served is None else (served, limit, offset),
     ).fetchall()

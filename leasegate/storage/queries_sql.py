@@ -190,8 +190,35 @@ def purge_tombstones_before(conn: Connection, cutoff: float, limit: int = 1000) 
     return cur.rowcount
 
 
-def count_by_status_and_site(conn: Connection) -> list[Row]:
+# Live queries (each status on its partial index), by site.
+LIVE = ("queued", "leased")
+
+
+def count_live(conn: Connection, status: str) -> tuple[int, int]:
+    """Queries of ``status`` (queued or leased), and the number of sites they are on."""
+    row = conn.execute("SELECT count(*), count(DISTINCT site) FROM queries WHERE status = ?",
+                       (status,)).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def live_sites(conn: Connection, status: str, limit: int) -> list[Row]:
+    """The ``limit`` sites with the most queries of ``status``, most first (``site``, ``n``)."""
     return conn.execute(
-        "SELECT status, site, count(*) AS n FROM queries "
-        "WHERE status IN ('queued', 'leased') GROUP BY status, site"
+        "SELECT site, count(*) AS n FROM queries WHERE status = ? "
+        "GROUP BY site ORDER BY n DESC, site LIMIT ?", (status, limit)
     ).fetchall()
+
+
+def sites_page(conn: Connection, limit: int, offset: int) -> tuple[int, list[Row]]:
+    """Sites with live queries, most first, then by name (``site``, ``queued``,
+    ``leased``), and how many there are."""
+    live = ("SELECT site, 1 AS queued, 0 AS leased FROM queries WHERE status = 'queued' "
+            "UNION ALL SELECT site, 0, 1 FROM queries WHERE status = 'leased'")
+    total = int(conn.execute(f"SELECT count(DISTINCT site) FROM ({live}) AS live"
+                             ).fetchone()[0])
+    rows = conn.execute(
+        f"SELECT site, sum(queued) AS queued, sum(leased) AS leased FROM ({live}) AS live "
+        "GROUP BY site ORDER BY sum(queued) + sum(leased) DESC, site LIMIT ? OFFSET ?",
+        (limit, offset)
+    ).fetchall()
+    return total, rows

@@ -12,11 +12,18 @@ from leasegate.actors import billing
 from leasegate.actors.key_messages import ListKeys
 from leasegate.actors.ledger_messages import GetAccount, ListAccounts, ListEntries, ListHolds
 from leasegate.actors.pages import MAX_OFFSET, Page
-from leasegate.actors.query_messages import CountQueries, GetQuery, ListQueries, QueryStatus
+from leasegate.actors.query_messages import (
+    CountQueries,
+    GetQuery,
+    ListQueries,
+    ListQuerySites,
+    QueryStatus,
+)
 from leasegate.actors.task_messages import (
     CountTasks,
     GetTask,
     ListArtifacts,
+    ListSites,
     ListTasks,
     ListWorkers,
     TaskStatus,
@@ -156,6 +163,19 @@ async def ledger() -> Response:
         entries = to_json(await mailbox.ask(ListEntries(account, Page(limit=PAGE_SIZE))))
     return await page("ledger.html", accounts=to_json(accounts), account=account or "",
                       chosen=chosen, entries=entries, holds=to_json(holds))
+
+
+@bp.get("/sites")
+async def sites() -> Response:
+    """Every site with work, a page at a time, the most first: tasks (which no worker
+    serves; ``unserved=1`` keeps those) or, with ``channel=query``, live queries."""
+    sys = system()
+    channel = _arg_choice("channel", ("task", "query")) or "task"
+    unserved = request.args.get("unserved", "") == "1"
+    at = Page(limit=PAGE_SIZE, offset=_offset())
+    found = (await sys.tasks.mailbox.ask(ListSites(at, unserved)) if channel == "task"
+             else await sys.queries.mailbox.ask(ListQuerySites(at)))
+    return await page("sites.html", found=to_json(found), channel=channel, unserved=unserved)
 
 
 @bp.get("/workers")
