@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ DAY = 86400.0
 MiB = 1024 * 1024
 
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 # The ledger's hard ceilings, in minor units; the settings below may only lower them.
 # One amount (a credit, a max_cost, a cost): exact in a JSON double, so every client
@@ -79,6 +81,10 @@ class Settings:
     max_body_bytes: int = MiB
     max_json_field_bytes: int = 64 * 1024
     max_artifact_bytes: int = 64 * MiB
+    # Per task: how many artifacts (distinct names) and how many bytes in all; a
+    # re-upload under a name replaces that artifact and counts once.
+    max_artifacts_per_task: int = 100
+    max_artifact_bytes_per_task: int = 256 * MiB
     # Token bucket per API key; 0 turns rate limiting off.
     rate_limit_per_second: float = 200.0
     rate_limit_burst: int = 400
@@ -90,6 +96,9 @@ class Settings:
     # Serve on storage that cannot keep "durable before acknowledged" (e.g.
     # sqlite_synchronous OFF or NORMAL); refused at start without it.
     unsafe_durability: bool = False
+    # Unset: the SQLite file in the data directory. A postgresql:// URL: that PostgreSQL
+    # database (kept out of repr: a URL may carry a password).
+    database_url: str | None = dataclasses.field(default=None, repr=False)
     # How often retention purges and bucket sweeps run.
     housekeeping_interval: float = 60.0
     # How long an idle or slow socket may hold a read.
@@ -125,7 +134,8 @@ class Settings:
             "device_capacity", "ledger_recover_interval", "ledger_audit_interval",
             "artifact_orphan_sweep_interval",
             "error_log_window", "max_body_bytes", "max_json_field_bytes",
-            "max_artifact_bytes", "http_read_timeout", "http_body_timeout",
+            "max_artifact_bytes", "max_artifacts_per_task", "max_artifact_bytes_per_task",
+            "http_read_timeout", "http_body_timeout",
             "housekeeping_interval", "event_ring_size", "event_max_streams",
             "event_keepalive_seconds",
         )  # fmt: skip
@@ -151,8 +161,10 @@ class Settings:
         if self.drain_seconds > 60:
             raise SettingsError("drain_seconds must be at most 60: shutdown must stay quick")
         self._check_ledger_bounds()
+        self._check_artifact_limits()
         if self.device_cancel_after <= self.device_pause_after:
             raise SettingsError("device_cancel_after must be greater than device_pause_after")
+        _check_database_url(self.database_url)
         if self.sqlite_synchronous not in SYNCHRONOUS_MODES:
             raise SettingsError(f"sqlite_synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
         if self.rate_limit_per_second > 0 and self.rate_limit_burst < 1:
@@ -170,9 +182,28 @@ class Settings:
                 f"ledger_max_balance must be ledger_max_amount ({self.ledger_max_amount}) "
                 f"to {MAX_BALANCE} (2**62: no sum of balances can leave 64-bit integers); "
                 f"got {self.ledger_max_balance}")
+    def _check_artifact_limits(self) -> None:
+        if self.max_artifact_bytes_per_task < self.max_artifact_bytes:
+            raise SettingsError(
+                f"max_artifact_bytes_per_task ({self.max_artifact_bytes_per_task}) must be at "
+                f"least max_artifact_bytes ({self.max_artifact_bytes}): a task could not keep "
+                "one artifact of the largest size")
 
     def replace(self, **changes: Any) -> Settings:
         return load(overrides=changes, base=self)
+
+
+def _check_database_url(url: str | None) -> None:
+    """None, or a PostgreSQL URL; the message never repeats the URL (its password)."""
+    if url is None:
+        return
+    scheme, found, _ = url.partition("://")
+    if not found or scheme not in POSTGRES_SCHEMES:  # libpq reads these two, lowercase
+        named = (f"a {scheme!r} URL" if found and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme)
+                 else "no URL scheme")
+        raise SettingsError(
+            "database_url must be a postgresql:// (or postgres://) URL, or unset for the "
+            f"SQLite file in the data directory (got {named})")
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -198,6 +229,8 @@ def _coerce(name: str, raw: Any) -> Any:
             if isinstance(raw, bool):
                 raise ValueError(raw)
             return float(raw)
+        if kind == "str | None":  # a URL: as written; empty is unset
+            return str(raw).strip() or None
         return str(raw).strip().upper()
     except (TypeError, ValueError):
         raise SettingsError(f"{name}: cannot read {raw!r} as {kind}") from None

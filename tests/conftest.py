@@ -1,4 +1,5 @@
-"""Shared fixtures: a fixed wall clock, inline storage, running actors."""
+"""Shared fixtures: a fixed wall clock, inline storage, running actors, a PostgreSQL
+database of its own for a test that asks for one (``postgres_url``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from leasegate.http.render import to_json
 from leasegate.settings import Settings, load
 from leasegate.storage.connection import Database
 from leasegate.storage.migrations import migrate
+from tests import postgres
 from tests.served import Served, start, stop
 
 if TYPE_CHECKING:
@@ -21,6 +23,37 @@ if TYPE_CHECKING:
 
 # 2026-11-30T08:00:00Z: every test's wall clock starts here.
 EPOCH = 1796025600.0
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> postgres.Server:
+    """The server of LEASEGATE_TEST_POSTGRES (its tests fail if it does not answer), or
+    of the default address (its tests skip if nothing answers there)."""
+    server, why_not, required = postgres.find_server()
+    if server is None:
+        if required:
+            pytest.fail(f"{why_not}, and {postgres.SERVER_VARIABLE} requires it")
+        pytest.skip(why_not)
+    return server
+
+
+@pytest.fixture
+def postgres_url(postgres_server: postgres.Server) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database of this test's own (dropped after it)."""
+    url = postgres_server.create_database()
+    yield url
+    postgres_server.drop_database(url)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line for the PostgreSQL tests skipped without a server, not one per test."""
+    skipped = [report for report in terminalreporter.stats.get("skipped", [])
+               if postgres.SKIP_REASON in str(report.longrepr)]
+    if skipped:
+        reason = str(skipped[0].longrepr[2]) if isinstance(skipped[0].longrepr, tuple) else ""
+        terminalreporter.write_line(
+            f"{len(skipped)} PostgreSQL tests skipped: {reason.removeprefix('Skipped: ')} "
+            f"(set {postgres.SERVER_VARIABLE} to require a server)")
 
 
 @pytest.fixture

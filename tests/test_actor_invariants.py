@@ -62,7 +62,8 @@ VALID: dict[type[Any], Any] = {
     results.QueryResult: results.QueryResult("q1", "w1", "tok", "succeeded", {},
                                                            1, "m", 3, ("shop",)),
     query_lease.ReleaseQueryLeases: query_lease.ReleaseQueryLeases((("q1", "tok"),)),
-    query_reads.CountQueries: query_reads.CountQueries(),
+    query_reads.CountQueries: query_reads.CountQueries(20),
+    query_reads.ListQuerySites: query_reads.ListQuerySites(),
     query_submit.SubmitQueries: query_submit.SubmitQueries((
         query_submit.SubmitQuery("ten", "shop", "balance", {}, "q2"),)),
     results.QueryResults: results.QueryResults((
@@ -80,7 +81,8 @@ VALID: dict[type[Any], Any] = {
     control.ReclaimTask: control.ReclaimTask("t1", "failed", "why", "admin", {}, 2),
     task_lease.ReleaseTaskLeases: task_lease.ReleaseTaskLeases((("t1", "tok"),)),
     presence.ListWorkers: presence.ListWorkers(),
-    presence.CheckTaskHealth: presence.CheckTaskHealth(),
+    presence.CheckTaskHealth: presence.CheckTaskHealth(20),
+    presence.ListSites: presence.ListSites(Page(), True),
     artifacts.RecordArtifact: artifacts.RecordArtifact(
         "t1", "w1", "tok", "a.txt", artifacts.Upload("staged", 1, "0" * 64), ("shop",)),
     artifacts.ListArtifacts: artifacts.ListArtifacts("t1", "ten"),
@@ -120,7 +122,7 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "device_id": ("x" * 65,), "key_id": ("",),
     "priority": (-1, 10, 10**20, True), "max": (0, 101, 10**20), "batch_total": (0, 10**20),
     "max_cost": (-1, 10**20), "cost": (-1, 10**20), "error_code": (10**20,),
-    "not_before": (NAN, -1.0, 10.0**20), "lease_token": ("", "x" * 129),
+    "not_before": (NAN, -(10.0**20), 10.0**20), "lease_token": ("", "x" * 129),
     "outcome": ("done", "canceled-ish"), "action": ("retry",), "role": ("root",),
     "status": ("nope",), "wait": ("yes", 1, None), "params": ({"n": NAN}, {"s": "\ud800"}, [1]),
     "result": ({"n": NAN},), "progress": ({"n": NAN},), "reason": ("",), "name": ("",),
@@ -129,7 +131,7 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "amount": (-1, 10**20, True), "ref": ("", "a\n"), "channel": ("tasks",),
     "job_id": ("", "a\n"), "job_ids": (("a\n",), ("x",) * 501), "memo": ("x" * 257,),
     "items": ((), ("a\n",), (task_reads.GetTask("t1"),)),
-    "version": (-1, 10**20, True),
+    "version": (-1, 10**20, True), "top": (-1, 501, True), "unserved": ("yes", 1, None),
 }
 
 

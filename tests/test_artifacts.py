@@ -157,6 +157,56 @@ async def test_oversized_upload_is_413_and_leaves_nothing(
     assert [f.split("@")[0] for f in files_under(gw.system.artifacts.root)] == ["t_t1/fits"]
 
 
+async def test_the_413_names_the_limit_of_its_route(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock) -> None:
+    gw = await start_gateway(nursery, tmp_path / "limits.db",
+                             settings.replace(max_body_bytes=1000, max_artifact_bytes=2000), clock)
+    token = await leased_task(gw)
+    status, body = await upload(gw, "t1", "big", b"x" * 2001, token)
+    assert status == 413 and body["error"]["message"] == (
+        "the request body is over this route's limit of 2000 bytes (max_artifact_bytes)")
+    status, body = await gw.call("POST", "/v1/tasks", "t1", json={
+        "site": "shop", "kind": "k", "params": {"pad": "x" * 1000}})
+    assert status == 413 and body["error"]["message"] == (
+        "the request body is over this route's limit of 1000 bytes (max_body_bytes)")
+
+
+async def test_a_task_keeps_at_most_max_artifacts_per_task(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock) -> None:
+    gw = await start_gateway(nursery, tmp_path / "count.db",
+                             settings.replace(max_artifacts_per_task=3), clock)
+    token = await leased_task(gw)
+    for name in ("a", "b", "c"):
+        assert (await upload(gw, "t1", name, b"data", token))[0] == 201
+    status, body = await upload(gw, "t1", "d", b"data", token)
+    assert status == 409 and body["error"]["code"] == 6003
+    assert "max_artifacts_per_task" in body["error"]["message"]
+    assert (await upload(gw, "t1", "a", b"new data", token))[0] == 201  # a replacement fits
+    _, listed = await gw.call("GET", "/v1/tasks/t1/artifacts", "t1")
+    assert [(item["name"], item["size"]) for item in listed["items"]] == [
+        ("a", 8), ("b", 4), ("c", 4)]
+
+
+async def test_a_task_keeps_at_most_max_artifact_bytes_per_task(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock) -> None:
+    gw = await start_gateway(nursery, tmp_path / "bytes.db", settings.replace(
+        max_artifact_bytes=1000, max_artifact_bytes_per_task=2500), clock)
+    token = await leased_task(gw)
+    for name in ("a", "b"):
+        assert (await upload(gw, "t1", name, b"x" * 1000, token))[0] == 201
+    status, body = await upload(gw, "t1", "c", b"x" * 501, token)
+    assert status == 413 and body["error"]["code"] == 4130
+    assert body["error"]["message"] == (
+        "task t1's artifacts would come to 2501 bytes, over the 2500 bytes a task may keep "
+        "(max_artifact_bytes_per_task); 2000 bytes are taken")
+    # The artifact an upload replaces counts once: its old size makes room.
+    assert (await upload(gw, "t1", "a", b"x" * 999, token))[0] == 201
+    assert (await upload(gw, "t1", "c", b"x" * 501, token))[0] == 201
+    await until(lambda: gw.system.artifacts.deleted == 1)  # a's first version
+    assert [f.split("@")[0] for f in files_under(gw.system.artifacts.root)] == [
+        "t_t1/a", "t_t1/b", "t_t1/c"]  # the refused uploads left nothing behind
+
+
 async def test_purge_deletes_files_off_the_message_path(
         gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
     # File work runs in threads: hold virtual time still until the sleep below.

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from tests.conftest import Gateway
-from tests.test_http_tasks import ORDER, call, fence, lease, submit
+from tests.test_http_tasks import ORDER, assert_error, call, fence, lease, submit
 from tests.test_ledger import account, credit
 
 Json = dict[str, Any]
@@ -56,22 +56,39 @@ async def test_a_bad_item_fails_alone_and_the_good_ones_are_created(gateway: Gat
         {**ORDER, "task_id": "b", "site": "not a site"},             # 400: the field's rule
         {**ORDER, "task_id": "taken", "params": {"other": True}},    # 409: another payload
         {**ORDER, "task_id": "c", "account": "c", "unknown": 1},     # 400: unknown field
-        "not an object",                                             # 400
         {**ORDER, "task_id": "d", "params": {"x": "y" * 70_000}},    # 413: params too large
         {**ORDER, "account": "e"},                                   # 201, a generated id
     ]})
-    assert statuses(items) == [201, 400, 409, 400, 400, 413, 201]
-    assert codes(items) == [None, 4000, 6004, 4000, 4000, 4130, None]
+    assert statuses(items) == [201, 400, 409, 400, 413, 201]
+    assert codes(items) == [None, 4000, 6004, 4000, 4130, None]
     assert items[0]["task"] == {"task_id": "a", "status": "queued", "created": True}
     assert "site" in items[1]["error"]["message"]
     assert set(items[2]["error"]) == {"code", "type", "message"}
-    assert items[6]["task"]["task_id"].startswith("t-")
+    assert items[5]["task"]["task_id"].startswith("t-")
     for task_id, want in (("a", 200), ("b", 404), ("c", 404), ("d", 404)):
         status, _ = await call(gateway, "GET", f"/v1/tasks/{task_id}", "t1")
         assert status == want, task_id
     leased = await lease(gateway, max=100)
     assert sorted(i["task_id"] for i in leased) == sorted(["taken", "a",
-                                                           items[6]["task"]["task_id"]])
+                                                           items[5]["task"]["task_id"]])
+
+
+@pytest.mark.parametrize(("path", "who", "body"), [
+    ("/v1/tasks/batch", "t1", {"items": [ORDER, "not an object"]}),
+    ("/v1/queries/batch", "t1", {"items": [[QUERY]]}),
+    ("/v1/tasks/start", "worker", {"worker_id": "w1", "items": [7]}),
+    ("/v1/tasks/results", "worker", {"worker_id": "w1", "items": [None]}),
+    ("/v1/queries/results", "worker", {"worker_id": "w1", "items": [True]}),
+])
+async def test_an_item_that_is_no_object_is_the_whole_calls_400(
+        gateway: Gateway, path: str, who: str, body: Json) -> None:
+    # The document says items are objects: anything else is refused whole, as the
+    # document says, and nothing of the call is done.
+    status, reply = await call(gateway, "POST", path, who, body)
+    assert_error(status, reply, 400, 4000)
+    assert "each item must be a JSON object" in reply["error"]["message"]
+    status, listed = await call(gateway, "GET", "/v1/tasks", "t1")
+    assert listed["total"] == 0
 
 
 async def test_replays_inside_one_batch_and_across_batches(gateway: Gateway) -> None:
@@ -267,8 +284,8 @@ async def test_task_results_are_fenced_per_item(gateway: Gateway) -> None:
         {"task_id": "c", "lease_token": leased["c"]["lease_token"], "outcome": "paused"},
     ]}
     items = await batch(gateway, "/v1/tasks/results", "worker", body)
-    assert statuses(items) == [200, 409, 200, 400]
-    assert codes(items) == [None, 6002, None, 4000]
+    assert statuses(items) == [200, 409, 200, 409]  # c: not a batch task, and done already
+    assert codes(items) == [None, 6002, None, 6003]
     assert items[0]["task"]["status"] == "succeeded"
     assert items[0]["task"]["billing"]["charged"] == 5
     assert items[2]["task"]["error"] == {"code": 7, "message": "out of stock"}
@@ -276,7 +293,7 @@ async def test_task_results_are_fenced_per_item(gateway: Gateway) -> None:
     assert b["status"] == "running"  # the stale token changed nothing
     # A retry of the whole batch: the accepted results replay, the others still fail.
     again = await batch(gateway, "/v1/tasks/results", "worker", body)
-    assert statuses(again) == [200, 409, 200, 400]
+    assert statuses(again) == [200, 409, 200, 409]
     single = fence(leased["b"], outcome="succeeded")
     status, done = await call(gateway, "POST", "/v1/tasks/b/result", "worker", single)
     assert (status, done["status"]) == (200, "succeeded")

@@ -186,7 +186,7 @@ class FakeGateway:
         if len(error.get("message", "")) > 4096:
             raise server_errors.InvalidRequest("error.message")
         if body["outcome"] == "paused" and item.get("batch_total") is None:
-            raise server_errors.InvalidRequest("outcome paused is only for batch tasks")
+            raise server_errors.StateConflict("outcome paused is only for batch tasks")
 
     def _route(self, method: str, path: str, body: Any, args: dict[str, str]) -> tuple[int, Any]:
         for m, pattern, handler in self._routes:

@@ -334,3 +334,14 @@ async def test_only_post_reaches_the_lease_paths(gateway: Gateway, method: str, 
     response = await gateway.client.open(path, method=method, headers=gateway.auth("worker"))
     assert_error(response.status_code, await response.get_json(), 405, 4050)
     assert response.headers["Allow"] == "POST"
+
+
+@pytest.mark.parametrize("query", [
+    "job_id=a%0A", "job_id=", "job_id=ok&job_id=a%20b",
+    "&".join(f"job_id=j{n}" for n in range(101)),
+])
+async def test_the_event_stream_takes_job_ids_by_the_rule_the_document_says(
+        gateway: Gateway, query: str) -> None:
+    status, body = await gateway.call("GET", f"/v1/events?{query}", "t1")
+    assert_error(status, body, 400, 4000)
+    assert "job_id" in body["error"]["message"]

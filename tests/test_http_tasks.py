@@ -197,13 +197,44 @@ async def test_submit_replay_and_conflict(gateway: Gateway) -> None:
     assert listed["total"] == 1
 
 
-async def test_lease_is_no_job_id(gateway: Gateway) -> None:
-    # GET /v1/tasks/lease is the lease route's path: a job named so could never be read.
-    for path, body in (("/v1/tasks", {**ORDER, "task_id": "lease"}),
-                       ("/v1/queries", {"site": "shop", "kind": "k", "query_id": "lease"})):
+@pytest.mark.parametrize("name", ["lease", "batch", "start", "results"])
+async def test_route_names_are_no_job_ids(gateway: Gateway, name: str) -> None:
+    # GET /v1/tasks/lease is the lease route's path (405): a job named so could never be
+    # read. So are batch, start and results, on either channel.
+    for path, body in (("/v1/tasks", {**ORDER, "task_id": name}),
+                       ("/v1/queries", {"site": "shop", "kind": "k", "query_id": name})):
         status, reply = await gateway.call("POST", path, "t1", json=body)
         assert (status, reply["error"]["code"]) == (400, 4000)
         assert "reserved" in reply["error"]["message"]
+    status, _ = await gateway.call("GET", f"/v1/tasks/{name}", "t1")
+    assert status == 405
+
+
+@pytest.mark.parametrize("not_before", [
+    "1969-07-20T20:17:40Z", "0001-01-01T00:00:00+01:00", "2026-11-30T09:00:00+01:00",
+    "2026-11-30t07:59:59.5z", "2016-12-31T23:59:60Z",
+])
+async def test_not_before_takes_any_rfc3339_date_time(gateway: Gateway,
+                                                      not_before: str) -> None:
+    # A time in the past (even before 1970) is simply "now": leasable at once.
+    status, reply = await gateway.call("POST", "/v1/tasks", "t1", json={
+        **ORDER, "task_id": "dated", "not_before": not_before})
+    assert status == 201, reply
+    assert [item["task_id"] for item in await lease(gateway)] == ["dated"]
+
+
+@pytest.mark.parametrize("not_before", [
+    1796025600, 1796025600.5, True, "1796025600", "2026-11-30", "2026-11-30T08:00:00",
+    "2026-11-30 08:00:00Z", "2026-02-30T08:00:00Z", "2026-11-30T08:00Z", {"at": 1},
+])
+async def test_not_before_is_only_an_rfc3339_date_time(
+        gateway: Gateway, not_before: object) -> None:
+    # No Unix time in a number or a string, no bare date, no time without its offset:
+    # exactly what the document's format says, or 400.
+    status, reply = await gateway.call("POST", "/v1/tasks", "t1", json={
+        **ORDER, "not_before": not_before})
+    assert_error(status, reply, 400, 4000)
+    assert "not_before" in reply["error"]["message"]
 
 
 async def test_generated_ids_are_distinct(gateway: Gateway) -> None:
@@ -292,11 +323,14 @@ async def test_state_conflicts_are_409_6003(gateway: Gateway) -> None:
     assert (await get(gateway, "queued-one"))["status"] == "queued"
 
 
-async def test_paused_outcome_of_a_task_that_is_not_a_batch_is_400(gateway: Gateway) -> None:
+async def test_paused_outcome_of_a_task_that_is_not_a_batch_is_a_conflict(
+        gateway: Gateway) -> None:
+    # The body is valid (the document allows it); the task is what cannot pause: 409.
     item = await running(gateway, "order-1")
     status, reply = await act(gateway, item, "result",
                               fence(item, outcome="paused", progress={"done": 1}))
-    assert_error(status, reply, 400, 4000)
+    assert_error(status, reply, 409, 6003)
+    assert "not a batch task" in reply["error"]["message"]
     assert (await get(gateway, "order-1"))["status"] == "running"
 
 
@@ -863,9 +897,10 @@ async def test_pause_a_running_batch_task_and_resume_from_its_checkpoint(
 
 async def test_pause_and_resume_need_a_batch_task(gateway: Gateway) -> None:
     await submit(gateway, task_id="order-1")
-    for action in ("pause", "resume"):
+    for action in ("pause", "resume"):  # a conflict with what the task is, as any state's
         status, reply = await gateway.call("POST", f"/v1/tasks/order-1/{action}", "t1")
-        assert_error(status, reply, 400, 4000)
+        assert_error(status, reply, 409, 6003)
+        assert "not a batch task" in reply["error"]["message"]
     await submit(gateway, task_id="batch-1", **BATCH)
     await control(gateway, "batch-1", "cancel")
     for action in ("pause", "resume"):

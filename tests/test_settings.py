@@ -52,6 +52,8 @@ def test_precedence(tmp_path: Path) -> None:
     ({"LEASEGATE_LEDGER_MAX_AMOUNT": "100", "LEASEGATE_LEDGER_MAX_BALANCE": "99"},
      "ledger_max_balance"),
     ({"LEASEGATE_LEDGER_MAX_BALANCE": str(2**62 + 1)}, "ledger_max_balance"),
+    ({"LEASEGATE_MAX_ARTIFACT_BYTES_PER_TASK": "1048576"}, "max_artifact_bytes_per_task"),
+    ({"LEASEGATE_MAX_ARTIFACTS_PER_TASK": "0"}, "max_artifacts_per_task"),
 ])
 def test_bad_settings_name_the_setting(env: dict[str, str], named: str) -> None:
     with pytest.raises(SettingsError, match=named):
@@ -63,3 +65,23 @@ def test_unknown_name_in_file(tmp_path: Path) -> None:
     config.write_text("[leasegate]\nquery_tll = 5\n")
     with pytest.raises(SettingsError, match="query_tll"):
         load(config, environ={})
+
+
+def test_the_database_is_the_sqlite_file_unless_a_postgresql_url_is_given(
+        tmp_path: Path) -> None:
+    assert load(environ={}).database_url is None
+    assert load(environ={"LEASEGATE_DATABASE_URL": " "}).database_url is None
+    for url in ("postgresql://u@db.internal:5432/leasegate?sslmode=require",
+                "postgres://u@db/leasegate"):
+        assert load(environ={"LEASEGATE_DATABASE_URL": url}).database_url == url  # as written
+    config = tmp_path / "c.toml"
+    config.write_text('database_url = "postgresql://u@db/leasegate"\n')
+    assert load(config, environ={}).database_url == "postgresql://u@db/leasegate"
+
+
+@pytest.mark.parametrize("url", ["mysql://u:s3cret@db/x", "sqlite:///var/leasegate.db",
+                                 "var/leasegate.db", "postgresql:/db"])
+def test_another_database_url_is_refused_without_repeating_it(url: str) -> None:
+    with pytest.raises(SettingsError, match="database_url must be a postgresql://") as refused:
+        load(environ={"LEASEGATE_DATABASE_URL": url})
+    assert "s3cret" not in str(refused.value) and url not in str(refused.value)

@@ -281,7 +281,7 @@ async def test_invalid_outcomes(queue: TaskActor) -> None:
     got = await running(queue)
     with pytest.raises(InvalidRequest):
         await report(queue, got, "done")  # type: ignore[arg-type]
-    with pytest.raises(InvalidRequest):  # paused is only for batch tasks
+    with pytest.raises(StateConflict):  # paused is only for batch tasks
         await report(queue, got, "paused")
     assert (await get(queue))["status"] == "running"
     with pytest.raises(InvalidRequest):
@@ -380,9 +380,9 @@ async def test_lease_expiry_makes_the_task_stale_and_blocks_its_lane(
     await advance(DAY)
     assert raw(db)["status"] == "stale"
     assert raw(db, "t2")["status"] == "expired"  # waited a day behind the stale task
-    health = await ask(queue, CheckTaskHealth())
-    assert health["stale"] == 1
-    assert health["blocked_lanes"] == [
+    report = await ask(queue, CheckTaskHealth(20))
+    assert report["stale"] == 1
+    assert report["blocked_lanes"] == [
         {"site": "shop", "account": "-", "task_id": "t1", "since": at(220)}]
 
 
@@ -702,7 +702,7 @@ async def test_pause_and_resume_a_queued_batch_task(queue: TaskActor,
                                                     autojump_clock: trio.testing.MockClock,
                                                     db: Database) -> None:
     await submit(queue, "plain")
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(StateConflict):  # not a batch task
         await ask(queue, ControlTask("plain", "pause"))
     await submit(queue, batch_total=10, account="b")
     paused = await ask(queue, ControlTask("t1", "pause", "ten1"))
@@ -881,30 +881,45 @@ async def test_worker_presence(queue: TaskActor,
     assert (await ask(queue, ListWorkers()))["items"][0]["sites"] is None
 
 
+async def health(queue: TaskActor, top: int = 20) -> tuple[list[str], dict[str, int],
+                                                            dict[str, Any]]:
+    """The unserved sites listed, the queued tasks by site listed, and the whole report."""
+    report = await ask(queue, CheckTaskHealth(top))
+    return ([site["site"] for site in report["unserved"]],
+            {site["site"]: site["queued"] for site in report["busiest"]}, report)
+
+
 async def test_health(queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
-    assert await ask(queue, CheckTaskHealth()) == {
-        "stale": 0, "blocked_lanes": [], "unserved_sites": [], "queued": {}}
+    assert await ask(queue, CheckTaskHealth(20)) == {
+        "stale": 0, "blocked_lanes": [], "queued": 0, "queued_sites": 0, "unserved_sites": 0,
+        "busiest": [], "unserved": []}
     await submit(queue, "a", site="s1")
     await submit(queue, "b", site="s2")
     await submit(queue, "c", site="s2", account="x")
-    health = await ask(queue, CheckTaskHealth())
-    assert health["unserved_sites"] == ["s1", "s2"] and health["queued"] == {"s1": 1, "s2": 2}
+    assert (await health(queue))[:2] == (["s2", "s1"], {"s2": 2, "s1": 1})  # most first
     await start(queue, await lease_one(queue, "w1", sites=("s1",)))
     await lease(queue, "w-other", sites=("s9",))
-    health = await ask(queue, CheckTaskHealth())
-    assert health["unserved_sites"] == ["s2"] and health["queued"] == {"s2": 2}
+    assert (await health(queue))[:2] == (["s2"], {"s2": 2})
     await trio.sleep(10)
     assert (await lease_one(queue, "w-all"))["task_id"] == "b"  # serves every site
-    health = await ask(queue, CheckTaskHealth())
-    assert health["unserved_sites"] == [] and health["queued"] == {"s2": 1}
+    unserved, queued, report = await health(queue)
+    assert (unserved, queued, report["unserved_sites"]) == ([], {"s2": 1}, 0)
+    assert report["busiest"] == [{"site": "s2", "queued": 1, "served": True}]
     await trio.sleep(90)  # w-all is offline now, and its claim on b lapsed
-    health = await ask(queue, CheckTaskHealth())
-    assert health["unserved_sites"] == ["s2"] and health["queued"] == {"s2": 2}
+    assert (await health(queue))[:2] == (["s2"], {"s2": 2})
     await trio.sleep(20)
-    health = await ask(queue, CheckTaskHealth())
-    assert health == {"stale": 1, "unserved_sites": ["s2"], "queued": {"s2": 2},
-                      "blocked_lanes": [{"site": "s1", "account": "-", "task_id": "a",
-                                         "since": at(120)}]}
+    assert await ask(queue, CheckTaskHealth(20)) == {
+        "stale": 1, "queued": 2, "queued_sites": 1, "unserved_sites": 1,
+        "busiest": [{"site": "s2", "queued": 2, "served": False}],
+        "unserved": [{"site": "s2", "queued": 2, "served": False}],
+        "blocked_lanes": [{"site": "s1", "account": "-", "task_id": "a", "since": at(120)}]}
+    # Counts only, unless lanes and sites are asked for; never more than asked for.
+    assert (await ask(queue, CheckTaskHealth()))["unserved"] == []
+    for n in range(5):
+        await submit(queue, f"more-{n}", site=f"s-{n}")
+    unserved, queued, report = await health(queue, top=3)
+    assert unserved == ["s2", "s-0", "s-1"] and report["unserved_sites"] == 6
+    assert queued == {"s2": 2, "s-0": 1, "s-1": 1} and report["queued"] == 7
 
 
 async def test_retention_purge(queue: TaskActor, db: Database,
@@ -945,7 +960,7 @@ async def test_runs_on_a_database_thread(nursery: trio.Nursery, tmp_path: Path, 
         await trio.sleep(60)  # the claim on "later" lapses on a timer turn
         assert (await get(actor, "later"))["status"] == "queued"
         assert (await report(actor, got))["status"] == "succeeded"
-        assert (await ask(actor, CheckTaskHealth()))["queued"] == {"shop": 1}
+        assert (await ask(actor, CheckTaskHealth()))["queued"] == 1
         assert (await ask(actor, ListWorkers()))["total"] == 2
         actor.close()
     finally:

@@ -17,7 +17,7 @@ from typing import Any, get_args
 from leasegate.actors.pages import MAX_LIMIT, MAX_OFFSET, Page
 from leasegate.actors.payloads import canonical_json
 from leasegate.errors import InvalidRequest
-from leasegate.ids import ID_RULE, is_id
+from leasegate.ids import ID_RULE, RESERVED_JOB_IDS, is_id
 from leasegate.settings import MAX_AMOUNT as MAX_AMOUNT  # minor units; exact in JSON too
 
 INT32 = 2**31 - 1
@@ -32,14 +32,12 @@ def check_id(name: str, value: object, *, optional: bool = False) -> None:
         raise InvalidRequest(f"{name} must be {ID_RULE} (got {value!r:.80})")
 
 
-RESERVED_JOB_IDS = frozenset({"lease"})  # /v1/tasks/lease is a route, not a task
-
-
 def check_job_id(name: str, value: object) -> None:
     """A client-chosen task or query id (None: the server picks one)."""
     check_id(name, value, optional=True)
     if value in RESERVED_JOB_IDS:
-        raise InvalidRequest(f"{name} {value!r} is reserved (it names a route)")
+        raise InvalidRequest(f"{name} {value!r} is reserved (it names a route; so do "
+                             f"{', '.join(RESERVED_JOB_IDS)})")
 
 
 def check_ids(name: str, values: tuple[str, ...] | None, *, most: int = 100,

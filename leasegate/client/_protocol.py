@@ -60,6 +60,7 @@ from leasegate.client._errors import (
     LeasegateError,
     PayloadTooLarge,
     QueryLeaseInvalid,
+    StateConflict,
     TaskLeaseInvalid,
     TransportError,
 )
@@ -297,7 +298,8 @@ class _WorkerBase:
         elif job.channel == "queries":
             log.error("%s %s: result refused (%s); the query will be leased again when its "
                       "lease runs out", job.channel, job.id, error)  # fmt: skip
-        elif isinstance(error, InvalidRequest) and body["outcome"] == "paused":
+        elif isinstance(error, StateConflict | InvalidRequest) and body["outcome"] == "paused":
+            # 409 (6003) from the gateway, 400 from one older than that
             log.error("task %s: result refused (%s): only a batch task can pause. The task "
                       "stays running until its lease runs out, then goes stale and will need "
                       "an operator", job.id, error)  # fmt: skip

@@ -176,7 +176,9 @@ def create_app(system: System) -> QuartTrio:
         app,
         info={"title": "leasegate", "version": "1",
               "description": "A durable task gateway: at-most-once tasks, "
-                             "at-least-once queries, long-poll workers."},
+                             "at-least-once queries, long-poll workers. An integer "
+                             "(money, counts) is a JSON integer: 100, never 100.0, 1e2, "
+                             "\"100\" or true."},
         security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
         security=[{"bearer": []}],
         openapi_provider_class=LeasegateOpenAPI,

@@ -20,6 +20,7 @@ from leasegate.errors import (
     NotFound,
     PayloadTooLarge,
 )
+from leasegate.http.routes_artifacts import body_limit_setting
 
 log = logging.getLogger("leasegate.http")
 
@@ -67,7 +68,8 @@ def _too_large() -> str:
     limit = request.max_content_length
     if limit is None:
         return "the request body is too large"
-    return f"the request body is over this route's limit of {limit} bytes"
+    setting = body_limit_setting(request.method, request.path)
+    return f"the request body is over this route's limit of {limit} bytes ({setting})"
 
 
 def concrete_methods(app: Quart, path: str) -> set[str] | None:

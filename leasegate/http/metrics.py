@@ -20,6 +20,10 @@ from leasegate.actors.tasks.views import TaskHealthReport
 from leasegate.http.device_metrics import device_families
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# Series per site for the sites with the most work; the rest summed under OTHER_SITES
+# (not an id: no site is called that), so callers inventing sites add no series.
+METRIC_SITES = 100
+OTHER_SITES = "(other)"
 
 
 class Metrics(Collector):
@@ -60,8 +64,8 @@ class Metrics(Collector):
             timer.observe(time.perf_counter() - started)
 
     async def refresh(self, system: System) -> None:
-        tasks = await system.tasks.ask(CheckTaskHealth())
-        queries = await system.queries.ask(CountQueries())
+        tasks = await system.tasks.ask(CheckTaskHealth(METRIC_SITES))
+        queries = await system.queries.ask(CountQueries(METRIC_SITES))
         audit = system.last_audit
         self._ledger_ok = audit is None or audit.ok
         self._durable = system.durable
@@ -76,18 +80,20 @@ class Metrics(Collector):
         if self._snapshot is None:
             return
         tasks, query_counts, stats = self._snapshot
-        queued = GaugeMetricFamily("leasegate_tasks_queued", "Queued tasks", labels=["site"])
-        for site, n in tasks.queued.items():
-            queued.add_metric([site], n)
+        queued = GaugeMetricFamily("leasegate_tasks_queued", "Queued tasks (the sites with "
+                                   f"the most; the rest as site=\"{OTHER_SITES}\")",
+                                   labels=["site"])
+        _by_site(queued, [], {site.site: site.queued for site in tasks.busiest}, tasks.queued)
         yield queued
         yield GaugeMetricFamily("leasegate_tasks_stale", "Stale tasks waiting for an operator",
                                 value=tasks.stale)
         yield GaugeMetricFamily("leasegate_lanes_blocked", "Lanes blocked by a stale task",
-                                value=len(tasks.blocked_lanes))
-        queries = GaugeMetricFamily("leasegate_queries", "Live queries",
+                                value=tasks.stale)
+        queries = GaugeMetricFamily("leasegate_queries", "Live queries (the sites with the "
+                                    f"most; the rest as site=\"{OTHER_SITES}\")",
                                     labels=["status", "site"])
-        for row in query_counts:
-            queries.add_metric([row.status, row.site], row.n)
+        for count in query_counts:
+            _by_site(queries, [count.status], count.by_site, count.n)
         yield queries
         yield from self._job_metrics(stats)
         if self._devices is not None:
@@ -142,3 +148,13 @@ class Metrics(Collector):
         for limiter, n in sorted(self.rate_limit_buckets.items()):
             buckets.add_metric([limiter], n)
         yield buckets
+
+
+def _by_site(family: GaugeMetricFamily, labels: list[str], by_site: dict[str, int],
+             total: int) -> None:
+    """One series per listed site, and what the others hold under ``OTHER_SITES``."""
+    for site, n in by_site.items():
+        family.add_metric([*labels, site], n)
+    rest = total - sum(by_site.values())
+    if rest:
+        family.add_metric([*labels, OTHER_SITES], rest)

@@ -7,11 +7,13 @@ Ids are 1–64 characters of ``[A-Za-z0-9._:@-]``; anything else is
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SkipValidation,
@@ -30,7 +32,7 @@ from leasegate.actors.tasks.control import ReclaimAction
 from leasegate.actors.tasks.fenced import TaskOutcome
 from leasegate.actors.tasks.reads import TaskStatus
 from leasegate.http.numbers import ASCII_DIGITS
-from leasegate.ids import ID_PATTERN
+from leasegate.ids import ID_PATTERN, RESERVED_JOB_IDS
 from leasegate.settings import MAX_AMOUNT
 
 # pydantic's patterns are Rust regexes, where "$" matches only at the very end
@@ -46,6 +48,33 @@ Seconds = Annotated[StrictFloat, Field(ge=0, le=30)]  # an integer is a number t
 Offset = Annotated[int, Field(ge=0, le=2**31 - 1), ASCII_DIGITS]  # in a query string
 Text = Annotated[str, StringConstraints(max_length=4096)]
 Timestamp = str  # ISO 8601 UTC, whole seconds, "Z"
+# A client-chosen task or query id: an id that does not name a route.
+JobId = Annotated[Id, Field(json_schema_extra={"not": {"enum": list(RESERVED_JOB_IDS)}})]
+
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:(?P<second>\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
+
+
+def _rfc3339(value: object) -> datetime:
+    """What ``format: date-time`` says, and only that: RFC 3339 text with its offset
+    (pydantic alone would also take a number as Unix time, or a bare date)."""
+    match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError("must be an RFC 3339 date-time with its offset, e.g. "
+                         "2026-12-01T08:00:00Z")
+    text = match[0].upper()
+    leap = match["second"] == "60"  # 23:59:60, a leap second: the next second
+    when = datetime.fromisoformat(text[:17] + "59" + text[19:] if leap else text)
+    return when + timedelta(seconds=1) if leap else when
+
+
+DateTime = Annotated[datetime, BeforeValidator(_rfc3339),
+                     Field(description="RFC 3339, with its offset (`Z` for UTC).")]
+
+
+def _object(value: object) -> object:
+    if not isinstance(value, dict):
+        raise ValueError("each item must be a JSON object")
+    return value
 
 
 class Strict(BaseModel):
@@ -57,7 +86,7 @@ class Strict(BaseModel):
 # ---- requests -----------------------------------------------------------------------
 
 class SubmitQueryBody(Strict):
-    query_id: Id | None = None
+    query_id: JobId | None = None
     site: Id
     kind: Id
     params: dict[str, Any] = Field(default_factory=dict)
@@ -65,13 +94,13 @@ class SubmitQueryBody(Strict):
 
 
 class SubmitTaskBody(Strict):
-    task_id: Id | None = None
+    task_id: JobId | None = None
     site: Id
     account: Id = "-"
     kind: Id
     params: dict[str, Any] = Field(default_factory=dict)
     priority: Annotated[StrictInt, Field(ge=0, le=9)] = 0
-    not_before: datetime | None = None
+    not_before: DateTime | None = None
     device_id: Id | None = None
     batch_total: Count | None = None
     max_cost: Amount | None = None
@@ -116,13 +145,22 @@ class TaskResultBody(FencedBody):
     progress: dict[str, Any] | None = None
 
 
-# ---- batches: the envelope is checked here (1..100 items); each item on its own by
+# ---- batches: the envelope is checked here (1..100 objects); each item on its own by
 # the route, with the single route's model, so a bad item is that item's 400 alone.
 
 def _batch(item: Any) -> Any:
-    """``items``: 1..100 of ``item``, documented as such but not validated here."""
-    return Annotated[list[SkipValidation[item]],
-                     Field(min_length=1, max_length=MAX_BATCH)]
+    """``items``: 1..100 JSON objects, each meant to be an ``item`` but validated as one
+    by the route (a non-object is the whole call's 400). The document says both: an
+    ``item``, or any object (answered with its own 400)."""
+
+    def document(schema: dict[str, Any]) -> None:
+        schema["items"] = {
+            "anyOf": [schema["items"], {"type": "object"}],
+            "description": f"A {item.__name__}. An object that breaks its rules is refused "
+                           "on its own (its entry's status 400); the others go ahead."}
+
+    return Annotated[list[Annotated[SkipValidation[item], BeforeValidator(_object)]],
+                     Field(min_length=1, max_length=MAX_BATCH, json_schema_extra=document)]
 
 
 class SubmitTasksBody(Strict):
@@ -176,6 +214,10 @@ class QueryResultsBody(Strict):
 
 
 class ReclaimBody(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": [
+        {"if": {"required": ["action"], "properties": {"action": {"const": "requeue"}}},
+         "then": {"properties": {"result": {"type": "null"}, "cost": {"type": "null"}}}}]})
+
     action: ReclaimAction
     reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
     result: Any = None
@@ -184,6 +226,13 @@ class ReclaimBody(Strict):
 
 class CreateKeyBody(Strict):
     """A new key (HTTP and ``leasegate keys create`` alike)."""
+
+    # The validator's rules, for the document too.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": [
+        {"if": {"required": ["role"], "properties": {"role": {"const": "client"}}},
+         "then": {"required": ["tenant"], "properties": {"tenant": {"type": "string"}}}},
+        {"if": {"required": ["role"], "properties": {"role": {"enum": ["admin", "client"]}}},
+         "then": {"properties": {"sites": {"type": "null"}}}}]})
 
     role: Role
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -431,6 +480,30 @@ class WorkerPage(ListPage):
     items: list[WorkerObject]
 
 
+class TaskSiteArgs(ListArgs):
+    unserved: bool = Field(default=False, description="Only sites no online worker serves.")
+
+
+class TaskSiteObject(BaseModel):
+    site: str
+    queued: int = Field(description="Queued tasks.")
+    served: bool = Field(description="An online worker serves the site.")
+
+
+class TaskSitePage(ListPage):
+    items: list[TaskSiteObject]
+
+
+class QuerySiteObject(BaseModel):
+    site: str
+    queued: int
+    leased: int
+
+
+class QuerySitePage(ListPage):
+    items: list[QuerySiteObject]
+
+
 class KeyObject(BaseModel):
     key_id: str
     role: str
@@ -481,8 +554,9 @@ class Health(BaseModel):
     checks: HealthChecks
     details: dict[str, Any] | None = Field(
         default=None, description="Admin keys only: blocked lanes (account, task, since), "
-        "sites without a worker, queue depths by site, every periodic job, the settings "
-        "that make the storage not durable.")
+        "sites without a worker, queue depths by site (the 20 of each that matter most; "
+        "`unlisted`: how many each leaves out; `see_all`: the routes that page through "
+        "them), every periodic job, the settings that make the storage not durable.")
 
 
 class BackupMade(BaseModel):

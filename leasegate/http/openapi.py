@@ -6,9 +6,12 @@ quart-schema documents what the decorators say (request and response models).
 - the error envelope for every status an operation can answer with, all as
   ``#/components/schemas/ErrorEnvelope``: 400 everywhere (an unknown query
   parameter is refused on every route; each operation's 400 says what else it
-  refuses), 503 everywhere (storage trouble or shutting down), 401/403/429 when
-  a key is needed, 408/413 with a body, 404 with a path id, 409 where the
-  route documents it;
+  refuses), 503 everywhere (storage trouble or shutting down), 401/403 when a
+  key is needed, 429 everywhere (per key, or per address), 408/413 with a
+  body, 404 with a path id the route does not create, 405 where an id may name
+  a route, 409 where the route documents it; each saying why on that route;
+- the rules the server checks on path ids (patterns, route names, a credit's
+  tenant account);
 - the replay answer (200, ``created: false``) of the idempotent submits;
 - the raw bodies of the artifact routes and their ``X-Worker-Id`` /
   ``X-Lease-Token`` headers, and the Prometheus text of ``/metrics``;
@@ -33,19 +36,44 @@ from quart_schema.validation import (
 from werkzeug.routing.rules import Rule
 
 from leasegate.http.models import ErrorEnvelope
-from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN
+from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN, RESERVED_JOB_IDS
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
 BINARY = {"type": "string", "format": "binary"}
 ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN}
+PATH_IDS = ("task_id", "query_id", "key_id", "device_id", "account")
+# A tenant's account, the one a credit may go to: an id not starting with "@".
+TENANT_ACCOUNT = {"type": "string", "pattern": r"^[A-Za-z0-9._:-][A-Za-z0-9._:@-]{0,63}$"}
+# GET /v1/tasks/lease is the lease route's 405, not a read of a task called "lease".
+READS = {("get", "/v1/tasks/{task_id}"), ("get", "/v1/queries/{query_id}")}
+ROUTE_NAME = ("method_not_allowed (4050): the id is a route's name ("
+              + ", ".join(RESERVED_JOB_IDS) + "), and that route takes POST only (`Allow`).")
+# Path ids a route creates or takes as given: no 404 for them.
+NEVER_MISSING = {("post", "/v1/ledger/accounts/{account}/credit"),
+                 ("post", "/v1/devices/{device_id}/heartbeat")}
 
 # Error responses every operation needing a key can answer with.
 AUTH_ERRORS = {
     401: "unauthorized (4010): missing, unknown or revoked key.",
     403: "forbidden (4030): known key, wrong role or site (or a client key bound to no "
          "tenant).",
-    429: "rate_limited (4290): too many requests for this key; retry after `Retry-After` "
-         "seconds.",
+    429: "rate_limited (4290): too many requests for this key (or, without a valid key, "
+         "from this address); retry after `Retry-After` seconds.",
+}
+# Public routes: rate-limited per client address.
+ADDRESS_LIMITED = ("rate_limited (4290): too many requests from this address; retry after "
+                   "`Retry-After` seconds.")
+TOO_MANY = {
+    ("post", "/v1/tasks/lease"): AUTH_ERRORS[429] + " Also when this worker key already has "
+        "`max_workers_per_key` workers and the lease names a new `worker_id`.",
+    ("post", "/v1/tasks"): AUTH_ERRORS[429] + " device_limit (6008): the device table "
+        "(`device_capacity`) is full of devices with unfinished tasks; nothing was enqueued.",
+    ("post", "/v1/devices/{device_id}/heartbeat"): AUTH_ERRORS[429] + " device_limit "
+        "(6008): the device table (`device_capacity`) is full of devices with unfinished "
+        "tasks.",
+}
+UNAVAILABLE_BY_ROUTE = {
+    ("get", "/v1/events"): " Also when `event_max_streams` streams are open.",
 }
 # Every operation: storage trouble, or a server that is shutting down.
 UNAVAILABLE = ("unavailable (5030): storage full or failing, or the server is shutting "
@@ -58,20 +86,21 @@ BAD_PATH = {
     "task_id": "a `task_id` outside its pattern",
     "query_id": "a `query_id` outside its pattern",
     "key_id": "a `key_id` outside its pattern",
+    "device_id": "a `device_id` outside its pattern",
     "name": "an artifact name outside its pattern",
     "account": "an `account` outside its pattern (or, to credit, a system account `@...`)",
 }
 BAD_OTHERWISE = {
-    ("post", "/v1/tasks/{task_id}/pause"): "a task that is not a batch task",
-    ("post", "/v1/tasks/{task_id}/resume"): "a task that is not a batch task",
     ("post", "/v1/admin/keys"): "a client key without a tenant, sites on a key that is not "
                                 "a worker key",
     ("put", "/v1/tasks/{task_id}/artifacts/{name}"): "missing `X-Worker-Id` or "
                                                      "`X-Lease-Token`",
-    ("post", "/v1/tasks/{task_id}/result"): "outcome `paused` for a task that is not a "
-                                            "batch task",
+    ("post", "/v1/tasks/{task_id}/reclaim"): "`result` or `cost` with action `requeue`",
 }
 TOO_LARGE = "payload_too_large (4130): the body or one of its JSON fields is over its limit."
+TOO_LARGE_ARTIFACT = ("payload_too_large (4130): the body is over `max_artifact_bytes`, or "
+                      "the task's artifacts would pass `max_artifact_bytes_per_task` (the "
+                      "artifact it replaces left out).")
 TOO_SLOW = ("request_timeout (4080): the body did not arrive within `http_read_timeout`; "
             "nothing was changed.")
 NOT_FOUND = {
@@ -107,12 +136,17 @@ LEDGER_LIMITS = {
 }
 TASK_CONFLICTS = {
     "cancel": "state_conflict (6003): the task is terminal or stale.",
-    "pause": "state_conflict (6003): the task cannot be paused now.",
-    "resume": "state_conflict (6003): the task is not paused.",
+    "pause": "state_conflict (6003): the task is not a batch task, or cannot be paused now.",
+    "resume": "state_conflict (6003): the task is not a batch task, or is not paused.",
     "reclaim": "state_conflict (6003): the task is not stale.",
 }
 LEASE_CONFLICT = ("task_lease_invalid (6002): not this worker's lease or token (or the claim "
                   "window has passed).")
+TASK_CONFLICTS["result"] = (LEASE_CONFLICT + " state_conflict (6003): outcome `paused` for a "
+                            "task that is not a batch task.")
+ARTIFACT_CONFLICT = (LEASE_CONFLICT + " state_conflict (6003): the task already keeps "
+                     "`max_artifacts_per_task` artifacts (an upload under one of their names "
+                     "replaces it).")
 SUBMITS = {("post", "/v1/tasks"), ("post", "/v1/queries")}
 ARTIFACT_PATH = "/v1/tasks/{task_id}/artifacts/{name}"
 # One message of GET /v1/events (`data` is JSON text: the event, or {"reason"}).
@@ -188,12 +222,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
 
         parameters: list[dict[str, Any]] = operation["parameters"]
         for parameter in parameters:
-            if parameter["in"] != "path":
-                continue
-            if parameter["name"] == "name":
-                parameter["schema"] = {"type": "string", "pattern": ARTIFACT_NAME_PATTERN}
-            elif parameter["name"] in ("task_id", "query_id", "account"):
-                parameter["schema"] = dict(ID_SCHEMA)
+            if parameter["in"] == "path":
+                parameter["schema"] = self._path_schema(key, parameter["name"])
         path_ids = {p["name"] for p in parameters if p["in"] == "path"}
 
         if json_body:
@@ -252,7 +282,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
                  "description": "The lease token from the lease reply.",
                  "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
             ])
-            responses.setdefault("409", self._error(LEASE_CONFLICT))
+            responses.setdefault("409", self._error(ARTIFACT_CONFLICT))
+            responses.setdefault("413", self._error(TOO_LARGE_ARTIFACT))
 
         errors: dict[str, str] = {}
         has_body = json_body or "requestBody" in operation
@@ -261,13 +292,20 @@ class LeasegateOpenAPI(OpenAPIProvider):
         if has_body:
             errors["408"] = TOO_SLOW
             errors["413"] = TOO_LARGE
-        if path_ids:
+        if path_ids and key not in NEVER_MISSING:
             errors["404"] = self._not_found(method, path_ids)
         if not public:
             errors.update({str(code): text for code, text in AUTH_ERRORS.items()})
-        errors["503"] = UNAVAILABLE
+            errors["429"] = TOO_MANY.get(key, AUTH_ERRORS[429])
+        else:
+            errors["429"] = ADDRESS_LIMITED
+        errors["503"] = UNAVAILABLE + UNAVAILABLE_BY_ROUTE.get(key, "")
+        if key in READS:
+            errors["405"] = ROUTE_NAME
         for code, text in errors.items():
-            responses.setdefault(code, self._error(text))
+            documented = responses.setdefault(code, self._error(text))
+            if not documented.get("description"):  # a route's document_response: say why
+                documented["description"] = text
         for code in ("429", "503"):
             if code in responses:
                 responses[code].setdefault("headers", {})["Retry-After"] = {
@@ -288,6 +326,17 @@ class LeasegateOpenAPI(OpenAPIProvider):
 
         if public:
             operation["security"] = []
+
+    @staticmethod
+    def _path_schema(key: tuple[str, str], name: str) -> dict[str, Any]:
+        """A path parameter's schema: the rule the server checks it by."""
+        if name == "name":
+            return {"type": "string", "pattern": ARTIFACT_NAME_PATTERN}
+        if name == "account" and key[1].endswith("/credit"):
+            return dict(TENANT_ACCOUNT)
+        if key in READS:
+            return {**ID_SCHEMA, "not": {"enum": list(RESERVED_JOB_IDS)}}
+        return dict(ID_SCHEMA) if name in PATH_IDS else {"type": "string"}
 
     @staticmethod
     def _error(description: str) -> dict[str, Any]:

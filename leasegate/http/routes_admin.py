@@ -10,9 +10,11 @@ from quart import Blueprint, Response, current_app, request
 from quart_schema import document_response, validate_querystring, validate_request
 
 from leasegate.actors.keys.records import CreateKey, ListKeys, RevokeKey
-from leasegate.actors.queries.reads import CountQueries
+from leasegate.actors.queries.reads import CountQueries, ListQuerySites
+from leasegate.actors.queries.views import QueryCounts
 from leasegate.actors.runtime.periodic import JobStatistics
-from leasegate.actors.tasks.presence import CheckTaskHealth, ListWorkers
+from leasegate.actors.tasks.presence import CheckTaskHealth, ListSites, ListWorkers
+from leasegate.actors.tasks.views import TaskHealthReport
 from leasegate.clock import iso
 from leasegate.errors import LeasegateError
 from leasegate.http.auth import Authenticator, allow, require
@@ -26,6 +28,9 @@ from leasegate.http.models import (
     KeyObject,
     KeyPage,
     ListArgs,
+    QuerySitePage,
+    TaskSiteArgs,
+    TaskSitePage,
     WorkerPage,
     page,
 )
@@ -82,16 +87,45 @@ async def list_workers(query_args: ListArgs) -> Any:
     return to_json(await system().tasks.ask(ListWorkers(page(query_args))))
 
 
+@bp.get("/v1/sites/tasks")
+@allow("admin")
+@validate_querystring(TaskSiteArgs)
+@document_response(TaskSitePage)
+async def list_task_sites(query_args: TaskSiteArgs) -> Any:
+    """Sites with queued tasks, the most queued first (then by name), and whether an
+    online worker serves each; ``unserved=true``: only those none serves."""
+    return to_json(await system().tasks.ask(
+        ListSites(page(query_args), query_args.unserved)))
+
+
+@bp.get("/v1/sites/queries")
+@allow("admin")
+@validate_querystring(ListArgs)
+@document_response(QuerySitePage)
+async def list_query_sites(query_args: ListArgs) -> Any:
+    """Sites with queued or leased queries, the most first (then by name)."""
+    return to_json(await system().queries.ask(ListQuerySites(page(query_args))))
+
+
+# Rows of each list in the admin /health details (and the console's overview): the
+# ones that matter most; the rest are counted, and paged through on their own routes.
+LISTED = 20
+SEE_ALL = {"blocked_lanes": "/v1/tasks?status=stale",
+           "sites_without_worker": "/v1/sites/tasks?unserved=true",
+           "queued_tasks": "/v1/sites/tasks", "queued_queries": "/v1/sites/queries",
+           "leased_queries": "/v1/sites/queries"}
+
+
 async def health_report(detailed: bool) -> dict[str, Any]:
     """Status and counts for anyone; ``details`` (per site, per lane, per job) for an
-    admin key only. The public part is bounded: its size never grows with the number
-    of sites, tenants or workers callers create."""
+    admin key only. Both are bounded: the public part holds counts only, the details
+    list at most ``LISTED`` lanes or sites each (the longest blocked, the most
+    queued), with how many each leaves out, whatever sites or tenants callers create."""
     sys = system()
     writable = await sys.storage_writable()
-    tasks = await sys.tasks.ask(CheckTaskHealth())
-    query_counts: dict[str, dict[str, int]] = {}
-    for row in await sys.queries.ask(CountQueries()):
-        query_counts.setdefault(row.status, {})[row.site] = row.n
+    top = LISTED if detailed else 0
+    tasks = await sys.tasks.ask(CheckTaskHealth(top))
+    queries = {count.status: count for count in await sys.queries.ask(CountQueries(top))}
     stats = sys.statistics()
     audit = sys.last_audit
     ledger_ok = audit is None or audit.ok  # None: not audited yet (never after start-up)
@@ -103,11 +137,10 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     checks = {
         "storage_writable": writable,
         "stale_tasks": tasks.stale,
-        "blocked_lanes": len(tasks.blocked_lanes),
-        "sites_without_worker": len(tasks.unserved_sites),
-        "queued": {"tasks": sum(tasks.queued.values()),
-                   "queries": sum(query_counts.get("queued", {}).values())},
-        "leased_queries": sum(query_counts.get("leased", {}).values()),
+        "blocked_lanes": tasks.stale,  # each stale task blocks its lane
+        "sites_without_worker": tasks.unserved_sites,
+        "queued": {"tasks": tasks.queued, "queries": queries["queued"].n},
+        "leased_queries": queries["leased"].n,
         "jobs": len(stats.jobs),
         "failing_jobs": failing_jobs,
         "overdue_jobs": overdue_jobs,
@@ -115,15 +148,12 @@ async def health_report(detailed: bool) -> dict[str, Any]:
         "ledger_ok": ledger_ok,
         "durable": sys.durable,
     }
-    degraded = (not writable or tasks.stale > 0 or bool(tasks.unserved_sites)
+    degraded = (not writable or tasks.stale > 0 or tasks.unserved_sites > 0
                 or not ledger_ok or overdue_jobs > 0)
     report: dict[str, Any] = {"status": "degraded" if degraded else "ok", "checks": checks}
     if detailed:
         report["details"] = {
-            "blocked_lanes": to_json(tasks.blocked_lanes),
-            "sites_without_worker": list(tasks.unserved_sites),
-            "queued": {"tasks": tasks.queued, "queries": query_counts.get("queued", {})},
-            "leased_queries": query_counts.get("leased", {}),
+            **_listed(tasks, queries),
             "ledger_failing_checks": [] if audit is None else list(audit.failing()),
             "durability_weakened_by": ([] if sys.durability is None
                                        else list(sys.durability.weakened_by)),
@@ -132,6 +162,27 @@ async def health_report(detailed: bool) -> dict[str, Any]:
                                for job in stats.services},
         }
     return report
+
+
+def _listed(tasks: TaskHealthReport, queries: dict[str, QueryCounts]) -> dict[str, Any]:
+    """The details' lists (at most ``LISTED`` each), how many each leaves out, and the
+    routes that page through all of them."""
+    queued, leased = queries["queued"], queries["leased"]
+    return {
+        "blocked_lanes": to_json(tasks.blocked_lanes),
+        "sites_without_worker": [site.site for site in tasks.unserved],
+        "queued": {"tasks": {site.site: site.queued for site in tasks.busiest},
+                   "queries": queued.by_site},
+        "leased_queries": leased.by_site,
+        "unlisted": {
+            "blocked_lanes": tasks.stale - len(tasks.blocked_lanes),
+            "sites_without_worker": tasks.unserved_sites - len(tasks.unserved),
+            "queued_tasks": tasks.queued_sites - len(tasks.busiest),
+            "queued_queries": queued.sites - len(queued.by_site),
+            "leased_queries": leased.sites - len(leased.by_site),
+        },
+        "see_all": SEE_ALL,
+    }
 
 
 def _job(job: JobStatistics, now: float) -> dict[str, Any]:

@@ -27,9 +27,15 @@ UPLOAD_PATH = re.compile(r"/v1/tasks/[^/]+/artifacts/[^/]+")
 def body_limit(settings: Settings, method: str, path: str) -> int:
     """The largest body a route takes: ``max_artifact_bytes`` for an artifact upload,
     ``max_body_bytes`` for everything else (one rule for Quart and the body guard)."""
+    limit: int = getattr(settings, body_limit_setting(method, path))
+    return limit
+
+
+def body_limit_setting(method: str, path: str) -> str:
+    """The name of the setting that is :func:`body_limit` (for a 413's message)."""
     if method == "PUT" and UPLOAD_PATH.fullmatch(path):
-        return settings.max_artifact_bytes
-    return settings.max_body_bytes
+        return "max_artifact_bytes"
+    return "max_body_bytes"
 
 
 def request_class(settings: Settings) -> type[TrioRequest]:
@@ -39,8 +45,11 @@ def request_class(settings: Settings) -> type[TrioRequest]:
     class GatewayRequest(TrioRequest):
         def __init__(self, method: str, scheme: str, path: str, *args: Any,
                      **kwargs: Any) -> None:
-            kwargs["max_content_length"] = body_limit(settings, method, path)
+            limit = kwargs["max_content_length"] = body_limit(settings, method, path)
             super().__init__(method, scheme, path, *args, **kwargs)
+            # The body has its limit now; the request too, for the 413's message (else
+            # it reads the app's, max_body_bytes, on every route).
+            self.max_content_length = limit
 
     return GatewayRequest
 

@@ -36,7 +36,6 @@ from leasegate.http.context import system
 from leasegate.http.models import Id, Strict, Timestamp
 from leasegate.http.numbers import ASCII_DIGITS, whole_number
 from leasegate.http.render import to_json
-from leasegate.ids import ID_RULE, is_id
 
 bp = Blueprint("events", __name__)
 
@@ -58,8 +57,9 @@ class HistoryObject(Strict):
 
 
 class EventArgs(Strict):
-    job_id: Annotated[str | list[str], Field(
-        description=f"Only these jobs (repeatable, at most {MAX_JOB_IDS}).")] | None = None
+    job_id: Annotated[Id | Annotated[list[Id], Field(min_length=1, max_length=MAX_JOB_IDS)],
+                      Field(description=f"Only these jobs (repeatable, at most "
+                                        f"{MAX_JOB_IDS}).")] | None = None
     site: Id | None = None
     device_id: Id | None = None
     channel: Literal["task", "query"] | None = None
@@ -92,12 +92,8 @@ async def job_events(query_args: EventArgs) -> Response:
     ``job_id``, ``site``, ``device_id``, ``channel``; resumes after ``Last-Event-ID``."""
     _, tenant = require_tenant("client")
     sys = system()
-    job_ids = query_args.job_id
+    job_ids = query_args.job_id  # ids, at most MAX_JOB_IDS (checked by EventArgs)
     wanted = [job_ids] if isinstance(job_ids, str) else list(job_ids or ())
-    if len(wanted) > MAX_JOB_IDS:
-        raise InvalidRequest(f"at most {MAX_JOB_IDS} job_id values")
-    if not all(is_id(j) for j in wanted):
-        raise InvalidRequest(f"job_id must be {ID_RULE}")
     reader = sys.events.subscribe(EventFilter(tenant, frozenset(wanted), query_args.site,
                                        query_args.device_id, query_args.channel),
                            _last_event_id(query_args.last_event_id))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import trio
@@ -53,11 +52,6 @@ from leasegate.http.render import to_json
 bp = Blueprint("tasks", __name__)
 
 
-def utc_timestamp(when: datetime) -> float:
-    """API timestamps are UTC: one without a zone is read as UTC, never local time."""
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
-
-
 @bp.post("/v1/tasks")
 @allow("client", admin=False, refusal=SUBMITTER_ONLY)
 @validate_request(SubmitTaskBody)
@@ -80,7 +74,7 @@ def _submit_message(tenant: str, data: SubmitTaskBody, limit: int | None = None)
     return SubmitTask(
         tenant=tenant, task_id=data.task_id, site=data.site, account=data.account,
         kind=data.kind, params=data.params, priority=data.priority,
-        not_before=utc_timestamp(data.not_before) if data.not_before else None,
+        not_before=data.not_before.timestamp() if data.not_before else None,  # has its zone
         device_id=data.device_id, batch_total=data.batch_total, max_cost=data.max_cost)
 
 

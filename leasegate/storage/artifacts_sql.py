@@ -6,10 +6,10 @@ the files themselves are deleted off the actor's message path.
 
 from __future__ import annotations
 
-import sqlite3
+from leasegate.storage.engine import Connection, Row
 
 
-def put(conn: sqlite3.Connection, task_id: str, name: str, size: int, sha256: str,
+def put(conn: Connection, task_id: str, name: str, size: int, sha256: str,
         now: float) -> None:
     """A re-upload under the same name replaces the earlier one."""
     conn.execute(
@@ -20,14 +20,24 @@ def put(conn: sqlite3.Connection, task_id: str, name: str, size: int, sha256: st
     )
 
 
-def of_task(conn: sqlite3.Connection, task_id: str) -> list[sqlite3.Row]:
+def of_task(conn: Connection, task_id: str) -> list[Row]:
     return conn.execute(
         "SELECT * FROM artifacts WHERE task_id = ? ORDER BY name", (task_id,)
     ).fetchall()
 
 
-def get(conn: sqlite3.Connection, task_id: str, name: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
+def get(conn: Connection, task_id: str, name: str) -> Row | None:
+    row: Row | None = conn.execute(
         "SELECT * FROM artifacts WHERE task_id = ? AND name = ?", (task_id, name)
     ).fetchone()
     return row
+
+
+def usage_besides(conn: Connection, task_id: str, name: str) -> tuple[int, int]:
+    """How many artifacts the task has, and their bytes, leaving out ``name`` (the one
+    an upload under that name would replace)."""
+    row = conn.execute(
+        "SELECT count(*), coalesce(sum(size), 0) FROM artifacts WHERE task_id = ? AND name != ?",
+        (task_id, name),
+    ).fetchone()
+    return int(row[0]), int(row[1])

@@ -1,35 +1,26 @@
-"""One SQLite connection on one dedicated thread.
+"""Connections as leasegate uses them, on either engine, and SQLite's :class:`Database`.
 
-sqlite3 connections are thread-affine, so each :class:`Database` owns a thread
-that runs every call for it, fed by a queue. Callers wait for their call even
-when cancelled: a write that was handed to SQLite is finished (committed or
-rolled back) before anyone is told anything, which is what "durable before
-acknowledged" needs::
+The transaction helpers (:func:`begin`, :func:`commit`, :func:`savepoint`, ...) and
+:func:`is_storage_failure` take a connection of either engine (``engine.Connection``).
+SQLite's :class:`Database` is one connection on one dedicated thread
+(``thread.ConnectionThread``); PostgreSQL's is ``postgres.database.Database``::
 
     db = Database.open(path, synchronous="FULL")
     count = await db.run(lambda conn: conn.execute("SELECT count(*) FROM t").fetchone()[0])
-
-``inline=True`` runs the calls on the trio thread instead. Tests use it so
-that the autojump clock never jumps while SQLite works.
 """
 
 from __future__ import annotations
 
 import errno
-import queue
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
-
-import outcome
-import trio
 
 from leasegate.storage.durability import Durability
-
-T = TypeVar("T")
+from leasegate.storage.engine import Connection, Spelled
+from leasegate.storage.thread import ConnectionThread
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -49,13 +40,18 @@ _STORAGE_FAILURE_CODES = {
 
 
 def is_storage_failure(exc: BaseException) -> bool:
-    """True for an SQLite error caused by the storage rather than by our SQL."""
-    if not isinstance(exc, sqlite3.Error):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is None:
-        return False
-    return (code & 0xFF) in _STORAGE_FAILURE_CODES
+    """True for a database error caused by the storage rather than by our SQL: on
+    SQLite a busy, full, failing or read-only file; on PostgreSQL a lost connection, a
+    server shutting down or out of resources, a deadlock or a serialization failure
+    (``postgres.failures``)."""
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        return code is not None and (code & 0xFF) in _STORAGE_FAILURE_CODES
+    if "psycopg" in sys.modules:  # a PostgreSQL error needs psycopg loaded
+        from leasegate.storage.postgres.failures import is_postgres_failure
+
+        return is_postgres_failure(exc)
+    return False
 
 
 # The same for file operations (artifacts, backups): the disk is full, over
@@ -66,14 +62,14 @@ DISK_FAILURE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ER
 
 def is_disk_failure(exc: BaseException) -> bool:
     """True for a file error caused by the disk (full, failing) rather than by our code,
-    and for an SQLite storage failure."""
+    and for a database storage failure."""
     if isinstance(exc, OSError):
         return exc.errno in DISK_FAILURE_ERRNOS
     return is_storage_failure(exc)
 
 
 def connect(path: Path | str, synchronous: str = "FULL") -> sqlite3.Connection:
-    """Open a connection the way leasegate uses every connection.
+    """Open an SQLite connection the way leasegate uses every connection.
 
     Autocommit mode (``isolation_level=None``): transactions are explicit, and
     writers take the lock up front with ``BEGIN IMMEDIATE``.
@@ -102,165 +98,92 @@ def sqlite_durability(conn: sqlite3.Connection) -> Durability:
     return Durability((f"sqlite_synchronous = {name} (FULL or EXTRA keeps the promise)",))
 
 
+# SQLite's writers take the write lock up front; PostgreSQL's transactions are READ
+# COMMITTED, whatever the server's default (docs/postgresql.md says why).
+BEGIN = Spelled("BEGIN IMMEDIATE", "BEGIN ISOLATION LEVEL READ COMMITTED")
+
+
 @contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls back and propagates."""
-    conn.execute("BEGIN IMMEDIATE")
+def transaction(conn: Connection) -> Iterator[Connection]:
+    """:func:`begin` … ``COMMIT``; any exception rolls back and propagates."""
+    begin(conn)
     try:
         yield conn
     except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        rollback(conn)
         raise
     conn.execute("COMMIT")
 
 
-def begin(conn: sqlite3.Connection) -> None:
-    """Start a write transaction, taking the lock up front."""
-    conn.execute("BEGIN IMMEDIATE")
+def begin(conn: Connection) -> None:
+    """Start a write transaction (on SQLite taking the lock up front)."""
+    conn.execute(BEGIN)
 
 
-def commit(conn: sqlite3.Connection) -> None:
+def commit(conn: Connection) -> None:
     conn.execute("COMMIT")
 
 
-def rollback(conn: sqlite3.Connection) -> None:
-    """Roll back the open transaction, if SQLite has not already done so."""
+def rollback(conn: Connection) -> None:
+    """Roll back the open transaction, if the engine has not already done so (SQLite
+    after some errors; PostgreSQL when the connection was lost)."""
     if conn.in_transaction:
         conn.execute("ROLLBACK")
 
 
-def savepoint(conn: sqlite3.Connection, name: str) -> None:
+def savepoint(conn: Connection, name: str) -> None:
     """Open a savepoint: a part of the transaction that can be undone alone.
     ``name`` is the caller's constant, never a client's."""
     conn.execute(f"SAVEPOINT {name}")
 
 
-def release(conn: sqlite3.Connection, name: str) -> None:
+def release(conn: Connection, name: str) -> None:
     """Keep what was done since the savepoint ``name``."""
     conn.execute(f"RELEASE {name}")
 
 
-def undo(conn: sqlite3.Connection, name: str) -> None:
-    """Undo what was done since the savepoint ``name`` and close it."""
+def undo(conn: Connection, name: str) -> None:
+    """Undo what was done since the savepoint ``name`` and close it (on PostgreSQL
+    this also clears the error state a failed statement left)."""
     conn.execute(f"ROLLBACK TO {name}")
     conn.execute(f"RELEASE {name}")
 
 
-class Database:
-    """A connection and the thread that owns it.
+class Database(ConnectionThread[sqlite3.Connection]):
+    """An SQLite connection and the thread that owns it (see :class:`ConnectionThread`).
 
-    ``Database(path)`` opens nothing; ``await db.start()`` starts the thread and
-    connects on it (the connection lives and dies on that one thread), and
-    ``await db.stop()`` closes it and joins the thread without blocking the
-    event loop. :meth:`open` does both synchronously, for the command line and
-    for tests.
+    ``Database(path)`` opens nothing; ``await db.start()`` connects on the thread;
+    :meth:`open` connects now, for the command line and for tests.
     """
+
+    thread_name = "leasegate-sqlite"
 
     def __init__(self, path: Path | str, synchronous: str = "FULL", *,
                  inline: bool = False) -> None:
+        super().__init__(inline=inline)
         self.path = path
         self.synchronous = synchronous
-        self._conn: sqlite3.Connection | None = None
-        self._inline = inline
-        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._open_error: Exception | None = None
 
     @classmethod
     def open(cls, path: Path | str, synchronous: str = "FULL", *, inline: bool = False) -> Database:
         """A database connected now (blocking: not for the event loop)."""
         db = cls(path, synchronous, inline=inline)
-        db._connect_here()
-        if not inline:
-            db._start_thread()
+        db._open_now()
         return db
 
-    async def start(self) -> None:
-        """Connect, on the connection's own thread. Cancellation: shielded, like
-        :meth:`run`; a failure to connect (a bad path, no space) propagates."""
-        if self._inline:
-            await trio.lowlevel.checkpoint()
-            self._connect_here()
-            return
-        self._start_thread()
-        await self.run(lambda _conn: None)
+    def _connect(self) -> sqlite3.Connection:
+        return connect(self.path, self.synchronous)
 
-    def _connect_here(self) -> None:
-        self._conn = connect(self.path, self.synchronous)
+    def _disconnect(self, conn: sqlite3.Connection) -> None:
+        conn.close()
 
-    def _start_thread(self) -> None:
-        self._thread = threading.Thread(target=self._serve, name="leasegate-sqlite",
-                                        daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        try:
-            if self._conn is None:
-                self._conn = connect(self.path, self.synchronous)
-        except Exception as exc:  # every call fails as connecting did, until stop()
-            self._open_error = exc
-        while (job := self._jobs.get()) is not None:
-            job()
-        if self._conn is not None:
-            self._conn.close()
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise self._open_error or sqlite3.OperationalError(
-                f"the database {self.path} is not open")
-        return self._conn
-
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(connection)`` on the connection's thread and return its result.
-
-        Cancellation: a caller cancelled before the call is handed over gets
-        ``Cancelled`` and nothing runs. Once handed over, the call is shielded:
-        ``fn`` always runs to completion and the caller waits for it, so a
-        cancelled caller never leaves a transaction half-done or unreported.
-        """
-        if self._inline:
-            await trio.lowlevel.checkpoint()
-            return fn(self._connection())
-        await trio.lowlevel.checkpoint_if_cancelled()
-        token = trio.lowlevel.current_trio_token()
-        done = trio.Event()
-        box: list[outcome.Outcome[T]] = []
-
-        def job() -> None:
-            box.append(outcome.capture(lambda: fn(self._connection())))
-            token.run_sync_soon(done.set)
-
-        self._jobs.put(job)
-        with trio.CancelScope(shield=True):
-            await done.wait()
-        return box[0].unwrap()
+    def _not_open(self) -> Exception:
+        return sqlite3.OperationalError(f"the database {self.path} is not open")
 
     async def durability(self) -> Durability:
         """Whether this database keeps "durable before acknowledged" (see
         :mod:`leasegate.storage.durability`). Cancellation: as :meth:`run`."""
         return await self.run(sqlite_durability)
-
-    def run_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` directly; only before the thread serves anyone, or inline."""
-        return fn(self._connection())
-
-    async def stop(self) -> None:
-        """Close after the calls already queued, joining the thread off the event loop.
-        Cancellation: shielded (a thread half-stopped helps nobody)."""
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(self.close)
-
-    def close(self) -> None:
-        """Stop the thread after the calls already queued; closes the connection.
-        Blocking: from the event loop use :meth:`stop`."""
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread.join()
-            self._thread = None
-        elif self._conn is not None:
-            self._conn.close()
-        self._conn = None
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<Database {self.path} inline={self._inline}>"

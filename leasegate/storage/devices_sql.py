@@ -14,66 +14,70 @@ task actor finds a device's tasks with :func:`tasks_of` (on the index
 
 from __future__ import annotations
 
-import sqlite3
+from leasegate.storage.engine import Connection, Row, respelled
 
 LIVE = ("queued", "leased", "running", "paused", "stale")
 """A task in one of these states is not finished: its device is not evicted."""
 _LIVE = ", ".join(f"'{s}'" for s in LIVE)
+# The larger of two values: SQLite's two-argument max(), PostgreSQL's greatest().
+_LARGER = ("max(", "greatest(")
+_SEEN = respelled("UPDATE devices SET last_seen_at = max(last_seen_at, ?) "
+                  "WHERE tenant = ? AND device_id = ?", _LARGER)
+_CHANGE = respelled(
+    "UPDATE devices SET state = ?, changed_at = ?, version = version + 1, pending = 1, "
+    "last_seen_at = max(last_seen_at, coalesce(?, last_seen_at)) "
+    "WHERE tenant = ? AND device_id = ? AND state = ? RETURNING version", _LARGER)
 _HAS_NO_LIVE_TASK = (
     "NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.tenant = devices.tenant "
     f"AND tasks.device_id = devices.device_id AND tasks.status IN ({_LIVE}))")
 
 
-def get(conn: sqlite3.Connection, tenant: str, device_id: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
+def get(conn: Connection, tenant: str, device_id: str) -> Row | None:
+    row: Row | None = conn.execute(
         "SELECT * FROM devices WHERE tenant = ? AND device_id = ?", (tenant, device_id)
     ).fetchone()
     return row
 
 
-def count(conn: sqlite3.Connection) -> int:
+def count(conn: Connection) -> int:
     return int(conn.execute("SELECT count(*) FROM devices").fetchone()[0])
 
 
-def insert(conn: sqlite3.Connection, tenant: str, device_id: str, now: float) -> None:
+def insert(conn: Connection, tenant: str, device_id: str, now: float) -> None:
     conn.execute(
         "INSERT INTO devices (tenant, device_id, state, first_seen_at, last_seen_at, "
         "changed_at) VALUES (?, ?, 'online', ?, ?, ?)", (tenant, device_id, now, now, now))
 
 
-def seen(conn: sqlite3.Connection, tenant: str, device_id: str, now: float) -> None:
+def seen(conn: Connection, tenant: str, device_id: str, now: float) -> None:
     """A sighting of a device that is online already."""
-    conn.execute("UPDATE devices SET last_seen_at = max(last_seen_at, ?) "
-                 "WHERE tenant = ? AND device_id = ?", (now, tenant, device_id))
+    conn.execute(_SEEN, (now, tenant, device_id))
 
 
-def change(conn: sqlite3.Connection, tenant: str, device_id: str, from_state: str,
+def change(conn: Connection, tenant: str, device_id: str, from_state: str,
            to_state: str, now: float, *, seen_at: float | None = None) -> int | None:
     """``from_state`` → ``to_state`` with its action pending; the new version, or None
     if the row was not in ``from_state``."""
-    row = conn.execute(
-        "UPDATE devices SET state = ?, changed_at = ?, version = version + 1, pending = 1, "
-        "last_seen_at = max(last_seen_at, coalesce(?, last_seen_at)) "
-        "WHERE tenant = ? AND device_id = ? AND state = ? RETURNING version",
-        (to_state, now, seen_at, tenant, device_id, from_state)).fetchone()
+    row = conn.execute(_CHANGE, (to_state, now, seen_at, tenant, device_id,
+                                 from_state)).fetchone()
     return None if row is None else int(row[0])
 
 
-def acted(conn: sqlite3.Connection, tenant: str, device_id: str, version: int) -> bool:
+def acted(conn: Connection, tenant: str, device_id: str, version: int) -> bool:
     """The task actor applied the action of ``version``: nothing pending any more."""
     cur = conn.execute("UPDATE devices SET pending = 0 WHERE tenant = ? AND device_id = ? "
                        "AND version = ? AND pending = 1", (tenant, device_id, version))
     return cur.rowcount == 1
 
 
-def pending(conn: sqlite3.Connection, changed_before: float) -> list[sqlite3.Row]:
+def pending(conn: Connection, changed_before: float) -> list[Row]:
     """Devices whose current action is not confirmed, changed before ``changed_before``."""
     return conn.execute(
         "SELECT tenant, device_id, state, version FROM devices WHERE pending = 1 "
         "AND changed_at < ? ORDER BY changed_at", (changed_before,)).fetchall()
 
 
-def silent(conn: sqlite3.Connection, state: str, seen_before: float) -> list[sqlite3.Row]:
+def silent(conn: Connection, state: str, seen_before: float) -> list[Row]:
     """Devices in ``state`` last seen strictly before ``seen_before``."""
     return conn.execute(
         "SELECT tenant, device_id, last_seen_at FROM devices "
@@ -81,23 +85,23 @@ def silent(conn: sqlite3.Connection, state: str, seen_before: float) -> list[sql
         (state, seen_before)).fetchall()
 
 
-def least_seen(conn: sqlite3.Connection, state: str) -> float | None:
+def least_seen(conn: Connection, state: str) -> float | None:
     row = conn.execute("SELECT min(last_seen_at) FROM devices WHERE state = ?",
                        (state,)).fetchone()
     return None if row[0] is None else float(row[0])
 
 
-def evict_one(conn: sqlite3.Connection) -> sqlite3.Row | None:
+def evict_one(conn: Connection) -> Row | None:
     """Forget the least recently seen device that has no live task; None if none can go."""
-    row: sqlite3.Row | None = conn.execute(
+    row: Row | None = conn.execute(
         "DELETE FROM devices WHERE (tenant, device_id) = (SELECT tenant, device_id "
         f"FROM devices WHERE {_HAS_NO_LIVE_TASK} ORDER BY last_seen_at, tenant, device_id "
         "LIMIT 1) RETURNING tenant, device_id").fetchone()
     return row
 
 
-def page(conn: sqlite3.Connection, tenant: str | None, limit: int,
-         offset: int) -> tuple[int, list[sqlite3.Row]]:
+def page(conn: Connection, tenant: str | None, limit: int,
+         offset: int) -> tuple[int, list[Row]]:
     """Devices, most recently seen first (``tenant`` None: every tenant), each with
     ``live_tasks``, its unfinished tasks, counted in the same statement."""
     clause, args = ("WHERE tenant = ?", [tenant]) if tenant is not None else ("", [])
@@ -110,15 +114,15 @@ def page(conn: sqlite3.Connection, tenant: str | None, limit: int,
     return total, rows
 
 
-def by_state(conn: sqlite3.Connection) -> dict[str, int]:
+def by_state(conn: Connection) -> dict[str, int]:
     return {row[0]: int(row[1]) for row in
             conn.execute("SELECT state, count(*) FROM devices GROUP BY state")}
 
 
 # ---- for the task actor --------------------------------------------------------------
 
-def tasks_of(conn: sqlite3.Connection, tenant: str, device_id: str,
-             statuses: tuple[str, ...]) -> list[sqlite3.Row]:
+def tasks_of(conn: Connection, tenant: str, device_id: str,
+             statuses: tuple[str, ...]) -> list[Row]:
     """The device's tasks in ``statuses``, oldest first."""
     marks = ", ".join("?" for _ in statuses)
     return conn.execute(

@@ -6,7 +6,9 @@ committed. ``event_id`` is one AUTOINCREMENT sequence for both channels; every
 write transaction takes the database's write lock up front (``BEGIN
 IMMEDIATE``), so ids are handed out in commit order and, since a rolled-back
 insert gives its id back, the committed ids have no holes (the live stream
-relies on both).
+relies on both). On PostgreSQL the id comes from an identity: unique, but
+handed out at the insert, not the commit, and not given back by a rollback;
+a stream across gateways cannot rely on either.
 
 A job's rows go with the job: triggers delete them when the task or query row
 is deleted (retention purge), in that same transaction, whoever deletes it.
@@ -14,12 +16,13 @@ is deleted (retention purge), in that same transaction, whoever deletes it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
+from leasegate.storage.engine import Connection, Row, Spelled
+
 Channel = Literal["task", "query"]
-JobRow = sqlite3.Row | Mapping[str, Any]  # the job's own columns, as read or as known
+JobRow = Row | Mapping[str, Any]  # the job's own columns, as read or as known
 
 # Per job: past HISTORY_CAP rows, the oldest row after the first KEEP_FIRST goes
 # (a long batch task renews for hours; its start and its latest moves matter most).
@@ -30,12 +33,16 @@ _JOB_ROW: Final = {
     "task": "SELECT tenant, site, device_id, status FROM tasks WHERE task_id = ?",
     "query": "SELECT tenant, site, NULL AS device_id, status FROM queries WHERE query_id = ?",
 }
-_INSERT: Final = (
+_INSERT_TEXT: Final = (
     "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
     "detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+# PostgreSQL has no lastrowid: its insert returns the id (postgres.connection.Cursor).
+_INSERT: Final = Spelled(_INSERT_TEXT, _INSERT_TEXT + " RETURNING event_id")
+_LAST_ID: Final = Spelled("SELECT seq FROM sqlite_sequence WHERE name = 'job_events'",
+                          "SELECT last_value FROM job_events_event_id_seq WHERE is_called")
 
 
-def append(conn: sqlite3.Connection, channel: Channel, job_id: str, kind: str,
+def append(conn: Connection, channel: Channel, job_id: str, kind: str,
            detail: str, at: float, job: JobRow | None = None,
            ) -> dict[str, Any] | None:
     """Record ``kind`` (``detail``: a JSON object's text) for the job as it is now (its
@@ -59,7 +66,7 @@ def append(conn: sqlite3.Connection, channel: Channel, job_id: str, kind: str,
             "device_id": device_id, "status": status}
 
 
-def _trim(conn: sqlite3.Connection, channel: str, job_id: str) -> None:
+def _trim(conn: Connection, channel: str, job_id: str) -> None:
     """Keep a job's history at HISTORY_CAP rows: the first KEEP_FIRST and the latest."""
     over = conn.execute(
         "SELECT 1 FROM job_events WHERE channel = ? AND job_id = ? "
@@ -72,14 +79,14 @@ def _trim(conn: sqlite3.Connection, channel: str, job_id: str) -> None:
         (channel, job_id, KEEP_FIRST))
 
 
-def history(conn: sqlite3.Connection, channel: Channel, job_id: str) -> list[sqlite3.Row]:
+def history(conn: Connection, channel: Channel, job_id: str) -> list[Row]:
     """A job's events, oldest first (at most HISTORY_CAP)."""
     return conn.execute(
         "SELECT * FROM job_events WHERE channel = ? AND job_id = ? ORDER BY event_id",
         (channel, job_id)).fetchall()
 
 
-def last_event_id(conn: sqlite3.Connection) -> int:
+def last_event_id(conn: Connection) -> int:
     """The last id handed out (0 if none ever was), purged rows included."""
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'job_events'").fetchone()
+    row = conn.execute(_LAST_ID).fetchone()
     return 0 if row is None else int(row[0])

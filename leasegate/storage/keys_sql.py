@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 from leasegate.keyformat import hash_secret, new_key
+from leasegate.storage.engine import Connection, Row
 
 ROLES = ("client", "worker", "admin")
 
 
-def create(conn: sqlite3.Connection, *, role: str, name: str, tenant: str | None,
+def create(conn: Connection, *, role: str, name: str, tenant: str | None,
            sites: list[str] | None, now: float) -> tuple[str, str]:
     """Insert a new key; returns ``(key_id, key)``: the only moment its secret exists
     outside the caller."""
@@ -24,7 +24,7 @@ def create(conn: sqlite3.Connection, *, role: str, name: str, tenant: str | None
     return key_id, key
 
 
-def page(conn: sqlite3.Connection, limit: int, offset: int) -> tuple[int, list[sqlite3.Row]]:
+def page(conn: Connection, limit: int, offset: int) -> tuple[int, list[Row]]:
     """``(total, rows)``, newest first."""
     total = int(conn.execute("SELECT count(*) FROM api_keys").fetchone()[0])
     rows = conn.execute("SELECT * FROM api_keys ORDER BY created_at DESC, rowid DESC "
@@ -32,19 +32,19 @@ def page(conn: sqlite3.Connection, limit: int, offset: int) -> tuple[int, list[s
     return total, rows
 
 
-def get(conn: sqlite3.Connection, key_id: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
+def get(conn: Connection, key_id: str) -> Row | None:
+    row: Row | None = conn.execute(
         "SELECT * FROM api_keys WHERE key_id = ?", (key_id,)
     ).fetchone()
     return row
 
 
-def count_all(conn: sqlite3.Connection) -> int:
+def count_all(conn: Connection) -> int:
     """Keys ever created, revoked ones included."""
     return int(conn.execute("SELECT count(*) FROM api_keys").fetchone()[0])
 
 
-def revoke(conn: sqlite3.Connection, key_id: str, now: float) -> bool:
+def revoke(conn: Connection, key_id: str, now: float) -> bool:
     cur = conn.execute(
         "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
         (now, key_id),

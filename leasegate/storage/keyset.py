@@ -15,21 +15,24 @@ Nothing may write to the tables read while a stream is being consumed.
 from __future__ import annotations
 
 import heapq
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
+
+from leasegate.storage.engine import Connection, Row, spelling
 
 MAX_PAGE = 512
 
 
-def ordered(conn: sqlite3.Connection, select: str, where: str, args: Sequence[Any],
-            order: Sequence[str], page: int) -> Iterator[sqlite3.Row]:
-    """The rows of ``select WHERE where ORDER BY order``, fetched lazily.
+def ordered(conn: Connection, select: str, where: str, args: Sequence[Any],
+            order: Sequence[str], page: int) -> Iterator[Row]:
+    """The rows of ``select WHERE where ORDER BY order``, fetched lazily (``select``
+    may be spelled for each engine: ``engine.Spelled``).
 
     ``order`` is a list of ascending expressions, unique together, that are
     also the last columns of ``select`` (the next page starts after the last
     row's values); pages start at ``page`` rows and double up to ``MAX_PAGE``.
     """
+    select = spelling(conn, select)
     columns = ", ".join(order)
     after: list[Any] | None = None
     size = max(1, page)
@@ -48,7 +51,7 @@ def ordered(conn: sqlite3.Connection, select: str, where: str, args: Sequence[An
         size = min(size * 2, MAX_PAGE)
 
 
-def merged(streams: Iterable[Iterator[sqlite3.Row]],
-           key: Callable[[sqlite3.Row], tuple[Any, ...]]) -> Iterator[sqlite3.Row]:
+def merged(streams: Iterable[Iterator[Row]],
+           key: Callable[[Row], tuple[Any, ...]]) -> Iterator[Row]:
     """One stream in ``key`` order from streams each in that order."""
     return heapq.merge(*streams, key=key)

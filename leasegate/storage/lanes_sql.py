@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.keyset import merged, ordered
 
 IN_FLIGHT = ("leased", "running", "stale")
@@ -39,35 +39,38 @@ def in_flight(column: str = "status") -> str:
 
 # The lease's reads: a page of free lanes in head order with their heads' times,
 # and the best leasable task of one lane when its head is not (yet) leasable.
-# The index is named (and CROSS JOIN fixes the join order) so that no statistics
-# can turn the plan into a walk of the queue.
+# On SQLite the index is named (and CROSS JOIN fixes the join order) so that no
+# statistics can turn the plan into a walk of the queue; PostgreSQL has neither
+# (its tasks have a real rowid column, tasks_lane_queue ends with it).
 _LANES = ("SELECT l.site, l.account, l.head_task AS task_id, t.not_before, t.expires_at, "
           "l.head_rank, l.head_created, l.head_seq FROM task_lanes AS l INDEXED BY {index} "
           "CROSS JOIN tasks AS t ON t.task_id = l.head_task")
+_ALL_LANES, _SITE_LANES = (
+    respelled(_LANES.format(index=index), (f" INDEXED BY {index}", ""), ("CROSS JOIN", "JOIN"))
+    for index in ("task_lanes_ready", "task_lanes_ready_by_site"))
 _FREE = "l.blocked_by IS NULL AND l.head_task IS NOT NULL"
 _ORDER = ("l.head_rank", "l.head_created", "l.head_seq")
-LANE_BEST = (
+LANE_BEST = respelled(
     "SELECT task_id, site, account, not_before, expires_at, -priority AS head_rank, "
     "created_at AS head_created, rowid AS head_seq FROM tasks INDEXED BY tasks_lane_queue "
     "WHERE site = ? AND account = ? AND status = 'queued' "
     "AND (not_before IS NULL OR not_before <= ?) AND expires_at > ? "
-    "ORDER BY priority DESC, created_at, rowid LIMIT 1")
+    "ORDER BY priority DESC, created_at, rowid LIMIT 1", (" INDEXED BY tasks_lane_queue", ""))
 
 
-def free_lanes(conn: sqlite3.Connection, site: str | None, page: int) -> Iterator[sqlite3.Row]:
+def free_lanes(conn: Connection, site: str | None, page: int) -> Iterator[Row]:
     """Lanes with nothing in flight and something queued (of ``site``), best head first."""
     if site is None:
-        return ordered(conn, _LANES.format(index="task_lanes_ready"), _FREE, [], _ORDER, page)
-    return ordered(conn, _LANES.format(index="task_lanes_ready_by_site"),
-                   f"l.site = ? AND {_FREE}", [site], _ORDER, page)
+        return ordered(conn, _ALL_LANES, _FREE, [], _ORDER, page)
+    return ordered(conn, _SITE_LANES, f"l.site = ? AND {_FREE}", [site], _ORDER, page)
 
 
-def _key(row: sqlite3.Row) -> tuple[Any, ...]:
+def _key(row: Row) -> tuple[Any, ...]:
     return (row["head_rank"], row["head_created"], row["head_seq"])
 
 
-def next_leasable(conn: sqlite3.Connection, sites: list[str] | None, now: float,
-                  limit: int) -> list[sqlite3.Row]:
+def next_leasable(conn: Connection, sites: list[str] | None, now: float,
+                  limit: int) -> list[Row]:
     """The best leasable task of up to ``limit`` free lanes, best first.
 
     Leasable: queued, ``not_before`` passed, within its TTL, on an allowed site,
@@ -85,11 +88,11 @@ def next_leasable(conn: sqlite3.Connection, sites: list[str] | None, now: float,
             return []
         page = -(-limit // len(distinct))
         lanes = merged((free_lanes(conn, site, page) for site in distinct), key=_key)
-    picked: list[sqlite3.Row] = []
-    waiting: list[tuple[tuple[Any, ...], int, sqlite3.Row]] = []
+    picked: list[Row] = []
+    waiting: list[tuple[tuple[Any, ...], int, Row]] = []
     tie = itertools.count()
     for lane in lanes:
-        candidate: sqlite3.Row | None = lane
+        candidate: Row | None = lane
         not_before = lane["not_before"]
         if (not_before is not None and not_before > now) or lane["expires_at"] <= now:
             candidate = conn.execute(LANE_BEST, (lane["site"], lane["account"], now,

@@ -19,8 +19,10 @@ mailbox at all.
 from __future__ import annotations
 
 import sqlite3
+from decimal import Decimal
 from typing import Any
 
+from leasegate.storage.engine import Connection, Row, Spelled, respelled
 from leasegate.storage.pages import page_rows
 from leasegate.storage.rows import marks
 
@@ -29,16 +31,20 @@ TABLES = {"task": ("tasks", "task_id"), "query": ("queries", "query_id")}
 TERMINAL = {"task": ("succeeded", "failed", "canceled", "expired"),
             "query": ("succeeded", "failed", "expired")}
 
+# PostgreSQL has no lastrowid: its insert returns the id (postgres.connection.Cursor).
+_NEW_TXN_TEXT = "INSERT INTO ledger_txns (kind, ref, memo, created_at) VALUES (?, ?, ?, ?)"
+_NEW_TXN = Spelled(_NEW_TXN_TEXT, _NEW_TXN_TEXT + " RETURNING txn_id")
+
 
 # ---- accounts and journal --------------------------------------------------------
 
-def account(conn: sqlite3.Connection, name: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
+def account(conn: Connection, name: str) -> Row | None:
+    row: Row | None = conn.execute(
         "SELECT * FROM ledger_accounts WHERE account = ?", (name,)).fetchone()
     return row
 
 
-def balance(conn: sqlite3.Connection, name: str) -> int | float:
+def balance(conn: Connection, name: str) -> int | float:
     """An account's balance (0 if nothing ever moved in it): an int, unless an old
     database let SQLite turn an overflowing sum into a REAL (the audit reports it)."""
     row = conn.execute("SELECT balance FROM ledger_accounts WHERE account = ?",
@@ -46,34 +52,35 @@ def balance(conn: sqlite3.Connection, name: str) -> int | float:
     return 0 if row is None else row[0]
 
 
-def post(conn: sqlite3.Connection, kind: str, ref: str, memo: str | None, now: float,
+def post(conn: Connection, kind: str, ref: str, memo: str | None, now: float,
          lines: list[tuple[str, int]]) -> int:
     """One journal transaction; ``lines`` (account, signed amount) must sum to zero.
     Zero lines are left out; the accounts' cached balances follow."""
     assert sum(amount for _, amount in lines) == 0, lines
-    cur = conn.execute("INSERT INTO ledger_txns (kind, ref, memo, created_at) "
-                       "VALUES (?, ?, ?, ?)", (kind, ref, memo, now))
+    cur = conn.execute(_NEW_TXN, (kind, ref, memo, now))
     txn_id = int(cur.lastrowid or 0)
     for name, amount in lines:
         if amount == 0:
             continue
         conn.execute("INSERT INTO ledger_lines (txn_id, account, amount) VALUES (?, ?, ?)",
                      (txn_id, name, amount))
+        # ledger_accounts.balance: PostgreSQL finds a bare name ambiguous beside
+        # excluded.balance (SQLite runs both spellings as one).
         conn.execute("INSERT INTO ledger_accounts (account, balance, created_at) "
                      "VALUES (?, ?, ?) ON CONFLICT (account) "
-                     "DO UPDATE SET balance = balance + excluded.balance",
+                     "DO UPDATE SET balance = ledger_accounts.balance + excluded.balance",
                      (name, amount, now))
     return txn_id
 
 
-def add_held(conn: sqlite3.Connection, name: str, delta: int, now: float) -> None:
+def add_held(conn: Connection, name: str, delta: int, now: float) -> None:
     conn.execute("INSERT INTO ledger_accounts (account, held, created_at) VALUES (?, ?, ?) "
-                 "ON CONFLICT (account) DO UPDATE SET held = held + excluded.held",
-                 (name, delta, now))
+                 "ON CONFLICT (account) DO UPDATE SET held = ledger_accounts.held + "
+                 "excluded.held", (name, delta, now))
 
 
-def entries(conn: sqlite3.Connection, name: str, limit: int,
-            offset: int) -> tuple[int, list[sqlite3.Row]]:
+def entries(conn: Connection, name: str, limit: int,
+            offset: int) -> tuple[int, list[Row]]:
     """``(total, rows)`` of an account's journal lines, newest first."""
     total = conn.execute("SELECT count(*) FROM ledger_lines WHERE account = ?",
                          (name,)).fetchone()[0]
@@ -85,13 +92,13 @@ def entries(conn: sqlite3.Connection, name: str, limit: int,
     return int(total), rows
 
 
-def credit_by_ref(conn: sqlite3.Connection, ref: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
+def credit_by_ref(conn: Connection, ref: str) -> Row | None:
+    row: Row | None = conn.execute(
         "SELECT * FROM ledger_credits WHERE ref = ?", (ref,)).fetchone()
     return row
 
 
-def record_credit(conn: sqlite3.Connection, ref: str, name: str, amount: int, txn_id: int,
+def record_credit(conn: Connection, ref: str, name: str, amount: int, txn_id: int,
                   now: float) -> None:
     conn.execute("INSERT INTO ledger_credits (ref, account, amount, txn_id, created_at) "
                  "VALUES (?, ?, ?, ?, ?)", (ref, name, amount, txn_id, now))
@@ -99,31 +106,31 @@ def record_credit(conn: sqlite3.Connection, ref: str, name: str, amount: int, tx
 
 # ---- holds -----------------------------------------------------------------------
 
-def hold(conn: sqlite3.Connection, channel: str, job_id: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
+def hold(conn: Connection, channel: str, job_id: str) -> Row | None:
+    row: Row | None = conn.execute(
         "SELECT * FROM ledger_holds WHERE channel = ? AND job_id = ?",
         (channel, job_id)).fetchone()
     return row
 
 
-def holds_of(conn: sqlite3.Connection, channel: str, job_ids: list[str]) -> list[sqlite3.Row]:
+def holds_of(conn: Connection, channel: str, job_ids: list[str]) -> list[Row]:
     return conn.execute(f"SELECT * FROM ledger_holds WHERE channel = ? AND job_id IN "
                         f"({marks(job_ids)})", [channel, *job_ids]).fetchall()
 
 
-def was_settled(conn: sqlite3.Connection, channel: str, job_id: str) -> bool:
+def was_settled(conn: Connection, channel: str, job_id: str) -> bool:
     return conn.execute("SELECT 1 FROM ledger_settled_jobs WHERE channel = ? AND job_id = ?",
                         (channel, job_id)).fetchone() is not None
 
 
-def open_hold(conn: sqlite3.Connection, channel: str, job_id: str, name: str, amount: int,
+def open_hold(conn: Connection, channel: str, job_id: str, name: str, amount: int,
               now: float) -> None:
     conn.execute("INSERT INTO ledger_holds (channel, job_id, account, amount, status, "
                  "created_at) VALUES (?, ?, ?, ?, 'open', ?)",
                  (channel, job_id, name, amount, now))
 
 
-def close_hold(conn: sqlite3.Connection, channel: str, job_id: str, charged: int,
+def close_hold(conn: Connection, channel: str, job_id: str, charged: int,
                refunded: int, outcome: str, now: float) -> bool:
     """Mark an open hold settled (and its job id settled for good); False if it was not
     open (a second settle changes nothing)."""
@@ -138,7 +145,7 @@ def close_hold(conn: sqlite3.Connection, channel: str, job_id: str, charged: int
     return True
 
 
-def drop_open_hold(conn: sqlite3.Connection, channel: str, job_id: str) -> bool:
+def drop_open_hold(conn: Connection, channel: str, job_id: str) -> bool:
     """Forget an open hold whose submit was refused (its money is refunded by the
     caller): no job took it, so the id may be held again by an honest retry."""
     cur = conn.execute("DELETE FROM ledger_holds WHERE channel = ? AND job_id = ? "
@@ -146,36 +153,42 @@ def drop_open_hold(conn: sqlite3.Connection, channel: str, job_id: str) -> bool:
     return cur.rowcount == 1
 
 
-def page_accounts(conn: sqlite3.Connection, limit: int,
-                  offset: int) -> tuple[int, list[sqlite3.Row]]:
+def page_accounts(conn: Connection, limit: int,
+                  offset: int) -> tuple[int, list[Row]]:
     return page_rows(conn, "ledger_accounts", {}, limit, offset)
 
 
-def page_holds(conn: sqlite3.Connection, name: str | None, status: str | None, limit: int,
-               offset: int) -> tuple[int, list[sqlite3.Row]]:
+def page_holds(conn: Connection, name: str | None, status: str | None, limit: int,
+               offset: int) -> tuple[int, list[Row]]:
     return page_rows(conn, "ledger_holds", {"account": name, "status": status}, limit, offset)
 
 
-def purge_settled_before(conn: sqlite3.Connection, cutoff: float, limit: int) -> int:
+def purge_settled_before(conn: Connection, cutoff: float, limit: int) -> int:
     """Delete settled holds past retention (the journal and the settled job ids stay)."""
-    cur = conn.execute(
-        "DELETE FROM ledger_holds WHERE rowid IN (SELECT rowid FROM ledger_holds "
-        "WHERE status = 'settled' AND settled_at < ? LIMIT ?)", (cutoff, limit))
+    cur = conn.execute(_PURGE_SETTLED, (cutoff, limit))
     return cur.rowcount
+
+
+# SQLite finds each row by its rowid (its table's key); PostgreSQL's rowid column has no
+# index: there the primary key finds them.
+_PURGE_SETTLED = respelled(
+    "DELETE FROM ledger_holds WHERE rowid IN (SELECT rowid FROM ledger_holds "
+    "WHERE status = 'settled' AND settled_at < ? LIMIT ?)",
+    ("rowid IN (SELECT rowid FROM", "(channel, job_id) IN (SELECT channel, job_id FROM"))
 
 
 # ---- the jobs' state (read-only; see the module docstring) ------------------------
 
-def job_state(conn: sqlite3.Connection, channel: str, job_id: str) -> sqlite3.Row | None:
+def job_state(conn: Connection, channel: str, job_id: str) -> Row | None:
     """The job's tenant, max_cost, status and cost, read from its queue's table."""
     table, key = TABLES[channel]
-    row: sqlite3.Row | None = conn.execute(
+    row: Row | None = conn.execute(
         f"SELECT tenant, max_cost, status, cost FROM {table} WHERE {key} = ?",
         (job_id,)).fetchone()
     return row
 
 
-def job_known(conn: sqlite3.Connection, channel: str, job_id: str) -> bool:
+def job_known(conn: Connection, channel: str, job_id: str) -> bool:
     """Whether a job with this id exists, or existed and left its tombstone."""
     table, key = TABLES[channel]
     return conn.execute(f"SELECT 1 FROM {table} WHERE {key} = ? UNION ALL "
@@ -183,29 +196,38 @@ def job_known(conn: sqlite3.Connection, channel: str, job_id: str) -> bool:
                         (job_id, job_id)).fetchone() is not None
 
 
-def recoverable(conn: sqlite3.Connection, channel: str, orphan_before: float,
-                limit: int) -> list[sqlite3.Row]:
+def recoverable(conn: Connection, channel: str, orphan_before: float,
+                limit: int) -> list[Row]:
     """Open holds recovery must resolve: those whose own job is terminal, and orphans
     opened before ``orphan_before``: holds whose job does not exist, or whose job is
     not theirs (another tenant's or amount's: the hold of a refused submit whose release
     was lost). ``own`` tells which. A hold of its own live, stale or paused job is never
     among them."""
-    table, key = TABLES[channel]
     terminal = TERMINAL[channel]
+    return conn.execute(_RECOVERABLE[channel],
+                        [channel, *terminal, orphan_before, limit]).fetchall()
+
+
+def _recoverable(channel: str) -> Spelled:
+    table, key = TABLES[channel]
     own = (f"(j.{key} IS NOT NULL AND j.tenant = h.account "
            f"AND j.max_cost IS h.amount)")
-    return conn.execute(
+    return respelled(
         f"SELECT h.job_id, h.created_at, j.status, j.cost, {own} AS own "
         f"FROM ledger_holds h LEFT JOIN {table} j ON j.{key} = h.job_id "
         f"WHERE h.status = 'open' AND h.channel = ? AND "
-        f"(({own} AND j.status IN ({marks(terminal)})) "
+        f"(({own} AND j.status IN ({marks(TERMINAL[channel])})) "
         f" OR (NOT {own} AND h.created_at < ?)) "
-        f"ORDER BY h.created_at LIMIT ?", [channel, *terminal, orphan_before, limit]).fetchall()
+        f"ORDER BY h.created_at LIMIT ?",
+        ("j.max_cost IS h.amount", "j.max_cost IS NOT DISTINCT FROM h.amount"))
+
+
+_RECOVERABLE = {channel: _recoverable(channel) for channel in TABLES}
 
 
 # ---- audit -----------------------------------------------------------------------
 
-def audit_figures(conn: sqlite3.Connection) -> dict[str, Any]:
+def audit_figures(conn: Connection) -> dict[str, Any]:
     """Everything the audit compares, in one read.
 
     Under the ledger's bounds no sum here can leave 64-bit integers (see
@@ -220,14 +242,15 @@ def audit_figures(conn: sqlite3.Connection) -> dict[str, Any]:
     def figure(name: str, query: str) -> Any:
         try:
             return conn.execute(query).fetchall()
-        except sqlite3.OperationalError as exc:
+        except sqlite3.OperationalError as exc:  # SQLite's sum() of 64-bit integers
             if "integer overflow" not in str(exc):
                 raise
             overflowing.append(name)
             return None
 
     def first(rows: list[Any] | None) -> Any:
-        return None if rows is None else rows[0][0]
+        # PostgreSQL sums bigints as numeric (a Decimal): whole, so an int again.
+        return None if rows is None else _whole(rows[0][0])
 
     def names(rows: list[Any] | None) -> list[Any] | None:
         return None if rows is None else [r[0] for r in rows]
@@ -266,11 +289,17 @@ _UNRESOLVED = ("SELECT job_id FROM ledger_holds WHERE status = 'settled' "
                "AND charged + refunded <> amount LIMIT 10")
 _NEGATIVE = ("SELECT account FROM ledger_accounts WHERE account NOT LIKE '@%' "
              "AND (balance < 0 OR held < 0) LIMIT 10")
-_NOT_INTEGERS = (
+# PostgreSQL's columns are bigint: nothing there can be anything but an integer.
+_NOT_INTEGERS = Spelled(
     "SELECT 'account ' || account FROM ledger_accounts "
     "WHERE typeof(balance) <> 'integer' OR typeof(held) <> 'integer' "
     "UNION ALL SELECT 'journal line of transaction ' || txn_id FROM ledger_lines "
     "WHERE typeof(amount) <> 'integer' "
     "UNION ALL SELECT 'hold of ' || job_id FROM ledger_holds "
     "WHERE typeof(amount) <> 'integer' OR typeof(coalesce(charged, 0)) <> 'integer' "
-    "OR typeof(coalesce(refunded, 0)) <> 'integer' LIMIT 10")
+    "OR typeof(coalesce(refunded, 0)) <> 'integer' LIMIT 10",
+    "SELECT NULL WHERE false")
+
+
+def _whole(value: Any) -> Any:
+    return int(value) if isinstance(value, Decimal) else value

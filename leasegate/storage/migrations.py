@@ -9,8 +9,8 @@ is a new version appended to :data:`MIGRATIONS`, and ``sqlite/schema.sql`` (the
 schema every database has after the last one, checked by the tests) changes
 with it.
 
-The runner is SQLite's; another engine would keep a list of its own with the
-same version numbers.
+The runner is SQLite's; PostgreSQL's (``postgres/migrations.py``) keeps a list of
+its own with the same version numbers.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from importlib.resources import files
+from importlib.resources.abc import Traversable
 
 Step = str | Callable[[sqlite3.Connection], None]
 Migration = tuple[int, str, Step]
@@ -26,9 +27,10 @@ Migration = tuple[int, str, Step]
 FROZEN = files("leasegate.storage") / "sqlite" / "migrations"
 
 
-def frozen(number: int, name: str) -> Migration:
-    """Migration ``number`` as released: the script ``NNNN_<name>.sql`` under FROZEN."""
-    script = FROZEN / f"{number:04d}_{name.replace(' ', '_')}.sql"
+def frozen(number: int, name: str, folder: Traversable = FROZEN) -> tuple[int, str, str]:
+    """Migration ``number`` as released: the script ``NNNN_<name>.sql`` under ``folder``
+    (SQLite's by default)."""
+    script = folder / f"{number:04d}_{name.replace(' ', '_')}.sql"
     return number, name, script.read_text(encoding="utf-8")
 
 

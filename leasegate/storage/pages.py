@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
+from leasegate.storage.engine import Connection, Row
 
-def page_rows(conn: sqlite3.Connection, table: str, filters: dict[str, Any], limit: int,
-              offset: int) -> tuple[int, list[sqlite3.Row]]:
+
+def page_rows(conn: Connection, table: str, filters: dict[str, Any], limit: int,
+              offset: int) -> tuple[int, list[Row]]:
     """``(total, rows)`` for ``filters`` (``None`` values are off), newest first.
 
     ``table`` and the filter names are the caller's constants, never a client's.

@@ -7,28 +7,30 @@ Times are wall seconds (REAL). A lease is valid strictly before
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from typing import Any
 
+from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.keyset import merged, ordered
 from leasegate.storage.rows import insert_new, marks
 
 TERMINAL = ("succeeded", "failed", "expired")
 
-# INDEXED BY: with both indexes on queued rows the planner would take either.
-_ALL_QUEUED = "SELECT *, rowid FROM queries INDEXED BY queries_ready"
-_SITE_QUEUED = "SELECT *, rowid FROM queries INDEXED BY queries_queued"
+# INDEXED BY: with both indexes on queued rows SQLite's planner would take either
+# (PostgreSQL's indexes name the rowid they are ordered by: no hint needed).
+_ALL_QUEUED, _SITE_QUEUED = (
+    respelled(f"SELECT *, rowid FROM queries INDEXED BY {index}", (f" INDEXED BY {index}", ""))
+    for index in ("queries_ready", "queries_queued"))
 _ORDER = ("rowid",)
 
 
-def get(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
+def get(conn: Connection, query_id: str) -> Row | None:
+    row: Row | None = conn.execute(
         "SELECT * FROM queries WHERE query_id = ?", (query_id,)
     ).fetchone()
     return row
 
 
-def get_or_tombstone(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row | None:
+def get_or_tombstone(conn: Connection, query_id: str) -> Row | None:
     """The query, else the tombstone of a purged one (tenant, fingerprint, status)."""
     row = get(conn, query_id)
     if row is None:
@@ -38,14 +40,14 @@ def get_or_tombstone(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row | N
     return row
 
 
-def insert(conn: sqlite3.Connection, **values: Any) -> bool:
+def insert(conn: Connection, **values: Any) -> bool:
     """Insert a new query; False (and nothing written) if its id exists already
     or has a tombstone."""
     return insert_new(conn, "queries", "query_id", values)
 
 
-def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
-                limit: int) -> list[sqlite3.Row]:
+def next_queued(conn: Connection, sites: list[str] | None, now: float,
+                limit: int) -> list[Row]:
     """Oldest first; a query past its TTL is never handed out.
 
     Each stream is an index range of queued rows only (``queries_ready``, or
@@ -65,8 +67,8 @@ def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
     return list(itertools.islice(rows, limit))
 
 
-def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,
-                      sites: list[str] | None, limit: int) -> list[sqlite3.Row]:
+def leased_by_request(conn: Connection, worker_id: str, request_id: str,
+                      sites: list[str] | None, limit: int) -> list[Row]:
     """The leases of an earlier call with this request id, within this call's limits."""
     sql = ("SELECT * FROM queries WHERE status = 'leased' AND lease_owner = ? "
            "AND lease_request_id = ?")
@@ -77,8 +79,8 @@ def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,
     return conn.execute(sql + " ORDER BY rowid LIMIT ?", [*args, limit]).fetchall()
 
 
-def take_lease(conn: sqlite3.Connection, query_id: str, worker_id: str, token: str,
-               request_id: str | None, expires_at: float, now: float) -> sqlite3.Row | None:
+def take_lease(conn: Connection, query_id: str, worker_id: str, token: str,
+               request_id: str | None, expires_at: float, now: float) -> Row | None:
     """queued → leased, counting the attempt (conditional on the status): the leased
     row, or None if the query was not queued."""
     cur = conn.execute(
@@ -90,7 +92,7 @@ def take_lease(conn: sqlite3.Connection, query_id: str, worker_id: str, token: s
     return get(conn, query_id) if cur.rowcount == 1 else None
 
 
-def give_back(conn: sqlite3.Connection, query_id: str, token: str, now: float) -> bool:
+def give_back(conn: Connection, query_id: str, token: str, now: float) -> bool:
     """leased → queued for a lease nobody received: the attempt is not counted."""
     cur = conn.execute(
         "UPDATE queries SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
@@ -101,9 +103,9 @@ def give_back(conn: sqlite3.Connection, query_id: str, token: str, now: float) -
     return cur.rowcount == 1
 
 
-def finish(conn: sqlite3.Connection, query_id: str, token: str, status: str, now: float,
+def finish(conn: Connection, query_id: str, token: str, status: str, now: float,
            result: str | None, error_code: int | None, error_message: str | None,
-           cost: int | None, digest: str) -> sqlite3.Row | None:
+           cost: int | None, digest: str) -> Row | None:
     """leased → an outcome: the row after it, or None if the lease is not current."""
     cur = conn.execute(
         "UPDATE queries SET status = ?, lease_expires_at = NULL, result = ?, error_code = ?, "
@@ -114,7 +116,7 @@ def finish(conn: sqlite3.Connection, query_id: str, token: str, status: str, now
     return get(conn, query_id) if cur.rowcount == 1 else None
 
 
-def expire_past_ttl(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:
+def expire_past_ttl(conn: Connection, now: float) -> list[Row]:
     """queued/leased past TTL → expired. The TTL is checked before redelivery."""
     rows = conn.execute(
         "SELECT query_id, kind, attempts FROM queries "
@@ -130,14 +132,14 @@ def expire_past_ttl(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:
     return rows
 
 
-def lapsed_leases(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:
+def lapsed_leases(conn: Connection, now: float) -> list[Row]:
     return conn.execute(
         "SELECT query_id, attempts FROM queries WHERE status = 'leased' "
         "AND lease_expires_at <= ?", (now,)
     ).fetchall()
 
 
-def requeue(conn: sqlite3.Connection, query_id: str, now: float) -> None:
+def requeue(conn: Connection, query_id: str, now: float) -> None:
     conn.execute(
         "UPDATE queries SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
         "lease_request_id = NULL, lease_expires_at = NULL, updated_at = ? "
@@ -145,7 +147,7 @@ def requeue(conn: sqlite3.Connection, query_id: str, now: float) -> None:
     )
 
 
-def fail_exhausted(conn: sqlite3.Connection, query_id: str, attempts: int, now: float) -> None:
+def fail_exhausted(conn: Connection, query_id: str, attempts: int, now: float) -> None:
     conn.execute(
         "UPDATE queries SET status = 'failed', lease_expires_at = NULL, error_message = ?, "
         "updated_at = ?, completed_at = ? WHERE query_id = ? AND status = 'leased'",
@@ -154,17 +156,18 @@ def fail_exhausted(conn: sqlite3.Connection, query_id: str, attempts: int, now: 
     )
 
 
-def next_deadline(conn: sqlite3.Connection) -> float | None:
+def next_deadline(conn: Connection) -> float | None:
     row = conn.execute(
         "SELECT min(t) FROM ("
         " SELECT min(lease_expires_at) AS t FROM queries WHERE status = 'leased'"
         " UNION ALL"
-        " SELECT min(expires_at) FROM queries WHERE status IN ('queued', 'leased'))"
+        " SELECT min(expires_at) FROM queries WHERE status IN ('queued', 'leased')"
+        ") AS deadlines"
     ).fetchone()
     return None if row[0] is None else float(row[0])
 
 
-def purge_completed_before(conn: sqlite3.Connection, cutoff: float, now: float,
+def purge_completed_before(conn: Connection, cutoff: float, now: float,
                            limit: int = 1000) -> int:
     """Delete finished queries past retention, leaving a tombstone for each in the
     same transaction; how many."""
@@ -179,7 +182,7 @@ def purge_completed_before(conn: sqlite3.Connection, cutoff: float, now: float,
     return len(ids)
 
 
-def purge_tombstones_before(conn: sqlite3.Connection, cutoff: float, limit: int = 1000) -> int:
+def purge_tombstones_before(conn: Connection, cutoff: float, limit: int = 1000) -> int:
     """Forget tombstones laid at or before ``cutoff``: their ids are free again."""
     cur = conn.execute(
         "DELETE FROM query_tombstones WHERE query_id IN (SELECT query_id FROM query_tombstones "
@@ -187,8 +190,35 @@ def purge_tombstones_before(conn: sqlite3.Connection, cutoff: float, limit: int 
     return cur.rowcount
 
 
-def count_by_status_and_site(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+# Live queries (each status on its partial index), by site.
+LIVE = ("queued", "leased")
+
+
+def count_live(conn: Connection, status: str) -> tuple[int, int]:
+    """Queries of ``status`` (queued or leased), and the number of sites they are on."""
+    row = conn.execute("SELECT count(*), count(DISTINCT site) FROM queries WHERE status = ?",
+                       (status,)).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def live_sites(conn: Connection, status: str, limit: int) -> list[Row]:
+    """The ``limit`` sites with the most queries of ``status``, most first (``site``, ``n``)."""
     return conn.execute(
-        "SELECT status, site, count(*) AS n FROM queries "
-        "WHERE status IN ('queued', 'leased') GROUP BY status, site"
+        "SELECT site, count(*) AS n FROM queries WHERE status = ? "
+        "GROUP BY site ORDER BY n DESC, site LIMIT ?", (status, limit)
     ).fetchall()
+
+
+def sites_page(conn: Connection, limit: int, offset: int) -> tuple[int, list[Row]]:
+    """Sites with live queries, most first, then by name (``site``, ``queued``,
+    ``leased``), and how many there are."""
+    live = ("SELECT site, 1 AS queued, 0 AS leased FROM queries WHERE status = 'queued' "
+            "UNION ALL SELECT site, 0, 1 FROM queries WHERE status = 'leased'")
+    total = int(conn.execute(f"SELECT count(DISTINCT site) FROM ({live}) AS live"
+                             ).fetchone()[0])
+    rows = conn.execute(
+        f"SELECT site, sum(queued) AS queued, sum(leased) AS leased FROM ({live}) AS live "
+        "GROUP BY site ORDER BY sum(queued) + sum(leased) DESC, site LIMIT ? OFFSET ?",
+        (limit, offset)
+    ).fetchall()
+    return total, rows

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
+
+from leasegate.storage.engine import Connection
 
 
 def marks(values: Sequence[Any]) -> str:
@@ -12,7 +13,7 @@ def marks(values: Sequence[Any]) -> str:
     return ", ".join("?" for _ in values)
 
 
-def insert_new(conn: sqlite3.Connection, table: str, key: str, values: dict[str, Any]) -> bool:
+def insert_new(conn: Connection, table: str, key: str, values: dict[str, Any]) -> bool:
     """Insert a row unless its ``key`` exists; False (nothing written) if it does.
 
     ``table``, ``key`` and the column names are the caller's constants, never a client's.

@@ -15,10 +15,10 @@ per lane (site + account) is enforced by the partial unique index
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from leasegate.storage import lanes_sql
+from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.rows import insert_new, marks
 
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
@@ -29,24 +29,49 @@ UNFINISHED = ("queued", "leased", "running", "paused", "stale")
 _CLEAR_LEASE = ("lease_owner = NULL, lease_token = NULL, lease_request_id = NULL, "
                 "claim_expires_at = NULL, lease_expires_at = NULL")
 
+# The statements PostgreSQL spells otherwise: a NULL-safe comparison with a parameter
+# (SQLite's `IS ?`, from 3.39 also IS NOT DISTINCT FROM, which older SQLites lack), the
+# smaller of two values (SQLite's two-argument min()).
+_NULL_SAFE_TOKEN = ("lease_token IS ?", "lease_token IS NOT DISTINCT FROM ?")
+_CANCEL_UNLEASED = respelled(
+    "UPDATE tasks SET status = 'canceled', updated_at = ?, completed_at = ? "
+    "WHERE task_id = ? AND status = ? AND lease_token IS ?", _NULL_SAFE_TOKEN)
+_PAUSE_QUEUED = respelled(
+    "UPDATE tasks SET status = 'paused', pause_requested = 0, updated_at = ? "
+    "WHERE task_id = ? AND status = 'queued' AND lease_token IS ?", _NULL_SAFE_TOKEN)
+_RESUME = respelled(
+    f"UPDATE tasks SET status = 'queued', {_CLEAR_LEASE}, renewed_at = NULL, "
+    "pause_requested = 0, expires_at = ?, updated_at = ? "
+    "WHERE task_id = ? AND status = 'paused' AND lease_token IS ?", _NULL_SAFE_TOKEN)
+_NEXT_DEADLINE = respelled(
+    "SELECT min(t) FROM ("
+    " SELECT min(claim_expires_at) AS t FROM tasks WHERE status = 'leased'"
+    " UNION ALL"
+    " SELECT min(min(lease_expires_at, started_at + ?)) FROM tasks WHERE status = 'running'"
+    " UNION ALL"
+    " SELECT min(expires_at) FROM tasks WHERE status = 'queued'"
+    " UNION ALL"
+    " SELECT min(not_before) FROM tasks WHERE status = 'queued' AND not_before > ?"
+    ") AS deadlines", ("min(min(", "min(least("))
+
 
 # ---- reads ----------------------------------------------------------------------
 
-def count_unfinished(conn: sqlite3.Connection) -> tuple[tuple[str, int], ...]:
+def count_unfinished(conn: Connection) -> tuple[tuple[str, int], ...]:
     """Each unfinished status's count, every one on its partial index."""
     return tuple((status, int(conn.execute(
         "SELECT count(*) FROM tasks WHERE status = ?", (status,)).fetchone()[0]))
         for status in UNFINISHED)
 
 
-def get(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
+def get(conn: Connection, task_id: str) -> Row | None:
+    row: Row | None = conn.execute(
         "SELECT * FROM tasks WHERE task_id = ?", (task_id,)
     ).fetchone()
     return row
 
 
-def get_or_tombstone(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
+def get_or_tombstone(conn: Connection, task_id: str) -> Row | None:
     """The task, else the tombstone of a purged one (tenant, fingerprint, status)."""
     row = get(conn, task_id)
     if row is None:
@@ -56,14 +81,14 @@ def get_or_tombstone(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | No
     return row
 
 
-def insert(conn: sqlite3.Connection, **values: Any) -> bool:
+def insert(conn: Connection, **values: Any) -> bool:
     """Insert a new task; False (and nothing written) if its id exists already
     or has a tombstone."""
     return insert_new(conn, "tasks", "task_id", values)
 
 
-def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
-                limit: int) -> list[sqlite3.Row]:
+def next_queued(conn: Connection, sites: list[str] | None, now: float,
+                limit: int) -> list[Row]:
     """The best leasable task of up to ``limit`` distinct free lanes, best first
     (highest priority, then oldest); rows of ``task_id``, ``site``, ``account``.
 
@@ -73,8 +98,8 @@ def next_queued(conn: sqlite3.Connection, sites: list[str] | None, now: float,
     return lanes_sql.next_leasable(conn, sites, now, limit)
 
 
-def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,
-                      sites: list[str] | None, limit: int) -> list[sqlite3.Row]:
+def leased_by_request(conn: Connection, worker_id: str, request_id: str,
+                      sites: list[str] | None, limit: int) -> list[Row]:
     """The still-unstarted claims of an earlier lease call, within this call's limits."""
     args: list[Any] = [worker_id, request_id]
     site_clause = ""
@@ -91,8 +116,8 @@ def leased_by_request(conn: sqlite3.Connection, worker_id: str, request_id: str,
 
 # ---- transitions ------------------------------------------------------------------
 
-def take_lease(conn: sqlite3.Connection, task_id: str, worker_id: str, token: str,
-               request_id: str | None, claim_expires_at: float, now: float) -> sqlite3.Row | None:
+def take_lease(conn: Connection, task_id: str, worker_id: str, token: str,
+               request_id: str | None, claim_expires_at: float, now: float) -> Row | None:
     """queued → leased: only a claim; no attempt is burned until the worker starts.
     The leased row, or None if the task was not queued."""
     cur = conn.execute(
@@ -104,8 +129,8 @@ def take_lease(conn: sqlite3.Connection, task_id: str, worker_id: str, token: st
     return get(conn, task_id) if cur.rowcount == 1 else None
 
 
-def start(conn: sqlite3.Connection, task_id: str, worker_id: str, token: str,
-          lease_expires_at: float, now: float) -> sqlite3.Row | None:
+def start(conn: Connection, task_id: str, worker_id: str, token: str,
+          lease_expires_at: float, now: float) -> Row | None:
     """leased → running within the claim window; the attempt is burned here. The
     running row, or None if the call does not hold the claim."""
     cur = conn.execute(
@@ -118,7 +143,7 @@ def start(conn: sqlite3.Connection, task_id: str, worker_id: str, token: str,
     return get(conn, task_id) if cur.rowcount == 1 else None
 
 
-def renew(conn: sqlite3.Connection, task_id: str, worker_id: str, token: str,
+def renew(conn: Connection, task_id: str, worker_id: str, token: str,
           lease_expires_at: float, progress: str | None, now: float) -> bool:
     cur = conn.execute(
         "UPDATE tasks SET lease_expires_at = ?, renewed_at = ?, "
@@ -130,7 +155,7 @@ def renew(conn: sqlite3.Connection, task_id: str, worker_id: str, token: str,
     return cur.rowcount == 1
 
 
-def back_to_queue(conn: sqlite3.Connection, task_id: str, from_status: str, token: str,
+def back_to_queue(conn: Connection, task_id: str, from_status: str, token: str,
                   to_status: str, now: float, expires_at: float | None = None) -> bool:
     """A claim or lease that never became (or is no longer) work: clear the lease.
 
@@ -149,10 +174,10 @@ def back_to_queue(conn: sqlite3.Connection, task_id: str, from_status: str, toke
     return cur.rowcount == 1
 
 
-def finish(conn: sqlite3.Connection, task_id: str, from_status: str, token: str, status: str,
+def finish(conn: Connection, task_id: str, from_status: str, token: str, status: str,
            now: float, *, result: str | None, error_code: int | None,
            error_message: str | None, cost: int | None, progress: str | None, digest: str,
-           late: bool) -> sqlite3.Row | None:
+           late: bool) -> Row | None:
     """running (or stale, a late result) → a worker's outcome: the row after it, or
     None if the call does not hold the lease.
 
@@ -173,19 +198,15 @@ def finish(conn: sqlite3.Connection, task_id: str, from_status: str, token: str,
     return get(conn, task_id) if cur.rowcount == 1 else None
 
 
-def cancel_unleased(conn: sqlite3.Connection, task_id: str, from_status: str,
+def cancel_unleased(conn: Connection, task_id: str, from_status: str,
                     token: str | None, now: float) -> bool:
     """queued/paused → canceled (``token``: the row's, usually None; a paused
     task keeps the token of the lease that paused it)."""
-    cur = conn.execute(
-        "UPDATE tasks SET status = 'canceled', updated_at = ?, completed_at = ? "
-        "WHERE task_id = ? AND status = ? AND lease_token IS ?",
-        (now, now, task_id, from_status, token),
-    )
+    cur = conn.execute(_CANCEL_UNLEASED, (now, now, task_id, from_status, token))
     return cur.rowcount == 1
 
 
-def set_flag(conn: sqlite3.Connection, task_id: str, flag: str, value: bool, from_status: str,
+def set_flag(conn: Connection, task_id: str, flag: str, value: bool, from_status: str,
              token: str, now: float) -> bool:
     """cancel_requested / pause_requested on a leased or running task."""
     assert flag in ("cancel_requested", "pause_requested")
@@ -197,29 +218,20 @@ def set_flag(conn: sqlite3.Connection, task_id: str, flag: str, value: bool, fro
     return cur.rowcount == 1
 
 
-def pause_queued(conn: sqlite3.Connection, task_id: str, token: str | None,
+def pause_queued(conn: Connection, task_id: str, token: str | None,
                  now: float) -> bool:
-    cur = conn.execute(
-        "UPDATE tasks SET status = 'paused', pause_requested = 0, updated_at = ? "
-        "WHERE task_id = ? AND status = 'queued' AND lease_token IS ?",
-        (now, task_id, token),
-    )
+    cur = conn.execute(_PAUSE_QUEUED, (now, task_id, token))
     return cur.rowcount == 1
 
 
-def resume(conn: sqlite3.Connection, task_id: str, token: str | None, expires_at: float,
+def resume(conn: Connection, task_id: str, token: str | None, expires_at: float,
            now: float) -> bool:
     """paused → queued with its checkpoint; the lease is cleared, the TTL clock restarts."""
-    cur = conn.execute(
-        f"UPDATE tasks SET status = 'queued', {_CLEAR_LEASE}, renewed_at = NULL, "
-        "pause_requested = 0, expires_at = ?, updated_at = ? "
-        "WHERE task_id = ? AND status = 'paused' AND lease_token IS ?",
-        (expires_at, now, task_id, token),
-    )
+    cur = conn.execute(_RESUME, (expires_at, now, task_id, token))
     return cur.rowcount == 1
 
 
-def make_stale(conn: sqlite3.Connection, task_id: str, token: str, reason: str,
+def make_stale(conn: Connection, task_id: str, token: str, reason: str,
                now: float) -> bool:
     cur = conn.execute(
         "UPDATE tasks SET status = 'stale', stale_reason = ?, stale_at = ?, "
@@ -230,7 +242,7 @@ def make_stale(conn: sqlite3.Connection, task_id: str, token: str, reason: str,
     return cur.rowcount == 1
 
 
-def reclaim(conn: sqlite3.Connection, task_id: str, token: str, status: str, *,
+def reclaim(conn: Connection, task_id: str, token: str, status: str, *,
             action: str, reason: str, by: str, now: float, result: str | None,
             error_message: str | None, cost: int | None,
             expires_at: float | None) -> bool:
@@ -256,29 +268,29 @@ def reclaim(conn: sqlite3.Connection, task_id: str, token: str, status: str, *,
 
 # ---- deadlines ------------------------------------------------------------------------
 
-def lapsed_claims(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:
+def lapsed_claims(conn: Connection, now: float) -> list[Row]:
     return conn.execute(
         "SELECT * FROM tasks WHERE status = 'leased' AND claim_expires_at <= ? "
         "ORDER BY claim_expires_at, task_id", (now,)
     ).fetchall()
 
 
-def past_hard_timeout(conn: sqlite3.Connection, now: float,
-                      hard_timeout: float) -> list[sqlite3.Row]:
+def past_hard_timeout(conn: Connection, now: float,
+                      hard_timeout: float) -> list[Row]:
     return conn.execute(
         "SELECT * FROM tasks WHERE status = 'running' AND started_at + ? <= ? "
         "ORDER BY started_at, task_id", (hard_timeout, now)
     ).fetchall()
 
 
-def lapsed_leases(conn: sqlite3.Connection, now: float) -> list[sqlite3.Row]:
+def lapsed_leases(conn: Connection, now: float) -> list[Row]:
     return conn.execute(
         "SELECT * FROM tasks WHERE status = 'running' AND lease_expires_at <= ? "
         "ORDER BY lease_expires_at, task_id", (now,)
     ).fetchall()
 
 
-def expire_past_ttl(conn: sqlite3.Connection, now: float, ttl: float) -> list[sqlite3.Row]:
+def expire_past_ttl(conn: Connection, now: float, ttl: float) -> list[Row]:
     """queued past its TTL → expired."""
     rows = conn.execute(
         "SELECT task_id, kind, site, account, attempts FROM tasks "
@@ -295,7 +307,7 @@ def expire_past_ttl(conn: sqlite3.Connection, now: float, ttl: float) -> list[sq
     return rows
 
 
-def not_before_passed(conn: sqlite3.Connection, after: float, now: float) -> bool:
+def not_before_passed(conn: Connection, after: float, now: float) -> bool:
     """A queued task became leasable in ``(after, now]`` because its not_before passed."""
     row = conn.execute(
         "SELECT 1 FROM tasks WHERE status = 'queued' AND not_before > ? AND not_before <= ? "
@@ -304,23 +316,13 @@ def not_before_passed(conn: sqlite3.Connection, after: float, now: float) -> boo
     return row is not None
 
 
-def next_deadline(conn: sqlite3.Connection, hard_timeout: float, now: float) -> float | None:
+def next_deadline(conn: Connection, hard_timeout: float, now: float) -> float | None:
     """The earliest claim expiry, lease expiry, hard timeout, TTL or future not_before."""
-    row = conn.execute(
-        "SELECT min(t) FROM ("
-        " SELECT min(claim_expires_at) AS t FROM tasks WHERE status = 'leased'"
-        " UNION ALL"
-        " SELECT min(min(lease_expires_at, started_at + ?)) FROM tasks WHERE status = 'running'"
-        " UNION ALL"
-        " SELECT min(expires_at) FROM tasks WHERE status = 'queued'"
-        " UNION ALL"
-        " SELECT min(not_before) FROM tasks WHERE status = 'queued' AND not_before > ?)",
-        (hard_timeout, now),
-    ).fetchone()
+    row = conn.execute(_NEXT_DEADLINE, (hard_timeout, now)).fetchone()
     return None if row[0] is None else float(row[0])
 
 
-def purge_completed_before(conn: sqlite3.Connection, cutoff: float, now: float,
+def purge_completed_before(conn: Connection, cutoff: float, now: float,
                            limit: int = 1000) -> list[str]:
     """Delete finished tasks past retention (their artifact rows cascade), leaving a
     tombstone for each in the same transaction; their ids."""
@@ -335,7 +337,7 @@ def purge_completed_before(conn: sqlite3.Connection, cutoff: float, now: float,
     return [i for (i,) in ids]
 
 
-def purge_tombstones_before(conn: sqlite3.Connection, cutoff: float, limit: int = 1000) -> int:
+def purge_tombstones_before(conn: Connection, cutoff: float, limit: int = 1000) -> int:
     """Forget tombstones laid at or before ``cutoff``: their ids are free again."""
     cur = conn.execute(
         "DELETE FROM task_tombstones WHERE task_id IN (SELECT task_id FROM task_tombstones "
@@ -343,7 +345,7 @@ def purge_tombstones_before(conn: sqlite3.Connection, cutoff: float, limit: int 
     return cur.rowcount
 
 
-def existing(conn: sqlite3.Connection, task_ids: list[str]) -> set[str]:
+def existing(conn: Connection, task_ids: list[str]) -> set[str]:
     found: set[str] = set()
     for start in range(0, len(task_ids), 500):
         chunk = task_ids[start:start + 500]

@@ -6,14 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.actors.checks import check_choice, check_id, check_page
-from leasegate.actors.pages import Page, Paged, paged
+from leasegate.actors.checks import check_choice, check_id, check_int, check_page
+from leasegate.actors.pages import MAX_LIMIT, Page, Paged, paged
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
-from leasegate.actors.queries.views import QueryCounts, QueryView, query_view
+from leasegate.actors.queries.views import QueryCounts, QuerySite, QueryView, query_view
 from leasegate.actors.queue.reads import GetJob, serve_reads
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.storage import queries_sql as sql
+from leasegate.storage.engine import Connection
 from leasegate.storage.pages import page_rows
 
 QueryStatus = Literal["queued", "leased", "succeeded", "failed", "expired"]
@@ -52,10 +53,37 @@ def list_queries(turn: QueryTurn, m: ListQueries) -> Paged[QueryView]:
 
 @dataclass(frozen=True)
 class CountQueries(Ask[Queries, tuple[QueryCounts, ...]]):
-    """Live queries by status and site (for /health and /metrics)."""
+    """Live queries (queued, leased): counts, and the ``top`` sites of each status (for
+    /health and /metrics; 0: counts only)."""
+
+    top: int = 0
+
+    def check(self) -> None:
+        check_int("top", self.top, 0, MAX_LIMIT)
 
 
 @QUERIES.on(CountQueries)
 def count(turn: QueryTurn, m: CountQueries) -> tuple[QueryCounts, ...]:
-    return tuple(QueryCounts(r["status"], r["site"], r["n"])
-                 for r in sql.count_by_status_and_site(turn.conn))
+    return tuple(_count(turn.conn, status, m.top) for status in sql.LIVE)
+
+
+def _count(conn: Connection, status: str, top: int) -> QueryCounts:
+    n, sites = sql.count_live(conn, status)
+    by_site = {r["site"]: r["n"] for r in sql.live_sites(conn, status, top)} if top else {}
+    return QueryCounts(status, n, sites, by_site)
+
+
+@dataclass(frozen=True)
+class ListQuerySites(Ask[Queries, Paged[QuerySite]]):
+    """Sites with live queries, the most first (then by name)."""
+
+    page: Page = Page()
+
+    def check(self) -> None:
+        check_page(self.page)
+
+
+@QUERIES.on(ListQuerySites)
+def sites_page(turn: QueryTurn, m: ListQuerySites) -> Paged[QuerySite]:
+    return paged(sql.sites_page(turn.conn, m.page.limit, m.page.offset),
+                 lambda row: QuerySite(row["site"], row["queued"], row["leased"]), m.page)

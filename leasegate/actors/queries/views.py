@@ -68,9 +68,22 @@ class QueryLease:
 
 @dataclass(frozen=True)
 class QueryCounts:
+    """Live queries of one status: how many, on how many sites, and the sites with the
+    most (most first; as many as were asked for)."""
+
     status: str
-    site: str
     n: int
+    sites: int
+    by_site: dict[str, int]
+
+
+@dataclass(frozen=True)
+class QuerySite:
+    """A site with live queries."""
+
+    site: str
+    queued: int
+    leased: int
 
 
 def query_view(row: Row) -> QueryView:

@@ -12,7 +12,14 @@ from leasegate.actors.tasks.fenced import Fenced
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import ArtifactInfo, ArtifactList, ArtifactStored, artifact_info
-from leasegate.errors import ArtifactNotFound, InvalidRequest, TaskLeaseInvalid, Unavailable
+from leasegate.errors import (
+    ArtifactNotFound,
+    InvalidRequest,
+    PayloadTooLarge,
+    StateConflict,
+    TaskLeaseInvalid,
+    Unavailable,
+)
 from leasegate.ids import ARTIFACT_NAME_RULE, is_artifact_name
 from leasegate.storage import artifacts_sql
 
@@ -60,6 +67,7 @@ def record(turn: TaskTurn, m: RecordArtifact) -> ArtifactStored:
     if store is None:
         raise Unavailable("artifact storage is not configured")
     upload = m.upload
+    _check_room(turn, m)
     earlier = artifacts_sql.get(conn, m.task_id, m.name)
     artifacts_sql.put(conn, m.task_id, m.name, upload.size, upload.sha256, turn.now)
     try:  # last: a failure rolls the row back
@@ -70,6 +78,23 @@ def record(turn: TaskTurn, m: RecordArtifact) -> ArtifactStored:
         replaced = earlier["sha256"]
         turn.after_commit(lambda: store.discard_file_later(m.task_id, m.name, replaced))
     return ArtifactStored(m.name, upload.size, upload.sha256)
+
+
+def _check_room(turn: TaskTurn, m: RecordArtifact) -> None:
+    """Bound what one task keeps: ``max_artifacts_per_task`` names (409, 6003: no
+    smaller upload helps) and ``max_artifact_bytes_per_task`` bytes (413). The
+    artifact an upload replaces is left out of both."""
+    settings = turn.settings
+    count, size = artifacts_sql.usage_besides(turn.conn, m.task_id, m.name)
+    if count >= settings.max_artifacts_per_task:
+        raise StateConflict(
+            f"task {m.task_id} already has {count} artifacts, the most a task may have "
+            f"(max_artifacts_per_task); upload under one of their names to replace it")
+    if size + m.upload.size > settings.max_artifact_bytes_per_task:
+        raise PayloadTooLarge(
+            f"task {m.task_id}'s artifacts would come to {size + m.upload.size} bytes, over "
+            f"the {settings.max_artifact_bytes_per_task} bytes a task may keep "
+            f"(max_artifact_bytes_per_task); {size} bytes are taken")
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,8 @@ def control(turn: TaskTurn, m: ControlTask) -> TaskView:
     """Cancel, pause or resume; a change that raced another is 6003."""
     row = turn.visible(m.task_id, m.tenant)
     if m.action != "cancel" and row["batch_total"] is None:
-        raise InvalidRequest(f"task {m.task_id} is not a batch task (no batch_total): "
-                             "only batch tasks pause and resume")
+        raise StateConflict(f"task {m.task_id} is not a batch task (no batch_total): "
+                            "only batch tasks pause and resume")
     changed = apply_control(turn, m.action, row)
     if changed is None:
         raise StateConflict(f"task {m.task_id} changed concurrently; try again")

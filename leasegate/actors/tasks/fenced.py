@@ -33,7 +33,7 @@ from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import Renewed, Started, TaskView, task_view
 from leasegate.actors.views import JSONObject, JSONValue
 from leasegate.clock import iso
-from leasegate.errors import InvalidRequest, LeasegateError, TaskLeaseInvalid
+from leasegate.errors import LeasegateError, StateConflict, TaskLeaseInvalid
 from leasegate.logs import escape
 from leasegate.storage import tasks_sql as sql
 from leasegate.storage.engine import Row
@@ -158,7 +158,8 @@ def result(turn: TaskTurn, m: TaskResult) -> TaskView:
     row = turn.visible(m.task_id, None)
     check_site(row["site"], m.sites)
     if m.outcome == "paused" and row["batch_total"] is None:
-        raise InvalidRequest("outcome paused is only for batch tasks (batch_total set)")
+        raise StateConflict(f"task {m.task_id} is not a batch task (no batch_total): "
+                            "outcome paused is only for batch tasks")
     result = None if m.result is None else canonical_json(m.result)  # once each
     progress = None if m.progress is None else canonical_json(m.progress)
     digest = fingerprint(m.outcome, result, m.error_code, m.error_message, m.cost, progress)

@@ -26,7 +26,8 @@ from leasegate.actors.views import JSONObject
 from leasegate.storage import tasks_sql as sql
 
 MAX_PRIORITY: Final = 9
-# Far enough for any real schedule, near enough that SQLite's REAL keeps whole seconds.
+# Far enough either way for any date-time (years 1-9999), near enough that SQLite's
+# REAL keeps whole seconds. A not_before in the past is simply "now".
 MAX_INSTANT: Final = 2**40
 
 
@@ -52,7 +53,7 @@ class SubmitTask(Submit[Tasks, TaskSubmitted]):
         check_id("device_id", self.device_id, optional=True)
         check_json("params", self.params, optional=False, object_only=True)
         check_int("priority", self.priority, 0, MAX_PRIORITY)
-        check_number("not_before", self.not_before, 0, MAX_INSTANT, optional=True)
+        check_number("not_before", self.not_before, -MAX_INSTANT, MAX_INSTANT, optional=True)
         check_int("batch_total", self.batch_total, 1, INT32, optional=True)
         check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
 

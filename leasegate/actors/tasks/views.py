@@ -143,13 +143,27 @@ class BlockedLane:
 
 
 @dataclass(frozen=True)
-class TaskHealthReport:
-    """Stale tasks and the lanes they block, unserved sites, queue depth by site."""
+class SiteQueue:
+    """A site with queued tasks: how many, and whether an online worker serves it."""
 
-    stale: int
-    blocked_lanes: tuple[BlockedLane, ...]
-    unserved_sites: tuple[str, ...]
-    queued: dict[str, int]
+    site: str
+    queued: int
+    served: bool
+
+
+@dataclass(frozen=True)
+class TaskHealthReport:
+    """Stale tasks, queued tasks and the sites they wait on, counted in full; listed only
+    for the ``top`` that matter most (the lanes blocked longest, the sites with the
+    most queued), so that its size never follows the sites callers invent."""
+
+    stale: int  # = blocked lanes: a stale task blocks its lane
+    blocked_lanes: tuple[BlockedLane, ...]  # the longest blocked
+    queued: int
+    queued_sites: int
+    unserved_sites: int  # sites with queued tasks that no online worker serves
+    busiest: tuple[SiteQueue, ...]  # the sites with the most queued
+    unserved: tuple[SiteQueue, ...]  # of the unserved sites, those with the most queued
 
 
 def lease_expiry(row: Row) -> float | None:

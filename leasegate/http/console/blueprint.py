@@ -9,10 +9,11 @@ refused (403 page) before the form is acted on.
 
 from __future__ import annotations
 
+import re
 import secrets
 from importlib.resources import files
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import trio
 from quart import Blueprint, Response, current_app, g, redirect, render_template, request, url_for
@@ -78,10 +79,25 @@ def back_to(form: Any, fallback: str) -> Redirect:
     return redirect(_console_path(form.get("back")) or fallback, 303)
 
 
+# Where a form or sign-in may send the browser: the console's own paths, written in
+# printable ASCII (no control character may reach a Location header), without "//"
+# or a dot segment (browsers resolve "/console/../x" and "%2e%2e" to elsewhere).
+_CONSOLE_PATH = re.compile(r"/console(?:/[A-Za-z0-9._~!$&'()*+,;=:@%-]*)*")
+_QUERY = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*")
+_MAX_CONSOLE_PATH = 2048
+_PATH_SAFE = "/._~!$&'()*+,;=:@-"  # what quote() leaves of a path (the rest: %XX)
+
+
 def _console_path(target: str | None) -> str | None:
-    if target and target.startswith("/console") and "//" not in target and "\\" not in target:
-        return target
-    return None
+    """``target`` if it is a safe same-site console path, else None (use the default)."""
+    if not target or len(target) > _MAX_CONSOLE_PATH or "//" in target:
+        return None
+    path, _, query = target.partition("?")
+    if not (_CONSOLE_PATH.fullmatch(path) and _QUERY.fullmatch(query)):
+        return None
+    if any(segment.lower().replace("%2e", ".") in (".", "..") for segment in path.split("/")):
+        return None
+    return target
 
 
 @bp.before_request
@@ -111,8 +127,9 @@ async def guard() -> Response | Redirect | None:
 
 async def _signed_out(message: str) -> Response | Redirect:
     if request.method == "GET":
+        # As the browser sent it (percent-encoded), so that it comes back whole.
         query = request.query_string.decode("latin-1")
-        here = request.path + ("?" + query if query else "")
+        here = quote(request.path, safe=_PATH_SAFE) + ("?" + query if query else "")
         target = url_for("console.sign_in_form") + "?" + urlencode({"next": here})
         return redirect(target, 303)
     return await page("error.html", 401, status=401, message=message)

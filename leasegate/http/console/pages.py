@@ -12,9 +12,9 @@ from leasegate.actors.keys.records import ListKeys
 from leasegate.actors.ledger.accounts import GetAccount, ListAccounts, ListEntries
 from leasegate.actors.ledger.holds import ListHolds
 from leasegate.actors.pages import MAX_OFFSET, Page
-from leasegate.actors.queries.reads import CountQueries, ListQueries, QueryStatus
+from leasegate.actors.queries.reads import CountQueries, ListQueries, ListQuerySites, QueryStatus
 from leasegate.actors.tasks.artifacts import ListArtifacts
-from leasegate.actors.tasks.presence import ListWorkers
+from leasegate.actors.tasks.presence import ListSites, ListWorkers
 from leasegate.actors.tasks.reads import CountTasks, ListTasks, TaskStatus
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import activity, bp, page
@@ -139,15 +139,28 @@ async def query(query_id: str) -> Response:
 async def ledger() -> Response:
     """Accounts and their balances; one account's entries and holds; the credit form."""
     account = _arg_id("account")
-    mailbox = system().ledger
-    accounts = await mailbox.ask(ListAccounts(Page(limit=100, offset=_offset())))
+    ledger = system().ledger
+    accounts = await ledger.ask(ListAccounts(Page(limit=100, offset=_offset())))
     chosen = entries = None
-    holds = await mailbox.ask(ListHolds(account=account, page=Page(limit=PAGE_SIZE)))
+    holds = await ledger.ask(ListHolds(account=account, page=Page(limit=PAGE_SIZE)))
     if account is not None:
-        chosen = to_json(await mailbox.ask(GetAccount(account)))
-        entries = to_json(await mailbox.ask(ListEntries(account, Page(limit=PAGE_SIZE))))
+        chosen = to_json(await ledger.ask(GetAccount(account)))
+        entries = to_json(await ledger.ask(ListEntries(account, Page(limit=PAGE_SIZE))))
     return await page("ledger.html", accounts=to_json(accounts), account=account or "",
                       chosen=chosen, entries=entries, holds=to_json(holds))
+
+
+@bp.get("/sites")
+async def sites() -> Response:
+    """Every site with work, a page at a time, the most first: tasks (which no worker
+    serves; ``unserved=1`` keeps those) or, with ``channel=query``, live queries."""
+    sys = system()
+    channel = _arg_choice("channel", ("task", "query")) or "task"
+    unserved = request.args.get("unserved", "") == "1"
+    at = Page(limit=PAGE_SIZE, offset=_offset())
+    found = (await sys.tasks.ask(ListSites(at, unserved)) if channel == "task"
+             else await sys.queries.ask(ListQuerySites(at)))
+    return await page("sites.html", found=to_json(found), channel=channel, unserved=unserved)
 
 
 @bp.get("/workers")
