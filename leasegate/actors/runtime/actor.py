@@ -33,12 +33,13 @@ import logging
 import math
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 import outcome
 import trio
 
+from leasegate.actors.runtime.applied import JobRun, Served, TurnBatch
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Tell
@@ -79,29 +80,6 @@ class ActorStatistics:
     internal_errors: int
     draining: bool
     jobs: tuple[JobStatistics, ...]
-
-
-@dataclass
-class _JobRun:
-    job: PeriodicJob[Any]
-    more: bool = False
-    stack: str | None = None  # set when the run failed
-
-
-Served = list[tuple[Envelope[Any], outcome.Outcome[Any]]]
-
-
-@dataclass
-class _Batch:
-    envelopes: list[Envelope[Any]]
-    jobs: list[PeriodicJob[Any]]
-    results: list[outcome.Outcome[Any] | None] = field(default_factory=list)
-    served: Served = field(default_factory=list)
-    newcomers: list[tuple[Envelope[Any], Wait]] = field(default_factory=list)  # parked now
-    effects: list[Callable[[], None]] = field(default_factory=list)
-    job_runs: list[_JobRun] = field(default_factory=list)
-    # (what failed, its request id, the stack): bugs met by one message or batch item
-    internal_errors: list[tuple[str, str | None, str]] = field(default_factory=list)
 
 
 class Actor(Generic[A, C]):
@@ -235,7 +213,7 @@ class Actor(Generic[A, C]):
         envelopes = [Envelope[Any](m) for m in internal] + envelopes
         due_jobs = [job for job in self.jobs
                     if job.record.next_at is not None and job.record.next_at <= now]
-        batch = _Batch(envelopes, due_jobs)
+        batch = TurnBatch(envelopes, due_jobs)
         self._parking.busy = True  # callers leaving now are unlinked after the turn
         try:
             wake = await self.db.run(lambda conn: self._apply(conn, batch, now))
@@ -263,7 +241,7 @@ class Actor(Generic[A, C]):
         self._next_wakeup = wake
         self._after(batch, now)
 
-    def _after(self, batch: _Batch, now: float) -> None:
+    def _after(self, batch: TurnBatch, now: float) -> None:
         """After the commit, on the trio thread: jobs' records, bugs, effects, replies."""
         for run in batch.job_runs:
             record = run.job.record
@@ -291,7 +269,7 @@ class Actor(Generic[A, C]):
             if id(env) not in served:
                 self._parking.park(env, wait)  # refused if its caller already left
 
-    def _apply(self, conn: Connection, batch: _Batch, now: float) -> float | None:
+    def _apply(self, conn: Connection, batch: TurnBatch, now: float) -> float | None:
         turn, behaviour = self.turn, self._behaviour
         begin(conn)
         try:
@@ -345,7 +323,7 @@ class Actor(Generic[A, C]):
             return parked
         return outcome.Value(reply) if env.reply is not None else None
 
-    def _run_job(self, job: PeriodicJob[C], now: float) -> _JobRun:
+    def _run_job(self, job: PeriodicJob[C], now: float) -> JobRun:
         turn = self.turn
         mark = len(turn.effects)
         savepoint(turn.conn, "job")
@@ -355,9 +333,9 @@ class Actor(Generic[A, C]):
             if is_storage_failure(exc):
                 raise  # fails the turn; SQLite may have rolled back already
             turn.undo("job", mark)
-            return _JobRun(job, stack=traceback.format_exc())
+            return JobRun(job, stack=traceback.format_exc())
         release(turn.conn, "job")
-        return _JobRun(job, more=more is True)
+        return JobRun(job, more=more is True)
 
     # ---- parked requests ----------------------------------------------------------
 
