@@ -1,0 +1,223 @@
+"""How the blocking SDK waits and runs things at once: threads.
+
+Written by hand, the twin of ``_async/backend.py`` (which says what each name is
+for): the modules beside it are generated from ``_async/`` by
+``scripts/sync_sdk.py`` and import this module where theirs import that one. Where
+the two differ, it is because a thread cannot be cancelled:
+
+- a ``CancelScope`` here only notes ``cancel()``: the blocking call inside runs
+  to its end (within its timeout), and what it brings back is ignored;
+- a ``TaskGroup`` whose block raises (Ctrl-C) does not wait for its threads
+  (daemons, abandoned as the async group would cancel its tasks); one that ends
+  well waits for all it runs, and raises the first error one of them raised;
+- ``Stopper.interruptible`` cannot abandon a call: a stopped worker ends its
+  long-poll first, and only its retry pauses and idle pause end early.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from leasegate.client._protocol import Stopped
+
+log = logging.getLogger("leasegate.client")
+
+T = TypeVar("T")
+
+Sleep = Callable[[float], None]
+sleep = time.sleep
+current_time = time.monotonic
+
+
+def check_unbatched_max(max: int) -> None:
+    """Without ``batch`` a lease call's jobs would run one after the other, so ``max``
+    must be 1."""
+    if max != 1:
+        raise ValueError(
+            f"Worker leases one job a call unless batch=N is given, so max must be 1, not "
+            f"{max!r}: a job leased beside it would hold its lane unstarted until its claim "
+            "ran out. Use batch=N (handlers in threads) or AsyncWorker to run several jobs "
+            "of one lease call concurrently."
+        )
+
+
+_MAKING = threading.Lock()  # a group's first start_soon, should two threads race to it
+
+
+class TaskGroup:
+    """Functions run in threads, waited for together (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        # Made at the first start_soon: most groups of a worker (queries, one a lease
+        # call) start nothing.
+        self._threads: _Threads | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._threads is None:
+            return
+        if exc_type is None:
+            self._threads.wait_all()
+        else:
+            self._threads.abandon()
+
+    def start_soon(self, run: Callable[..., object], *args: Any, name: str | None = None) -> None:
+        threads = self._threads
+        if threads is None:
+            with _MAKING:
+                if self._threads is None:
+                    self._threads = _Threads()
+                threads = self._threads
+        threads.start(run, args, name or str(getattr(run, "__name__", "")))
+
+
+class _Threads:
+    """A group's threads. Each function runs at once: in a thread of the group that is
+    free, else in a new one (a daemon), so that quick handlers of a lease call share a
+    few threads and slow ones get a thread each."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[Callable[..., object], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue())
+        self._free = threading.Semaphore(0)  # threads waiting for work
+        self._threads: list[threading.Thread] = []
+        self._errors: list[BaseException] = []
+        self._running = 0  # functions started, not yet returned
+        self._returned = threading.Condition()
+
+    def start(self, run: Callable[..., object], args: tuple[Any, ...], name: str) -> None:
+        with self._returned:
+            self._running += 1
+        self._work.put((run, args))
+        if not self._free.acquire(blocking=False):
+            thread = threading.Thread(target=self._serve, daemon=True, name=f"leasegate {name}")
+            self._threads.append(thread)
+            thread.start()
+
+    def wait_all(self) -> None:
+        """Wait until every function returned (none can start another then), end the
+        threads, and raise the first error one of the functions raised."""
+        with self._returned:
+            while self._running:
+                self._returned.wait()
+        self.abandon()
+        for thread in self._threads:
+            thread.join()
+        if self._errors:
+            raise self._errors[0]
+
+    def abandon(self) -> None:
+        """End each thread once it is free (a busy one finishes its function first)."""
+        for _ in list(self._threads):
+            self._work.put(None)
+
+    def _serve(self) -> None:
+        while (work := self._work.get()) is not None:
+            run, args = work
+            try:
+                run(*args)
+            except BaseException as error:
+                log.exception("leasegate: %r failed in a thread", run)
+                self._errors.append(error)
+            finally:
+                with self._returned:
+                    self._running -= 1
+                    self._returned.notify_all()
+            self._free.release()
+
+
+def open_task_group() -> TaskGroup:
+    return TaskGroup()
+
+
+def run_each(group: TaskGroup, run: Callable[[T], None], items: Sequence[T]) -> None:
+    """``run(item)`` for every item at once: the last in this thread, each other in a
+    thread of ``group`` (whose end waits for them)."""
+    for item in items[:-1]:
+        group.start_soon(run, item, name="handler")
+    if items:
+        run(items[-1])
+
+
+class CancelScope:
+    """anyio's cancel scope as far as a thread can have one: ``cancel()`` is noted
+    (``cancel_called``), and nothing is interrupted."""
+
+    def __init__(self) -> None:
+        self.cancel_called = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        return None
+
+    def cancel(self) -> None:
+        self.cancel_called = True
+
+
+class Wakeup:
+    """A condition variable for threads (``threading.Condition``): what its waiters read
+    is changed inside ``with wakeup:``, each change followed by :meth:`notify`."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+
+    def __enter__(self) -> None:
+        self._condition.acquire()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._condition.release()
+
+    def notify(self) -> None:
+        self._condition.notify_all()
+
+    def wait_until(self, deadline: float) -> None:
+        """Wait (inside ``with``, which it leaves meanwhile) for a :meth:`notify` until
+        ``deadline`` (``current_time()``; ``math.inf``: no deadline)."""
+        if deadline == math.inf:
+            self._condition.wait()
+        else:
+            self._condition.wait(max(0.0, deadline - time.monotonic()))
+
+
+class Stopper:
+    """A stop request for a loop, and the waits it ends. :meth:`stop` may be called from
+    any thread or a signal handler."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    @property
+    def stopped(self) -> bool:
+        return self._event.is_set()
+
+    def stop(self) -> None:
+        self._event.set()
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """A block that :meth:`stop` would abandon, if a thread could be: it runs to its end."""
+        yield
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep ``seconds``, less if stopped; whether it is stopped."""
+        return self._event.wait(seconds)
+
+    def sleep(self, seconds: float) -> None:
+        """A retry pause: raises :class:`Stopped` if stopped before or while it lasts."""
+        if self.wait(seconds):
+            raise Stopped
