@@ -53,10 +53,10 @@ class BatchedCall:
             async def into_outbox(job: AsyncJob, ending: HandlerResult | Exception) -> None:
                 nonlocal reported
                 reported = True
-                await self._put(job, ending)
+                self._put(job, ending)
 
             try:
-                handled.append(await self._worker._handle_guarded(
+                handled.append(await self._worker._handle(
                     lease, handler, self._renewals, into_outbox, start, self._server_time))
             finally:
                 if not reported:  # ended with no result to send: none is waited for
@@ -90,7 +90,7 @@ class BatchedCall:
             return [error] * len(self._leases)
         return [a if isinstance(a, LeasegateError) else (a, server_time) for a in answers]
 
-    async def _put(self, job: AsyncJob, ending: HandlerResult | Exception) -> None:
+    def _put(self, job: AsyncJob, ending: HandlerResult | Exception) -> None:
         """A job's result into the outbox (or, if none could be made, its end)."""
         body = self._worker._result_body(job, ending)
         with self._changed:

@@ -13,31 +13,38 @@ from leasegate.client._protocol import _WorkerBase
 
 class Renewals:
     """The renewals of a lease call's running tasks, from one task (``Worker``: one
-    thread): it sleeps until the first is due and sends each due renewal in a task (a
-    thread) of its own, so that none waits for another, then files the job's next one.
-    Most handlers end well before their first renewal (a third of the lease): they then
-    cost nothing more here. :meth:`discard` (the handler ended) abandons a renewal on
-    its way (``AsyncWorker``; a thread's call runs to its end, and its answer is
-    ignored). Every change is made inside ``with self._changed`` (a lock for threads)."""
+    thread) started with the first renewal filed: it sleeps until the next is due,
+    sends each due renewal in a task (a thread) of its own, so that none waits for
+    another, then files the job's next one. Most handlers end well before their first
+    renewal (a third of the lease): they then cost nothing more here. :meth:`discard`
+    (the handler ended) abandons a renewal on its way (``AsyncWorker``; a thread's call
+    runs to its end, and its answer is ignored). Every change is made inside ``with
+    self._changed`` (a lock for threads)."""
 
     def __init__(self, worker: _WorkerBase, http: AsyncHTTP, group: TaskGroup,
                  jobs: int) -> None:
         self._worker = worker
         self._http = http
         self._group = group
-        self._left = jobs  # jobs whose handling has not ended: run() returns at none
+        self._left = jobs  # jobs whose handling has not ended: _run() returns at none
         self._live: set[AsyncJob] = set()  # handlers running
         self._due: dict[AsyncJob, float] = {}
         self._sending: dict[AsyncJob, CancelScope] = {}
-        self._wake_at = math.inf  # when run() wakes up next
+        self._wake_at = math.inf  # when _run() wakes up next
+        self._running = False  # _run() started
         self._changed = Wakeup()
 
     def add(self, job: AsyncJob, at: float) -> None:
         """``job``'s handler starts: renew at ``at`` (``current_time()``), then as the
-        replies say, until :meth:`discard`."""
+        replies say, until :meth:`discard`. The first starts the renewals' task."""
         with self._changed:
             self._live.add(job)
-            self._schedule(job, at)
+            if self._running:
+                self._schedule(job, at)
+            else:  # the task reads _due as it starts
+                self._due[job] = at
+                self._running = True
+                self._group.start_soon(self._run, name=f"renewals {job.worker_id}")
 
     def _schedule(self, job: AsyncJob, at: float) -> None:
         self._due[job] = at
@@ -60,7 +67,7 @@ class Renewals:
             if self._left <= 0:
                 self._changed.notify()
 
-    async def run(self) -> None:
+    async def _run(self) -> None:
         """Send the renewals as they fall due, until every job of the lease call ended."""
         with self._changed:
             while self._left > 0:

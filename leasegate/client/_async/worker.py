@@ -196,8 +196,6 @@ class AsyncWorker(_WorkerBase):
         handled: list[int] = []  # per job, 1 if its handler ran (appended by its task)
         async with open_task_group() as group:
             renewals = Renewals(self, self._http, group, len(leases))
-            if self.channel == "tasks":  # queries are never renewed
-                group.start_soon(renewals.run, name=f"renewals {self.worker_id}")
             if self.batch > 1:
                 batched = BatchedCall(self, self._http, renewals, leases, server_time)
                 await batched.run(group, handler, handled)
@@ -224,40 +222,39 @@ class AsyncWorker(_WorkerBase):
         """The jobs of a lease call at once, each started and reported on its own."""
 
         async def handle(lease: Lease) -> None:
-            handled.append(await self._handle_guarded(lease, handler, renewals, self._report))
+            handled.append(await self._handle(lease, handler, renewals, self._report))
 
         await run_each(group, handle, leases)
 
-    async def _handle_guarded(self, lease: Lease, handler: AsyncHandler, renewals: Renewals,
-                              report: Report, start: Start | None = None,
-                              server_time: float | None = None) -> int:
-        """:meth:`_handle`, whose trouble is logged: it never cancels or skips another job
-        of the lease call."""
+    async def _handle(self, lease: Lease, handler: AsyncHandler, renewals: Renewals,
+                      report: Report, start: Start | None = None,
+                      server_time: float | None = None) -> int:
+        """One job: a task is started (unless ``start`` is its batch's answer), its handler
+        run while renewing, its ending reported; 1 if the handler ran. Its trouble is
+        logged: it never cancels or skips another job of the lease call."""
         try:
-            return await self._handle(lease, handler, renewals, report, start, server_time)
+            job = AsyncJob(self.channel, lease, self.worker_id)
+            if self.channel == "queries":
+                self._leased(job, server_time)
+                await report(job, await _ending(handler, job))
+                return 1
+            if start is None:
+                start = await self._start(job)
+            if isinstance(start, LeasegateError | TransportError):
+                self._not_started(job, start)
+                if _start_unconfirmed(start):
+                    await self._report_not_executed(job)
+                return 0
+            return await self._run_started(job, handler, renewals, report, start)
         except Exception:
             log.exception("%s %s: handling the lease failed", self.channel, _lease_name(lease))
             return 0
         finally:
             renewals.ended()
 
-    async def _handle(self, lease: Lease, handler: AsyncHandler, renewals: Renewals,
-                      report: Report, start: Start | None = None,
-                      server_time: float | None = None) -> int:
-        """One job: a task is started (unless ``start`` is its batch's answer), its
-        handler run while renewing, its ending reported; 1 if the handler ran."""
-        job = AsyncJob(self.channel, lease, self.worker_id)
-        if self.channel == "queries":
-            self._leased(job, server_time)
-            await report(job, await _ending(handler, job))
-            return 1
-        if start is None:
-            start = await self._start(job)
-        if isinstance(start, LeasegateError | TransportError):
-            self._not_started(job, start)
-            if _start_unconfirmed(start):
-                await self._report_not_executed(job)
-            return 0
+    async def _run_started(self, job: AsyncJob, handler: AsyncHandler, renewals: Renewals,
+                           report: Report, start: tuple[Mapping[str, Any], float | None]) -> int:
+        """Run the handler of a started task (its start reply just came), renewing."""
         started, server_time = start
         arrived = current_time()
         interval = self._next_renewal(job, started, server_time)

@@ -21,10 +21,9 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Final, Self, TypeVar
 
 from leasegate.client._protocol import Stopped
 
@@ -65,12 +64,8 @@ class TaskGroup:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self._threads is None:
-            return
-        if exc_type is None:
-            self._threads.wait_all()
-        else:
-            self._threads.abandon()
+        if self._threads is not None:
+            self._threads.close(wait=exc_type is None)
 
     def start_soon(self, run: Callable[..., object], *args: Any, name: str | None = None) -> None:
         threads = self._threads
@@ -93,48 +88,51 @@ class _Threads:
         self._free = threading.Semaphore(0)  # threads waiting for work
         self._threads: list[threading.Thread] = []
         self._errors: list[BaseException] = []
-        self._running = 0  # functions started, not yet returned
-        self._returned = threading.Condition()
+        self._lock = threading.Lock()  # the work queued, the threads made, and closing
+        self._closing = False
 
     def start(self, run: Callable[..., object], args: tuple[Any, ...], name: str) -> None:
-        with self._returned:
-            self._running += 1
-        self._work.put((run, args))
-        if not self._free.acquire(blocking=False):
-            thread = threading.Thread(target=self._serve, daemon=True, name=f"leasegate {name}")
+        with self._lock:
+            if self._closing:  # started by a function still running: a thread of its own
+                thread = threading.Thread(target=self._run, args=(run, args), daemon=True,
+                                          name=f"leasegate {name}")
+            else:
+                self._work.put((run, args))
+                if self._free.acquire(blocking=False):
+                    return
+                thread = threading.Thread(target=self._serve, daemon=True,
+                                          name=f"leasegate {name}")
             self._threads.append(thread)
             thread.start()
 
-    def wait_all(self) -> None:
-        """Wait until every function returned (none can start another then), end the
-        threads, and raise the first error one of the functions raised."""
-        with self._returned:
-            while self._running:
-                self._returned.wait()
-        self.abandon()
-        for thread in self._threads:
-            thread.join()
+    def close(self, *, wait: bool) -> None:
+        """End each thread once the work queued before is done; with ``wait``, wait for
+        them all (and for those that functions still running start meanwhile), then
+        raise the first error a function raised."""
+        with self._lock:
+            self._closing = True
+            for _ in self._threads:
+                self._work.put(None)  # after all the work: each thread's last
+        if not wait:
+            return
+        joined = 0
+        while joined < len(self._threads):
+            self._threads[joined].join()
+            joined += 1
         if self._errors:
             raise self._errors[0]
 
-    def abandon(self) -> None:
-        """End each thread once it is free (a busy one finishes its function first)."""
-        for _ in list(self._threads):
-            self._work.put(None)
-
     def _serve(self) -> None:
         while (work := self._work.get()) is not None:
-            run, args = work
-            try:
-                run(*args)
-            except BaseException as error:
-                log.exception("leasegate: %r failed in a thread", run)
-                self._errors.append(error)
-            finally:
-                with self._returned:
-                    self._running -= 1
-                    self._returned.notify_all()
+            self._run(*work)
             self._free.release()
+
+    def _run(self, run: Callable[..., object], args: tuple[Any, ...]) -> None:
+        try:
+            run(*args)
+        except BaseException as error:
+            log.exception("leasegate: %r failed in a thread", run)
+            self._errors.append(error)
 
 
 def open_task_group() -> TaskGroup:
@@ -169,25 +167,31 @@ class CancelScope:
 
 
 class Wakeup:
-    """A condition variable for threads (``threading.Condition``): what its waiters read
-    is changed inside ``with wakeup:``, each change followed by :meth:`notify`."""
+    """A condition variable for threads: what its waiters read is changed inside ``with
+    wakeup:`` (a lock), each change followed by :meth:`notify`. The condition itself is
+    made by the first wait (most wake-ups of a worker, a query's, are never waited for)."""
 
     def __init__(self) -> None:
-        self._condition = threading.Condition()
+        self._lock = threading.Lock()
+        self._condition: threading.Condition | None = None  # made and read under the lock
 
     def __enter__(self) -> None:
-        self._condition.acquire()
+        self._lock.acquire()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._condition.release()
+        self._lock.release()
 
     def notify(self) -> None:
-        self._condition.notify_all()
+        """Wake the waiters (inside ``with``)."""
+        if self._condition is not None:
+            self._condition.notify_all()
 
     def wait_until(self, deadline: float) -> None:
         """Wait (inside ``with``, which it leaves meanwhile) for a :meth:`notify` until
         ``deadline`` (``current_time()``; ``math.inf``: no deadline)."""
+        if self._condition is None:
+            self._condition = threading.Condition(self._lock)
         if deadline == math.inf:
             self._condition.wait()
         else:
@@ -208,10 +212,9 @@ class Stopper:
     def stop(self) -> None:
         self._event.set()
 
-    @contextmanager
-    def interruptible(self) -> Iterator[None]:
+    def interruptible(self) -> _RunsToItsEnd:
         """A block that :meth:`stop` would abandon, if a thread could be: it runs to its end."""
-        yield
+        return _RUNS_TO_ITS_END
 
     def wait(self, seconds: float) -> bool:
         """Sleep ``seconds``, less if stopped; whether it is stopped."""
@@ -221,3 +224,17 @@ class Stopper:
         """A retry pause: raises :class:`Stopped` if stopped before or while it lasts."""
         if self.wait(seconds):
             raise Stopped
+
+
+class _RunsToItsEnd:
+    """``Stopper.interruptible()`` here: a ``with`` that changes nothing."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        return None
+
+
+_RUNS_TO_ITS_END: Final = _RunsToItsEnd()

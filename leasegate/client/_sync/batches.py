@@ -57,7 +57,7 @@ class BatchedCall:
                 self._put(job, ending)
 
             try:
-                handled.append(self._worker._handle_guarded(
+                handled.append(self._worker._handle(
                     lease, handler, self._renewals, into_outbox, start, self._server_time))
             finally:
                 if not reported:  # ended with no result to send: none is waited for
