@@ -99,7 +99,7 @@ class Worker(_WorkerBase):
     :class:`Client`.
 
     ``batch`` (2–100) takes up to ``batch`` jobs a lease call and runs their handlers
-    side by side (``Worker``: each in a thread, so the handler must be thread-safe),
+    side by side (``Worker``: in threads, so the handler must be thread-safe),
     with the tasks started in one call and the results reported together once each
     has waited at most ``linger`` seconds (never past its lease); every per-job rule
     above holds for each job.
