@@ -9,7 +9,8 @@ the two differ, it is because a thread cannot be cancelled:
   to its end (within its timeout), and what it brings back is ignored;
 - a ``TaskGroup`` whose block raises (Ctrl-C) does not wait for its threads
   (daemons, abandoned as the async group would cancel its tasks); one that ends
-  well waits for all it runs, and raises the first error one of them raised;
+  well waits for them all, and raises the first error one of them raised;
+  ``run_each`` does the same with its handlers' threads, before it returns;
 - ``Stopper.interruptible`` cannot abandon a call: a stopped worker ends its
   long-poll first, and only its retry pauses and idle pause end early.
 """
@@ -48,91 +49,33 @@ def check_unbatched_max(max: int) -> None:
         )
 
 
-_MAKING = threading.Lock()  # a group's first start_soon, should two threads race to it
-
-
 class TaskGroup:
-    """Functions run in threads, waited for together (see the module's docstring)."""
+    """Functions run each in a thread of its own, waited for together (see the module's
+    docstring)."""
 
     def __init__(self) -> None:
-        # Made at the first start_soon: most groups of a worker (queries, one a lease
-        # call) start nothing.
-        self._threads: _Threads | None = None
+        self._threads: list[threading.Thread] = []
+        self._errors: list[BaseException] = []
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self._threads is not None:
-            self._threads.close(wait=exc_type is None)
-
-    def start_soon(self, run: Callable[..., object], *args: Any, name: str | None = None) -> None:
-        threads = self._threads
-        if threads is None:
-            with _MAKING:
-                if self._threads is None:
-                    self._threads = _Threads()
-                threads = self._threads
-        threads.start(run, args, name or str(getattr(run, "__name__", "")))
-
-
-class _Threads:
-    """A group's threads. Each function runs at once: in a thread of the group that is
-    free, else in a new one (a daemon), so that quick handlers of a lease call share a
-    few threads and slow ones get a thread each."""
-
-    def __init__(self) -> None:
-        self._work: queue.SimpleQueue[tuple[Callable[..., object], tuple[Any, ...]] | None] = (
-            queue.SimpleQueue())
-        self._free = threading.Semaphore(0)  # threads waiting for work
-        self._threads: list[threading.Thread] = []
-        self._errors: list[BaseException] = []
-        self._lock = threading.Lock()  # the work queued, the threads made, and closing
-        self._closing = False
-
-    def start(self, run: Callable[..., object], args: tuple[Any, ...], name: str) -> None:
-        with self._lock:
-            if self._closing:  # started by a function still running: a thread of its own
-                thread = threading.Thread(target=self._run, args=(run, args), daemon=True,
-                                          name=f"leasegate {name}")
-            else:
-                self._work.put((run, args))
-                if self._free.acquire(blocking=False):
-                    return
-                thread = threading.Thread(target=self._serve, daemon=True,
-                                          name=f"leasegate {name}")
-            self._threads.append(thread)
-            thread.start()
-
-    def close(self, *, wait: bool) -> None:
-        """End each thread once the work queued before is done; with ``wait``, wait for
-        them all (and for those that functions still running start meanwhile), then
-        raise the first error a function raised."""
-        with self._lock:
-            self._closing = True
-            for _ in self._threads:
-                self._work.put(None)  # after all the work: each thread's last
-        if not wait:
+        if exc_type is not None:
             return
         joined = 0
-        while joined < len(self._threads):
+        while joined < len(self._threads):  # a thread may start another meanwhile
             self._threads[joined].join()
             joined += 1
         if self._errors:
             raise self._errors[0]
 
-    def _serve(self) -> None:
-        while (work := self._work.get()) is not None:
-            self._run(*work)
-            self._free.release()
-
-    def _run(self, run: Callable[..., object], args: tuple[Any, ...]) -> None:
-        try:
-            run(*args)
-        except BaseException as error:
-            log.exception("leasegate: %r failed in a thread", run)
-            self._errors.append(error)
+    def start_soon(self, run: Callable[..., object], *args: Any, name: str | None = None) -> None:
+        thread = threading.Thread(target=_run, args=(run, args, self._errors), daemon=True,
+                                  name=f"leasegate {name or getattr(run, '__name__', '')}")
+        self._threads.append(thread)
+        thread.start()
 
 
 def open_task_group() -> TaskGroup:
@@ -140,12 +83,65 @@ def open_task_group() -> TaskGroup:
 
 
 def run_each(group: TaskGroup, run: Callable[[T], None], items: Sequence[T]) -> None:
-    """``run(item)`` for every item at once: the last in this thread, each other in a
-    thread of ``group`` (whose end waits for them)."""
-    for item in items[:-1]:
-        group.start_soon(run, item, name="handler")
-    if items:
-        run(items[-1])
+    """``run(item)`` for every item at once, and return when all have: the last in this
+    thread, the others in threads that a quick one frees for the next (``group`` waits
+    for nothing more)."""
+    if len(items) > 1:
+        with _Pool() as pool:
+            for item in items[:-1]:
+                pool.start(run, item)
+            run(items[-1])
+    elif items:
+        run(items[0])
+
+
+def _run(run: Callable[..., object], args: tuple[Any, ...], errors: list[BaseException]) -> None:
+    try:
+        run(*args)
+    except BaseException as error:
+        log.exception("leasegate: %r failed in a thread", run)
+        errors.append(error)
+
+
+class _Pool:
+    """Threads for the handlers of a lease call: each starts at once, in a thread that
+    is free if one is, else in a new one (a daemon), so that quick handlers share a
+    few threads and slow ones get a thread each. Leaving it waits for them all (and
+    raises the first error one raised), unless it is left by an error (Ctrl-C)."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[Callable[[Any], None], Any] | None] = (
+            queue.SimpleQueue())
+        self._free = threading.Semaphore(0)  # threads waiting for work
+        self._threads: list[threading.Thread] = []
+        self._errors: list[BaseException] = []
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for _ in self._threads:
+            self._work.put(None)  # after all the work: each thread's last
+        if exc_type is not None:
+            return
+        for thread in self._threads:
+            thread.join()
+        if self._errors:
+            raise self._errors[0]
+
+    def start(self, run: Callable[[T], None], item: T) -> None:
+        self._work.put((run, item))
+        if not self._free.acquire(blocking=False):
+            thread = threading.Thread(target=self._serve, daemon=True, name="leasegate handler")
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self) -> None:
+        while (work := self._work.get()) is not None:
+            run, item = work
+            _run(run, (item,), self._errors)
+            self._free.release()
 
 
 class CancelScope:

@@ -42,10 +42,10 @@ class Renewals:
             self._live.add(job)
             if self._running:
                 self._schedule(job, at)
-            else:  # the task reads _due as it starts
-                self._due[job] = at
-                self._running = True
-                self._group.start_soon(self._run, name=f"renewals {job.worker_id}")
+                return
+            self._due[job] = at  # read by the task as it starts
+            self._running = True
+        self._group.start_soon(self._run, name=f"renewals {job.worker_id}")
 
     def _schedule(self, job: Job, at: float) -> None:
         self._due[job] = at
