@@ -38,14 +38,13 @@ current_time = time.monotonic
 
 
 def check_unbatched_max(max: int) -> None:
-    """Without ``batch`` a lease call's jobs would run one after the other, so ``max``
-    must be 1."""
+    """Without ``batch`` the blocking worker takes one job a lease call: its handler runs
+    alone, in the calling thread."""
     if max != 1:
         raise ValueError(
             f"Worker leases one job a call unless batch=N is given, so max must be 1, not "
-            f"{max!r}: a job leased beside it would hold its lane unstarted until its claim "
-            "ran out. Use batch=N (handlers in threads) or AsyncWorker to run several jobs "
-            "of one lease call concurrently."
+            f"{max!r}: its handler runs alone, in the calling thread. Use batch=N (handlers "
+            "in threads) or AsyncWorker to run several jobs of one lease call concurrently."
         )
 
 
