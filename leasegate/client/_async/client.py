@@ -6,14 +6,13 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 import httpx
 
 from leasegate.client._async.backend import Stopper, current_time, open_task_group, sleep
 from leasegate.client._async.events import read_events
-from leasegate.client._async.http import AsyncHTTP
+from leasegate.client._async.http import AsyncHTTP, AsyncHTTPOwner
 from leasegate.client._batch import chunks, submitted
 from leasegate.client._errors import LeasegateError, StateConflict, TransportError
 from leasegate.client._events import Cursor, Event
@@ -42,7 +41,7 @@ from leasegate.client._types import (
 log = logging.getLogger("leasegate.client")
 
 
-class AsyncClientBase:
+class AsyncClientBase(AsyncHTTPOwner):
     """All of :class:`AsyncClient` but its waits (and so of :class:`Client`, generated)."""
 
     def __init__(
@@ -57,21 +56,6 @@ class AsyncClientBase:
         self._http = AsyncHTTP(
             base_url, key, timeout=timeout, transport=transport, retry=retry or Retry()
         )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
 
     # ---- tasks ------------------------------------------------------------------------
 

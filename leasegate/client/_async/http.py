@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, TypedDict, Unpack
+from types import TracebackType
+from typing import Any, Self, TypedDict, Unpack
 
 import httpx
 
@@ -89,3 +90,24 @@ class AsyncHTTP:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+class AsyncHTTPOwner:
+    """What holds a connection pool (``_http``): ``async with`` it, or :meth:`aclose` it."""
+
+    _http: AsyncHTTP
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()

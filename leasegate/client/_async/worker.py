@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Protocol, Self, cast
+from typing import Any, Protocol, cast
 
 import httpx
 
@@ -24,7 +23,7 @@ from leasegate.client._async.backend import (
     run_each,
 )
 from leasegate.client._async.batches import BatchedCall
-from leasegate.client._async.http import AsyncHTTP
+from leasegate.client._async.http import AsyncHTTP, AsyncHTTPOwner
 from leasegate.client._async.renewals import Renewals
 from leasegate.client._batch import DEFAULT_LINGER
 from leasegate.client._errors import LeasegateError, TransportError
@@ -76,7 +75,7 @@ async def _ending(handler: AsyncHandler, job: AsyncJob) -> HandlerResult | Excep
         return error
 
 
-class AsyncWorker(_WorkerBase):
+class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
     """A worker: leases jobs and runs your handler on each, doing the protocol for it.
 
     ``Worker`` blocks: its handler takes a :class:`Job` and runs in the calling
@@ -131,21 +130,6 @@ class AsyncWorker(_WorkerBase):
         self._wall_clock = wall_clock
         self._epoch: float | None = None
         self._stopper = Stopper()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
 
     async def run(self, handler: AsyncHandler) -> None:
         """Lease and handle jobs until :meth:`stop` (or cancellation). A gateway that

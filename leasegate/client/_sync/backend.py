@@ -102,32 +102,22 @@ def _run(run: Callable[..., object], args: tuple[Any, ...], errors: list[BaseExc
         errors.append(error)
 
 
-class _Pool:
+class _Pool(TaskGroup):
     """Threads for the handlers of a lease call: each starts at once, in a thread that
     is free if one is, else in a new one (a daemon), so that quick handlers share a
-    few threads and slow ones get a thread each. Leaving it waits for them all (and
-    raises the first error one raised), unless it is left by an error (Ctrl-C)."""
+    few threads and slow ones get a thread each. Left as a group is."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._work: queue.SimpleQueue[tuple[Callable[[Any], None], Any] | None] = (
             queue.SimpleQueue())
         self._free = threading.Semaphore(0)  # threads waiting for work
-        self._threads: list[threading.Thread] = []
-        self._errors: list[BaseException] = []
-
-    def __enter__(self) -> Self:
-        return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         for _ in self._threads:
             self._work.put(None)  # after all the work: each thread's last
-        if exc_type is not None:
-            return
-        for thread in self._threads:
-            thread.join()
-        if self._errors:
-            raise self._errors[0]
+        super().__exit__(exc_type, exc, tb)
 
     def start(self, run: Callable[[T], None], item: T) -> None:
         self._work.put((run, item))

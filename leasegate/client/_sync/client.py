@@ -7,8 +7,7 @@ import contextlib
 import logging
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 import httpx
 
@@ -27,7 +26,7 @@ from leasegate.client._requests import (
 )
 from leasegate.client._sync.backend import Stopper, current_time, open_task_group, sleep
 from leasegate.client._sync.events import read_events
-from leasegate.client._sync.http import SyncHTTP
+from leasegate.client._sync.http import SyncHTTP, SyncHTTPOwner
 from leasegate.client._types import (
     Account,
     DeviceHeartbeat,
@@ -43,7 +42,7 @@ from leasegate.client._types import (
 log = logging.getLogger("leasegate.client")
 
 
-class ClientBase:
+class ClientBase(SyncHTTPOwner):
     """All of :class:`AsyncClient` but its waits (and so of :class:`Client`, generated)."""
 
     def __init__(
@@ -58,21 +57,6 @@ class ClientBase:
         self._http = SyncHTTP(
             base_url, key, timeout=timeout, transport=transport, retry=retry or Retry()
         )
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._http.close()
 
     # ---- tasks ------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, TypedDict, Unpack
+from types import TracebackType
+from typing import Any, Self, TypedDict, Unpack
 
 import httpx
 
@@ -90,3 +91,24 @@ class SyncHTTP:
 
     def close(self) -> None:
         self.client.close()
+
+
+class SyncHTTPOwner:
+    """What holds a connection pool (``_http``): ``async with`` it, or :meth:`aclose` it."""
+
+    _http: SyncHTTP
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()

@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Protocol, Self, cast
+from typing import Any, Protocol, cast
 
 import httpx
 
@@ -49,7 +48,7 @@ from leasegate.client._sync.backend import (
     run_each,
 )
 from leasegate.client._sync.batches import BatchedCall
-from leasegate.client._sync.http import SyncHTTP
+from leasegate.client._sync.http import SyncHTTP, SyncHTTPOwner
 from leasegate.client._sync.renewals import Renewals
 from leasegate.client._types import JSONObject
 
@@ -77,7 +76,7 @@ def _ending(handler: Handler, job: Job) -> HandlerResult | Exception:
         return error
 
 
-class Worker(_WorkerBase):
+class Worker(_WorkerBase, SyncHTTPOwner):
     """A worker: leases jobs and runs your handler on each, doing the protocol for it.
 
     ``Worker`` blocks: its handler takes a :class:`Job` and runs in the calling
@@ -132,21 +131,6 @@ class Worker(_WorkerBase):
         self._wall_clock = wall_clock
         self._epoch: float | None = None
         self._stopper = Stopper()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._http.close()
 
     def run(self, handler: Handler) -> None:
         """Lease and handle jobs until :meth:`stop` (or cancellation). A gateway that
