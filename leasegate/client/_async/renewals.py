@@ -13,7 +13,7 @@ from leasegate.client._protocol import _WorkerBase
 
 class Renewals:
     """The renewals of a lease call's running tasks, from one task (``Worker``: one
-    thread) started with the first renewal filed: it sleeps until the next is due,
+    thread) that runs while a handler does: it sleeps until the next renewal is due,
     sends each due renewal in a task (a thread) of its own, so that none waits for
     another, then files the job's next one. Most handlers end well before their first
     renewal (a third of the lease): they then cost nothing more here. :meth:`discard`
@@ -21,22 +21,20 @@ class Renewals:
     runs to its end, and its answer is ignored). Every change is made inside ``with
     self._changed`` (a lock for threads)."""
 
-    def __init__(self, worker: _WorkerBase, http: AsyncHTTP, group: TaskGroup,
-                 jobs: int) -> None:
+    def __init__(self, worker: _WorkerBase, http: AsyncHTTP, group: TaskGroup) -> None:
         self._worker = worker
         self._http = http
         self._group = group
-        self._left = jobs  # jobs whose handling has not ended: _run() returns at none
-        self._live: set[AsyncJob] = set()  # handlers running
+        self._live: set[AsyncJob] = set()  # handlers running: _run() returns at none
         self._due: dict[AsyncJob, float] = {}
         self._sending: dict[AsyncJob, CancelScope] = {}
         self._wake_at = math.inf  # when _run() wakes up next
-        self._running = False  # _run() started
+        self._running = False  # _run() started and not yet returning
         self._changed = Wakeup()
 
     def add(self, job: AsyncJob, at: float) -> None:
         """``job``'s handler starts: renew at ``at`` (``current_time()``), then as the
-        replies say, until :meth:`discard`. The first starts the renewals' task."""
+        replies say, until :meth:`discard`."""
         with self._changed:
             self._live.add(job)
             if self._running:
@@ -57,26 +55,22 @@ class Renewals:
             self._live.discard(job)
             self._due.pop(job, None)
             scope = self._sending.pop(job, None)
+            if not self._live:
+                self._changed.notify()  # the last: the renewals' task returns
         if scope is not None:
             scope.cancel()
 
-    def ended(self) -> None:
-        """A job of the lease call was handled (started or not): when all were, stop."""
-        with self._changed:
-            self._left -= 1
-            if self._left <= 0:
-                self._changed.notify()
-
     async def _run(self) -> None:
-        """Send the renewals as they fall due, until every job of the lease call ended."""
+        """Send the renewals as they fall due, while a handler runs."""
         with self._changed:
-            while self._left > 0:
+            while self._live:
                 now = current_time()
                 for job in [job for job, at in self._due.items() if at <= now]:
                     del self._due[job]
                     self._group.start_soon(self._renew, job, name=f"renew {job.id}")
                 self._wake_at = min(self._due.values(), default=math.inf)
                 await self._changed.wait_until(self._wake_at)
+            self._running = False
 
     async def _renew(self, job: AsyncJob) -> None:
         with CancelScope() as scope:

@@ -179,7 +179,7 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
             return 0
         handled: list[int] = []  # per job, 1 if its handler ran (appended by its task)
         async with open_task_group() as group:
-            renewals = Renewals(self, self._http, group, len(leases))
+            renewals = Renewals(self, self._http, group)
             if self.batch > 1:
                 batched = BatchedCall(self, self._http, renewals, leases, server_time)
                 await batched.run(group, handler, handled)
@@ -233,8 +233,6 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
         except Exception:
             log.exception("%s %s: handling the lease failed", self.channel, _lease_name(lease))
             return 0
-        finally:
-            renewals.ended()
 
     async def _run_started(self, job: AsyncJob, handler: AsyncHandler, renewals: Renewals,
                            report: Report, start: tuple[Mapping[str, Any], float | None]) -> int:

@@ -180,7 +180,7 @@ class Worker(_WorkerBase, SyncHTTPOwner):
             return 0
         handled: list[int] = []  # per job, 1 if its handler ran (appended by its task)
         with open_task_group() as group:
-            renewals = Renewals(self, self._http, group, len(leases))
+            renewals = Renewals(self, self._http, group)
             if self.batch > 1:
                 batched = BatchedCall(self, self._http, renewals, leases, server_time)
                 batched.run(group, handler, handled)
@@ -234,8 +234,6 @@ class Worker(_WorkerBase, SyncHTTPOwner):
         except Exception:
             log.exception("%s %s: handling the lease failed", self.channel, _lease_name(lease))
             return 0
-        finally:
-            renewals.ended()
 
     def _run_started(self, job: Job, handler: Handler, renewals: Renewals,
                            report: Report, start: tuple[Mapping[str, Any], float | None]) -> int:
