@@ -26,13 +26,15 @@ browser:
 	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }
 
 test: $(VENV)/.installed-dev browser
-	$(BIN)/ruff check leasegate tests bench
+	$(BIN)/python scripts/sync_sdk.py --check  # _sync/ is what scripts/sync_sdk.py writes
+	$(BIN)/ruff check leasegate tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest -n 2 --dist loadfile  # two workers, one file each: served tests keep their order
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check leasegate tests bench
+	$(BIN)/python scripts/sync_sdk.py --check  # _sync/ is what scripts/sync_sdk.py writes
+	$(BIN)/ruff check leasegate tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

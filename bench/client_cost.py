@@ -9,7 +9,9 @@ PATH`` prints a cProfile of one path instead) prints, for each path that
   ``httpx.MockTransport``;
 * consumers: ``AsyncWorker(max=10)`` (one start call per task, one result call
   per job) and ``AsyncWorker(batch=100)`` (starts and results in one call each),
-  under trio, over an async transport that answers at once;
+  under trio, over an async transport that answers at once; and the blocking
+  ``Worker`` (one job a lease call, and ``batch=100``: handlers in threads), over
+  an ``httpx.MockTransport``;
 
 and the CPU to construct a ``Client`` and an ``AsyncWorker`` for an ``http://``
 gateway (the real transport: no request is sent).
@@ -28,6 +30,7 @@ import argparse
 import cProfile
 import email.utils
 import gc
+import itertools
 import pstats
 import sys
 import time
@@ -38,7 +41,7 @@ import httpx
 import orjson
 import trio
 
-from leasegate.client import AsyncJob, AsyncWorker, Client
+from leasegate.client import AsyncJob, AsyncWorker, Client, Job, Worker
 
 BASE = "http://gateway.test"
 KEY = "lg_bench"
@@ -237,6 +240,23 @@ def consume(channel: str, jobs: int, batched: bool) -> FakeGateway:
     return fake
 
 
+def consume_blocking(channel: str, jobs: int, batched: bool) -> FakeGateway:
+    fake = FakeGateway()
+    worker = Worker(BASE, KEY, "w1", channel=channel,  # type: ignore[arg-type]
+                    wait_seconds=1, transport=fake.sync_transport(),
+                    batch=BATCH if batched else 1)
+    handled = itertools.count(1)  # handlers of a batch run in threads
+
+    def handler(job: Job) -> dict[str, Any]:
+        if next(handled) >= jobs:
+            worker.stop()
+        return {"n": job.params.get("n")}
+
+    with worker:
+        worker.run(handler)
+    return fake
+
+
 PATHS: dict[str, Callable[[int], FakeGateway]] = {
     "submit_query": lambda jobs: submit_one("queries", jobs),
     "submit_task": lambda jobs: submit_one("tasks", jobs),
@@ -246,6 +266,10 @@ PATHS: dict[str, Callable[[int], FakeGateway]] = {
     "worker tasks max=10": lambda jobs: consume("tasks", jobs, batched=False),
     "worker queries batch=100": lambda jobs: consume("queries", jobs, batched=True),
     "worker tasks batch=100": lambda jobs: consume("tasks", jobs, batched=True),
+    "Worker queries": lambda jobs: consume_blocking("queries", jobs, batched=False),
+    "Worker tasks": lambda jobs: consume_blocking("tasks", jobs, batched=False),
+    "Worker queries batch=100": lambda jobs: consume_blocking("queries", jobs, batched=True),
+    "Worker tasks batch=100": lambda jobs: consume_blocking("tasks", jobs, batched=True),
 }
 
 

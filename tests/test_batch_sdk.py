@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -42,18 +43,22 @@ Json = dict[str, Any]
 
 
 class AppTransport(httpx.AsyncBaseTransport):
-    """httpx → the gateway's Quart app in this process; counts the calls by path, and
-    lets a test change a request body on its way (``tamper``)."""
+    """httpx → the gateway's Quart app in this process; counts the calls by path, keeps
+    each call's query string and time, and lets a test change a request body on its
+    way (``tamper``, which may also raise as a bug below the SDK would)."""
 
     def __init__(self, gateway: Gateway, nursery: trio.Nursery) -> None:
         self.gateway = gateway
         self.nursery = nursery
         self.calls: Counter[str] = Counter()
+        self.sent: list[tuple[str, dict[str, str], float]] = []  # (call, query, when)
         self.tamper: Callable[[str, Json], Json] | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         self.calls[f"{request.method} {path}"] += 1
+        self.sent.append((f"{request.method} {path}", dict(request.url.params),
+                          trio.current_time()))
         data = await request.aread()
         if data and self.tamper is not None:
             data = json.dumps(self.tamper(path, json.loads(data))).encode()
@@ -232,6 +237,42 @@ async def test_a_refused_start_in_a_batch_skips_that_handler_alone(
         assert t1["status"] == "leased"  # its claim runs out and it is queued again
 
 
+async def test_a_bug_sending_results_costs_that_batch_alone(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An unexpected error while sending one batch of results (a bug below the SDK)
+    gives up that batch's results (logged), and never cancels the lease call's other
+    handlers nor keeps their results back."""
+    transport = AppTransport(gateway, nursery)
+    exploded = trio.Event()
+
+    def explode_once(path: str, body: Json) -> Json:
+        if path.endswith("/results") and not exploded.is_set():
+            exploded.set()
+            raise RuntimeError("a bug below the SDK")
+        return body
+
+    transport.tamper = explode_once
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_tasks([{**ORDER, "account": f"a{n}", "task_id": f"t{n}"}
+                                          for n in range(3)])
+        finished: list[str] = []
+
+        async def handler(job: AsyncJob) -> HandlerResult:
+            if job.id != "t0":
+                await exploded.wait()  # running when t0's result meets the bug
+            finished.append(job.id)
+            return {"ok": job.id}
+
+        with caplog.at_level(logging.ERROR, "leasegate.client"):
+            assert await worker(gateway, transport, batch=3).run_once(handler) == 3
+        statuses = {t: (await upstream.get_task(t))["status"] for t in ("t0", "t1", "t2")}
+    assert sorted(finished) == ["t0", "t1", "t2"]
+    assert statuses == {"t0": "running", "t1": "succeeded", "t2": "succeeded"}
+    assert any("could not be sent" in r.getMessage() and "t0" in r.getMessage()
+               for r in caplog.records)
+
+
 def test_batch_options_are_checked() -> None:
     cases: list[dict[str, Any]] = [{"batch": 0}, {"batch": 101}, {"batch": 5, "max": 3},
                                    {"linger": 2}]
@@ -272,6 +313,38 @@ def test_sync_submit_many_and_a_sync_batch_worker(served: Served) -> None:
     with Client(served.url, served.keys["client"]) as upstream:
         for query in queries:
             assert upstream.get_query(query["query_id"])["status"] == "succeeded"  # type: ignore[index]
+
+
+def test_a_bug_sending_results_costs_the_sync_worker_that_batch_alone(
+        served: Served, caplog: pytest.LogCaptureFixture) -> None:
+    """As for the async worker: the batch that met the bug is given up, the others are
+    handled and reported."""
+    exploded = threading.Event()
+
+    class Exploding(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if request.url.path.endswith("/results") and not exploded.is_set():
+                exploded.set()
+                raise RuntimeError("a bug below the SDK")
+            return super().handle_request(request)
+
+    def handler(job: Job) -> HandlerResult:
+        if job.params["n"] != 0:
+            assert exploded.wait(10)  # running when the first result meets the bug
+        return {"n": job.params["n"]}
+
+    with Client(served.url, served.keys["client"]) as upstream, \
+            Worker(served.url, served.keys["worker"], "desk-x", wait_seconds=1, batch=3,
+                   transport=Exploding()) as desk:
+        answers = upstream.submit_many_tasks(
+            [{"site": "shop", "kind": "k", "params": {"n": n}, "account": f"a{n}"}
+             for n in range(3)])
+        ids = [a["task_id"] for a in answers]  # type: ignore[index]
+        with caplog.at_level(logging.ERROR, "leasegate.client"):
+            assert desk.run_once(handler) == 3
+        statuses = [upstream.get_task(task_id)["status"] for task_id in ids]
+    assert statuses == ["running", "succeeded", "succeeded"]
+    assert any("could not be sent" in r.getMessage() for r in caplog.records)
 
 
 # ---- the outbox's decisions ----------------------------------------------------------

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from leasegate.client import Client
-from leasegate.client._http import Retry, SyncHTTP, _Urls, _verify, encode_json, path
+from leasegate.client._http import Retry, _Urls, _verify, encode_json, path
+from leasegate.client._sync.http import SyncHTTP
 
 
 class Colour(enum.Enum):

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import trio
 import trio.lowlevel
 
@@ -18,9 +19,12 @@ from leasegate.client import (
     Client,
     HandlerResult,
     Job,
+    Task,
     Worker,
 )
+from tests.conftest import Gateway
 from tests.served import Served, start, stop
+from tests.test_batch_sdk import AppTransport
 
 
 def test_sync_worker_places_an_order_once(served: Served) -> None:
@@ -102,3 +106,60 @@ async def test_async_worker_under_trio(served: Served) -> None:
         results = [await client.get_task(task_id) for task_id in ids]
     assert [r["result"] for r in results] == [{"seen": 0}, {"seen": 1}, {"seen": 2}]
     assert {r["status"] for r in results} == {"succeeded"}
+
+
+# ---- waiting for a task: a long-poll, as for a query -----------------------------------
+
+
+async def test_wait_task_long_polls_and_hears_of_the_end_at_once(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+    """A waiting upstream costs one request per 30 s, and has the task as it settles."""
+    transport = AppTransport(gateway, nursery)
+    returned: list[tuple[Task, float]] = []
+
+    async def handler(job: AsyncJob) -> HandlerResult:
+        return {"order_no": "A1"}
+
+    async with AsyncClient("http://gateway", gateway.keys["t1"], transport=transport) as upstream, \
+            AsyncWorker("http://gateway", gateway.keys["worker"], "desk-w", transport=transport,
+                        wait_seconds=0) as desk:
+        task_id = (await upstream.submit_task("shop", "k", {}, account="a1"))["task_id"]
+
+        async def wait() -> None:
+            task = await upstream.wait_task(task_id)
+            returned.append((task, trio.current_time()))
+
+        began = trio.current_time()
+        async with trio.open_nursery() as waiting:
+            waiting.start_soon(wait)
+            await trio.sleep(100)
+            assert await desk.run_once(handler) == 1
+    ((task, at),) = returned
+    assert task["status"] == "succeeded" and at - began < 101
+    polls = [query for call, query, _ in transport.sent if call == f"GET /v1/tasks/{task_id}"]
+    assert polls == [{"wait_seconds": "30"}] * 4  # at 0, 30, 60 and 90 s
+
+
+def test_the_sync_wait_task_long_polls(served: Served) -> None:
+    polled = threading.Event()
+    gets: list[httpx.URL] = []
+
+    class Counting(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if request.method == "GET":
+                gets.append(request.url)
+                polled.set()
+            return super().handle_request(request)
+
+    waited: list[Task] = []
+    with Client(served.url, served.keys["client"], transport=Counting()) as client, \
+            Worker(served.url, served.keys["worker"], "desk-w", wait_seconds=1) as worker:
+        task_id = client.submit_task("shop", "place_order", {}, account="alice")["task_id"]
+        waiter = threading.Thread(
+            target=lambda: waited.append(client.wait_task(task_id, timeout=20)))
+        waiter.start()
+        assert polled.wait(10)
+        assert worker.run_once(lambda job: {"order_no": "A1"}) == 1
+        waiter.join(30)
+    assert [task["status"] for task in waited] == ["succeeded"]
+    assert [url.params.get("wait_seconds") for url in gets] == ["20"]  # one request, held

@@ -41,8 +41,8 @@ is generated before the first try, so a retried submit never runs twice::
 :class:`AsyncWorker` and :class:`AsyncClient` are the same under trio or asyncio.
 """
 
-from leasegate.client._async_worker import AsyncWorker
-from leasegate.client._client import AsyncClient, Client
+from leasegate.client._async.worker import AsyncWorker
+from leasegate.client._clients import AsyncClient, Client
 from leasegate.client._errors import (
     ArtifactNotFound,
     DeviceLimit,
@@ -81,6 +81,7 @@ from leasegate.client._job import (
     Outcome,
     Paused,
 )
+from leasegate.client._sync.worker import Worker
 from leasegate.client._types import (
     Account,
     DeviceHeartbeat,
@@ -91,7 +92,6 @@ from leasegate.client._types import (
     Task,
     TaskSubmitted,
 )
-from leasegate.client._worker import Worker
 
 __all__ = [
     "Account",

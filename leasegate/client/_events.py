@@ -1,29 +1,21 @@
 """Live job events: ``GET /v1/events`` (Server-Sent Events), parsed and resumed.
 
-The gateway ends each stream after ``max_wait_seconds``; these iterators
-reconnect by themselves with ``Last-Event-ID`` (and after transport errors,
-5xx and 429, with the client's :class:`Retry` pauses), so the caller sees one
-endless sequence of :class:`JobEvent`. When the gateway cannot resume (the
-events were no longer kept, or this reader fell behind) it yields a
-:class:`EventsReset`: re-read whatever you show, then carry on.
+The gateway ends each stream after ``max_wait_seconds``; the SDK's iterators
+(``read_events``, ``_async/events.py``) reconnect by themselves with
+``Last-Event-ID`` (and after transport errors, 5xx and 429, with the client's
+:class:`Retry` pauses), so the caller sees one endless sequence of
+:class:`JobEvent`. When the gateway cannot resume (the events were no longer
+kept, or this reader fell behind) it yields a :class:`EventsReset`: re-read
+whatever you show, then carry on. This module parses the stream and keeps the
+place to resume from.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import time
-from collections.abc import AsyncGenerator, Generator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
-
-import anyio
-import httpx
-
-from leasegate.client._errors import LeasegateError, error_from_response
-from leasegate.client._http import AsyncHTTP, SyncHTTP, next_delay, retryable
-
-log = logging.getLogger("leasegate.client")
 
 READ_TIMEOUT: Final = 60.0  # the gateway writes at least every 15 s (keep-alive comments)
 
@@ -84,7 +76,7 @@ class SSEParser:
         return None
 
 
-class _Cursor:
+class Cursor:
     """The filters of one ``events()`` call and where it stands."""
 
     def __init__(self, job_ids: Iterable[str] | None, site: str | None,
@@ -115,56 +107,3 @@ class _Cursor:
         if kind == "reset":
             return EventsReset(json.loads(data).get("reason", ""), self.last_event_id)
         return None  # a type this SDK does not know yet
-
-
-def sync_events(http: SyncHTTP, cursor: _Cursor) -> Generator[Event, None, None]:
-    failures = 0
-    timeout = httpx.Timeout(http.timeout, read=READ_TIMEOUT)
-    while True:
-        try:
-            with http.client.stream("GET", "/v1/events", params=cursor.params,
-                                    headers=cursor.headers(), timeout=timeout) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    raise error_from_response(response)
-                failures = 0
-                parser = SSEParser()
-                for line in response.iter_lines():
-                    message = parser.feed(line)
-                    event = cursor.parse(message) if message else None
-                    if event is not None:
-                        yield event
-            continue  # the stream ended (max_wait_seconds): resume at once
-        except (httpx.TransportError, LeasegateError) as error:
-            if isinstance(error, LeasegateError) and not retryable(error):
-                raise
-            failures += 1
-            delay = next_delay(error, failures, http.retry, forever=True, what="GET /v1/events")
-        time.sleep(delay)
-
-
-async def async_events(http: AsyncHTTP, cursor: _Cursor) -> AsyncGenerator[Event, None]:
-    failures = 0
-    timeout = httpx.Timeout(http.timeout, read=READ_TIMEOUT)
-    while True:
-        try:
-            async with http.client.stream("GET", "/v1/events", params=cursor.params,
-                                          headers=cursor.headers(),
-                                          timeout=timeout) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise error_from_response(response)
-                failures = 0
-                parser = SSEParser()
-                async for line in response.aiter_lines():
-                    message = parser.feed(line)
-                    event = cursor.parse(message) if message else None
-                    if event is not None:
-                        yield event
-            continue
-        except (httpx.TransportError, LeasegateError) as error:
-            if isinstance(error, LeasegateError) and not retryable(error):
-                raise
-            failures += 1
-            delay = next_delay(error, failures, http.retry, forever=True, what="GET /v1/events")
-        await anyio.sleep(delay)

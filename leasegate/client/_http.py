@@ -1,4 +1,4 @@
-"""The private request layer: one JSON call, retried when that is safe.
+"""The private request layer's parts without I/O (the calls: ``_async/http.py``).
 
 Every call the SDK makes is safe to repeat (submits carry their id, leases a
 ``request_id``, start/renew/result the lease token), so a transport error, a
@@ -14,15 +14,13 @@ import random
 import re
 import secrets
 import ssl
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, TypedDict, Unpack
+from typing import Any, Final
 from urllib.parse import quote
 
-import anyio
 import httpx
 import orjson
 
@@ -68,22 +66,6 @@ class Retry:
         return max(pause, retry_after) if retry_after is not None else pause
 
 
-class CallOptions(TypedDict, total=False):
-    """The keywords of :meth:`AsyncHTTP.call` (defaults: those of ``call_dated``)."""
-
-    json: Any
-    params: Params | None
-    extra_timeout: float
-    attempts: int | None
-    forever: bool
-
-
-class SyncCallOptions(CallOptions, total=False):
-    """The keywords of :meth:`SyncHTTP.call`: :class:`CallOptions` and the retry pause."""
-
-    sleep: Callable[[float], None]
-
-
 def new_id() -> str:
     """A client-side id: 96 random bits, so a retry can replay the same submit."""
     return secrets.token_hex(12)
@@ -99,7 +81,7 @@ def _headers(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}", "User-Agent": USER_AGENT}
 
 
-_JSON_HEADERS: Final = {"Content-Type": "application/json"}
+JSON_HEADERS: Final = {"Content-Type": "application/json"}
 _PLAIN_SCALARS: Final = (str, bool, type(None))
 _INT64: Final = 2**63
 
@@ -141,7 +123,8 @@ def encode_json(body: Any) -> bytes:
                          allow_nan=False).encode("utf-8")
 
 
-def _decode(response: httpx.Response) -> Any:
+def decode(response: httpx.Response) -> Any:
+    """A reply's JSON; an error reply raised as its :class:`LeasegateError`."""
     if response.status_code >= 400:
         raise error_from_response(response)
     try:
@@ -220,6 +203,20 @@ _SIMPLE_PATH: Final = re.compile(r"/[A-Za-z0-9\-._~%:@/]*")
 _MAX_CACHED_URLS: Final = 256
 
 
+def client_options(base_url: str, key: str, timeout: float, transport: object) -> dict[str, Any]:
+    """The keywords of the httpx client (sync or async) of the gateway at ``base_url``."""
+    return {"base_url": base_url, "headers": _headers(key), "timeout": timeout,
+            "transport": transport, "verify": _verify(base_url, transport)}
+
+
+def tuned(client: httpx.Client | httpx.AsyncClient) -> _Urls:
+    """Give ``client`` the cookie jar that skips replies without cookies (when it has
+    httpx's own jar), and return its maker of absolute URLs."""
+    if isinstance(getattr(client, "_cookies", None), httpx.Cookies):  # httpx's own
+        client._cookies = _Cookies(client.cookies.jar)
+    return _Urls(client)
+
+
 class _Urls:
     """The absolute URL of a request path, as httpx would merge it with the base URL
     (``Client._merge_url``), without its two URL parses per request: the fixed paths
@@ -262,125 +259,3 @@ def next_delay(error: Exception, failures: int, retry: Retry, *, forever: bool, 
     delay = retry.delay(failures, retry_after)
     log.warning("%s failed (%r), try %d; retrying in %.1fs", what, error, failures, delay)
     return delay
-
-
-class SyncHTTP:
-    """An ``httpx.Client`` with the gateway's key, answers decoded, retries done."""
-
-    def __init__(
-        self,
-        base_url: str,
-        key: str,
-        *,
-        timeout: float,
-        transport: httpx.BaseTransport | None,
-        retry: Retry,
-    ) -> None:
-        self.timeout = timeout
-        self.retry = retry
-        self.client = httpx.Client(
-            base_url=base_url, headers=_headers(key), timeout=timeout, transport=transport,
-            verify=_verify(base_url, transport),
-        )
-        if isinstance(getattr(self.client, "_cookies", None), httpx.Cookies):  # httpx's own
-            self.client._cookies = _Cookies(self.client.cookies.jar)
-        self._url = _Urls(self.client)
-
-    def call(self, method: str, url: str, **options: Unpack[SyncCallOptions]) -> Any:
-        """Send one request (again, with the same body, while that is safe)."""
-        return self.call_dated(method, url, **options)[0]
-
-    def call_dated(
-        self,
-        method: str,
-        url: str,
-        *,
-        json: Any = None,
-        params: Params | None = None,
-        extra_timeout: float = 0.0,
-        attempts: int | None = None,
-        forever: bool = False,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> tuple[Any, float | None]:
-        """:meth:`call`, and the gateway's clock when it answered (see :func:`server_time`)."""
-        retry = self.retry if attempts is None else replace(self.retry, attempts=attempts)
-        absolute = self._url(url)
-        # Encoded once: every retry sends the same bytes.
-        content = None if json is None else encode_json(json)
-        headers = None if json is None else _JSON_HEADERS
-        failures = 0
-        while True:
-            try:
-                response = self.client.request(
-                    method, absolute, content=content, headers=headers, params=params,
-                    timeout=self.timeout + extra_timeout,
-                )
-                return _decode(response), server_time(response)
-            except (httpx.TransportError, LeasegateError) as error:
-                failures += 1
-                delay = next_delay(error, failures, retry, forever=forever, what=f"{method} {url}")
-            sleep(delay)
-
-    def close(self) -> None:
-        self.client.close()
-
-
-class AsyncHTTP:
-    """An ``httpx.AsyncClient`` with the gateway's key, answers decoded, retries done."""
-
-    def __init__(
-        self,
-        base_url: str,
-        key: str,
-        *,
-        timeout: float,
-        transport: httpx.AsyncBaseTransport | None,
-        retry: Retry,
-    ) -> None:
-        self.timeout = timeout
-        self.retry = retry
-        self.client = httpx.AsyncClient(
-            base_url=base_url, headers=_headers(key), timeout=timeout, transport=transport,
-            verify=_verify(base_url, transport),
-        )
-        if isinstance(getattr(self.client, "_cookies", None), httpx.Cookies):  # httpx's own
-            self.client._cookies = _Cookies(self.client.cookies.jar)
-        self._url = _Urls(self.client)
-
-    async def call(self, method: str, url: str, **options: Unpack[CallOptions]) -> Any:
-        """Send one request (again, with the same body, while that is safe)."""
-        reply, _ = await self.call_dated(method, url, **options)
-        return reply
-
-    async def call_dated(
-        self,
-        method: str,
-        url: str,
-        *,
-        json: Any = None,
-        params: Params | None = None,
-        extra_timeout: float = 0.0,
-        attempts: int | None = None,
-        forever: bool = False,
-    ) -> tuple[Any, float | None]:
-        """:meth:`call`, and the gateway's clock when it answered (see :func:`server_time`)."""
-        retry = self.retry if attempts is None else replace(self.retry, attempts=attempts)
-        absolute = self._url(url)
-        # Encoded once: every retry sends the same bytes.
-        content = None if json is None else encode_json(json)
-        headers = None if json is None else _JSON_HEADERS
-        failures = 0
-        while True:
-            try:
-                response = await self.client.request(
-                    method, absolute, content=content, headers=headers, params=params,
-                    timeout=self.timeout + extra_timeout,
-                )
-                return _decode(response), server_time(response)
-            except (httpx.TransportError, LeasegateError) as error:
-                failures += 1
-                delay = next_delay(error, failures, retry, forever=forever, what=f"{method} {url}")
-            await anyio.sleep(delay)
-
-    async def aclose(self) -> None:
-        await self.client.aclose()

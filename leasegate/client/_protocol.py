@@ -1,8 +1,9 @@
 """Workers: lease, start, renew, report, with every retry of the protocol done right.
 
 This module holds the rules and the decisions both workers share
-(:class:`_WorkerBase`); the steps themselves are in ``_worker`` (sync) and
-``_async_worker`` (async), which mirror each other.
+(:class:`_WorkerBase`); the steps themselves are written once, in
+``_async/worker.py`` (:class:`AsyncWorker`), from which ``scripts/sync_sdk.py``
+generates ``_sync/worker.py`` (:class:`Worker`).
 
 The rules, whatever the network does:
 
@@ -39,7 +40,9 @@ The rules, whatever the network does:
   body (the result replaced by a note, the checkpoint left out; not for a
   pause, see :func:`_slimmed`);
 - an error while handling or reporting one job is logged and never cancels
-  or skips another job of the same lease call;
+  or skips another job of the same lease call; an unexpected error while
+  sending a batch of results gives up that batch's results (logged), and no
+  other job's;
 - with ``batch`` (2–100), a lease call takes up to ``batch`` jobs, the tasks
   among them are started in one call (each start still answered on its own:
   a handler runs only if its own start was taken), and results go out
@@ -65,18 +68,7 @@ from leasegate.client._errors import (
     TransportError,
 )
 from leasegate.client._http import Retry, new_id, retryable
-from leasegate.client._job import (
-    NOT_SENT,
-    AsyncHandler,
-    AsyncJob,
-    BaseJob,
-    Canceled,
-    Channel,
-    Handler,
-    HandlerResult,
-    Job,
-    Outcome,
-)
+from leasegate.client._job import NOT_SENT, BaseJob, Canceled, Channel, HandlerResult
 from leasegate.client._types import JSONObject
 
 log = logging.getLogger("leasegate.client")
@@ -137,25 +129,19 @@ def _lease_name(lease: Lease) -> str:
     return str(lease.get("task_id") or lease.get("query_id") or "?")
 
 
-def _ending(handler: Handler, job: Job) -> HandlerResult | Exception:
-    """What the handler returned or raised (an exception is reported as failed)."""
-    try:
-        return handler(job)
-    except Outcome as outcome:
-        return outcome
-    except Exception as error:
-        log.exception("%s %s: the handler raised; reporting failed", job.channel, job.id)
-        return error
+def interrupted(error: BaseException) -> bool:
+    """A KeyboardInterrupt (Ctrl-C), alone or in exception groups (trio wraps it)."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(interrupted(inner) for inner in error.exceptions)
+    return isinstance(error, KeyboardInterrupt)
 
 
-async def _async_ending(handler: AsyncHandler, job: AsyncJob) -> HandlerResult | Exception:
-    try:
-        return await handler(job)
-    except Outcome as outcome:
-        return outcome
-    except Exception as error:
-        log.exception("%s %s: the handler raised; reporting failed", job.channel, job.id)
-        return error
+def log_interrupted(worker_id: str) -> None:
+    """One line, no traceback. Nothing is given back: a lease not yet started comes back
+    after the claim window, a started task becomes ``stale`` when its lease lapses (its
+    handler may have acted), a query is redelivered when its lease lapses."""
+    log.warning("leasegate worker %s: interrupted, stopped; what it held is left to its "
+                "lease (claim window; a started task becomes stale)", worker_id)
 
 
 class _WorkerBase:
@@ -322,6 +308,15 @@ class _WorkerBase:
     def _report_crashed(self, job: BaseJob) -> None:
         log.exception("%s %s: could not report the result", job.channel, job.id)
 
+    def _result_body(self, job: BaseJob, ending: HandlerResult | Exception) -> JSONObject | None:
+        """The result to send for what the handler returned or raised, or None if it could
+        not be made (logged: the job is not reported)."""
+        try:
+            return job._result_body(ending)
+        except Exception:
+            self._report_crashed(job)
+            return None
+
     def _renew_failed(self, job: BaseJob, error: Exception) -> None:
         if isinstance(error, TaskLeaseInvalid):
             log.warning("task %s: lease lost (%s)", job.id, error)
@@ -332,5 +327,5 @@ class _WorkerBase:
             log.error("task %s: renew failed", job.id, exc_info=error)
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """Raised out of a retry pause when the worker is stopped."""

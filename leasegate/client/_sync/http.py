@@ -1,0 +1,114 @@
+# Generated from leasegate/client/_async/http.py by scripts/sync_sdk.py: do not edit.
+"""The request layer's calls: one JSON call, retried when that is safe (see ``_http``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import TracebackType
+from typing import Any, Self, TypedDict, Unpack
+
+import httpx
+
+from leasegate.client._errors import LeasegateError
+from leasegate.client._http import (
+    JSON_HEADERS,
+    Params,
+    Retry,
+    client_options,
+    decode,
+    encode_json,
+    next_delay,
+    server_time,
+    tuned,
+)
+from leasegate.client._sync.backend import Sleep, sleep
+
+
+class CallOptions(TypedDict, total=False):
+    """The keywords of :meth:`AsyncHTTP.call` (defaults: those of ``call_dated``)."""
+
+    json: Any
+    params: Params | None
+    extra_timeout: float
+    attempts: int | None
+    forever: bool
+    pause: Sleep
+
+
+class SyncHTTP:
+    """An httpx client with the gateway's key, answers decoded, retries done."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        *,
+        timeout: float,
+        transport: httpx.BaseTransport | None,
+        retry: Retry,
+    ) -> None:
+        self.timeout = timeout
+        self.retry = retry
+        self.client = httpx.Client(**client_options(base_url, key, timeout, transport))
+        self._url = tuned(self.client)
+
+    def call(self, method: str, url: str, **options: Unpack[CallOptions]) -> Any:
+        """Send one request (again, with the same body, while that is safe)."""
+        reply, _ = self.call_dated(method, url, **options)
+        return reply
+
+    def call_dated(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        params: Params | None = None,
+        extra_timeout: float = 0.0,
+        attempts: int | None = None,
+        forever: bool = False,
+        pause: Sleep = sleep,
+    ) -> tuple[Any, float | None]:
+        """:meth:`call`, and the gateway's clock when it answered (see ``server_time``).
+        ``pause`` sleeps between tries (a worker's ends early when it is stopped)."""
+        retry = self.retry if attempts is None else replace(self.retry, attempts=attempts)
+        absolute = self._url(url)
+        # Encoded once: every retry sends the same bytes.
+        content = None if json is None else encode_json(json)
+        headers = None if json is None else JSON_HEADERS
+        failures = 0
+        while True:
+            try:
+                response = self.client.request(
+                    method, absolute, content=content, headers=headers, params=params,
+                    timeout=self.timeout + extra_timeout,
+                )
+                return decode(response), server_time(response)
+            except (httpx.TransportError, LeasegateError) as error:
+                failures += 1
+                delay = next_delay(error, failures, retry, forever=forever, what=f"{method} {url}")
+            pause(delay)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class SyncHTTPOwner:
+    """What holds a connection pool (``_http``): ``async with`` it, or :meth:`aclose` it."""
+
+    _http: SyncHTTP
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
