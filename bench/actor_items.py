@@ -22,43 +22,35 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from leasegate.actors.mailbox import Ask
-from leasegate.actors.query_messages import (
-    LeaseQueries,
-    QueryResult,
-    QueryResults,
-    SubmitQueries,
-    SubmitQuery,
-)
+from leasegate.actors.queries.lease import LeaseQueries
+from leasegate.actors.queries.results import QueryResult, QueryResults
+from leasegate.actors.queries.submit import SubmitQueries, SubmitQuery
+from leasegate.actors.runtime.mailbox import Ask, Ref
 from leasegate.actors.system import open_system
-from leasegate.actors.task_messages import (
-    LeaseTasks,
-    StartTask,
-    StartTasks,
-    SubmitTask,
-    SubmitTasks,
-    TaskResult,
-    TaskResults,
-)
+from leasegate.actors.tasks.fenced import StartTask, StartTasks, TaskResult, TaskResults
+from leasegate.actors.tasks.lease import LeaseTasks
+from leasegate.actors.tasks.submit import SubmitTask, SubmitTasks
 from leasegate.settings import load
 
 BATCH = 100
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 def _process_cpu() -> float:
     return time.process_time()  # every thread of this process
 
 
-async def step(spent: dict[str, float], name: str, actor: Any, message: Ask[Any]) -> Any:
-    """Ask ``actor``; the process CPU the answer took is added to ``spent[name]``."""
+async def step(spent: dict[str, float], name: str, ref: Ref[A], message: Ask[A, R]) -> R:
+    """Ask ``ref``'s actor; the process CPU the answer took is added to ``spent[name]``."""
     began = _process_cpu()
-    reply = await actor.mailbox.ask(message)
+    reply = await ref.ask(message)
     spent[name] += _process_cpu() - began
     return reply
 
@@ -72,30 +64,31 @@ async def run(channel: str, rounds: int, spent: dict[str, float], inline: bool) 
             for _ in range(rounds):
                 ids = [f"j{n + i}" for i in range(BATCH)]
                 n += BATCH
-                actor: Any
                 if channel == "queries":
-                    actor = system.queries
-                    await step(spent, "submit", actor, SubmitQueries(tuple(
+                    queries = system.queries
+                    await step(spent, "submit", queries, SubmitQueries(tuple(
                         SubmitQuery("t1", "bench", "echo", {"n": i}, query_id=qid)
                         for i, qid in enumerate(ids))))
-                    leases = await step(spent, "lease", actor, LeaseQueries("w1", max=BATCH))
-                    await step(spent, "result", actor, QueryResults(tuple(
+                    got = await step(spent, "lease", queries, LeaseQueries("w1", max=BATCH))
+                    await step(spent, "result", queries, QueryResults(tuple(
                         QueryResult(lease.query_id, "w1", lease.lease_token, "succeeded",
-                                    {"ok": True}) for lease in leases)))
+                                    {"ok": True}) for lease in got)))
+                    leased = len(got)
                 else:
-                    actor = system.tasks
-                    await step(spent, "submit", actor, SubmitTasks(tuple(
+                    tasks = system.tasks
+                    await step(spent, "submit", tasks, SubmitTasks(tuple(
                         SubmitTask("t1", "bench", "echo", {"n": i}, task_id=tid,
                                    account=f"a{i}")
                         for i, tid in enumerate(ids))))
-                    leases = await step(spent, "lease", actor, LeaseTasks("w1", max=BATCH))
-                    await step(spent, "start", actor, StartTasks(tuple(
+                    leases = await step(spent, "lease", tasks, LeaseTasks("w1", max=BATCH))
+                    await step(spent, "start", tasks, StartTasks(tuple(
                         StartTask(lease.task_id, "w1", lease.lease_token) for lease in leases)))
-                    await step(spent, "result", actor, TaskResults(tuple(
+                    await step(spent, "result", tasks, TaskResults(tuple(
                         TaskResult(lease.task_id, "w1", lease.lease_token, "succeeded",
                                    {"ok": True}) for lease in leases)))
-                if len(leases) != BATCH:
-                    raise RuntimeError(f"leased {len(leases)} of {BATCH}")
+                    leased = len(leases)
+                if leased != BATCH:
+                    raise RuntimeError(f"leased {leased} of {BATCH}")
 
 
 def main() -> int:

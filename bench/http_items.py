@@ -31,7 +31,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from leasegate.actors.key_messages import CreateKey
+from leasegate.actors.keys.records import CreateKey
 from leasegate.actors.system import new_system
 from leasegate.http.app import create_app
 from leasegate.settings import load
@@ -71,8 +71,8 @@ async def run(channel: str, rounds: int, total: dict[str, float], http: dict[str
         app = create_app(system)
         async with trio.open_nursery() as nursery:
             await nursery.start(system.run)
-            client_key = (await system.keys.mailbox.ask(CreateKey("client", "c", "t1"))).key
-            worker_key = (await system.keys.mailbox.ask(CreateKey("worker", "w", None))).key
+            client_key = (await system.keys.ask(CreateKey("client", "c", "t1"))).key
+            worker_key = (await system.keys.ask(CreateKey("worker", "w", None))).key
             client = app.test_client()
 
             async def post(step: str, path: str, key: str, body: Any) -> Any:

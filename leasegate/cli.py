@@ -147,7 +147,7 @@ def _serve(args: argparse.Namespace) -> int:
             settings = settings.replace(unsafe_durability=True)
     except SettingsError as exc:
         return _fail(f"settings: {exc}", USAGE_ERROR)
-    from leasegate.actors.ledger import LedgerUnbalanced
+    from leasegate.actors.ledger.audit import LedgerUnbalanced
     from leasegate.server import Interrupted, StartupError, serve
 
     status, message = 0, ""

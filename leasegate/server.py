@@ -27,7 +27,7 @@ from hypercorn.config import Config, Sockets
 from hypercorn.trio.run import worker_serve
 from hypercorn.utils import wrap_app
 
-from leasegate.actors.key_messages import CountKeys, CreateKey, Role
+from leasegate.actors.keys.records import CountKeys, CreateKey, Role
 from leasegate.actors.system import System, new_system
 from leasegate.http import expect
 from leasegate.http.app import create_app
@@ -91,14 +91,14 @@ async def bootstrap_keys(system: System, out: TextIO) -> None:
     Fresh means no key was ever created: revoking every key after a leak and
     restarting must not print a new admin key into the logs.
     """
-    if await system.keys.mailbox.ask(CountKeys()):
+    if await system.keys.ask(CountKeys()):
         return
     print("Bootstrap keys (shown once; only their hashes are stored):", file=out)
     keys: tuple[tuple[Role, str, str | None], ...] = (
         ("admin", "bootstrap admin", None), ("worker", "bootstrap worker", None),
         ("client", "bootstrap client", BOOTSTRAP_TENANT))
     for role, name, tenant in keys:
-        created = await system.keys.mailbox.ask(CreateKey(role, name, tenant))
+        created = await system.keys.ask(CreateKey(role, name, tenant))
         suffix = f" (tenant {tenant})" if tenant else ""
         print(f"  {role:<6} {created.key}{suffix}", file=out)
     out.flush()

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from leasegate.actors.mailbox import Ask, Tell
 from leasegate.clock import Clock
 from leasegate.http.render import to_json
 from leasegate.settings import Settings, load
@@ -20,7 +19,6 @@ from tests import postgres
 from tests.served import Served, start, stop
 
 if TYPE_CHECKING:
-    from leasegate.actors.runtime import Actor
     from leasegate.actors.system import System
 
 # 2026-11-30T08:00:00Z: every test's wall clock starts here.
@@ -80,11 +78,11 @@ def db(tmp_path: Path) -> Database:
     return open_db(tmp_path / "leasegate.db")
 
 
-async def parked(actor: Actor, message: Ask[Any], *, deadline: float,
-                 give_back: Callable[[Any], Tell | None], on_timeout: object) -> Any:
+async def parked(actor: Any, message: Any, *, deadline: float,
+                 give_back: Callable[[Any], Any], on_timeout: object) -> Any:
     """``ask_parked``, with the reply as the API renders it."""
-    reply = await actor.mailbox.ask_parked(message, deadline=deadline, give_back=give_back,
-                                           on_timeout=on_timeout)
+    reply = await actor.ref.ask_parked(message, deadline=deadline, give_back=give_back,
+                                       on_timeout=on_timeout)
     return to_json(reply)
 
 
@@ -119,7 +117,7 @@ class Gateway:
 
 async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
                         clock: Clock) -> Gateway:
-    from leasegate.actors.key_messages import CreateKey, Role
+    from leasegate.actors.keys.records import CreateKey, Role
     from leasegate.actors.system import new_system
     from leasegate.http.app import create_app
 
@@ -131,7 +129,7 @@ async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
         ("admin", "admin", None), ("worker", "worker", None),
         ("t1", "client", "t1"), ("t2", "client", "t2"))
     for who, role, tenant in keys:
-        created = await system.keys.mailbox.ask(CreateKey(role, who, tenant))
+        created = await system.keys.ask(CreateKey(role, who, tenant))
         gateway.keys[who] = created.key
     return gateway
 

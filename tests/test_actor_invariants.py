@@ -15,17 +15,25 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from leasegate.actors import (
-    device_messages,
-    key_messages,
-    ledger_messages,
-    query_messages,
-    task_messages,
-)
-from leasegate.actors.mailbox import Ask, Message, Tell
+from leasegate.actors.devices import actor as devices_actor
+from leasegate.actors.devices import sightings
+from leasegate.actors.keys import actor as keys_actor
+from leasegate.actors.keys import records as key_messages
+from leasegate.actors.ledger import accounts, audit, holds
+from leasegate.actors.ledger import actor as ledger_actor
 from leasegate.actors.pages import Page
-from leasegate.actors.runtime import Actor
+from leasegate.actors.queries import actor as queries_actor
+from leasegate.actors.queries import lease as query_lease
+from leasegate.actors.queries import reads as query_reads
+from leasegate.actors.queries import results
+from leasegate.actors.queries import submit as query_submit
+from leasegate.actors.runtime.mailbox import Ask, Message, Ref, Tell
 from leasegate.actors.system import System, new_system
+from leasegate.actors.tasks import actor as tasks_actor
+from leasegate.actors.tasks import artifacts, control, device_actions, fenced, presence
+from leasegate.actors.tasks import lease as task_lease
+from leasegate.actors.tasks import reads as task_reads
+from leasegate.actors.tasks import submit as task_submit
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, LeasegateError
 from leasegate.settings import Settings
@@ -40,70 +48,70 @@ HOSTILE: tuple[object, ...] = (
 )
 
 # One message of each type with every field valid, to be spoiled field by field.
-VALID: dict[type[Message], Message] = {
+VALID: dict[type[Any], Any] = {
     key_messages.CreateKey: key_messages.CreateKey("worker", "w", None, ("shop",)),
     key_messages.LookupKey: key_messages.LookupKey("abc"),
     key_messages.ListKeys: key_messages.ListKeys(),
     key_messages.RevokeKey: key_messages.RevokeKey("abc"),
     key_messages.CountKeys: key_messages.CountKeys(),
-    query_messages.SubmitQuery: query_messages.SubmitQuery("ten", "shop", "balance", {}, "q1",
+    query_submit.SubmitQuery: query_submit.SubmitQuery("ten", "shop", "balance", {}, "q1",
                                                            5),
-    query_messages.GetQuery: query_messages.GetQuery("q1", "ten"),
-    query_messages.ListQueries: query_messages.ListQueries("ten", "queued", "shop", "balance"),
-    query_messages.LeaseQueries: query_messages.LeaseQueries("w1", ("shop",), 2, "r1"),
-    query_messages.QueryResult: query_messages.QueryResult("q1", "w1", "tok", "succeeded", {},
+    query_reads.GetQuery: query_reads.GetQuery("q1", "ten"),
+    query_reads.ListQueries: query_reads.ListQueries("ten", "queued", "shop", "balance"),
+    query_lease.LeaseQueries: query_lease.LeaseQueries("w1", ("shop",), 2, "r1"),
+    results.QueryResult: results.QueryResult("q1", "w1", "tok", "succeeded", {},
                                                            1, "m", 3, ("shop",)),
-    query_messages.ReleaseQueryLeases: query_messages.ReleaseQueryLeases((("q1", "tok"),)),
-    query_messages.CountQueries: query_messages.CountQueries(20),
-    query_messages.ListQuerySites: query_messages.ListQuerySites(),
-    query_messages.SubmitQueries: query_messages.SubmitQueries((
-        query_messages.SubmitQuery("ten", "shop", "balance", {}, "q2"),)),
-    query_messages.QueryResults: query_messages.QueryResults((
-        query_messages.QueryResult("q1", "w1", "tok", "succeeded"),)),
-    task_messages.SubmitTask: task_messages.SubmitTask(
+    query_lease.ReleaseQueryLeases: query_lease.ReleaseQueryLeases((("q1", "tok"),)),
+    query_reads.CountQueries: query_reads.CountQueries(20),
+    query_reads.ListQuerySites: query_reads.ListQuerySites(),
+    query_submit.SubmitQueries: query_submit.SubmitQueries((
+        query_submit.SubmitQuery("ten", "shop", "balance", {}, "q2"),)),
+    results.QueryResults: results.QueryResults((
+        results.QueryResult("q1", "w1", "tok", "succeeded"),)),
+    task_submit.SubmitTask: task_submit.SubmitTask(
         "ten", "shop", "order", {}, "t1", "acct", 3, 1.8e9, "dev", 5, 7),
-    task_messages.GetTask: task_messages.GetTask("t1", "ten"),
-    task_messages.ListTasks: task_messages.ListTasks("ten", "queued", "shop", "acct", "order"),
-    task_messages.ControlTask: task_messages.ControlTask("t1", "cancel", "ten"),
-    task_messages.LeaseTasks: task_messages.LeaseTasks("w1", ("shop",), 2, "r1"),
-    task_messages.StartTask: task_messages.StartTask("t1", "w1", "tok", ("shop",)),
-    task_messages.RenewTask: task_messages.RenewTask("t1", "w1", "tok", {}, ("shop",)),
-    task_messages.TaskResult: task_messages.TaskResult("t1", "w1", "tok", "failed", {}, 1, "m",
+    task_reads.GetTask: task_reads.GetTask("t1", "ten"),
+    task_reads.ListTasks: task_reads.ListTasks("ten", "queued", "shop", "acct", "order"),
+    control.ControlTask: control.ControlTask("t1", "cancel", "ten"),
+    task_lease.LeaseTasks: task_lease.LeaseTasks("w1", ("shop",), 2, "r1"),
+    fenced.StartTask: fenced.StartTask("t1", "w1", "tok", ("shop",)),
+    fenced.RenewTask: fenced.RenewTask("t1", "w1", "tok", {}, ("shop",)),
+    fenced.TaskResult: fenced.TaskResult("t1", "w1", "tok", "failed", {}, 1, "m",
                                                        3, {}, ("shop",)),
-    task_messages.ReclaimTask: task_messages.ReclaimTask("t1", "failed", "why", "admin", {}, 2),
-    task_messages.ReleaseTaskLeases: task_messages.ReleaseTaskLeases((("t1", "tok"),)),
-    task_messages.ListWorkers: task_messages.ListWorkers(),
-    task_messages.CheckTaskHealth: task_messages.CheckTaskHealth(20),
-    task_messages.ListSites: task_messages.ListSites(Page(), True),
-    task_messages.RecordArtifact: task_messages.RecordArtifact(
-        "t1", "w1", "tok", "a.txt", task_messages.Upload("staged", 1, "0" * 64), ("shop",)),
-    task_messages.ListArtifacts: task_messages.ListArtifacts("t1", "ten"),
-    task_messages.FindArtifact: task_messages.FindArtifact("t1", "a.txt", "ten"),
-    task_messages.CountTasks: task_messages.CountTasks(),
-    task_messages.ExistingTasks: task_messages.ExistingTasks(("t1",)),
-    task_messages.SubmitTasks: task_messages.SubmitTasks((
-        task_messages.SubmitTask("ten", "shop", "order", {}, "t2"),)),
-    task_messages.StartTasks: task_messages.StartTasks((
-        task_messages.StartTask("t1", "w1", "tok"),)),
-    task_messages.TaskResults: task_messages.TaskResults((
-        task_messages.TaskResult("t1", "w1", "tok", "failed"),)),
-    ledger_messages.Credit: ledger_messages.Credit("ten", 100, "r1", "memo"),
-    ledger_messages.GetAccount: ledger_messages.GetAccount("ten"),
-    ledger_messages.ListEntries: ledger_messages.ListEntries("ten"),
-    ledger_messages.ListAccounts: ledger_messages.ListAccounts(),
-    ledger_messages.ListHolds: ledger_messages.ListHolds("ten", "open"),
-    ledger_messages.PlaceHold: ledger_messages.PlaceHold("task", "t1", "ten", 5),
-    ledger_messages.PlaceHolds: ledger_messages.PlaceHolds((
-        ledger_messages.PlaceHold("task", "t3", "ten", 5),)),
-    ledger_messages.ReleaseHold: ledger_messages.ReleaseHold("task", "t1"),
-    ledger_messages.Settle: ledger_messages.Settle("task", "t1", "succeeded", 3),
-    ledger_messages.HoldsOf: ledger_messages.HoldsOf("query", ("q1",)),
-    ledger_messages.RunAudit: ledger_messages.RunAudit(),
-    task_messages.ApplyDeviceAction: task_messages.ApplyDeviceAction("ten", "dev", "pause"),
-    device_messages.SeeDevice: device_messages.SeeDevice("ten", "dev"),
-    device_messages.ActionDone: device_messages.ActionDone("ten", "dev", 3),
-    device_messages.ListDevices: device_messages.ListDevices("ten"),
-    device_messages.CountDevices: device_messages.CountDevices(),
+    control.ReclaimTask: control.ReclaimTask("t1", "failed", "why", "admin", {}, 2),
+    task_lease.ReleaseTaskLeases: task_lease.ReleaseTaskLeases((("t1", "tok"),)),
+    presence.ListWorkers: presence.ListWorkers(),
+    presence.CheckTaskHealth: presence.CheckTaskHealth(20),
+    presence.ListSites: presence.ListSites(Page(), True),
+    artifacts.RecordArtifact: artifacts.RecordArtifact(
+        "t1", "w1", "tok", "a.txt", artifacts.Upload("staged", 1, "0" * 64), ("shop",)),
+    artifacts.ListArtifacts: artifacts.ListArtifacts("t1", "ten"),
+    artifacts.FindArtifact: artifacts.FindArtifact("t1", "a.txt", "ten"),
+    task_reads.CountTasks: task_reads.CountTasks(),
+    task_reads.ExistingTasks: task_reads.ExistingTasks(("t1",)),
+    task_submit.SubmitTasks: task_submit.SubmitTasks((
+        task_submit.SubmitTask("ten", "shop", "order", {}, "t2"),)),
+    fenced.StartTasks: fenced.StartTasks((
+        fenced.StartTask("t1", "w1", "tok"),)),
+    fenced.TaskResults: fenced.TaskResults((
+        fenced.TaskResult("t1", "w1", "tok", "failed"),)),
+    accounts.Credit: accounts.Credit("ten", 100, "r1", "memo"),
+    accounts.GetAccount: accounts.GetAccount("ten"),
+    accounts.ListEntries: accounts.ListEntries("ten"),
+    accounts.ListAccounts: accounts.ListAccounts(),
+    holds.ListHolds: holds.ListHolds("ten", "open"),
+    holds.PlaceHold: holds.PlaceHold("task", "t1", "ten", 5),
+    holds.PlaceHolds: holds.PlaceHolds((
+        holds.PlaceHold("task", "t3", "ten", 5),)),
+    holds.ReleaseHold: holds.ReleaseHold("task", "t1"),
+    holds.Settle: holds.Settle("task", "t1", "succeeded", 3),
+    holds.HoldsOf: holds.HoldsOf("query", ("q1",)),
+    audit.RunAudit: audit.RunAudit(),
+    device_actions.ApplyDeviceAction: device_actions.ApplyDeviceAction("ten", "dev", "pause"),
+    sightings.SeeDevice: sightings.SeeDevice("ten", "dev"),
+    sightings.ActionDone: sightings.ActionDone("ten", "dev", 3),
+    sightings.ListDevices: sightings.ListDevices("ten"),
+    sightings.CountDevices: sightings.CountDevices(),
 }
 
 # Values each named field must refuse (400), whatever the rest of the message says.
@@ -122,22 +130,26 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "leases": ((("t", ""),), (("t",),), (("a\n", "tok"),)),
     "amount": (-1, 10**20, True), "ref": ("", "a\n"), "channel": ("tasks",),
     "job_id": ("", "a\n"), "job_ids": (("a\n",), ("x",) * 501), "memo": ("x" * 257,),
-    "items": ((), ("a\n",), (task_messages.GetTask("t1"),)),
+    "items": ((), ("a\n",), (task_reads.GetTask("t1"),)),
     "version": (-1, 10**20, True), "top": (-1, 501, True), "unserved": ("yes", 1, None),
 }
 
 
+MODULES = (*tasks_actor.MODULES, *queries_actor.MODULES, *ledger_actor.MODULES,
+           *keys_actor.MODULES, *devices_actor.MODULES)
+
+
 def messages_of(module: ModuleType) -> Iterator[type[Message]]:
+    """The messages ``module`` defines (not a base they share, such as ``Fenced``)."""
     for value in vars(module).values():
         if (isinstance(value, type) and issubclass(value, Ask | Tell)
-                and value.__module__ == module.__name__ and dataclasses.is_dataclass(value)):
+                and value.__module__ == module.__name__ and dataclasses.is_dataclass(value)
+                and not value.__subclasses__()):
             yield value
 
 
 def test_every_message_type_is_covered() -> None:
-    every = {cls for module in (key_messages, query_messages, task_messages, ledger_messages,
-                                device_messages)
-             for cls in messages_of(module)}
+    every = {cls for module in MODULES for cls in messages_of(module)}
     assert every == set(VALID)
 
 
@@ -155,48 +167,50 @@ async def system(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
     yield system
 
 
-def owner(system: System, cls: type[Message]) -> Actor:
-    module = cls.__module__
-    return {key_messages.__name__: system.keys, query_messages.__name__: system.queries,
-            task_messages.__name__: system.tasks, ledger_messages.__name__: system.ledger,
-            device_messages.__name__: system.devices}[module]
+def owner(system: System, cls: type[Message]) -> Ref[Any]:
+    """The ref of the actor whose package defines ``cls``."""
+    refs: dict[str, Ref[Any]] = {"tasks": system.tasks, "queries": system.queries,
+                                 "ledger": system.ledger, "keys": system.keys,
+                                 "devices": system.devices}
+    return refs[cls.__module__.split(".")[2]]
 
 
-async def send(actor: Actor, message: Message) -> object:
+async def send(ref: Ref[Any], message: Message) -> object:
     """The reply or the domain error. A Tell has no reply to carry its error: the
     actor runs the same ``check`` first and drops what it refuses, so that is what
     is asked of it here, after the actor has taken it (and must still be serving)."""
     try:
         with trio.move_on_after(60):  # a valid ``wait=True`` parks; virtual time ends it
-            return await _send(actor, message)
+            return await _send(ref, message)
         return "parked"
     except LeasegateError as exc:
         return exc
 
 
-async def _send(actor: Actor, message: Message) -> object:
+async def _send(ref: Ref[Any], message: Message) -> object:
     if isinstance(message, Tell):
-        await actor.mailbox.tell(message)
+        await ref.tell(message)
         message.check()
         return None
     assert isinstance(message, Ask)
-    return await actor.mailbox.ask(message)
+    reply: object = await ref.ask(message)
+    return reply
 
 
 async def still_serving(system: System) -> None:
-    assert await system.keys.mailbox.ask(key_messages.CountKeys()) >= 0
-    await system.queries.mailbox.ask(query_messages.CountQueries())
-    await system.tasks.mailbox.ask(task_messages.CheckTaskHealth())
-    assert (await system.ledger.mailbox.ask(ledger_messages.RunAudit())).ok
+    assert await system.keys.ask(key_messages.CountKeys()) >= 0
+    await system.queries.ask(query_reads.CountQueries())
+    await system.tasks.ask(presence.CheckTaskHealth())
+    assert (await system.ledger.ask(audit.RunAudit())).ok
 
 
 async def test_out_of_range_values_are_domain_errors(system: System,
                                                    autojump_clock: MockClock) -> None:
     refused: list[str] = []
     for cls, message in VALID.items():
-        for field in dataclasses.fields(message):  # type: ignore[arg-type]
+        for field in dataclasses.fields(message):
             for value in OUT_OF_RANGE.get(field.name, ()):
-                bad: Any = dataclasses.replace(message, **{field.name: value})  # type: ignore[type-var]
+                bad: Any = dataclasses.replace(message, **{field.name: value})
                 answer = await send(owner(system, cls), bad)
                 if not (isinstance(answer, LeasegateError) and answer.status == 400):
                     refused.append(f"{cls.__name__}.{field.name}={value!r:.30}: {answer!r:.80}")

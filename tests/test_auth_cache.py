@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 from trio.testing import MockClock
 
-from leasegate.actors.key_messages import CreateKey, RevokeKey
+from leasegate.actors.keys.records import CreateKey, RevokeKey
 from leasegate.http.auth import VERIFIED_SECONDS, Authenticator
 from tests.conftest import Gateway
 
@@ -38,7 +38,7 @@ async def test_a_key_revoked_behind_the_apis_back_is_refused_once_its_entry_expi
         gateway: Gateway, autojump_clock: MockClock) -> None:
     assert await lease(gateway, gateway.keys["worker"]) == 200
     # As a restored backup would: the key changes without the HTTP layer being told.
-    await gateway.system.keys.mailbox.ask(RevokeKey(gateway.keys["worker"].split("_")[1]))
+    await gateway.system.keys.ask(RevokeKey(gateway.keys["worker"].split("_")[1]))
     await trio.sleep(VERIFIED_SECONDS + 1)
     assert await lease(gateway, gateway.keys["worker"]) == 401
 
@@ -58,7 +58,7 @@ async def test_invented_keys_do_not_grow_the_cache(gateway: Gateway) -> None:
     auth.address_limiter.rate = 0  # off: every invented key reaches the checks
     valid = [gateway.keys["worker"], gateway.keys["admin"]]
     for n in range(3):
-        created = await gateway.system.keys.mailbox.ask(CreateKey("worker", f"w{n}", None))
+        created = await gateway.system.keys.ask(CreateKey("worker", f"w{n}", None))
         valid.append(created.key)
     key_id = gateway.keys["worker"].split("_")[1]
     for n in range(100):

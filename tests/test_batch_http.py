@@ -227,7 +227,7 @@ async def test_a_batch_whose_enqueue_fails_leaves_no_holds(
         exc.sqlite_errorcode = sqlite3.SQLITE_FULL
         raise exc
 
-    monkeypatch.setattr(gateway.system.tasks.db, "run", full)
+    monkeypatch.setattr(gateway.system.task_actor.db, "run", full)
     status, body = await call(gateway, "POST", "/v1/tasks/batch", "t1", {"items": [
         {**ORDER, "account": f"a{n}", "max_cost": 10} for n in range(5)]})
     assert (status, body["error"]["code"]) == (503, 5030)

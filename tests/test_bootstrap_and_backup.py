@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 
-from leasegate.actors.key_messages import RevokeKey
+from leasegate.actors.keys.records import RevokeKey
 from leasegate.actors.system import new_system
 from leasegate.clock import Clock
 from leasegate.server import bootstrap_keys
@@ -30,7 +30,7 @@ async def test_bootstrap_prints_keys_only_on_a_fresh_database(
         await bootstrap_keys(system, again)
         assert again.getvalue() == ""
         for key in keys:  # revoke everything, as after a leak
-            await system.keys.mailbox.ask(RevokeKey(key.split("_")[1]))
+            await system.keys.ask(RevokeKey(key.split("_")[1]))
         after_revoking = io.StringIO()
         await bootstrap_keys(system, after_revoking)
         assert after_revoking.getvalue() == ""  # no fresh admin key in the logs

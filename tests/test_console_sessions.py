@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from leasegate.actors.history import JobEvent
+from leasegate.actors.queue.history import JobEvent
 from leasegate.clock import Clock
 from leasegate.http.console.activity import Activity
 from leasegate.http.console.sessions import MAX_NOTICES, Sessions

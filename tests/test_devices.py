@@ -224,7 +224,7 @@ async def test_an_away_action_lost_in_a_crash_is_sent_again_on_restart(
         await submit(gw, task_id="b1", **BATCH, device_id="d1")
         # The crash: the tracker commits "away", but its message never reaches the
         # task actor (the process dies before the forwarder sends it).
-        gw.system.devices.outbox.put = lambda item: None  # type: ignore[method-assign]
+        gw.system.device_actor.turn.outbox.put = lambda item: None  # type: ignore[method-assign]
         await trio.sleep(PAUSE + 1)
         assert (await devices(gw))[("t1", "d1")]["state"] == "away"
         assert (await get(gw, "b1"))["status"] == "queued"  # not paused: the message is lost

@@ -1,6 +1,6 @@
 """DryFilters: within a turn, a sites filter that found no work finds none again."""
 
-from leasegate.actors.leases import DryFilters
+from leasegate.actors.queue.leases import DryFilters
 
 
 def test_dry_within_a_turn_only() -> None:

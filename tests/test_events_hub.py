@@ -12,9 +12,9 @@ from typing import Any
 import trio
 import trio.testing
 
-from leasegate.actors.event_hub import GAP_SECONDS, EventFilter, EventHub, Reset
-from leasegate.actors.history import JobEvent
-from leasegate.actors.task_messages import RenewTask
+from leasegate.actors.queue.event_hub import GAP_SECONDS, EventFilter, EventHub, Reset
+from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.tasks.fenced import RenewTask
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from tests.conftest import start_gateway
@@ -166,7 +166,7 @@ async def test_stale_reclaim_the_cap_and_the_purge(nursery: trio.Nursery, tmp_pa
     assert items[4]["detail"]["by"].startswith("admin (")  # key name (key id)
 
     fenced = await running("t-long")
-    tasks = gateway.system.tasks.mailbox
+    tasks = gateway.system.tasks
     await tasks.ask(RenewTask("t-long", fenced["worker_id"], fenced["lease_token"],
                               progress={"rows": ["x" * 100] * 100}))  # 10 kB
     for n in range(250):  # straight to the actor: quicker than 250 requests

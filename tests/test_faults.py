@@ -155,7 +155,7 @@ async def test_a_full_disk_is_503_for_a_backup_and_leaves_no_partial_file(
 async def test_a_failing_database_is_logged_once_per_window_not_per_request(
         gateway: Gateway, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    db = gateway.system.tasks.db
+    db = gateway.system.task_actor.db
     real_run = db.run
 
     async def full(fn: Callable[[sqlite3.Connection], Any]) -> Any:

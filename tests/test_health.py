@@ -9,14 +9,14 @@ import httpx
 import trio
 import trio.testing
 
-from leasegate.actors.task_messages import SubmitTask
+from leasegate.actors.tasks.submit import SubmitTask
 from tests.conftest import Gateway
 from tests.served import Served
 
 
 async def test_the_public_view_stays_small_however_many_sites(gateway: Gateway) -> None:
     async def submit(site: int) -> None:
-        await gateway.system.tasks.mailbox.ask(SubmitTask("t1", f"site-{site:04d}", "export"))
+        await gateway.system.tasks.ask(SubmitTask("t1", f"site-{site:04d}", "export"))
 
     async with trio.open_nursery() as nursery:
         for site in range(500):

@@ -138,7 +138,7 @@ async def test_rate_limit_is_429_with_retry_after(
 
 async def test_storage_failure_is_503_then_recovers(gateway: Gateway) -> None:
     assert (await gateway.call("POST", "/v1/queries", "t1", json=QUERY))[0] == 201
-    queries_db = gateway.system.queries.db
+    queries_db = gateway.system.query_actor.db
     pages = queries_db.run_sync(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
     queries_db.run_sync(lambda c: c.execute(f"PRAGMA max_page_count = {pages}"))
     filler = {**QUERY, "params": {"x": "y" * 60000}}
@@ -285,10 +285,10 @@ async def test_callers_without_a_known_key_are_limited_by_address(
 async def test_unknown_key_ids_are_remembered_briefly(
         gateway: Gateway, autojump_clock: trio.testing.MockClock,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from leasegate.actors.key_messages import LookupKey
+    from leasegate.actors.keys.records import LookupKey
 
     lookups: list[str] = []
-    mailbox = gateway.system.keys.mailbox
+    mailbox = gateway.system.keys
     real_ask = mailbox.ask
 
     async def counting_ask(message: Any) -> Any:

@@ -140,11 +140,11 @@ async def test_tenants_see_only_their_own(gateway: Gateway) -> None:
 
 
 async def test_worker_sites_filter_and_key_sites(gateway: Gateway) -> None:
-    from leasegate.actors.key_messages import CreateKey
+    from leasegate.actors.keys.records import CreateKey
 
     await submit(gateway, query_id="a", site="shop-a")
     await submit(gateway, query_id="b", site="shop-b")
-    created = await gateway.system.keys.mailbox.ask(
+    created = await gateway.system.keys.ask(
         CreateKey("worker", "b-only", None, ("shop-b",)))
     gateway.keys["b-only"] = created.key
     status, body = await gateway.call("POST", "/v1/queries/lease", "b-only", json={
@@ -159,13 +159,13 @@ async def test_worker_sites_filter_and_key_sites(gateway: Gateway) -> None:
 
 
 async def test_a_site_limited_key_may_not_report_another_sites_query(gateway: Gateway) -> None:
-    from leasegate.actors.key_messages import CreateKey
+    from leasegate.actors.keys.records import CreateKey
 
     await submit(gateway, query_id="a", site="shop-a")
     _, leased = await gateway.call("POST", "/v1/queries/lease", "worker",
                                    json={"worker_id": "w", "wait_seconds": 0})
     token = leased["items"][0]["lease_token"]
-    created = await gateway.system.keys.mailbox.ask(
+    created = await gateway.system.keys.ask(
         CreateKey("worker", "b-only", None, ("shop-b",)))
     gateway.keys["b-only"] = created.key
     status, body = await gateway.call("POST", "/v1/queries/a/result", "b-only", json={

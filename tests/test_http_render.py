@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 
 from leasegate.actors.payloads import encoded_size
-from leasegate.actors.task_views import Started, TaskView
+from leasegate.actors.tasks.views import Started, TaskView
 from leasegate.actors.views import INSTANT, Billing, JobError
 from leasegate.clock import iso
 from leasegate.errors import LeasegateError
 from leasegate.http.json_fields import MAX_JSON_DEPTH, check_json_field
 from leasegate.http.render import _is_instant, _is_plain, to_json
 
-VIEW_MODULES = ("views", "query_views", "task_views", "key_views", "ledger_views",
-                "device_views")
+VIEW_MODULES = ("views", "queries.views", "tasks.views", "keys.views", "ledger.views",
+                "devices.views", "queue.history")
 
 
 def reference(value: object) -> Any:

@@ -15,8 +15,8 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.ledger import LedgerUnbalanced
-from leasegate.actors.ledger_messages import PlaceHold, Settle
+from leasegate.actors.ledger.audit import LedgerUnbalanced
+from leasegate.actors.ledger.holds import PlaceHold, Settle
 from leasegate.actors.system import new_system
 from leasegate.client import Client, HandlerResult, IdempotencyConflict, Job, NotFound, Worker
 from leasegate.clock import Clock
@@ -170,7 +170,7 @@ async def test_settle_charges_by_outcome_and_refunds_the_rest(
     assert money(await account(gateway)) == (250 - charged, 0, 250 - charged)
     assert money(await account(gateway, "@revenue")) == (charged, 0, charged)
     # A second settle (a duplicate notice) changes nothing.
-    await gateway.system.ledger.mailbox.tell(Settle("task", "t", "succeeded", 100))
+    await gateway.system.ledger.tell(Settle("task", "t", "succeeded", 100))
     assert money(await account(gateway)) == (250 - charged, 0, 250 - charged)
     status, body = await call(gateway, "GET", "/v1/tasks?limit=5", "t1")
     assert status == 200
@@ -238,10 +238,10 @@ async def test_recovery_settles_a_lost_settle_and_a_late_settle_changes_nothing(
         gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
     await credit(gateway, "t1", 100, "p")
     item = await running(gateway, "lost", max_cost=50)
-    ledger = gateway.system.ledger.mailbox
-    gateway.system.tasks.settle.ledger = None  # the notice is lost (a crash after commit)
+    ledger = gateway.system.ledger
+    gateway.system.task_actor.turn.settle.ledger = None  # the notice is lost (a crash after commit)
     await finish(gateway, item, "succeeded", cost=20)
-    gateway.system.tasks.settle.ledger = ledger
+    gateway.system.task_actor.turn.settle.ledger = ledger
     assert [h["status"] for h in await holds(gateway)] == ["open"]
     await trio.sleep(61)  # recovery
     assert [(h["status"], h["charged"]) for h in await holds(gateway)] == [("settled", 20)]
@@ -265,7 +265,7 @@ async def test_recovery_refunds_an_orphan_hold_past_max_age_and_never_a_live_job
         gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
     await credit(gateway, "t1", 100, "p")
     # A hold whose submit never arrived (the process died between the two).
-    await gateway.system.ledger.mailbox.ask(PlaceHold("task", "ghost", "t1", 10))
+    await gateway.system.ledger.ask(PlaceHold("task", "ghost", "t1", 10))
     await running(gateway, "stale", account="acct-s", max_cost=30)
     await submit(gateway, task_id="live", account="acct-q", max_cost=20)  # stays queued
     await trio.sleep(4 * 3600)
@@ -289,9 +289,9 @@ async def test_a_settled_job_id_is_never_held_again_after_retention(
     await finish(gateway, item, "succeeded", cost=15)
     await trio.sleep(2 * 3600)
     assert await holds(gateway) == []  # the hold row is gone, the journal stays
-    placed = await gateway.system.ledger.mailbox.ask(PlaceHold("task", "once", "t1", 40))
+    placed = await gateway.system.ledger.ask(PlaceHold("task", "once", "t1", 40))
     assert (placed.status, placed.created) == ("settled", False)
-    await gateway.system.ledger.mailbox.tell(Settle("task", "once", "failed"))
+    await gateway.system.ledger.tell(Settle("task", "once", "failed"))
     status, body = await call(gateway, "POST", "/v1/tasks", "t1",
                               {**ORDER, "task_id": "once", "max_cost": 40})
     assert (status, body["created"]) == (200, False)

@@ -16,7 +16,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from leasegate.actors.ledger_messages import PlaceHold, ReleaseHold
+from leasegate.actors.ledger.holds import PlaceHold, ReleaseHold
 from leasegate.actors.system import new_system
 from leasegate.clock import Clock
 from leasegate.http.app import create_app
@@ -138,7 +138,7 @@ async def test_the_audit_sums_a_journal_whose_lines_add_up_past_int64(
     balance it once had, so the audit passes."""
     gw = await start_gateway(nursery, tmp_path / "leasegate.db", settings, clock)
     await credit(gw, "t1", 2**53, "all")
-    ledger = gw.system.ledger.mailbox
+    ledger = gw.system.ledger
     for _ in range(1025):
         assert (await ledger.ask(PlaceHold("task", "again", "t1", 2**53))).created
         assert await ledger.ask(ReleaseHold("task", "again"))
@@ -200,9 +200,9 @@ async def test_books_that_overflowed_before_the_bounds_start_and_say_what_is_wro
 
 
 async def admin_key(system: Any) -> str:
-    from leasegate.actors.key_messages import CreateKey
+    from leasegate.actors.keys.records import CreateKey
 
-    return str((await system.keys.mailbox.ask(CreateKey("admin", "operator", None))).key)
+    return str((await system.keys.ask(CreateKey("admin", "operator", None))).key)
 
 
 def test_serve_on_overflowed_books_names_the_check_and_serves_when_allowed(

@@ -41,7 +41,7 @@ import tempfile
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import trio
 import trio.testing
@@ -56,22 +56,20 @@ from hypothesis.stateful import (
     rule,
 )
 
-from leasegate.actors import billing
-from leasegate.actors.ledger import audit, charge_for
-from leasegate.actors.ledger_messages import Credit, PlaceHold, ReleaseHold
-from leasegate.actors.mailbox import Ask, Mailbox
-from leasegate.actors.query_messages import LeaseQueries, QueryOutcome, QueryResult, SubmitQuery
+from leasegate.actors.jobs.facade import Jobs
+from leasegate.actors.ledger.accounts import Credit
+from leasegate.actors.ledger.audit import audit
+from leasegate.actors.ledger.holds import PlaceHold, ReleaseHold, charge_for
+from leasegate.actors.queries.lease import LeaseQueries
+from leasegate.actors.queries.results import QueryOutcome, QueryResult
+from leasegate.actors.queries.submit import SubmitQuery
+from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.system import System, new_system
-from leasegate.actors.task_messages import (
-    ControlTask,
-    LeaseTasks,
-    ReclaimAction,
-    ReclaimTask,
-    StartTask,
-    SubmitTask,
-    TaskOutcome,
-    TaskResult,
-)
+from leasegate.actors.tasks.control import ControlTask, ReclaimAction, ReclaimTask
+from leasegate.actors.tasks.fenced import StartTask, TaskOutcome, TaskResult
+from leasegate.actors.tasks.lease import LeaseTasks
+from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.clock import Clock
 from leasegate.errors import LeasegateError
 from leasegate.settings import HOUR, load
@@ -115,7 +113,7 @@ class Dying:
     """A mailbox that dies at one point: before or after a message of one type is
     delivered (and committed). Everything else goes through."""
 
-    def __init__(self, mailbox: Mailbox, kind: type[Ask[Any]], after: bool) -> None:
+    def __init__(self, mailbox: Any, kind: type[Any], after: bool) -> None:
         self.mailbox, self.kind, self.after = mailbox, kind, after
 
     async def ask(self, message: Any) -> Any:
@@ -245,11 +243,11 @@ class LedgerMachine(RuleBasedStateMachine):
 
     # ---- driving ----
 
-    def ask_tasks(self, message: Ask[T]) -> T | None:
+    def ask_tasks(self, message: Ask[Tasks, T]) -> T | None:
         """The reply, or None for an expected refusal (anything else is a bug)."""
         async def action(system: System) -> T | None:
             try:
-                return await system.tasks.mailbox.ask(message)
+                return await system.tasks.ask(message)
             except LeasegateError as exc:
                 assert exc.code in WORK_ERRORS, exc
                 return None
@@ -279,7 +277,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def credit(self, tenant: str, amount: int, ref: str) -> None:
         async def action(system: System) -> Any:
             try:
-                return await system.ledger.mailbox.ask(Credit(tenant, amount, ref))
+                return await system.ledger.ask(Credit(tenant, amount, ref))
             except LeasegateError as exc:
                 return exc
 
@@ -303,8 +301,8 @@ class LedgerMachine(RuleBasedStateMachine):
         before = self.available(tenant)
 
         async def action(system: System) -> Any:
-            ledger: Any = system.ledger.mailbox
-            queue: Any = system.tasks.mailbox if channel == "task" else system.queries.mailbox
+            ledger: Any = system.ledger
+            queue: Any = system.tasks if channel == "task" else system.queries
             if crash == "after hold":
                 ledger = Dying(ledger, PlaceHold, after=True)
             elif crash == "before release":
@@ -312,14 +310,14 @@ class LedgerMachine(RuleBasedStateMachine):
             elif crash == "after enqueue":
                 queue = Dying(queue, SubmitTask if channel == "task" else SubmitQuery,
                               after=True)
+            # The facade of the system, with a queue or the ledger that dies.
+            jobs = Jobs(tasks=queue, queries=queue, ledger=ledger, max_wait=0)
             try:
                 if channel == "task":
-                    return await billing.submit_task(
-                        cast(Mailbox, queue), cast(Mailbox, ledger),
+                    return await jobs.tasks.submit(
                         SubmitTask(tenant, "shop", "order", {"v": variant}, job_id,
                                    account=job_id, max_cost=max_cost))
-                return await billing.submit_query(
-                    cast(Mailbox, queue), cast(Mailbox, ledger),
+                return await jobs.queries.submit(
                     SubmitQuery(tenant, "shop", "balance", {"v": variant}, job_id,
                                 max_cost=max_cost))
             except LeasegateError as exc:
@@ -390,11 +388,10 @@ class LedgerMachine(RuleBasedStateMachine):
                   lose_settle: bool) -> None:
         """A worker leases a task, and starts it, and reports (or stops on the way)."""
         async def action(system: System) -> list[tuple[str, str]]:
-            leases = await system.tasks.mailbox.ask(LeaseTasks("w1", None, 1))
+            leases = await system.tasks.ask(LeaseTasks("w1", None, 1))
             if how != "lease":
                 for got in leases:
-                    await system.tasks.mailbox.ask(StartTask(got.task_id, "w1",
-                                                             got.lease_token))
+                    await system.tasks.ask(StartTask(got.task_id, "w1", got.lease_token))
             return [(got.task_id, got.lease_token) for got in leases]
 
         for task_id, token in self.host.call(action):
@@ -416,17 +413,18 @@ class LedgerMachine(RuleBasedStateMachine):
         task_id, token = self.pick(self.leases, index)
 
         async def action(system: System) -> object:
-            ledger = system.tasks.settle.ledger
+            settle = system.task_actor.turn.settle
+            ledger = settle.ledger
             if lose_settle:
-                system.tasks.settle.ledger = None
+                settle.ledger = None
             try:
-                return await system.tasks.mailbox.ask(
+                return await system.tasks.ask(
                     TaskResult(task_id, "w1", token, outcome, {"ok": True}, cost=cost))
             except LeasegateError as exc:
                 assert exc.code in WORK_ERRORS, exc
                 return None
             finally:
-                system.tasks.settle.ledger = ledger
+                settle.ledger = ledger
                 if lose_settle:
                     await self.host.crash()
 
@@ -453,18 +451,19 @@ class LedgerMachine(RuleBasedStateMachine):
     def work_query(self, outcome: QueryOutcome, cost: int | None, report: bool,
                    lose_settle: bool) -> None:
         async def action(system: System) -> None:
-            leases = await system.queries.mailbox.ask(LeaseQueries("q1", None, 1))
+            leases = await system.queries.ask(LeaseQueries("q1", None, 1))
             if not leases or not report:
                 return
-            ledger = system.queries.settle.ledger
+            settle = system.query_actor.turn.settle
+            ledger = settle.ledger
             if lose_settle:
-                system.queries.settle.ledger = None
+                settle.ledger = None
             try:
-                await system.queries.mailbox.ask(QueryResult(
+                await system.queries.ask(QueryResult(
                     leases[0].query_id, "q1", leases[0].lease_token, outcome, {"n": 1},
                     cost=cost))
             finally:
-                system.queries.settle.ledger = ledger
+                settle.ledger = ledger
                 if lose_settle:
                     await self.host.crash()
 

@@ -3,6 +3,7 @@ waiters its work may serve, and a lease handed to a gone caller comes back."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,56 +11,66 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.mailbox import Envelope, Reply
-from leasegate.actors.parking import Parking, Wait
-from leasegate.actors.queries import QueryQueue
-from leasegate.actors.query_messages import (
-    GetQuery,
-    LeaseQueries,
-    QueryResult,
-    SubmitQuery,
-    release_message,
-)
+from leasegate.actors.queries.actor import open_queries
+from leasegate.actors.queries.lease import LeaseQueries, release_message
+from leasegate.actors.queries.reads import GetQuery
+from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries.results import QueryResult
+from leasegate.actors.queries.submit import SubmitQuery
+from leasegate.actors.queries.turn import QueryTurn
+from leasegate.actors.runtime.actor import Actor, ActorStatistics
+from leasegate.actors.runtime.mailbox import Envelope, Reply
+from leasegate.actors.runtime.parking import Parking, Wait
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
 
 
-class CountingQueue(QueryQueue):
+class CountingQueue:
     """The query actor, counting the parked messages its turns look at."""
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
+    def __init__(self, actor: Actor[Queries, QueryTurn]) -> None:
+        self.actor = actor
+        self.ref = actor.ref
         self.visited: list[object] = []
+        # Each parked request's spec, its serve wrapped (the actor's own copy).
+        for kind, spec in list(actor._parks.items()):
+            def serve(turn: QueryTurn, message: Any, serve: Any = spec.serve) -> Any:
+                self.visited.append(message)
+                return serve(turn, message)
 
-    def serve_parked(self, conn: Any, message: Any) -> object | None:
-        self.visited.append(message)
-        return super().serve_parked(conn, message)
+            actor._parks[kind] = dataclasses.replace(spec, serve=serve)
+
+    def statistics(self) -> ActorStatistics:
+        return self.actor.statistics()
+
+    def drain(self) -> None:
+        self.actor.drain()
 
 
 @pytest.fixture
 async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
                 settings: Settings) -> AsyncIterator[CountingQueue]:
-    actor = CountingQueue(db, clock, settings)
+    actor = open_queries(db, clock, settings)
     await nursery.start(actor.run)
-    yield actor
+    yield CountingQueue(actor)
 
 
-async def submit(q: QueryQueue, query_id: str, site: str) -> None:
-    await q.mailbox.ask(SubmitQuery("t1", site, "balance", {}, query_id))
+async def submit(q: CountingQueue, query_id: str, site: str) -> None:
+    await q.ref.ask(SubmitQuery("t1", site, "balance", {}, query_id))
 
 
-async def wait_for_lease(q: QueryQueue, worker: str, sites: tuple[str, ...] | None,
+async def wait_for_lease(q: CountingQueue, worker: str, sites: tuple[str, ...] | None,
                          got: list[str], scope: trio.CancelScope | None = None) -> None:
     with scope or trio.CancelScope():
-        leases = await q.mailbox.ask_parked(
+        leases = await q.ref.ask_parked(
             LeaseQueries(worker, sites=sites, wait=True), deadline=trio.current_time() + 30,
             give_back=release_message, on_timeout=())
         got.extend(lease.query_id for lease in leases)
 
 
-async def read_when_ended(q: QueryQueue, query_id: str, read: list[Any]) -> None:
-    read.append(await q.mailbox.ask_parked(
+async def read_when_ended(q: CountingQueue, query_id: str, read: list[Any]) -> None:
+    read.append(await q.ref.ask_parked(
         GetQuery(query_id, wait=True), deadline=trio.current_time() + 30,
         give_back=lambda _: None, on_timeout=None))
 
@@ -72,7 +83,7 @@ async def test_a_cancelled_waiter_leaves_at_once_without_a_turn(
             nursery.start_soon(wait_for_lease, queue, f"w{n}", ("a",), [], scope)
         await trio.testing.wait_all_tasks_blocked()
         assert queue.statistics().parked == 3
-        turns = queue.turn
+        turns = queue.actor.turn.number
         scopes[1].cancel()
         await trio.testing.wait_all_tasks_blocked()
         assert queue.statistics().parked == 2
@@ -80,7 +91,7 @@ async def test_a_cancelled_waiter_leaves_at_once_without_a_turn(
             scope.cancel()
         await trio.testing.wait_all_tasks_blocked()
         assert queue.statistics().parked == 0
-        assert queue.turn == turns  # no turn was needed to forget them
+        assert queue.actor.turn.number == turns  # no turn was needed to forget them
     # ...and a later turn has nothing left to look at.
     await submit(queue, "q1", "a")
     assert queue.visited == []
@@ -121,12 +132,12 @@ async def test_ending_a_query_wakes_only_its_own_readers(
             await submit(queue, f"q{n}", "a")
             nursery.start_soon(read_when_ended, queue, f"q{n}", read)
         await trio.testing.wait_all_tasks_blocked()
-        [lease] = await queue.mailbox.ask(LeaseQueries("w1", sites=("a",)))
+        [lease] = await queue.ref.ask(LeaseQueries("w1", sites=("a",)))
         queue.visited.clear()
-        await queue.mailbox.ask(QueryResult(lease.query_id, "w1", lease.lease_token,
+        await queue.ref.ask(QueryResult(lease.query_id, "w1", lease.lease_token,
                                             "succeeded"))
         await trio.testing.wait_all_tasks_blocked()
-        assert [m.query_id for m in queue.visited] == [lease.query_id]  # type: ignore[attr-defined]
+        assert [m.job_id for m in queue.visited] == [lease.query_id]  # type: ignore[attr-defined]
         assert [v.query_id for v in read] == [lease.query_id]
         nursery.cancel_scope.cancel()
 
@@ -136,13 +147,13 @@ async def test_a_lease_handed_to_a_gone_caller_is_taken_back_at_once(
     # A caller that vanished without leaving (its reply slot broken): the turn
     # serves it, the hand-off fails, and the lease goes back at once.
     reply = Reply[Any]()
-    await queue._send.send(Envelope(LeaseQueries("gone", wait=True), reply))
+    await queue.actor._send.send(Envelope(LeaseQueries("gone", wait=True), reply))
     await trio.testing.wait_all_tasks_blocked()
     assert queue.statistics().parked == 1
     assert reply.leave() is None
     await submit(queue, "q1", "a")
     await trio.testing.wait_all_tasks_blocked()
-    row = await queue.mailbox.ask(GetQuery("q1"))
+    row = await queue.ref.ask(GetQuery("q1"))
     assert (row.status, row.attempts) == ("queued", 0)
     assert queue.statistics().parked == 0
     got: list[str] = []

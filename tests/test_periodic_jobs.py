@@ -32,7 +32,7 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.key_messages import CreateKey
+from leasegate.actors.keys.records import CreateKey
 from leasegate.actors.system import new_system
 from leasegate.clock import Clock
 from leasegate.http.app import create_app
@@ -367,7 +367,7 @@ async def test_health_is_degraded_when_a_job_has_not_run_for_three_intervals(
     client = app.test_client()
     async with trio.open_nursery() as nursery:
         await nursery.start(system.run)
-        admin = await system.keys.mailbox.ask(CreateKey("admin", "admin", None))
+        admin = await system.keys.ask(CreateKey("admin", "admin", None))
         auth = {"Authorization": f"Bearer {admin.key}"}
 
         async def health() -> Json:

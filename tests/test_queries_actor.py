@@ -9,16 +9,15 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.mailbox import Ask
-from leasegate.actors.queries import QueryQueue
-from leasegate.actors.query_messages import (
-    GetQuery,
-    LeaseQueries,
-    ListQueries,
-    QueryResult,
-    SubmitQuery,
-    release_message,
-)
+from leasegate.actors.queries.actor import open_queries
+from leasegate.actors.queries.lease import LeaseQueries, release_message
+from leasegate.actors.queries.reads import GetQuery, ListQueries
+from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries.results import QueryResult
+from leasegate.actors.queries.submit import SubmitQuery
+from leasegate.actors.queries.turn import QueryTurn
+from leasegate.actors.runtime.actor import Actor
+from leasegate.actors.runtime.mailbox import Ask
 from leasegate.clock import Clock
 from leasegate.errors import IdempotencyConflict, QueryLeaseInvalid, QueryNotFound
 from leasegate.http.render import to_json
@@ -26,31 +25,33 @@ from leasegate.settings import Settings
 from leasegate.storage.connection import Database
 from tests.conftest import EPOCH, parked
 
+QueryActor = Actor[Queries, QueryTurn]
+
 
 @pytest.fixture
 async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
-                settings: Settings) -> AsyncIterator[QueryQueue]:
-    actor = QueryQueue(db, clock, settings)
+                settings: Settings) -> AsyncIterator[QueryActor]:
+    actor = open_queries(db, clock, settings)
     await nursery.start(actor.run)
     yield actor
 
 
-async def ask(q: QueryQueue, message: Ask[object]) -> Any:
+async def ask(q: QueryActor, message: Ask[Queries, Any]) -> Any:
     """The reply as the API renders it."""
-    return to_json(await q.mailbox.ask(message))
+    return to_json(await q.ref.ask(message))
 
 
-async def submit(q: QueryQueue, query_id: str = "q1", site: str = "shop") -> dict[str, Any]:
+async def submit(q: QueryActor, query_id: str = "q1", site: str = "shop") -> dict[str, Any]:
     reply: dict[str, Any] = await ask(q, SubmitQuery("t1", site, "balance", {"a": 1}, query_id))
     return reply
 
 
-async def lease(q: QueryQueue, worker: str = "w1", **kw: Any) -> list[dict[str, Any]]:
+async def lease(q: QueryActor, worker: str = "w1", **kw: Any) -> list[dict[str, Any]]:
     reply: list[dict[str, Any]] = await ask(q, LeaseQueries(worker, **kw))
     return reply
 
 
-async def status(q: QueryQueue, query_id: str = "q1") -> dict[str, Any]:
+async def status(q: QueryActor, query_id: str = "q1") -> dict[str, Any]:
     reply: dict[str, Any] = await ask(q, GetQuery(query_id))
     return reply
 
@@ -59,7 +60,7 @@ def elapsed(clock: Clock) -> float:
     return clock.now() - EPOCH
 
 
-async def test_attempts_are_counted_at_lease(queue: QueryQueue) -> None:
+async def test_attempts_are_counted_at_lease(queue: QueryActor) -> None:
     await submit(queue)
     [first] = await lease(queue)
     assert first["attempt"] == 1
@@ -67,7 +68,7 @@ async def test_attempts_are_counted_at_lease(queue: QueryQueue) -> None:
 
 
 async def test_expired_lease_is_redelivered_at_its_deadline(
-        queue: QueryQueue, clock: Clock, autojump_clock: trio.testing.MockClock) -> None:
+        queue: QueryActor, clock: Clock, autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     [first] = await lease(queue)
     await trio.sleep(59.9)
@@ -80,7 +81,7 @@ async def test_expired_lease_is_redelivered_at_its_deadline(
     assert second["attempt"] == 2 and second["lease_token"] != first["lease_token"]
 
 
-async def test_attempts_exhausted_fails(queue: QueryQueue,
+async def test_attempts_exhausted_fails(queue: QueryActor,
                                         autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     for attempt in (1, 2, 3):
@@ -93,7 +94,7 @@ async def test_attempts_exhausted_fails(queue: QueryQueue,
     assert await lease(queue) == []
 
 
-async def test_ttl_comes_before_redelivery(queue: QueryQueue, clock: Clock,
+async def test_ttl_comes_before_redelivery(queue: QueryActor, clock: Clock,
                                            autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     await trio.sleep(570)
@@ -104,7 +105,7 @@ async def test_ttl_comes_before_redelivery(queue: QueryQueue, clock: Clock,
     assert elapsed(clock) == 600
 
 
-async def test_queued_query_expires_unleased(queue: QueryQueue,
+async def test_queued_query_expires_unleased(queue: QueryActor,
                                              autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     await trio.sleep(600)
@@ -113,7 +114,7 @@ async def test_queued_query_expires_unleased(queue: QueryQueue,
 
 
 async def test_late_result_after_redelivery_is_rejected(
-        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     [old] = await lease(queue, "w1")
     await trio.sleep(60)
@@ -125,7 +126,7 @@ async def test_late_result_after_redelivery_is_rejected(
 
 
 async def test_result_exactly_at_lease_expiry_is_rejected(
-        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     [got] = await lease(queue)
     await trio.sleep(60)
@@ -133,12 +134,12 @@ async def test_result_exactly_at_lease_expiry_is_rejected(
         await ask(queue, QueryResult("q1", "w1", got["lease_token"], "succeeded"))
 
 
-async def test_result_for_unknown_query(queue: QueryQueue) -> None:
+async def test_result_for_unknown_query(queue: QueryActor) -> None:
     with pytest.raises(QueryNotFound):
         await ask(queue, QueryResult("nope", "w1", "t", "succeeded"))
 
 
-async def test_idempotent_submit(queue: QueryQueue) -> None:
+async def test_idempotent_submit(queue: QueryActor) -> None:
     assert (await submit(queue))["created"] is True
     assert (await submit(queue))["created"] is False
     with pytest.raises(IdempotencyConflict):
@@ -147,7 +148,7 @@ async def test_idempotent_submit(queue: QueryQueue) -> None:
         await ask(queue, SubmitQuery("t2", "shop", "balance", {"a": 1}, "q1"))
 
 
-async def test_request_id_replays_the_same_lease(queue: QueryQueue) -> None:
+async def test_request_id_replays_the_same_lease(queue: QueryActor) -> None:
     await submit(queue, "q1")
     await submit(queue, "q2")
     first = await lease(queue, max=2, request_id="r1")
@@ -158,7 +159,7 @@ async def test_request_id_replays_the_same_lease(queue: QueryQueue) -> None:
     assert await lease(queue, "other-worker", request_id="r1") == []
 
 
-async def test_max_and_sites(queue: QueryQueue) -> None:
+async def test_max_and_sites(queue: QueryActor) -> None:
     for i in range(12):
         await submit(queue, f"q{i}", site="a" if i % 2 else "b")
     got = await lease(queue, max=10, sites=("a",))
@@ -168,7 +169,7 @@ async def test_max_and_sites(queue: QueryQueue) -> None:
 
 
 async def test_parked_lease_is_served_in_fifo_order(
-        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:
     served: list[tuple[str, str]] = []
 
     async def waiter(name: str) -> None:
@@ -188,7 +189,7 @@ async def test_parked_lease_is_served_in_fifo_order(
 
 
 async def test_caller_gone_at_hand_off_loses_nothing(
-        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:
     """Cancel a parked long-poll at every point around the hand-off: the query is
     either delivered to it or back in the queue at once (not after the lease TTL)."""
     for cut in range(6):
@@ -222,7 +223,7 @@ async def test_caller_gone_at_hand_off_loses_nothing(
             await ask(queue, QueryResult(g["query_id"], "cleanup", g["lease_token"], "succeeded"))
 
 
-async def test_retention_purge(queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+async def test_retention_purge(queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     [got] = await lease(queue)
     await ask(queue, QueryResult("q1", "w1", got["lease_token"], "succeeded"))
@@ -235,7 +236,7 @@ async def test_retention_purge(queue: QueryQueue, autojump_clock: trio.testing.M
                for job in queue.statistics().jobs)
 
 
-async def test_list_filters(queue: QueryQueue) -> None:
+async def test_list_filters(queue: QueryActor) -> None:
     await submit(queue, "a", site="s1")
     await submit(queue, "b", site="s2")
     page = await ask(queue, ListQueries(tenant="t1", site="s2"))
@@ -243,7 +244,7 @@ async def test_list_filters(queue: QueryQueue) -> None:
 
 
 async def test_drain_answers_parked_leases_with_empty_list(
-        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:
     results: list[Any] = []
 
     async def waiter() -> None:
@@ -265,7 +266,7 @@ async def test_round_trip_on_the_storage_thread(tmp_path: Any, clock: Clock,
     from tests.conftest import open_db
 
     threaded = open_db(tmp_path / "threaded.db", inline=False)
-    actor = QueryQueue(threaded, clock, settings)
+    actor = open_queries(threaded, clock, settings)
     async with trio.open_nursery() as nursery:
         await nursery.start(actor.run)
         await submit(actor)
@@ -288,7 +289,7 @@ async def test_round_trip_on_the_storage_thread(tmp_path: Any, clock: Clock,
 
 
 async def test_drain_answers_a_waiting_get_with_the_query_as_it_is(
-        queue: QueryQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     got: list[Any] = []
 

@@ -19,26 +19,18 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.mailbox import Ask
 from leasegate.actors.pages import Page
-from leasegate.actors.task_messages import (
-    CheckTaskHealth,
-    ControlTask,
-    GetTask,
-    LeaseTasks,
-    ListTasks,
-    ListWorkers,
-    ReclaimAction,
-    ReclaimTask,
-    ReleaseTaskLeases,
-    RenewTask,
-    StartTask,
-    SubmitTask,
-    TaskOutcome,
-    TaskResult,
-    release_message,
-)
-from leasegate.actors.tasks import TaskQueue
+from leasegate.actors.runtime.actor import Actor
+from leasegate.actors.runtime.mailbox import Ask
+from leasegate.actors.tasks.actor import open_tasks
+from leasegate.actors.tasks.control import ControlTask, ReclaimAction, ReclaimTask
+from leasegate.actors.tasks.fenced import RenewTask, StartTask, TaskOutcome, TaskResult
+from leasegate.actors.tasks.lease import LeaseTasks, ReleaseTaskLeases, release_message
+from leasegate.actors.tasks.presence import CheckTaskHealth, ListWorkers
+from leasegate.actors.tasks.reads import GetTask, ListTasks
+from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks.submit import SubmitTask
+from leasegate.actors.tasks.turn import TaskTurn
 from leasegate.clock import Clock, iso
 from leasegate.errors import (
     IdempotencyConflict,
@@ -53,24 +45,26 @@ from leasegate.settings import Settings
 from leasegate.storage.connection import Database
 from tests.conftest import EPOCH, open_db, parked
 
+TaskActor = Actor[Tasks, TaskTurn]
+
 HOUR = 3600.0
 DAY = 86400.0
 
 
 @pytest.fixture
 async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
-                settings: Settings) -> AsyncIterator[TaskQueue]:
-    actor = TaskQueue(db, clock, settings)
+                settings: Settings) -> AsyncIterator[TaskActor]:
+    actor = open_tasks(db, clock, settings)
     await nursery.start(actor.run)
     yield actor
 
 
-async def ask(q: TaskQueue, message: Ask[object]) -> Any:
+async def ask(q: TaskActor, message: Ask[Tasks, Any]) -> Any:
     """The reply as the API renders it."""
-    return to_json(await q.mailbox.ask(message))
+    return to_json(await q.ref.ask(message))
 
 
-async def submit(q: TaskQueue, task_id: str = "t1", site: str = "shop", account: str = "-",
+async def submit(q: TaskActor, task_id: str = "t1", site: str = "shop", account: str = "-",
                  **kw: Any) -> dict[str, Any]:
     params = kw.pop("params", {"sku": task_id})
     reply: dict[str, Any] = await ask(
@@ -78,36 +72,36 @@ async def submit(q: TaskQueue, task_id: str = "t1", site: str = "shop", account:
     return reply
 
 
-async def lease(q: TaskQueue, worker: str = "w1", **kw: Any) -> list[dict[str, Any]]:
+async def lease(q: TaskActor, worker: str = "w1", **kw: Any) -> list[dict[str, Any]]:
     reply: list[dict[str, Any]] = await ask(q, LeaseTasks(worker, **kw))
     return reply
 
 
-async def lease_one(q: TaskQueue, worker: str = "w1", **kw: Any) -> dict[str, Any]:
+async def lease_one(q: TaskActor, worker: str = "w1", **kw: Any) -> dict[str, Any]:
     [got] = await lease(q, worker, **kw)
     return got
 
 
-async def start(q: TaskQueue, got: dict[str, Any], worker: str = "w1") -> dict[str, Any]:
+async def start(q: TaskActor, got: dict[str, Any], worker: str = "w1") -> dict[str, Any]:
     reply: dict[str, Any] = await ask(q, StartTask(got["task_id"], worker, got["lease_token"]))
     return reply
 
 
-async def renew(q: TaskQueue, got: dict[str, Any], worker: str = "w1",
+async def renew(q: TaskActor, got: dict[str, Any], worker: str = "w1",
                 progress: dict[str, Any] | None = None) -> dict[str, Any]:
     reply: dict[str, Any] = await ask(
         q, RenewTask(got["task_id"], worker, got["lease_token"], progress))
     return reply
 
 
-async def report(q: TaskQueue, got: dict[str, Any], outcome: TaskOutcome = "succeeded",
+async def report(q: TaskActor, got: dict[str, Any], outcome: TaskOutcome = "succeeded",
                  worker: str = "w1", **kw: Any) -> dict[str, Any]:
     reply: dict[str, Any] = await ask(
         q, TaskResult(got["task_id"], worker, got["lease_token"], outcome, **kw))
     return reply
 
 
-async def running(q: TaskQueue, task_id: str = "t1", worker: str = "w1",
+async def running(q: TaskActor, task_id: str = "t1", worker: str = "w1",
                   **kw: Any) -> dict[str, Any]:
     """Submit, lease and start one task; returns its lease."""
     await submit(q, task_id, **kw)
@@ -117,7 +111,7 @@ async def running(q: TaskQueue, task_id: str = "t1", worker: str = "w1",
     return got
 
 
-async def get(q: TaskQueue, task_id: str = "t1") -> dict[str, Any]:
+async def get(q: TaskActor, task_id: str = "t1") -> dict[str, Any]:
     reply: dict[str, Any] = await ask(q, GetTask(task_id))
     return reply
 
@@ -145,7 +139,7 @@ async def advance(seconds: float) -> None:
 
 # ---- submit and read ------------------------------------------------------------------
 
-async def test_submit_is_idempotent(queue: TaskQueue) -> None:
+async def test_submit_is_idempotent(queue: TaskActor) -> None:
     assert await submit(queue) == {"task_id": "t1", "status": "queued", "created": True}
     assert await submit(queue) == {"task_id": "t1", "status": "queued", "created": False}
     await lease(queue)
@@ -161,7 +155,7 @@ async def test_submit_is_idempotent(queue: TaskQueue) -> None:
     assert len(generated["task_id"]) == 2 + 24  # 96 random bits
 
 
-async def test_task_object(queue: TaskQueue) -> None:
+async def test_task_object(queue: TaskActor) -> None:
     await submit(queue, account="acct", priority=4, device_id="d1", batch_total=10, max_cost=50)
     assert await get(queue) == {
         "task_id": "t1", "tenant": "ten1", "site": "shop", "account": "acct", "kind": "order",
@@ -175,7 +169,7 @@ async def test_task_object(queue: TaskQueue) -> None:
     }
 
 
-async def test_other_tenant_sees_not_found(queue: TaskQueue) -> None:
+async def test_other_tenant_sees_not_found(queue: TaskActor) -> None:
     await submit(queue)
     assert (await ask(queue, GetTask("t1", "ten1")))["task_id"] == "t1"
     for message in (GetTask("t1", "ten2"), ControlTask("t1", "cancel", "ten2"), GetTask("nope")):
@@ -183,7 +177,7 @@ async def test_other_tenant_sees_not_found(queue: TaskQueue) -> None:
             await ask(queue, message)
 
 
-async def test_list_filters(queue: TaskQueue) -> None:
+async def test_list_filters(queue: TaskActor) -> None:
     await submit(queue, "a", site="s1", account="x")
     await submit(queue, "b", site="s2", account="x")
     await submit(queue, "c", site="s2", account="y")
@@ -200,7 +194,7 @@ async def test_list_filters(queue: TaskQueue) -> None:
 
 # ---- lease, start, renew, result --------------------------------------------------------
 
-async def test_happy_path_with_exact_times(queue: TaskQueue, clock: Clock,
+async def test_happy_path_with_exact_times(queue: TaskActor, clock: Clock,
                                            autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     got = await lease_one(queue)
@@ -228,7 +222,7 @@ async def test_happy_path_with_exact_times(queue: TaskQueue, clock: Clock,
     assert elapsed(clock) == 75
 
 
-async def test_result_retry_and_conflict(queue: TaskQueue) -> None:
+async def test_result_retry_and_conflict(queue: TaskActor) -> None:
     got = await running(queue)
     first = await report(queue, got, "failed", error_code=17, error_message="sold out")
     assert first["error"] == {"code": 17, "message": "sold out"}
@@ -240,7 +234,7 @@ async def test_result_retry_and_conflict(queue: TaskQueue) -> None:
         await report(queue, got, "failed", worker="w2", error_code=17, error_message="sold out")
 
 
-async def test_start_retry_is_the_same_reply(queue: TaskQueue,
+async def test_start_retry_is_the_same_reply(queue: TaskActor,
                                              autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     got = await lease_one(queue)
@@ -252,7 +246,7 @@ async def test_start_retry_is_the_same_reply(queue: TaskQueue,
         await start(queue, got, worker="w2")
 
 
-async def test_fenced_calls_need_the_current_lease(queue: TaskQueue,
+async def test_fenced_calls_need_the_current_lease(queue: TaskActor,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="leasegate.tasks")
     await submit(queue)
@@ -283,7 +277,7 @@ async def test_fenced_calls_need_the_current_lease(queue: TaskQueue,
     assert (row["status"], row["attempts"]) == ("running", 1)
 
 
-async def test_invalid_outcomes(queue: TaskQueue) -> None:
+async def test_invalid_outcomes(queue: TaskActor) -> None:
     got = await running(queue)
     with pytest.raises(InvalidRequest):
         await report(queue, got, "done")  # type: ignore[arg-type]
@@ -297,7 +291,7 @@ async def test_invalid_outcomes(queue: TaskQueue) -> None:
 # ---- the claim window -------------------------------------------------------------------
 
 async def test_claim_expiry_returns_to_queued_without_burning_an_attempt(
-        queue: TaskQueue, db: Database, clock: Clock,
+        queue: TaskActor, db: Database, clock: Clock,
         autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     first = await lease_one(queue)
@@ -313,7 +307,7 @@ async def test_claim_expiry_returns_to_queued_without_burning_an_attempt(
 
 
 async def test_start_just_after_the_claim_expired_is_refused(
-        queue: TaskQueue, autojump_clock: trio.testing.MockClock,
+        queue: TaskActor, autojump_clock: trio.testing.MockClock,
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="leasegate.tasks")
     await submit(queue)
@@ -332,28 +326,28 @@ async def test_start_just_after_the_claim_expired_is_refused(
 
 
 async def test_start_just_before_the_claim_expires(
-        queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     got = await lease_one(queue)
     await trio.sleep(29.999)
     assert (await start(queue, got))["lease_expires_at"] == at(149)
 
 
-async def test_release_leases_burns_nothing(queue: TaskQueue) -> None:
+async def test_release_leases_burns_nothing(queue: TaskActor) -> None:
     await submit(queue, "a", site="s1")
     await submit(queue, "b", site="s2")
-    leases = await queue.mailbox.ask(LeaseTasks("w1", max=2))
+    leases = await queue.ref.ask(LeaseTasks("w1", max=2))
     message = release_message(leases)
     assert message == ReleaseTaskLeases(tuple((g.task_id, g.lease_token) for g in leases))
-    await queue.mailbox.tell(ReleaseTaskLeases((("a", "wrong-token"),)))
+    await queue.ref.tell(ReleaseTaskLeases((("a", "wrong-token"),)))
     assert (await get(queue, "a"))["status"] == "leased"
-    await queue.mailbox.tell(message)
+    await queue.ref.tell(message)
     for task_id in ("a", "b"):
         row = await get(queue, task_id)
         assert (row["status"], row["attempts"], row["lease_owner"]) == ("queued", 0, None)
 
 
-async def test_lost_lease_response_is_replayed_by_request_id(queue: TaskQueue) -> None:
+async def test_lost_lease_response_is_replayed_by_request_id(queue: TaskActor) -> None:
     await submit(queue, "a", site="s1")
     await submit(queue, "b", site="s2")
     first = await lease(queue, max=2, request_id="r1")
@@ -368,7 +362,7 @@ async def test_lost_lease_response_is_replayed_by_request_id(queue: TaskQueue) -
 # ---- running leases: stale, late results, hard timeout ------------------------------------
 
 async def test_lease_expiry_makes_the_task_stale_and_blocks_its_lane(
-        queue: TaskQueue, db: Database, autojump_clock: trio.testing.MockClock,
+        queue: TaskActor, db: Database, autojump_clock: trio.testing.MockClock,
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="leasegate.tasks")
     got = await running(queue)
@@ -393,7 +387,7 @@ async def test_lease_expiry_makes_the_task_stale_and_blocks_its_lane(
 
 
 async def test_result_just_after_the_lease_went_stale_is_accepted_late(
-        queue: TaskQueue, autojump_clock: trio.testing.MockClock,
+        queue: TaskActor, autojump_clock: trio.testing.MockClock,
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="leasegate.tasks")
     got = await running(queue, batch_total=5)
@@ -411,7 +405,7 @@ async def test_result_just_after_the_lease_went_stale_is_accepted_late(
 
 
 async def test_a_stale_batch_task_takes_its_last_leases_pause_and_checkpoint(
-        queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
     got = await running(queue, batch_total=10)
     await trio.sleep(120)  # stale
     paused = await report(queue, got, "paused", progress={"done": 7})
@@ -421,7 +415,7 @@ async def test_a_stale_batch_task_takes_its_last_leases_pause_and_checkpoint(
 
 
 async def test_hard_timeout_makes_a_renewed_task_stale(
-        queue: TaskQueue, db: Database, clock: Clock,
+        queue: TaskActor, db: Database, clock: Clock,
         autojump_clock: trio.testing.MockClock) -> None:
     got = await running(queue)
     refused: list[float] = []
@@ -450,7 +444,7 @@ async def test_hard_timeout_makes_a_renewed_task_stale(
 
 # ---- TTL, not_before, priority, lanes ----------------------------------------------------
 
-async def test_task_ttl_expires_a_queued_task(queue: TaskQueue, db: Database,
+async def test_task_ttl_expires_a_queued_task(queue: TaskActor, db: Database,
                                               autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     await advance(DAY - 1)
@@ -462,7 +456,7 @@ async def test_task_ttl_expires_a_queued_task(queue: TaskQueue, db: Database,
     assert await lease(queue) == []
 
 
-async def test_task_ttl_counts_only_while_queued(queue: TaskQueue, db: Database,
+async def test_task_ttl_counts_only_while_queued(queue: TaskActor, db: Database,
                                                  autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     await trio.sleep(DAY - 10)
@@ -475,7 +469,7 @@ async def test_task_ttl_counts_only_while_queued(queue: TaskQueue, db: Database,
         "expired", EPOCH + DAY + 20, 0)
 
 
-async def test_task_ttl_counts_from_not_before(queue: TaskQueue, db: Database,
+async def test_task_ttl_counts_from_not_before(queue: TaskActor, db: Database,
                                                autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue, not_before=EPOCH + HOUR)
     await advance(DAY + HOUR - 1)
@@ -485,7 +479,7 @@ async def test_task_ttl_counts_from_not_before(queue: TaskQueue, db: Database,
 
 
 async def test_not_before_is_honoured_and_a_parked_lease_is_served_exactly_then(
-        queue: TaskQueue, clock: Clock, autojump_clock: trio.testing.MockClock) -> None:
+        queue: TaskActor, clock: Clock, autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue, not_before=EPOCH + 100)
     assert await lease(queue) == []
     await trio.sleep(80)
@@ -504,7 +498,7 @@ async def test_not_before_is_honoured_and_a_parked_lease_is_served_exactly_then(
     assert when == 100 and [g["task_id"] for g in got] == ["t1"]
 
 
-async def test_priority_then_oldest(queue: TaskQueue,
+async def test_priority_then_oldest(queue: TaskActor,
                                     autojump_clock: trio.testing.MockClock) -> None:
     for task_id, site, priority in (("low", "s1", 0), ("high-old", "s2", 5),
                                     ("high-new", "s3", 5), ("mid", "s4", 3)):
@@ -514,7 +508,7 @@ async def test_priority_then_oldest(queue: TaskQueue,
     assert order == ["high-old", "high-new", "mid", "low"]
 
 
-async def test_priority_within_a_lane(queue: TaskQueue) -> None:
+async def test_priority_within_a_lane(queue: TaskActor) -> None:
     await submit(queue, "first")
     await submit(queue, "urgent", priority=9)
     got = await lease_one(queue)
@@ -525,7 +519,7 @@ async def test_priority_within_a_lane(queue: TaskQueue) -> None:
     assert (await lease_one(queue, "w2"))["task_id"] == "first"
 
 
-async def test_max_ten_hands_out_distinct_lanes(queue: TaskQueue) -> None:
+async def test_max_ten_hands_out_distinct_lanes(queue: TaskActor) -> None:
     for lane in range(12):
         for n in range(2):
             await submit(queue, f"t{lane}-{n}", site="shop", account=f"a{lane:02d}")
@@ -538,14 +532,14 @@ async def test_max_ten_hands_out_distinct_lanes(queue: TaskQueue) -> None:
     assert await lease(queue, "w3", max=10) == []
 
 
-async def test_sites_filter(queue: TaskQueue) -> None:
+async def test_sites_filter(queue: TaskActor) -> None:
     await submit(queue, "a", site="s1")
     await submit(queue, "b", site="s2")
     assert await lease(queue, sites=()) == []
     assert [g["task_id"] for g in await lease(queue, sites=("s2", "s9"), max=5)] == ["b"]
 
 
-async def test_two_workers_leasing_one_lane_at_once(queue: TaskQueue) -> None:
+async def test_two_workers_leasing_one_lane_at_once(queue: TaskActor) -> None:
     await submit(queue, "a1", account="a")
     await submit(queue, "a2", account="a")
     await submit(queue, "b1", account="b")
@@ -568,7 +562,7 @@ async def test_two_workers_leasing_one_lane_at_once(queue: TaskQueue) -> None:
 
 
 async def test_the_database_refuses_a_second_task_in_flight_on_a_lane(
-        queue: TaskQueue, db: Database) -> None:
+        queue: TaskActor, db: Database) -> None:
     await submit(queue, "a1")
     await submit(queue, "a2")
     await submit(queue, "other", account="x")
@@ -598,7 +592,7 @@ async def test_the_database_refuses_a_second_task_in_flight_on_a_lane(
 
 # ---- cancel -----------------------------------------------------------------------------
 
-async def test_cancel_queued_and_terminal(queue: TaskQueue) -> None:
+async def test_cancel_queued_and_terminal(queue: TaskActor) -> None:
     await submit(queue)
     canceled = await ask(queue, ControlTask("t1", "cancel", "ten1"))
     assert (canceled["status"], canceled["completed_at"]) == ("canceled", at(0))
@@ -608,7 +602,7 @@ async def test_cancel_queued_and_terminal(queue: TaskQueue) -> None:
 
 
 async def test_cancel_while_leased_fences_off_the_start(
-        queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue)
     await submit(queue, "t2")
     got = await lease_one(queue)
@@ -620,7 +614,7 @@ async def test_cancel_while_leased_fences_off_the_start(
     assert (await lease_one(queue, "w2"))["task_id"] == "t2"  # the lane was freed
 
 
-async def test_cancel_while_running_asks_the_worker(queue: TaskQueue) -> None:
+async def test_cancel_while_running_asks_the_worker(queue: TaskActor) -> None:
     got = await running(queue)
     requested = await ask(queue, ControlTask("t1", "cancel"))
     assert (requested["status"], requested["cancel_requested"]) == ("running", True)
@@ -631,7 +625,7 @@ async def test_cancel_while_running_asks_the_worker(queue: TaskQueue) -> None:
 
 
 async def test_cancel_of_a_stale_task_is_a_conflict(
-        queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
     await running(queue)
     await trio.sleep(120)
     with pytest.raises(StateConflict):
@@ -640,7 +634,7 @@ async def test_cancel_of_a_stale_task_is_a_conflict(
 
 # ---- reclaim ----------------------------------------------------------------------------
 
-async def test_reclaim_only_for_stale_tasks(queue: TaskQueue) -> None:
+async def test_reclaim_only_for_stale_tasks(queue: TaskActor) -> None:
     await running(queue)
     with pytest.raises(StateConflict):
         await ask(queue, ReclaimTask("t1", "requeue", "looks stuck", "admin"))
@@ -648,7 +642,7 @@ async def test_reclaim_only_for_stale_tasks(queue: TaskQueue) -> None:
         await ask(queue, ReclaimTask("nope", "requeue", "r", "admin"))
 
 
-async def test_reclaim_requeue(queue: TaskQueue, db: Database,
+async def test_reclaim_requeue(queue: TaskActor, db: Database,
                                autojump_clock: trio.testing.MockClock,
                                caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="leasegate.tasks")
@@ -674,7 +668,7 @@ async def test_reclaim_requeue(queue: TaskQueue, db: Database,
 
 
 @pytest.mark.parametrize("action", ["succeeded", "failed"])
-async def test_reclaim_to_a_final_state(queue: TaskQueue, action: ReclaimAction,
+async def test_reclaim_to_a_final_state(queue: TaskActor, action: ReclaimAction,
                                         autojump_clock: trio.testing.MockClock) -> None:
     got = await running(queue, max_cost=100)
     await submit(queue, "t2")
@@ -694,7 +688,7 @@ async def test_reclaim_to_a_final_state(queue: TaskQueue, action: ReclaimAction,
 
 
 async def test_reclaim_requeue_honours_a_pending_cancel(
-        queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
     await running(queue)
     await ask(queue, ControlTask("t1", "cancel"))
     await trio.sleep(120)
@@ -704,7 +698,7 @@ async def test_reclaim_requeue_honours_a_pending_cancel(
 
 # ---- pause and resume (batch tasks) -------------------------------------------------------
 
-async def test_pause_and_resume_a_queued_batch_task(queue: TaskQueue,
+async def test_pause_and_resume_a_queued_batch_task(queue: TaskActor,
                                                     autojump_clock: trio.testing.MockClock,
                                                     db: Database) -> None:
     await submit(queue, "plain")
@@ -723,7 +717,7 @@ async def test_pause_and_resume_a_queued_batch_task(queue: TaskQueue,
     assert (await lease_one(queue))["task_id"] == "t1"
 
 
-async def test_pause_and_resume_of_finished_tasks_conflict(queue: TaskQueue) -> None:
+async def test_pause_and_resume_of_finished_tasks_conflict(queue: TaskActor) -> None:
     got = await running(queue, batch_total=1)
     await report(queue, got)
     with pytest.raises(StateConflict):
@@ -733,7 +727,7 @@ async def test_pause_and_resume_of_finished_tasks_conflict(queue: TaskQueue) -> 
 
 
 async def test_pause_a_running_batch_task_hands_the_checkpoint_on(
-        queue: TaskQueue) -> None:
+        queue: TaskActor) -> None:
     got = await running(queue, batch_total=100)
     await submit(queue, "t2")
     flagged = await ask(queue, ControlTask("t1", "pause"))
@@ -756,7 +750,7 @@ async def test_pause_a_running_batch_task_hands_the_checkpoint_on(
 
 
 async def test_a_pause_reported_while_a_cancel_is_pending_ends_canceled(
-        queue: TaskQueue) -> None:
+        queue: TaskActor) -> None:
     got = await running(queue, batch_total=10)
     await ask(queue, ControlTask("t1", "cancel"))
     done = await report(queue, got, "paused", progress={"done": 4}, cost=4)
@@ -766,7 +760,7 @@ async def test_a_pause_reported_while_a_cancel_is_pending_ends_canceled(
 
 
 async def test_pause_requested_while_leased_is_honoured_at_claim_expiry(
-        queue: TaskQueue, db: Database, autojump_clock: trio.testing.MockClock) -> None:
+        queue: TaskActor, db: Database, autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue, batch_total=3)
     await lease(queue)
     assert (await ask(queue, ControlTask("t1", "pause")))["pause_requested"] is True
@@ -775,7 +769,7 @@ async def test_pause_requested_while_leased_is_honoured_at_claim_expiry(
     assert (row["status"], row["pause_requested"], row["attempts"]) == ("paused", 0, 0)
 
 
-async def test_resume_withdraws_a_pause_request(queue: TaskQueue) -> None:
+async def test_resume_withdraws_a_pause_request(queue: TaskActor) -> None:
     got = await running(queue, batch_total=3)
     await ask(queue, ControlTask("t1", "pause"))
     resumed = await ask(queue, ControlTask("t1", "resume"))
@@ -789,7 +783,7 @@ async def test_resume_withdraws_a_pause_request(queue: TaskQueue) -> None:
 # ---- long-polls ----------------------------------------------------------------------------
 
 async def test_parked_lease_is_served_when_a_lane_frees(
-        queue: TaskQueue, clock: Clock, autojump_clock: trio.testing.MockClock) -> None:
+        queue: TaskActor, clock: Clock, autojump_clock: trio.testing.MockClock) -> None:
     got = await running(queue)
     await submit(queue, "t2")
     served: list[tuple[float, list[str]]] = []
@@ -808,7 +802,7 @@ async def test_parked_lease_is_served_when_a_lane_frees(
 
 
 async def test_caller_gone_at_hand_off_loses_nothing(
-        queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
     """Cancel a parked long-poll at every point around the hand-off: the task is
     either delivered to it or back in the queue at once (not after the claim window)."""
     for cut in range(6):
@@ -842,7 +836,7 @@ async def test_caller_gone_at_hand_off_loses_nothing(
 
 
 async def test_drain_answers_parked_leases_and_refuses_new_ones(
-        queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
+        queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
     results: list[Any] = []
 
     async def waiter() -> None:
@@ -862,7 +856,7 @@ async def test_drain_answers_parked_leases_and_refuses_new_ones(
 
 # ---- workers, health, retention --------------------------------------------------------------
 
-async def test_worker_presence(queue: TaskQueue,
+async def test_worker_presence(queue: TaskActor,
                                autojump_clock: trio.testing.MockClock) -> None:
     await submit(queue, "a", site="s1")
     got = await lease_one(queue, "w1", sites=("s1", "s2"))
@@ -887,7 +881,7 @@ async def test_worker_presence(queue: TaskQueue,
     assert (await ask(queue, ListWorkers()))["items"][0]["sites"] is None
 
 
-async def health(queue: TaskQueue, top: int = 20) -> tuple[list[str], dict[str, int],
+async def health(queue: TaskActor, top: int = 20) -> tuple[list[str], dict[str, int],
                                                             dict[str, Any]]:
     """The unserved sites listed, the queued tasks by site listed, and the whole report."""
     report = await ask(queue, CheckTaskHealth(top))
@@ -895,7 +889,7 @@ async def health(queue: TaskQueue, top: int = 20) -> tuple[list[str], dict[str, 
             {site["site"]: site["queued"] for site in report["busiest"]}, report)
 
 
-async def test_health(queue: TaskQueue, autojump_clock: trio.testing.MockClock) -> None:
+async def test_health(queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
     assert await ask(queue, CheckTaskHealth(20)) == {
         "stale": 0, "blocked_lanes": [], "queued": 0, "queued_sites": 0, "unserved_sites": 0,
         "busiest": [], "unserved": []}
@@ -928,7 +922,7 @@ async def test_health(queue: TaskQueue, autojump_clock: trio.testing.MockClock) 
     assert queued == {"s2": 2, "s-0": 1, "s-1": 1} and report["queued"] == 7
 
 
-async def test_retention_purge(queue: TaskQueue, db: Database,
+async def test_retention_purge(queue: TaskActor, db: Database,
                                autojump_clock: trio.testing.MockClock) -> None:
     got = await running(queue)
     await report(queue, got)
@@ -952,7 +946,7 @@ async def test_runs_on_a_database_thread(nursery: trio.Nursery, tmp_path: Path, 
     autojump_clock.autojump_threshold = 0.1  # the clock must not jump while SQLite works
     db = open_db(tmp_path / "threaded.db", inline=False)
     try:
-        actor = TaskQueue(db, clock, settings)
+        actor = open_tasks(db, clock, settings)
         await nursery.start(actor.run)
         await submit(actor, "t1")
         await submit(actor, "later", account="x", not_before=EPOCH + 5)
@@ -973,12 +967,12 @@ async def test_runs_on_a_database_thread(nursery: trio.Nursery, tmp_path: Path, 
         db.close()
 
 
-async def test_a_start_retry_tells_of_a_cancel_that_came_meanwhile(queue: TaskQueue) -> None:
+async def test_a_start_retry_tells_of_a_cancel_that_came_meanwhile(queue: TaskActor) -> None:
     """The first start's reply was lost, the client canceled (running: only a request);
     the retry must say so before the worker touches the site."""
     await submit(queue, "t1")
     got = await lease_one(queue)
     await start(queue, got)
-    await queue.mailbox.ask(ControlTask("t1", "cancel"))
+    await queue.ref.ask(ControlTask("t1", "cancel"))
     again = await start(queue, got)
     assert (again["status"], again["cancel_requested"]) == ("running", True)

@@ -33,21 +33,15 @@ from hypothesis.stateful import (
     rule,
 )
 
-from leasegate.actors.mailbox import Ask, Tell
-from leasegate.actors.task_messages import (
-    ControlAction,
-    ControlTask,
-    LeaseTasks,
-    ReclaimAction,
-    ReclaimTask,
-    ReleaseTaskLeases,
-    RenewTask,
-    StartTask,
-    SubmitTask,
-    TaskOutcome,
-    TaskResult,
-)
-from leasegate.actors.tasks import TaskQueue
+from leasegate.actors.runtime.actor import Actor
+from leasegate.actors.runtime.mailbox import Ask, Tell
+from leasegate.actors.tasks.actor import open_tasks
+from leasegate.actors.tasks.control import ControlAction, ControlTask, ReclaimAction, ReclaimTask
+from leasegate.actors.tasks.fenced import RenewTask, StartTask, TaskOutcome, TaskResult
+from leasegate.actors.tasks.lease import LeaseTasks, ReleaseTaskLeases
+from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks.submit import SubmitTask
+from leasegate.actors.tasks.turn import TaskTurn
 from leasegate.clock import Clock
 from leasegate.errors import LeasegateError
 from leasegate.http.render import to_json
@@ -56,6 +50,8 @@ from leasegate.storage import tasks_sql
 from leasegate.storage.connection import Database
 from leasegate.storage.migrations import migrate
 from tests.conftest import EPOCH
+
+TaskActor = Actor[Tasks, TaskTurn]
 
 SITES = ("s1", "s2")
 ACCOUNTS = ("a", "b")
@@ -69,7 +65,7 @@ EXPECTED_ERRORS = {4000, 6001, 6002, 6003}
 RECENT = st.integers(0, 2) | st.integers(0, 1000)
 FORGE = st.sampled_from(["", "", "worker", "token"])
 
-Action = Callable[[TaskQueue], Awaitable[Any]]
+Action = Callable[[TaskActor], Awaitable[Any]]
 
 
 class TaskMachine(RuleBasedStateMachine):
@@ -92,7 +88,7 @@ class TaskMachine(RuleBasedStateMachine):
         """One step: start the actor at the current wall time, act, stop it."""
         async def main() -> Any:
             clock = Clock(EPOCH + self.elapsed)
-            actor = TaskQueue(self.db, clock, SETTINGS)
+            actor = open_tasks(self.db, clock, SETTINGS)
             async with trio.open_nursery() as nursery:
                 await nursery.start(actor.run)
                 try:
@@ -103,14 +99,14 @@ class TaskMachine(RuleBasedStateMachine):
 
         return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
-    def ask(self, message: Ask[object] | Tell) -> Any:
+    def ask(self, message: Ask[Tasks, Any] | Tell[Tasks]) -> Any:
         """The reply, or None for an expected refusal (anything else is a bug)."""
-        async def action(actor: TaskQueue) -> Any:
+        async def action(actor: TaskActor) -> Any:
             try:
                 if isinstance(message, Tell):
-                    await actor.mailbox.tell(message)
+                    await actor.ref.tell(message)
                     return None
-                return to_json(await actor.mailbox.ask(message))
+                return to_json(await actor.ref.ask(message))
             except LeasegateError as exc:
                 assert exc.code in EXPECTED_ERRORS, exc
                 return None
@@ -168,9 +164,9 @@ class TaskMachine(RuleBasedStateMachine):
     @rule(worker=st.sampled_from(WORKERS), most=st.integers(1, 2))
     def lease_and_start(self, worker: str, most: int) -> None:
         """A well-behaved worker: lease, then start what it got at once."""
-        async def action(actor: TaskQueue) -> list[tuple[dict[str, Any], Any]]:
-            leases = to_json(await actor.mailbox.ask(LeaseTasks(worker, None, most)))
-            return [(got, to_json(await actor.mailbox.ask(
+        async def action(actor: TaskActor) -> list[tuple[dict[str, Any], Any]]:
+            leases = to_json(await actor.ref.ask(LeaseTasks(worker, None, most)))
+            return [(got, to_json(await actor.ref.ask(
                 StartTask(got["task_id"], worker, got["lease_token"])))) for got in leases]
 
         for got, started in self.run(action):
@@ -262,7 +258,7 @@ class TaskMachine(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([1.0, 10.0, 29.0, 30.0, 31.0, 60.0, 119.0, 120.0, 121.0,
                                    600.0, HARD_TIMEOUT]))
     def wait(self, seconds: float) -> None:
-        async def action(actor: TaskQueue) -> None:
+        async def action(actor: TaskActor) -> None:
             await trio.sleep(seconds)
             await trio.testing.wait_all_tasks_blocked()  # deadlines tied with the end
 

@@ -2,12 +2,16 @@
 
     page = Page(limit=50, offset=0)
     Paged(items=(...), total=123, limit=50, offset=0)
+    paged(sql.page(conn, page.limit, page.offset), key_view, page)   # in a handler
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from leasegate.storage.engine import Row
 
 T = TypeVar("T")
 
@@ -31,3 +35,9 @@ class Paged(Generic[T]):
     total: int
     limit: int
     offset: int
+
+
+def paged(found: tuple[int, Sequence[Row]], view: Callable[[Row], T], page: Page) -> Paged[T]:
+    """A page of views from what a SQL module's page query found: (total, rows)."""
+    total, rows = found
+    return Paged(tuple(view(row) for row in rows), total, page.limit, page.offset)

@@ -3,7 +3,7 @@
 One supervision policy for all of it::
 
     async with open_system(db_path, settings) as system:
-        view = await system.tasks.mailbox.ask(GetTask("t1"))
+        view = await system.tasks.ask(GetTask("t1"))
         ...
     # on exit: actors drained of what they hold, connections closed, threads joined
 
@@ -24,24 +24,38 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import sqlite3
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
-from leasegate.actors.devices import DeviceTracker
-from leasegate.actors.event_hub import EventHub
-from leasegate.actors.jobs import JobRecord, JobStatistics, run_guarded, serve_guarded
-from leasegate.actors.keys import KeyStore
-from leasegate.actors.ledger import Ledger, LedgerUnbalanced, audit
-from leasegate.actors.ledger_views import AuditReport
-from leasegate.actors.queries import QueryQueue
-from leasegate.actors.runtime import Actor, ActorStatistics
-from leasegate.actors.task_messages import ExistingTasks, Upload
-from leasegate.actors.tasks import TaskQueue
+from leasegate.actors.devices.actor import open_devices
+from leasegate.actors.devices.ref import Devices, DevicesRef
+from leasegate.actors.jobs.facade import Jobs
+from leasegate.actors.keys.actor import open_keys
+from leasegate.actors.keys.ref import KeysRef
+from leasegate.actors.ledger.actor import open_ledger
+from leasegate.actors.ledger.audit import LedgerUnbalanced, audit
+from leasegate.actors.ledger.ref import Ledger, LedgerRef
+from leasegate.actors.ledger.views import AuditReport
+from leasegate.actors.queries.actor import open_queries
+from leasegate.actors.queries.ref import Queries, QueriesRef
+from leasegate.actors.queue.event_hub import EventHub
+from leasegate.actors.runtime.actor import Actor, ActorStatistics
+from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.periodic import (
+    JobRecord,
+    JobStatistics,
+    run_guarded,
+    serve_guarded,
+)
+from leasegate.actors.tasks.actor import open_tasks
+from leasegate.actors.tasks.artifacts import Upload
+from leasegate.actors.tasks.reads import ExistingTasks
+from leasegate.actors.tasks.ref import Tasks, TasksRef
 from leasegate.clock import Clock
 from leasegate.errors import Unavailable
 from leasegate.logs import Throttled
@@ -51,6 +65,7 @@ from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.backup import backup
 from leasegate.storage.connection import Database, is_disk_failure, transaction
 from leasegate.storage.durability import Durability, ReportsDurability, admit
+from leasegate.storage.engine import Connection
 from leasegate.storage.migrations import migrate
 from leasegate.storage.probe import probe_write
 
@@ -98,21 +113,33 @@ class System:
         self.allow_unbalanced = allow_unbalanced
         self._databases: list[Database] = []
         self._setup = self._database()
-        self.keys = KeyStore(self._database(), clock)
-        # The queues tell the ledger; the ledger never asks them (an acyclic graph).
-        self.ledger = Ledger(self._database(), clock, settings)
+        # Every inbox first, so that each actor is opened with the refs it tells or
+        # asks (the queues tell the ledger; the ledger tells the queues, never asks
+        # them; the tracker asks the task actor): nothing is wired afterwards.
+        tasks, queries, ledger = Inbox(Tasks), Inbox(Queries), Inbox(Ledger)
+        devices = Inbox(Devices)
+        self.tasks: TasksRef = tasks.ref
+        self.queries: QueriesRef = queries.ref
+        self.ledger: LedgerRef = ledger.ref
+        self.devices: DevicesRef = devices.ref
         # Job events: written by the queues, streamed from here after their commits.
         self.events = EventHub(settings.event_ring_size, settings.event_max_streams)
-        self.queries = QueryQueue(self._database(), clock, settings,
-                                  ledger=self.ledger.mailbox, events=self.events)
         self.artifacts = ArtifactStore(db_path.parent / "artifacts")
-        self.tasks = TaskQueue(self._database(), clock, settings, self.artifacts,
-                               ledger=self.ledger.mailbox, events=self.events)
-        self.ledger.settled_notices.queues = {"task": self.tasks.mailbox,
-                                              "query": self.queries.mailbox}
-        # The tracker tells the task actor what a device's presence means for its tasks.
-        self.devices = DeviceTracker(self._database(), clock, settings,
-                                     tasks=self.tasks.mailbox)
+        # The actors themselves: for their statistics, shutdown and tests; everyone
+        # else holds their refs.
+        self.key_actor = open_keys(self._database(), clock)
+        self.keys: KeysRef = self.key_actor.ref
+        self.ledger_actor = open_ledger(self._database(), clock, settings, inbox=ledger,
+                                        queues={"task": self.tasks, "query": self.queries})
+        self.query_actor = open_queries(self._database(), clock, settings, inbox=queries,
+                                        ledger=self.ledger, events=self.events)
+        self.task_actor = open_tasks(self._database(), clock, settings, self.artifacts,
+                                     inbox=tasks, ledger=self.ledger, events=self.events)
+        self.device_actor, self._forwarder = open_devices(
+            self._database(), clock, settings, inbox=devices, tasks=self.tasks)
+        # Tasks and queries as routes use them: the submit saga, billing in every view.
+        self.jobs = Jobs(tasks=self.tasks, queries=self.queries, ledger=self.ledger,
+                         max_wait=settings.max_wait_seconds)
         self._background: list[_BackgroundJob] = []
         self.add_background_job("artifacts", "sweep_staging", settings.housekeeping_interval,
                                 self._sweep_staging)
@@ -134,8 +161,9 @@ class System:
         return db
 
     @property
-    def actors(self) -> tuple[Actor, ...]:
-        return (self.keys, self.ledger, self.queries, self.tasks, self.devices)
+    def actors(self) -> tuple[Actor[Any, Any], ...]:
+        return (self.key_actor, self.ledger_actor, self.query_actor, self.task_actor,
+                self.device_actor)
 
     def add_background_job(self, owner: str, name: str, every: float,
                            fn: Callable[[float], Awaitable[object]]) -> None:
@@ -155,7 +183,7 @@ class System:
     @property
     def _services(self) -> tuple[JobRecord, ...]:
         """The on-demand work (no fixed interval: never overdue)."""
-        return (self._deleter, self.tasks.deadline_timer, self.devices.forwarder)
+        return (self._deleter, self.task_actor.turn.deadline_timer, self._forwarder.record)
 
     def _job_records(self) -> list[JobRecord]:
         records = [job.record for actor in self.actors for job in actor.jobs]
@@ -219,7 +247,7 @@ class System:
 
     async def _sweep_orphans(self, now: float) -> None:
         async def existing(task_ids: list[str]) -> set[str]:
-            return set(await self.tasks.mailbox.ask(ExistingTasks(tuple(task_ids))))
+            return set(await self.tasks.ask(ExistingTasks(tuple(task_ids))))
 
         await self.artifacts.sweep_orphans(self.settings.artifact_orphan_max_age, existing)
 
@@ -248,8 +276,8 @@ class System:
                     jobs.start_soon(serve_guarded, self._deleter, self.clock, window,
                                     self.artifacts.delete_next)
                     jobs.start_soon(self.events.run)
-                    jobs.start_soon(serve_guarded, self.devices.forwarder, self.clock, window,
-                                    self.devices.forward_next)
+                    jobs.start_soon(serve_guarded, self._forwarder.record, self.clock, window,
+                                    self._forwarder.forward_next)
                     task_status.started()
                     await self._closed.wait()
                     jobs.cancel_scope.cancel()  # they hold nothing worth finishing
@@ -270,12 +298,12 @@ class System:
     async def _audit_ledger(self) -> None:
         """The start-up audit: a violation refuses to serve (naming the failing checks)
         unless ``allow_unbalanced``; either way /health and /metrics show it."""
-        def check(conn: sqlite3.Connection) -> AuditReport:
+        def check(conn: Connection) -> AuditReport:
             with transaction(conn):
                 return audit(conn)
 
         report = await self._setup.run(check)
-        self.ledger.last_audit = report
+        self.ledger_actor.turn.last_audit = report
         if report.ok:
             return
         failing = "; ".join(f"{c.name} ({c.detail})" for c in report.checks if not c.ok)
@@ -283,6 +311,11 @@ class System:
             raise LedgerUnbalanced(f"the ledger audit failed: {failing}; not serving "
                                    "(--allow-unbalanced serves anyway)")
         log.error("the ledger audit failed, serving anyway (--allow-unbalanced): %s", failing)
+
+    @property
+    def last_audit(self) -> AuditReport | None:
+        """The ledger's last audit (at start-up, by the periodic job or on demand)."""
+        return self.ledger_actor.turn.last_audit
 
     @property
     def durable(self) -> bool:

@@ -24,7 +24,7 @@ from quart_schema.validation import QUART_SCHEMA_QUERYSTRING_ATTRIBUTE
 from quart_trio import QuartTrio
 from werkzeug.exceptions import RequestTimeout as BodyTooSlow
 
-from leasegate.actors.mailbox import request_id
+from leasegate.actors.runtime.mailbox import request_id
 from leasegate.actors.system import System
 from leasegate.errors import (
     InvalidRequest,

@@ -25,8 +25,8 @@ from typing import NoReturn, TypeVar
 
 from quart import current_app, g, request
 
-from leasegate.actors.key_messages import LookupKey
-from leasegate.actors.key_views import KeyRecord, Principal
+from leasegate.actors.keys.records import LookupKey
+from leasegate.actors.keys.views import KeyRecord, Principal
 from leasegate.actors.system import System
 from leasegate.errors import Forbidden, RateLimited, Unauthorized
 from leasegate.http.console.sessions import COOKIE, Sessions
@@ -215,7 +215,7 @@ class Authenticator:
     async def _lookup(self, key_id: str, now: float) -> KeyRecord | None:
         """The stored key; a live one is remembered unless a revocation came meanwhile."""
         forgotten = self._forgotten
-        found = await self.system.keys.mailbox.ask(LookupKey(key_id))
+        found = await self.system.keys.ask(LookupKey(key_id))
         if found is not None and not found.revoked and forgotten == self._forgotten:
             self.verified.add(found.principal, found.secret_hash, now)
         return found

@@ -15,14 +15,20 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from leasegate.actors.mailbox import Ask, Mailbox
+from leasegate.actors.channels import JobQueue
+from leasegate.actors.jobs.channel import JobChannel, JobView
+from leasegate.actors.runtime.mailbox import Ask, Message
 from leasegate.errors import InvalidRequest, LeasegateError
+from leasegate.http.auth import require_tenant
+from leasegate.http.context import system
 from leasegate.http.errors import _describe
 from leasegate.http.render import to_json
 
 B = TypeVar("B", bound=BaseModel)
 T = TypeVar("T")
-R = TypeVar("R")
+A = TypeVar("A", bound=JobQueue)
+M = TypeVar("M", bound=Message)
+V = TypeVar("V", bound=JobView)
 
 
 def each_item(model: type[B], raw: Sequence[Any],
@@ -43,6 +49,23 @@ def each_item(model: type[B], raw: Sequence[Any],
     return built
 
 
+def each_body(model: type[B], raw: Sequence[Any],
+              build: Callable[[B, int], T]) -> list[T | LeasegateError]:
+    """:func:`each_item` for the items of a job batch: ``build(body, limit)`` checks the
+    body's JSON fields against ``max_json_field_bytes``, read once, not per item."""
+    limit = system().settings.max_json_field_bytes
+    return each_item(model, raw, lambda body: build(body, limit))
+
+
+async def each_reported(noun: str, channel: JobChannel[A, Any, V],
+                        batch: Callable[[tuple[M, ...]], Ask[A, tuple[V | LeasegateError, ...]]],
+                        model: type[B], raw: Sequence[Any],
+                        build: Callable[[B, int], M]) -> dict[str, Any]:
+    """``POST /v1/<jobs>/results``: each item validated and built on its own, the
+    taken ones sent as one ``batch``, every job in the reply with its billing."""
+    return reply(noun, await channel.ask_each(batch, each_body(model, raw, build)))
+
+
 def reply(noun: str, answers: Sequence[object | LeasegateError],
           status: Callable[[Any], int] = lambda _: 200) -> dict[str, Any]:
     """The batch reply: one entry per answer, in order."""
@@ -60,12 +83,13 @@ def created(answer: Any) -> int:
     return 201 if answer.created else 200
 
 
-async def ask_each(mailbox: Mailbox,
-                   batch: Callable[[tuple[T, ...]], Ask[tuple[R | LeasegateError, ...]]],
-                   items: Sequence[T | LeasegateError]) -> list[R | LeasegateError]:
-    """Send the items the edge took as one batch message; the refused keep their error.
-    A refusal of the whole message (storage trouble, shutting down: nothing changed)
-    is the whole call's."""
-    taken = [item for item in items if not isinstance(item, LeasegateError)]
-    replies = iter(await mailbox.ask(batch(tuple(taken))) if taken else ())
-    return [item if isinstance(item, LeasegateError) else next(replies) for item in items]
+def submitted(answer: Any) -> tuple[Any, int]:
+    """A single submit's reply: the job's id and status, 201 or (a replay) 200."""
+    return to_json(answer), created(answer)
+
+
+def submitter() -> str:
+    """The tenant of the client key that submits (``allow`` let only such a key in)."""
+    _, tenant = require_tenant("client")
+    assert tenant is not None
+    return tenant

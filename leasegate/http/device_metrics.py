@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from leasegate.actors.device_views import DeviceCounts
+from leasegate.actors.devices.views import DeviceCounts
 
 STATES = ("online", "away", "gone")
 TRANSITIONS = ("away", "back", "gone")

@@ -3,43 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import trio
 
-from leasegate.actors.mailbox import Ask, Mailbox, Tell
+from leasegate.actors.runtime.mailbox import Ask, Ref, Tell
+from leasegate.http.context import system
+from leasegate.http.render import to_json
 
+A = TypeVar("A")
+L = TypeVar("L")
 R = TypeVar("R")
 T = TypeVar("T")
 
 
-def long_poll(mailbox: Mailbox, message: Ask[R], wait_seconds: float, max_wait: float,
-              give_back: Callable[[R], Tell | None], on_timeout: T) -> Awaitable[R | T]:
+def long_poll(ref: Ref[A], message: Ask[A, R], wait_seconds: float, max_wait: float,
+              give_back: Callable[[R], Tell[A] | None], on_timeout: T) -> Awaitable[R | T]:
     """Ask, letting the actor hold the reply for up to ``wait_seconds`` (0: just ask;
     never longer than ``max_wait``).
 
     Cancellation (the HTTP client disconnected: quart-trio cancels the handler):
     a reply that was already on its way is given back to the actor (see
-    ``Mailbox.ask_parked``).
+    ``Ref.ask_parked``).
 
-    Not a coroutine itself, to hand back the mailbox's own: a parked poll holds
-    its whole chain of coroutine frames for as long as it waits.
+    Not a coroutine itself, to hand back the ref's own: a parked poll holds its
+    whole chain of coroutine frames for as long as it waits.
     """
     if wait_seconds <= 0:
-        return mailbox.ask(message)
+        return ref.ask(message)
     wait = min(wait_seconds, max_wait)
-    return mailbox.ask_parked(message, deadline=trio.current_time() + wait,
-                              give_back=give_back, on_timeout=on_timeout)
+    return ref.ask_parked(message, deadline=trio.current_time() + wait, give_back=give_back,
+                          on_timeout=on_timeout)
 
 
-async def read_settled(mailbox: Mailbox, now: Ask[R], settled: Ask[R],
-                       wait_seconds: float | None, max_wait: float) -> R:
-    """``GET /v1/<jobs>/{id}?wait_seconds=``: the job once ``settled`` answers (the
-    actor parks it until the job ends), or as ``now`` finds it when the wait runs out
-    (or ``wait_seconds`` is 0). A reply lost to a gone caller costs nothing: a read."""
-    if wait_seconds:
-        found = await long_poll(mailbox, settled, wait_seconds, max_wait,
-                                lambda _: None, None)
-        if found is not None:
-            return found
-    return await mailbox.ask(now)
+async def lease_reply(ref: Ref[A], message: Ask[A, tuple[L, ...]], wait_seconds: float,
+                      give_back: Callable[[tuple[L, ...]], Tell[A] | None]) -> dict[str, Any]:
+    """``POST /v1/<jobs>/lease``: the leases, after up to ``wait_seconds`` for work
+    (``max_wait_seconds`` at most); none when the wait ran out."""
+    items = await long_poll(ref, message, wait_seconds, system().settings.max_wait_seconds,
+                            give_back, ())
+    return {"items": to_json(items)}

@@ -10,13 +10,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from leasegate.actors.device_messages import CountDevices
-from leasegate.actors.device_views import DeviceCounts
-from leasegate.actors.query_messages import CountQueries
-from leasegate.actors.query_views import QueryCounts
+from leasegate.actors.devices.sightings import CountDevices
+from leasegate.actors.devices.views import DeviceCounts
+from leasegate.actors.queries.reads import CountQueries
+from leasegate.actors.queries.views import QueryCounts
 from leasegate.actors.system import System, SystemStatistics
-from leasegate.actors.task_messages import CheckTaskHealth
-from leasegate.actors.task_views import TaskHealthReport
+from leasegate.actors.tasks.presence import CheckTaskHealth
+from leasegate.actors.tasks.views import TaskHealthReport
 from leasegate.http.device_metrics import device_families
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -64,14 +64,14 @@ class Metrics(Collector):
             timer.observe(time.perf_counter() - started)
 
     async def refresh(self, system: System) -> None:
-        tasks = await system.tasks.mailbox.ask(CheckTaskHealth(METRIC_SITES))
-        queries = await system.queries.mailbox.ask(CountQueries(METRIC_SITES))
-        audit = system.ledger.last_audit
+        tasks = await system.tasks.ask(CheckTaskHealth(METRIC_SITES))
+        queries = await system.queries.ask(CountQueries(METRIC_SITES))
+        audit = system.last_audit
         self._ledger_ok = audit is None or audit.ok
         self._durable = system.durable
         self._snapshot = (tasks, queries, system.statistics())
         self._scraped_at = system.clock.now()
-        self._devices = await system.devices.mailbox.ask(CountDevices())
+        self._devices = await system.devices.ask(CountDevices())
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

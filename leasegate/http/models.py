@@ -23,11 +23,14 @@ from pydantic import (
     model_validator,
 )
 
-from leasegate.actors.batches import MAX_BATCH
-from leasegate.actors.key_messages import Role
+from leasegate.actors.keys.records import Role
 from leasegate.actors.pages import Page
-from leasegate.actors.query_messages import QueryOutcome, QueryStatus
-from leasegate.actors.task_messages import ReclaimAction, TaskOutcome, TaskStatus
+from leasegate.actors.queries.reads import QueryStatus
+from leasegate.actors.queries.results import QueryOutcome
+from leasegate.actors.runtime.batches import MAX_BATCH
+from leasegate.actors.tasks.control import ReclaimAction
+from leasegate.actors.tasks.fenced import TaskOutcome
+from leasegate.actors.tasks.reads import TaskStatus
 from leasegate.http.numbers import ASCII_DIGITS
 from leasegate.ids import ID_PATTERN, RESERVED_JOB_IDS
 from leasegate.settings import MAX_AMOUNT

@@ -9,12 +9,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from quart import Blueprint, Response, current_app, request
 from quart_schema import document_response, validate_querystring, validate_request
 
-from leasegate.actors.jobs import JobStatistics
-from leasegate.actors.key_messages import CreateKey, ListKeys, RevokeKey
-from leasegate.actors.query_messages import CountQueries, ListQuerySites
-from leasegate.actors.query_views import QueryCounts
-from leasegate.actors.task_messages import CheckTaskHealth, ListSites, ListWorkers
-from leasegate.actors.task_views import TaskHealthReport
+from leasegate.actors.keys.records import CreateKey, ListKeys, RevokeKey
+from leasegate.actors.queries.reads import CountQueries, ListQuerySites
+from leasegate.actors.queries.views import QueryCounts
+from leasegate.actors.runtime.periodic import JobStatistics
+from leasegate.actors.tasks.presence import CheckTaskHealth, ListSites, ListWorkers
+from leasegate.actors.tasks.views import TaskHealthReport
 from leasegate.clock import iso
 from leasegate.errors import LeasegateError
 from leasegate.http.auth import Authenticator, allow, require
@@ -45,7 +45,7 @@ bp = Blueprint("admin", __name__)
 @document_response(CreatedKey, 201)
 async def create_key(data: CreateKeyBody) -> tuple[Any, int]:
     """Create a key; its secret is in this reply only (a hash is stored)."""
-    reply = await system().keys.mailbox.ask(CreateKey(
+    reply = await system().keys.ask(CreateKey(
         data.role, data.name, data.tenant, tuple(data.sites) if data.sites else None))
     return to_json(reply), 201
 
@@ -56,7 +56,7 @@ async def create_key(data: CreateKeyBody) -> tuple[Any, int]:
 @document_response(KeyPage)
 async def list_keys(query_args: ListArgs) -> Any:
     """Keys, newest first, without their secrets."""
-    return to_json(await system().keys.mailbox.ask(ListKeys(page(query_args))))
+    return to_json(await system().keys.ask(ListKeys(page(query_args))))
 
 
 @bp.delete("/v1/admin/keys/<key_id>")
@@ -64,7 +64,7 @@ async def list_keys(query_args: ListArgs) -> Any:
 @document_response(KeyObject)
 async def revoke_key(key_id: str) -> Any:
     """Revoke a key; it is refused from the next request on."""
-    reply = await system().keys.mailbox.ask(RevokeKey(key_id))
+    reply = await system().keys.ask(RevokeKey(key_id))
     authenticator: Authenticator = current_app.extensions["leasegate.auth"]
     authenticator.forget(key_id)
     return to_json(reply)
@@ -84,7 +84,7 @@ async def make_backup() -> Any:
 @document_response(WorkerPage)
 async def list_workers(query_args: ListArgs) -> Any:
     """Workers seen on the task channel: state, last seen, held tasks, sites."""
-    return to_json(await system().tasks.mailbox.ask(ListWorkers(page(query_args))))
+    return to_json(await system().tasks.ask(ListWorkers(page(query_args))))
 
 
 @bp.get("/v1/sites/tasks")
@@ -94,7 +94,7 @@ async def list_workers(query_args: ListArgs) -> Any:
 async def list_task_sites(query_args: TaskSiteArgs) -> Any:
     """Sites with queued tasks, the most queued first (then by name), and whether an
     online worker serves each; ``unserved=true``: only those none serves."""
-    return to_json(await system().tasks.mailbox.ask(
+    return to_json(await system().tasks.ask(
         ListSites(page(query_args), query_args.unserved)))
 
 
@@ -104,7 +104,7 @@ async def list_task_sites(query_args: TaskSiteArgs) -> Any:
 @document_response(QuerySitePage)
 async def list_query_sites(query_args: ListArgs) -> Any:
     """Sites with queued or leased queries, the most first (then by name)."""
-    return to_json(await system().queries.mailbox.ask(ListQuerySites(page(query_args))))
+    return to_json(await system().queries.ask(ListQuerySites(page(query_args))))
 
 
 # Rows of each list in the admin /health details (and the console's overview): the
@@ -124,10 +124,10 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     sys = system()
     writable = await sys.storage_writable()
     top = LISTED if detailed else 0
-    tasks = await sys.tasks.mailbox.ask(CheckTaskHealth(top))
-    queries = {count.status: count for count in await sys.queries.mailbox.ask(CountQueries(top))}
+    tasks = await sys.tasks.ask(CheckTaskHealth(top))
+    queries = {count.status: count for count in await sys.queries.ask(CountQueries(top))}
     stats = sys.statistics()
-    audit = sys.ledger.last_audit
+    audit = sys.last_audit
     ledger_ok = audit is None or audit.ok  # None: not audited yet (never after start-up)
     now = sys.clock.now()
     every_job = stats.jobs + stats.services

@@ -10,7 +10,7 @@ from quart import Blueprint, Response, request, send_file
 from quart_schema import document_response
 from quart_trio.wrappers import TrioRequest
 
-from leasegate.actors.task_messages import FindArtifact, ListArtifacts, RecordArtifact
+from leasegate.actors.tasks.artifacts import FindArtifact, ListArtifacts, RecordArtifact
 from leasegate.errors import ArtifactNotFound, InvalidRequest
 from leasegate.http.auth import allow, require, require_tenant
 from leasegate.http.context import system
@@ -74,7 +74,7 @@ async def put_artifact(task_id: str, name: str) -> tuple[Any, int]:
     sys = system()
     upload = await sys.stage_upload(request.body)
     try:
-        stored = await sys.tasks.mailbox.ask(RecordArtifact(
+        stored = await sys.tasks.ask(RecordArtifact(
             task_id, worker_id, token, name, upload, principal.sites))
     finally:
         # Gone if it was placed; otherwise (refused, failed, cancelled) not kept.
@@ -88,7 +88,7 @@ async def put_artifact(task_id: str, name: str) -> tuple[Any, int]:
 async def list_artifacts(task_id: str) -> Any:
     """The task's artifacts (own tenant; admin: any)."""
     _, tenant = require_tenant("client")
-    return to_json(await system().tasks.mailbox.ask(ListArtifacts(task_id, tenant)))
+    return to_json(await system().tasks.ask(ListArtifacts(task_id, tenant)))
 
 
 @bp.get("/v1/tasks/<task_id>/artifacts/<name>")
@@ -98,7 +98,7 @@ async def get_artifact(task_id: str, name: str) -> Response:
     _, tenant = require_tenant("client")
     _checked_name(name)
     sys = system()
-    found = await sys.tasks.mailbox.ask(FindArtifact(task_id, name, tenant))
+    found = await sys.tasks.ask(FindArtifact(task_id, name, tenant))
     path = sys.artifact_path(task_id, name, found.sha256)
     if not await trio.to_thread.run_sync(path.is_file):
         raise ArtifactNotFound(f"the file of artifact {name} is missing")

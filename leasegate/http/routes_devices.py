@@ -12,8 +12,8 @@ from pydantic import BaseModel
 from quart import Blueprint
 from quart_schema import document_response, validate_querystring
 
-from leasegate.actors.device_messages import ListDevices
-from leasegate.actors.devices import see_device
+from leasegate.actors.devices.forwarder import see_device
+from leasegate.actors.devices.sightings import ListDevices
 from leasegate.http.auth import allow, require_tenant
 from leasegate.http.context import system
 from leasegate.http.models import ErrorEnvelope, ListArgs, ListPage, Timestamp, page
@@ -53,7 +53,7 @@ async def heartbeat(device_id: str) -> Any:
     _, tenant = require_tenant("client")
     assert tenant is not None  # a client key (checked by allow)
     sys = system()
-    return to_json(await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, device_id))
+    return to_json(await see_device(sys.devices, sys.tasks, tenant, device_id))
 
 
 @bp.get("/v1/devices")
@@ -64,4 +64,4 @@ async def list_devices(query_args: ListArgs) -> Any:
     """Devices, most recently seen first: state, last seen, unfinished tasks (own
     tenant; admin: all)."""
     _, tenant = require_tenant("client")
-    return to_json(await system().devices.mailbox.ask(ListDevices(tenant, page(query_args))))
+    return to_json(await system().devices.ask(ListDevices(tenant, page(query_args))))

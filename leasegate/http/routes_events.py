@@ -28,8 +28,8 @@ from pydantic import Field
 from quart import Blueprint, Response, request
 from quart_schema import document_response, validate_querystring
 
-from leasegate.actors.event_hub import EventFilter, Reset
-from leasegate.actors.history import GetHistory, JobEvent
+from leasegate.actors.queue.event_hub import EventFilter, Reset
+from leasegate.actors.queue.history import JobEvent
 from leasegate.errors import InvalidRequest
 from leasegate.http.auth import allow, require_tenant
 from leasegate.http.context import system
@@ -73,8 +73,7 @@ class EventArgs(Strict):
 @document_response(HistoryObject)
 async def task_history(task_id: str) -> Any:
     """A task's history, oldest first (own tenant; admin: any)."""
-    _, tenant = require_tenant("client")
-    return to_json(await system().tasks.mailbox.ask(GetHistory(task_id, tenant)))
+    return to_json(await system().jobs.tasks.history(task_id, require_tenant("client")[1]))
 
 
 @bp.get("/v1/queries/<query_id>/events")
@@ -82,8 +81,7 @@ async def task_history(task_id: str) -> Any:
 @document_response(HistoryObject)
 async def query_history(query_id: str) -> Any:
     """A query's history, oldest first (own tenant; admin: any)."""
-    _, tenant = require_tenant("client")
-    return to_json(await system().queries.mailbox.ask(GetHistory(query_id, tenant)))
+    return to_json(await system().jobs.queries.history(query_id, require_tenant("client")[1]))
 
 
 @bp.get("/v1/events")

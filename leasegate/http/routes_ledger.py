@@ -12,13 +12,9 @@ from typing import Any
 from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
-from leasegate.actors.ledger_messages import (
-    Credit,
-    GetAccount,
-    ListEntries,
-    ListHolds,
-    RunAudit,
-)
+from leasegate.actors.ledger.accounts import Credit, GetAccount, ListEntries
+from leasegate.actors.ledger.audit import RunAudit
+from leasegate.actors.ledger.holds import ListHolds
 from leasegate.errors import InvalidRequest, NotFound
 from leasegate.http.auth import allow, require_tenant
 from leasegate.http.context import system
@@ -57,7 +53,7 @@ async def credit(account: str, data: CreditBody) -> Any:
     """Credit a tenant's account (admin): ``@world -> account``, once per ``ref``."""
     if not is_id(account):
         raise InvalidRequest(f"account must be {ID_RULE}")
-    return to_json(await system().ledger.mailbox.ask(
+    return to_json(await system().ledger.ask(
         Credit(account, data.amount, data.ref, data.memo)))
 
 
@@ -66,7 +62,7 @@ async def credit(account: str, data: CreditBody) -> Any:
 @document_response(AccountObject)
 async def get_account(account: str) -> Any:
     """An account: available, held, balance (client: its own tenant's only)."""
-    return to_json(await system().ledger.mailbox.ask(GetAccount(_readable(account))))
+    return to_json(await system().ledger.ask(GetAccount(_readable(account))))
 
 
 @bp.get("/v1/ledger/accounts/<account>/entries")
@@ -75,7 +71,7 @@ async def get_account(account: str) -> Any:
 @document_response(EntryPage)
 async def list_entries(account: str, query_args: ListArgs) -> Any:
     """An account's journal lines, newest first (client: its own tenant's only)."""
-    return to_json(await system().ledger.mailbox.ask(
+    return to_json(await system().ledger.ask(
         ListEntries(_readable(account), page(query_args))))
 
 
@@ -85,7 +81,7 @@ async def list_entries(account: str, query_args: ListArgs) -> Any:
 @document_response(HoldPage)
 async def list_holds(query_args: HoldListArgs) -> Any:
     """Holds, newest first, by account and status (admin)."""
-    return to_json(await system().ledger.mailbox.ask(
+    return to_json(await system().ledger.ask(
         ListHolds(query_args.account, query_args.status, page(query_args))))
 
 
@@ -94,4 +90,4 @@ async def list_holds(query_args: HoldListArgs) -> Any:
 @document_response(AuditObject)
 async def run_audit() -> Any:
     """Check the books now (admin): every check, with what it found."""
-    return to_json(await system().ledger.mailbox.ask(RunAudit()))
+    return to_json(await system().ledger.ask(RunAudit()))

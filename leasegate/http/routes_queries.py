@@ -7,21 +7,15 @@ from typing import Any
 from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
-from leasegate.actors import billing
-from leasegate.actors.query_messages import (
-    GetQuery,
-    LeaseQueries,
-    ListQueries,
-    QueryResult,
-    QueryResults,
-    SubmitQuery,
-    release_message,
-)
+from leasegate.actors.queries.lease import LeaseQueries, release_message
+from leasegate.actors.queries.reads import ListQueries
+from leasegate.actors.queries.results import QueryResult, QueryResults
+from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import long_poll, read_settled
+from leasegate.http.long_poll import lease_reply
 from leasegate.http.models import (
     ErrorEnvelope,
     LeaseBody,
@@ -54,13 +48,9 @@ bp = Blueprint("queries", __name__)
 @document_response(ErrorEnvelope, 409)
 async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     """Submit a read-only query (client). Idempotent by ``query_id``."""
-    _, tenant = require_tenant("client")
-    assert tenant is not None  # a client key (checked by allow)
-    sys = system()
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
-    reply = await billing.submit_query(sys.queries.mailbox, sys.ledger.mailbox,
-                                       _submit_message(tenant, data))
-    return to_json(reply), 201 if reply.created else 200
+    return batches.submitted(await system().jobs.queries.submit(
+        _submit_message(batches.submitter(), data)))
 
 
 def _submit_message(tenant: str, data: SubmitQueryBody, limit: int | None = None) -> SubmitQuery:
@@ -78,14 +68,11 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
 
     Each item gets the status ``POST /v1/queries`` would give it alone. An id given
     twice in one batch: the second is a replay of the first."""
-    _, tenant = require_tenant("client")
-    assert tenant is not None  # a client key (checked by allow)
-    sys = system()
-    limit = sys.settings.max_json_field_bytes  # read once, not per item
-    items = batches.each_item(SubmitQueryBody, data.items,
-                              lambda body: _submit_message(tenant, body, limit))
-    answers = await billing.submit_queries(sys.queries.mailbox, sys.ledger.mailbox, items)
-    return batches.reply("query", answers, batches.created)
+    tenant = batches.submitter()
+    items = batches.each_body(SubmitQueryBody, data.items,
+                              lambda body, limit: _submit_message(tenant, body, limit))
+    return batches.reply("query", await system().jobs.queries.submit_many(items),
+                         batches.created)
 
 
 @bp.post("/v1/queries/results")
@@ -94,16 +81,10 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
 @document_response(QueryItems)
 async def query_results(data: QueryResultsBody) -> Any:
     """Report 1–100 query results (worker), each fenced and answered on its own."""
-    principal = require("worker")
-    sys = system()
-    limit = sys.settings.max_json_field_bytes  # read once, not per item
-    answers = await batches.ask_each(sys.queries.mailbox, QueryResults, batches.each_item(
-        QueryResultItem, data.items,
-        lambda item: _result_message(item.query_id, data.worker_id, principal.sites, item,
-                                     limit)))
-    # The settles were told after the queries' commit, so they are ahead of this ask.
-    return batches.reply("query", await billing.many_with_billing(sys.ledger.mailbox, "query",
-                                                                  answers))
+    sites = require("worker").sites
+    return await batches.each_reported(
+        "query", system().jobs.queries, QueryResults, QueryResultItem, data.items,
+        lambda item, limit: _result_message(item.query_id, data.worker_id, sites, item, limit))
 
 
 @bp.get("/v1/queries/<query_id>")
@@ -113,11 +94,8 @@ async def query_results(data: QueryResultsBody) -> Any:
 async def get_query(query_id: str, query_args: WaitArgs) -> Any:
     """A query; with ``wait_seconds`` (0–30), long-poll until it is terminal."""
     _, tenant = require_tenant("client")
-    sys = system()
-    found = await read_settled(sys.queries.mailbox, GetQuery(query_id, tenant),
-                               GetQuery(query_id, tenant, wait=True), query_args.wait_seconds,
-                               sys.settings.max_wait_seconds)
-    return to_json(await billing.with_billing(sys.ledger.mailbox, found))
+    return to_json(await system().jobs.queries.get(query_id, tenant,
+                                                   wait_seconds=query_args.wait_seconds or 0))
 
 
 @bp.get("/v1/queries")
@@ -127,11 +105,9 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
 async def list_queries(query_args: QueryListArgs) -> Any:
     """Queries, newest first (own tenant; admin: all)."""
     _, tenant = require_tenant("client")
-    sys = system()
-    found = await sys.queries.mailbox.ask(ListQueries(
+    return to_json(await system().jobs.queries.page(ListQueries(
         tenant=tenant, status=query_args.status, site=query_args.site, kind=query_args.kind,
-        page=page(query_args)))
-    return to_json(await billing.page_with_billing(sys.ledger.mailbox, "query", found))
+        page=page(query_args))))
 
 
 @bp.post("/v1/queries/lease")
@@ -141,13 +117,10 @@ async def list_queries(query_args: QueryListArgs) -> Any:
 async def lease_queries(data: LeaseBody) -> Any:
     """Long-poll for up to ``max`` queries (worker)."""
     principal = require("worker")
-    sys = system()
-    message = LeaseQueries(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
-                           max=data.max, request_id=data.request_id,
-                           wait=data.wait_seconds > 0)
-    items = await long_poll(sys.queries.mailbox, message, data.wait_seconds,
-                            sys.settings.max_wait_seconds, release_message, ())
-    return {"items": to_json(items)}
+    return await lease_reply(system().queries, LeaseQueries(
+        worker_id=data.worker_id, sites=worker_sites(principal, data.sites), max=data.max,
+        request_id=data.request_id, wait=data.wait_seconds > 0), data.wait_seconds,
+        release_message)
 
 
 @bp.post("/v1/queries/<query_id>/result")
@@ -158,11 +131,8 @@ async def lease_queries(data: LeaseBody) -> Any:
 async def query_result(query_id: str, data: QueryResultBody) -> Any:
     """Report a query's outcome with the lease token (worker)."""
     principal = require("worker")
-    sys = system()
-    done = await sys.queries.mailbox.ask(
-        _result_message(query_id, data.worker_id, principal.sites, data))
-    # The settle was told after the query's commit, so it is ahead of this ask.
-    return to_json(await billing.with_billing(sys.ledger.mailbox, done))
+    return to_json(await system().jobs.queries.ask(
+        _result_message(query_id, data.worker_id, principal.sites, data)))
 
 
 def _result_message(query_id: str, worker_id: str, sites: tuple[str, ...] | None,

@@ -8,29 +8,19 @@ import trio
 from quart import Blueprint
 from quart_schema import document_response, validate_querystring, validate_request
 
-from leasegate.actors import billing
-from leasegate.actors.devices import see_device
-from leasegate.actors.task_messages import (
-    ControlAction,
-    ControlTask,
-    GetTask,
-    LeaseTasks,
-    ListTasks,
-    ReclaimTask,
-    RenewTask,
-    StartTask,
-    StartTasks,
-    SubmitTask,
-    TaskResult,
-    TaskResults,
-    release_message,
-)
+from leasegate.actors.devices.forwarder import see_device
+from leasegate.actors.runtime.batches import ask_each
+from leasegate.actors.tasks.control import ControlAction, ControlTask, ReclaimTask
+from leasegate.actors.tasks.fenced import RenewTask, StartTask, StartTasks, TaskResult, TaskResults
+from leasegate.actors.tasks.lease import LeaseTasks, release_message
+from leasegate.actors.tasks.reads import ListTasks
+from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.errors import DeviceLimit, LeasegateError
 from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import long_poll, read_settled
+from leasegate.http.long_poll import lease_reply
 from leasegate.http.models import (
     ErrorEnvelope,
     FencedBody,
@@ -71,15 +61,12 @@ bp = Blueprint("tasks", __name__)
 @document_response(ErrorEnvelope, 409)
 async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     """Submit an irreversible task (client). Idempotent by ``task_id``."""
-    _, tenant = require_tenant("client")
-    assert tenant is not None  # a client key (checked by allow)
-    sys = system()
+    tenant, sys = batches.submitter(), system()
     message = _submit_message(tenant, data)  # a bad body (400, 413) sights no device
     if message.device_id is not None:  # a sighting; a full device table refuses (6008) first
-        await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, message.device_id)
+        await see_device(sys.devices, sys.tasks, tenant, message.device_id)
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
-    reply = await billing.submit_task(sys.tasks.mailbox, sys.ledger.mailbox, message)
-    return to_json(reply), 201 if reply.created else 200
+    return batches.submitted(await sys.jobs.tasks.submit(message))
 
 
 def _submit_message(tenant: str, data: SubmitTaskBody, limit: int | None = None) -> SubmitTask:
@@ -101,15 +88,10 @@ async def submit_tasks(data: SubmitTasksBody) -> Any:
     Each item gets the status ``POST /v1/tasks`` would give it alone (201, a 200
     replay, 400, 402, 409...). An id given twice in one batch: the second is a
     replay of the first."""
-    _, tenant = require_tenant("client")
-    assert tenant is not None  # a client key (checked by allow)
-    sys = system()
-    limit = sys.settings.max_json_field_bytes  # read once, not per item
-    items = batches.each_item(SubmitTaskBody, data.items,
-                              lambda body: _submit_message(tenant, body, limit))
-    items = await _see_devices(tenant, items)
-    answers = await billing.submit_tasks(sys.tasks.mailbox, sys.ledger.mailbox, items)
-    return batches.reply("task", answers, batches.created)
+    tenant = batches.submitter()
+    items = await _see_devices(tenant, batches.each_body(
+        SubmitTaskBody, data.items, lambda body, limit: _submit_message(tenant, body, limit)))
+    return batches.reply("task", await system().jobs.tasks.submit_many(items), batches.created)
 
 
 async def _see_devices(tenant: str, items: list[SubmitTask | LeasegateError],
@@ -124,7 +106,7 @@ async def _see_devices(tenant: str, items: list[SubmitTask | LeasegateError],
 
     async def see(device_id: str) -> None:
         try:
-            await see_device(sys.devices.mailbox, sys.tasks.mailbox, tenant, device_id)
+            await see_device(sys.devices, sys.tasks, tenant, device_id)
         except DeviceLimit as exc:
             refused[device_id] = exc
 
@@ -145,11 +127,8 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
     the task is finished (succeeded, failed, canceled, expired) or needs someone
     (stale, paused)."""
     _, tenant = require_tenant("client")
-    sys = system()
-    found = await read_settled(sys.tasks.mailbox, GetTask(task_id, tenant),
-                               GetTask(task_id, tenant, wait=True), query_args.wait_seconds,
-                               sys.settings.max_wait_seconds)
-    return to_json(await billing.with_billing(sys.ledger.mailbox, found))
+    return to_json(await system().jobs.tasks.get(task_id, tenant,
+                                                 wait_seconds=query_args.wait_seconds or 0))
 
 
 @bp.get("/v1/tasks")
@@ -159,11 +138,9 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
 async def list_tasks(query_args: TaskListArgs) -> Any:
     """Tasks, newest first (own tenant; admin: all)."""
     _, tenant = require_tenant("client")
-    sys = system()
-    found = await sys.tasks.mailbox.ask(ListTasks(
+    return to_json(await system().jobs.tasks.page(ListTasks(
         tenant=tenant, status=query_args.status, site=query_args.site,
-        account=query_args.account, kind=query_args.kind, page=page(query_args)))
-    return to_json(await billing.page_with_billing(sys.ledger.mailbox, "task", found))
+        account=query_args.account, kind=query_args.kind, page=page(query_args))))
 
 
 def _control_route(action: ControlAction, doc: str) -> None:
@@ -172,9 +149,7 @@ def _control_route(action: ControlAction, doc: str) -> None:
 
     async def control(task_id: str) -> Any:
         _, tenant = require_tenant("client")
-        sys = system()
-        return to_json(await billing.with_billing(
-            sys.ledger.mailbox, await sys.tasks.mailbox.ask(ControlTask(task_id, action, tenant))))
+        return to_json(await system().jobs.tasks.ask(ControlTask(task_id, action, tenant)))
 
     control.__name__ = f"{action}_task"
     control.__doc__ = doc
@@ -195,13 +170,10 @@ _control_route("resume", "Resume a paused batch task from its checkpoint (back t
 async def lease_tasks(data: LeaseBody) -> Any:
     """Long-poll for up to ``max`` tasks on distinct lanes (worker)."""
     principal = require("worker")
-    sys = system()
-    message = LeaseTasks(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
-                         max=data.max, request_id=data.request_id, wait=data.wait_seconds > 0,
-                         key_id=principal.key_id)
-    items = await long_poll(sys.tasks.mailbox, message, data.wait_seconds,
-                            sys.settings.max_wait_seconds, release_message, ())
-    return {"items": to_json(items)}
+    return await lease_reply(system().tasks, LeaseTasks(
+        worker_id=data.worker_id, sites=worker_sites(principal, data.sites), max=data.max,
+        request_id=data.request_id, wait=data.wait_seconds > 0, key_id=principal.key_id),
+        data.wait_seconds, release_message)
 
 
 @bp.post("/v1/tasks/start")
@@ -215,8 +187,7 @@ async def start_tasks(data: StartTasksBody) -> Any:
     principal = require("worker")
     starts = batches.each_item(StartItem, data.items, lambda item: StartTask(
         item.task_id, data.worker_id, item.lease_token, principal.sites))
-    return batches.reply("task", await batches.ask_each(system().tasks.mailbox, StartTasks,
-                                                        starts))
+    return batches.reply("task", await ask_each(system().tasks, StartTasks, starts))
 
 
 @bp.post("/v1/tasks/results")
@@ -225,16 +196,10 @@ async def start_tasks(data: StartTasksBody) -> Any:
 @document_response(TaskItems)
 async def task_results(data: TaskResultsBody) -> Any:
     """Report 1–100 results (worker), each fenced and answered on its own."""
-    principal = require("worker")
-    sys = system()
-    limit = sys.settings.max_json_field_bytes  # read once, not per item
-    answers = await batches.ask_each(sys.tasks.mailbox, TaskResults, batches.each_item(
-        TaskResultItem, data.items,
-        lambda item: _result_message(item.task_id, data.worker_id, principal.sites, item,
-                                     limit)))
-    # The settles were told after the tasks' commit, so they are ahead of this ask.
-    return batches.reply("task", await billing.many_with_billing(sys.ledger.mailbox, "task",
-                                                                 answers))
+    sites = require("worker").sites
+    return await batches.each_reported(
+        "task", system().jobs.tasks, TaskResults, TaskResultItem, data.items,
+        lambda item, limit: _result_message(item.task_id, data.worker_id, sites, item, limit))
 
 
 @bp.post("/v1/tasks/<task_id>/start")
@@ -245,7 +210,7 @@ async def task_results(data: TaskResultsBody) -> Any:
 async def start_task(task_id: str, data: FencedBody) -> Any:
     """Turn a claim into a running lease; only then may the worker touch the site."""
     principal = require("worker")
-    return to_json(await system().tasks.mailbox.ask(StartTask(
+    return to_json(await system().tasks.ask(StartTask(
         task_id, data.worker_id, data.lease_token, principal.sites)))
 
 
@@ -258,7 +223,7 @@ async def renew_task(task_id: str, data: RenewBody) -> Any:
     """Extend the running lease; the reply carries cancel and pause requests."""
     principal = require("worker")
     check_json_field("progress", data.progress)
-    return to_json(await system().tasks.mailbox.ask(RenewTask(
+    return to_json(await system().tasks.ask(RenewTask(
         task_id, data.worker_id, data.lease_token, data.progress, sites=principal.sites)))
 
 
@@ -270,11 +235,8 @@ async def renew_task(task_id: str, data: RenewBody) -> Any:
 async def task_result(task_id: str, data: TaskResultBody) -> Any:
     """Report how the task ended; a stale task accepts its last lease's result."""
     principal = require("worker")
-    sys = system()
-    done = await sys.tasks.mailbox.ask(
-        _result_message(task_id, data.worker_id, principal.sites, data))
-    # The settle was told after the task's commit, so it is ahead of this ask.
-    return to_json(await billing.with_billing(sys.ledger.mailbox, done))
+    return to_json(await system().jobs.tasks.ask(
+        _result_message(task_id, data.worker_id, principal.sites, data)))
 
 
 def _result_message(task_id: str, worker_id: str, sites: tuple[str, ...] | None,
@@ -300,8 +262,6 @@ async def reclaim_task(task_id: str, data: ReclaimBody) -> Any:
     """Resolve a stale task (admin): requeue, succeeded or failed, with a reason."""
     principal = require("admin")
     check_json_field("result", data.result)
-    sys = system()
-    return to_json(await billing.with_billing(sys.ledger.mailbox, await sys.tasks.mailbox.ask(
-        ReclaimTask(task_id, data.action, data.reason,
-                    by=f"{principal.name} ({principal.key_id})",
-                    result=data.result, cost=data.cost))))
+    return to_json(await system().jobs.tasks.ask(ReclaimTask(
+        task_id, data.action, data.reason, by=f"{principal.name} ({principal.key_id})",
+        result=data.result, cost=data.cost)))

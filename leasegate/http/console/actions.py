@@ -13,9 +13,9 @@ from typing import Any
 from quart import request, url_for
 from werkzeug.wrappers import Response as Redirect
 
-from leasegate.actors.key_messages import CreateKey, RevokeKey
-from leasegate.actors.ledger_messages import Credit
-from leasegate.actors.task_messages import ReclaimTask
+from leasegate.actors.keys.records import CreateKey, RevokeKey
+from leasegate.actors.ledger.accounts import Credit
+from leasegate.actors.tasks.control import ReclaimTask
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import authenticator, back_to, bp, principal, session
 from leasegate.http.context import system
@@ -49,7 +49,7 @@ async def reclaim(task_id: str) -> Redirect:
     """Resolve a stale task: requeue, succeeded or failed, with a reason (required)."""
     form = await request.form
     who = principal()
-    done = await system().tasks.mailbox.ask(ReclaimTask(
+    done = await system().tasks.ask(ReclaimTask(
         task_id, _field(form, "action"), _field(form, "reason"),  # type: ignore[arg-type]
         by=f"{who.name} ({who.key_id})"))
     session().notify("ok", f"task {task_id}: {form.get('action')} → {done.status}")
@@ -60,7 +60,7 @@ async def reclaim(task_id: str) -> Redirect:
 async def credit() -> Redirect:
     form = await request.form
     account = _field(form, "account") or ""
-    reply = await system().ledger.mailbox.ask(Credit(
+    reply = await system().ledger.ask(Credit(
         account, _whole(form, "amount"), _field(form, "ref") or "",
         _field(form, "memo", required=False)))
     session().notify("ok", f"credited {account}: available {reply.available}, "
@@ -73,7 +73,7 @@ async def create_key() -> Redirect:
     """A new key; its secret is shown on the next page only (then gone)."""
     form = await request.form
     sites = _field(form, "sites", required=False)
-    created = await system().keys.mailbox.ask(CreateKey(
+    created = await system().keys.ask(CreateKey(
         _field(form, "role"),  # type: ignore[arg-type]
         _field(form, "name") or "", _field(form, "tenant", required=False),
         tuple(s.strip() for s in sites.split(",") if s.strip()) if sites else None))
@@ -85,7 +85,7 @@ async def create_key() -> Redirect:
 @bp.post("/keys/<key_id>/revoke")
 async def revoke_key(key_id: str) -> Redirect:
     form = await request.form
-    revoked = await system().keys.mailbox.ask(RevokeKey(key_id))
+    revoked = await system().keys.ask(RevokeKey(key_id))
     authenticator().forget(key_id)
     session().notify("ok", f"key {revoked.name} ({key_id}) revoked")
     return back_to(form, url_for("console.keys"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from leasegate.actors.history import JobEvent
+from leasegate.actors.queue.history import JobEvent
 
 SLOTS = 60
 TERMINAL_KINDS = frozenset({"result", "canceled", "expired", "reclaimed"})

@@ -19,7 +19,7 @@ import trio
 from quart import Blueprint, Response, current_app, g, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
-from leasegate.actors.key_views import Principal
+from leasegate.actors.keys.views import Principal
 from leasegate.errors import LeasegateError, NotFound, Unauthorized
 from leasegate.http.auth import Authenticator
 from leasegate.http.console.activity import Activity

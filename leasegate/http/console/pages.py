@@ -8,26 +8,14 @@ from typing import Any, get_args
 from quart import Response, redirect, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
-from leasegate.actors import billing
-from leasegate.actors.key_messages import ListKeys
-from leasegate.actors.ledger_messages import GetAccount, ListAccounts, ListEntries, ListHolds
+from leasegate.actors.keys.records import ListKeys
+from leasegate.actors.ledger.accounts import GetAccount, ListAccounts, ListEntries
+from leasegate.actors.ledger.holds import ListHolds
 from leasegate.actors.pages import MAX_OFFSET, Page
-from leasegate.actors.query_messages import (
-    CountQueries,
-    GetQuery,
-    ListQueries,
-    ListQuerySites,
-    QueryStatus,
-)
-from leasegate.actors.task_messages import (
-    CountTasks,
-    GetTask,
-    ListArtifacts,
-    ListSites,
-    ListTasks,
-    ListWorkers,
-    TaskStatus,
-)
+from leasegate.actors.queries.reads import CountQueries, ListQueries, ListQuerySites, QueryStatus
+from leasegate.actors.tasks.artifacts import ListArtifacts
+from leasegate.actors.tasks.presence import ListSites, ListWorkers
+from leasegate.actors.tasks.reads import CountTasks, ListTasks, TaskStatus
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import activity, bp, page
 from leasegate.http.context import system
@@ -78,13 +66,13 @@ async def overview() -> Response:
     report = await health_report(detailed=True)
     # Unfinished work only: counting the finished jobs kept for retention would scan
     # them inside the actors' turns (the charts show what finished lately).
-    tasks = dict(await sys.tasks.mailbox.ask(CountTasks()))
+    tasks = dict(await sys.tasks.ask(CountTasks()))
     queries = {"queued": 0, "leased": 0}
-    for count in await sys.queries.mailbox.ask(CountQueries()):
+    for count in await sys.queries.ask(CountQueries()):
         queries[count.status] += count.n
-    workers = await sys.tasks.mailbox.ask(ListWorkers(Page(limit=100)))
-    stale = await sys.tasks.mailbox.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
-    audit = sys.ledger.last_audit
+    workers = await sys.tasks.ask(ListWorkers(Page(limit=100)))
+    stale = await sys.tasks.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
+    audit = sys.last_audit
     return await page(
         "overview.html", live=ALL_EVENTS, report=report, tasks=tasks, queries=queries,
         workers=to_json(workers), stale=to_json(stale), audit=to_json(audit),
@@ -102,10 +90,10 @@ async def tasks() -> Response | Redirect:
     filters = {"site": _arg_id("site"), "account": _arg_id("account"),
                "tenant": _arg_id("tenant")}
     sys = system()
-    stale = await sys.tasks.mailbox.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
-    artifacts = {task.task_id: to_json((await sys.tasks.mailbox.ask(
+    stale = await sys.tasks.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
+    artifacts = {task.task_id: to_json((await sys.tasks.ask(
         ListArtifacts(task.task_id))).items) for task in stale.items}
-    found = await sys.tasks.mailbox.ask(ListTasks(
+    found = await sys.tasks.ask(ListTasks(
         status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
     return await page("tasks.html", live=ALL_EVENTS, stale=to_json(stale), artifacts=artifacts,
                       found=to_json(found), status=status or "", statuses=TASK_STATUSES,
@@ -119,7 +107,7 @@ async def queries() -> Response | Redirect:
         return redirect(url_for("console.query", query_id=query_id), 303)
     status = _arg_choice("status", QUERY_STATUSES)
     filters = {"site": _arg_id("site"), "tenant": _arg_id("tenant")}
-    found = await system().queries.mailbox.ask(ListQueries(
+    found = await system().queries.ask(ListQueries(
         status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
     return await page("queries.html", live=ALL_EVENTS, found=to_json(found), status=status or "",
                       statuses=QUERY_STATUSES, filters={k: v or "" for k, v in filters.items()})
@@ -130,9 +118,8 @@ async def task(task_id: str) -> Response:
     if not is_id(task_id):
         raise InvalidRequest(f"task_id must be {ID_RULE}")
     sys = system()
-    found = await billing.with_billing(sys.ledger.mailbox,
-                                       await sys.tasks.mailbox.ask(GetTask(task_id)))
-    artifacts = await sys.tasks.mailbox.ask(ListArtifacts(task_id))
+    found = await sys.jobs.tasks.get(task_id, None)
+    artifacts = await sys.tasks.ask(ListArtifacts(task_id))
     return await page("job.html", live=f"{ALL_EVENTS}?job_id={task_id}", channel="task",
                       job=to_json(found), job_id=task_id,
                       artifacts=to_json(artifacts.items))
@@ -142,9 +129,7 @@ async def task(task_id: str) -> Response:
 async def query(query_id: str) -> Response:
     if not is_id(query_id):
         raise InvalidRequest(f"query_id must be {ID_RULE}")
-    sys = system()
-    found = await billing.with_billing(sys.ledger.mailbox,
-                                       await sys.queries.mailbox.ask(GetQuery(query_id)))
+    found = await system().jobs.queries.get(query_id, None)
     return await page("job.html", live=f"{ALL_EVENTS}?job_id={query_id}", channel="query",
                       job=to_json(found), job_id=query_id,
                       artifacts=[])
@@ -154,13 +139,13 @@ async def query(query_id: str) -> Response:
 async def ledger() -> Response:
     """Accounts and their balances; one account's entries and holds; the credit form."""
     account = _arg_id("account")
-    mailbox = system().ledger.mailbox
-    accounts = await mailbox.ask(ListAccounts(Page(limit=100, offset=_offset())))
+    ledger = system().ledger
+    accounts = await ledger.ask(ListAccounts(Page(limit=100, offset=_offset())))
     chosen = entries = None
-    holds = await mailbox.ask(ListHolds(account=account, page=Page(limit=PAGE_SIZE)))
+    holds = await ledger.ask(ListHolds(account=account, page=Page(limit=PAGE_SIZE)))
     if account is not None:
-        chosen = to_json(await mailbox.ask(GetAccount(account)))
-        entries = to_json(await mailbox.ask(ListEntries(account, Page(limit=PAGE_SIZE))))
+        chosen = to_json(await ledger.ask(GetAccount(account)))
+        entries = to_json(await ledger.ask(ListEntries(account, Page(limit=PAGE_SIZE))))
     return await page("ledger.html", accounts=to_json(accounts), account=account or "",
                       chosen=chosen, entries=entries, holds=to_json(holds))
 
@@ -173,8 +158,8 @@ async def sites() -> Response:
     channel = _arg_choice("channel", ("task", "query")) or "task"
     unserved = request.args.get("unserved", "") == "1"
     at = Page(limit=PAGE_SIZE, offset=_offset())
-    found = (await sys.tasks.mailbox.ask(ListSites(at, unserved)) if channel == "task"
-             else await sys.queries.mailbox.ask(ListQuerySites(at)))
+    found = (await sys.tasks.ask(ListSites(at, unserved)) if channel == "task"
+             else await sys.queries.ask(ListQuerySites(at)))
     return await page("sites.html", found=to_json(found), channel=channel, unserved=unserved)
 
 
@@ -182,12 +167,12 @@ async def sites() -> Response:
 async def workers() -> Response:
     """Workers from the task actor; devices from ``GET /v1/devices`` (read by the page's
     script when the gateway has that route)."""
-    found = await system().tasks.mailbox.ask(ListWorkers(Page(limit=PAGE_SIZE,
+    found = await system().tasks.ask(ListWorkers(Page(limit=PAGE_SIZE,
                                                                offset=_offset())))
     return await page("workers.html", workers=to_json(found))
 
 
 @bp.get("/keys")
 async def keys() -> Response:
-    found = await system().keys.mailbox.ask(ListKeys(Page(limit=PAGE_SIZE, offset=_offset())))
+    found = await system().keys.ask(ListKeys(Page(limit=PAGE_SIZE, offset=_offset())))
     return await page("keys.html", keys=to_json(found))

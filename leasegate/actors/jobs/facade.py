@@ -1,0 +1,33 @@
+"""Both job channels as routes use them::
+
+    jobs = Jobs(tasks=tasks_ref, queries=queries_ref, ledger=ledger_ref)
+    await jobs.tasks.submit(SubmitTask(...))
+    await jobs.queries.get("q1", tenant, wait_seconds=20)
+"""
+
+from __future__ import annotations
+
+from leasegate.actors.jobs.channel import JobChannel
+from leasegate.actors.ledger.ref import LedgerRef
+from leasegate.actors.queries.reads import GetQuery
+from leasegate.actors.queries.ref import Queries, QueriesRef
+from leasegate.actors.queries.submit import SubmitQueries
+from leasegate.actors.queries.turn import QUERY_KIND
+from leasegate.actors.queries.views import QuerySubmitted, QueryView
+from leasegate.actors.tasks.reads import GetTask
+from leasegate.actors.tasks.ref import Tasks, TasksRef
+from leasegate.actors.tasks.submit import SubmitTasks
+from leasegate.actors.tasks.turn import TASK_KIND
+from leasegate.actors.tasks.views import TaskSubmitted, TaskView
+
+
+class Jobs:
+    """The task and query channels, each with its queue and the ledger."""
+
+    def __init__(self, *, tasks: TasksRef, queries: QueriesRef, ledger: LedgerRef,
+                 max_wait: float) -> None:
+        self.tasks: JobChannel[Tasks, TaskSubmitted, TaskView] = JobChannel(
+            TASK_KIND, tasks, ledger, max_wait=max_wait, get=GetTask, submit_many=SubmitTasks)
+        self.queries: JobChannel[Queries, QuerySubmitted, QueryView] = JobChannel(
+            QUERY_KIND, queries, ledger, max_wait=max_wait, get=GetQuery,
+            submit_many=SubmitQueries)

@@ -1,0 +1,21 @@
+"""Opening the keys actor."""
+
+from __future__ import annotations
+
+from leasegate.actors.keys import records
+from leasegate.actors.keys.ref import Keys
+from leasegate.actors.keys.turn import KEYS
+from leasegate.actors.runtime.actor import Actor
+from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.turn import Turn
+from leasegate.clock import Clock
+from leasegate.storage.connection import Database
+
+MAILBOX_SIZE = 1024
+MODULES = (records,)
+"""What the keys actor does (importing a module registers its handlers)."""
+
+
+def open_keys(db: Database, clock: Clock, inbox: Inbox[Keys] | None = None) -> Actor[Keys, Turn]:
+    """The keys actor on ``db`` (not running yet: start ``actor.run``)."""
+    return Actor("keys", inbox or Inbox(Keys, MAILBOX_SIZE), db, clock, Turn("keys"), KEYS)

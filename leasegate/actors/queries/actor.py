@@ -1,0 +1,29 @@
+"""Opening the query actor."""
+
+from __future__ import annotations
+
+from leasegate.actors.ledger.ref import LedgerRef
+from leasegate.actors.queries import deadlines, lease, reads, results, submit
+from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries.turn import QUERIES, QUERY_KIND, QueryTurn
+from leasegate.actors.queue.event_hub import EventHub
+from leasegate.actors.runtime.actor import Actor
+from leasegate.actors.runtime.inbox import Inbox
+from leasegate.clock import Clock
+from leasegate.settings import Settings
+from leasegate.storage.connection import Database
+
+MODULES = (submit, reads, lease, results, deadlines)
+"""What the query actor does, module by module (importing one registers its handlers)."""
+
+
+def open_queries(db: Database, clock: Clock, settings: Settings, *,
+                 inbox: Inbox[Queries] | None = None, ledger: LedgerRef | None = None,
+                 events: EventHub | None = None) -> Actor[Queries, QueryTurn]:
+    """The query actor on ``db`` (not running yet), settling holds with ``ledger`` and
+    streaming its events to ``events``."""
+    turn = QueryTurn(QUERY_KIND, settings, ledger=ledger, events=events)
+    actor = Actor("queries", inbox or Inbox(Queries), db, clock, turn, QUERIES,
+                  error_log_window=settings.error_log_window)
+    actor.add_job("purge_queries", settings.housekeeping_interval, deadlines.purge)
+    return actor

@@ -1,0 +1,70 @@
+"""Leasing queries to workers, each message followed by its handler: a long-poll
+that parks until work appears, and the give-back of leases nobody received."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries.turn import QUERIES, QueryTurn
+from leasegate.actors.queries.views import QueryLease, query_lease
+from leasegate.actors.queue.leases import new_work
+from leasegate.actors.queue.leasing import (
+    LeaseCall,
+    Leasing,
+    ReleaseLeases,
+    give_back_with,
+    take_leases,
+    waiting_for_work,
+)
+from leasegate.actors.runtime.parking import PARK, Park
+from leasegate.errors import Unavailable
+from leasegate.storage import queries_sql as sql
+
+
+@dataclass(frozen=True)
+class ReleaseQueryLeases(ReleaseLeases[Queries]):
+    """Leases handed to a caller that was already gone: back to ``queued``."""
+
+
+@QUERIES.on(ReleaseQueryLeases)
+def give_back(turn: QueryTurn, m: ReleaseQueryLeases) -> None:
+    for query_id, token in m.leases:
+        if sql.give_back(turn.conn, query_id, token, turn.now):
+            turn.history.record(query_id, "released")
+            turn.work_may_be_available(*new_work(turn.current(query_id)["site"]))
+
+
+release_message = give_back_with(ReleaseQueryLeases)
+"""What gives back leases their caller never received (None: nothing to give)."""
+
+
+@dataclass(frozen=True)
+class LeaseQueries(LeaseCall[Queries, QueryLease]):
+    """Up to ``max`` queries, each leased until ``query_lease_ttl`` from now."""
+
+
+def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:
+    """Up to ``m.max`` queries, each leased until ``query_lease_ttl`` from now (an
+    attempt is counted at each lease)."""
+    return take_leases(turn, m, LEASING, turn.now + turn.settings.query_lease_ttl)
+
+
+LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
+                         take=sql.take_lease, view=query_lease,
+                         attempt=lambda row: row["attempts"],
+                         waiting_since=lambda row: row["created_at"])
+
+WAIT_FOR_WORK: Final = waiting_for_work(lease, release_message)
+"""A lease that waits: woken by new work at its sites; at shutdown, nothing."""
+
+
+@QUERIES.parks(LeaseQueries, WAIT_FOR_WORK)
+def lease_or_wait(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...] | Park:
+    if turn.draining:
+        raise Unavailable("the gateway is shutting down")
+    leases = lease(turn, m)
+    if not leases and m.wait:
+        return PARK
+    return leases

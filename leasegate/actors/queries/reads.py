@@ -1,0 +1,89 @@
+"""Reading queries, each message followed by its handler (one query and a query's
+history are read as every queue reads them: ``leasegate.actors.queue.reads``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from leasegate.actors.checks import check_choice, check_id, check_int, check_page
+from leasegate.actors.pages import MAX_LIMIT, Page, Paged, paged
+from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries.turn import QUERIES, QueryTurn
+from leasegate.actors.queries.views import QueryCounts, QuerySite, QueryView, query_view
+from leasegate.actors.queue.reads import GetJob, serve_reads
+from leasegate.actors.runtime.mailbox import Ask
+from leasegate.storage import queries_sql as sql
+from leasegate.storage.engine import Connection
+from leasegate.storage.pages import page_rows
+
+QueryStatus = Literal["queued", "leased", "succeeded", "failed", "expired"]
+
+
+@dataclass(frozen=True)
+class GetQuery(GetJob[Queries, QueryView]):
+    """A query; with ``wait``, parked until it is terminal."""
+
+
+serve_reads(QUERIES, GetQuery)  # and a query's history, and the ledger's settlements
+
+
+@dataclass(frozen=True)
+class ListQueries(Ask[Queries, Paged[QueryView]]):
+    tenant: str | None = None
+    status: QueryStatus | None = None
+    site: str | None = None
+    kind: str | None = None
+    page: Page = Page()
+
+    def check(self) -> None:
+        if self.status is not None:
+            check_choice("status", self.status, QueryStatus)
+        for name, value in (("tenant", self.tenant), ("site", self.site), ("kind", self.kind)):
+            check_id(name, value, optional=True)
+        check_page(self.page)
+
+
+@QUERIES.on(ListQueries)
+def list_queries(turn: QueryTurn, m: ListQueries) -> Paged[QueryView]:
+    filters = {"tenant": m.tenant, "status": m.status, "site": m.site, "kind": m.kind}
+    return paged(page_rows(turn.conn, "queries", filters, m.page.limit, m.page.offset),
+                 query_view, m.page)
+
+
+@dataclass(frozen=True)
+class CountQueries(Ask[Queries, tuple[QueryCounts, ...]]):
+    """Live queries (queued, leased): counts, and the ``top`` sites of each status (for
+    /health and /metrics; 0: counts only)."""
+
+    top: int = 0
+
+    def check(self) -> None:
+        check_int("top", self.top, 0, MAX_LIMIT)
+
+
+@QUERIES.on(CountQueries)
+def count(turn: QueryTurn, m: CountQueries) -> tuple[QueryCounts, ...]:
+    return tuple(_count(turn.conn, status, m.top) for status in sql.LIVE)
+
+
+def _count(conn: Connection, status: str, top: int) -> QueryCounts:
+    n, sites = sql.count_live(conn, status)
+    by_site = {r["site"]: r["n"] for r in sql.live_sites(conn, status, top)} if top else {}
+    return QueryCounts(status, n, sites, by_site)
+
+
+@dataclass(frozen=True)
+class ListQuerySites(Ask[Queries, Paged[QuerySite]]):
+    """Sites with live queries, the most first (then by name)."""
+
+    page: Page = Page()
+
+    def check(self) -> None:
+        check_page(self.page)
+
+
+@QUERIES.on(ListQuerySites)
+def sites_page(turn: QueryTurn, m: ListQuerySites) -> Paged[QuerySite]:
+    return paged(sql.sites_page(turn.conn, m.page.limit, m.page.offset),
+                 lambda row: QuerySite(row["site"], row["queued"], row["leased"]), m.page)

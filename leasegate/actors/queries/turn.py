@@ -1,0 +1,27 @@
+"""The query actor's table, turn context and handler registry."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries.views import QueryView, query_view
+from leasegate.actors.queue.turn import JobKind, QueueTurn
+from leasegate.actors.runtime.handlers import Handlers
+from leasegate.errors import QueryNotFound
+from leasegate.storage import queries_sql as sql
+
+QUERY_KIND: Final[JobKind[QueryView]] = JobKind(
+    actor="queries", channel="query", noun="query", id_prefix="q", id_column="query_id",
+    settled=sql.TERMINAL, terminal=sql.TERMINAL, get=sql.get, view=query_view,
+    not_found=QueryNotFound)
+"""Queries as the code both queues share reads them: a waiting read returns once
+the query is terminal."""
+
+
+class QueryTurn(QueueTurn[QueryView]):
+    """The query actor keeps nothing beyond what both queues keep (see ``QueueTurn``)."""
+
+
+QUERIES = Handlers(Queries, QueryTurn)
+"""What the query actor does with each message (filled in by its message modules)."""

@@ -1,0 +1,228 @@
+"""The live event stream's memory: a ring of the latest job events, and its readers.
+
+The queue actors publish each event after their commit (see
+``leasegate.actors.queue.history``), so a reader never sees what was rolled back.
+The ring keeps the last ``event_ring_size`` events in id order; a reader is
+only a cursor into it (the id of the last event it was given) and a filter,
+so a reader costs no memory of its own, however slowly it reads. A reader
+whose cursor the ring has passed has missed events: it is told so
+(:class:`Reset`) and goes on from now; the same for a ``Last-Event-ID`` the
+ring no longer reaches, or one this gateway never handed out. Resuming is from
+the ring only: after a restart the ring is empty and only the last id before
+the restart still resumes; a job's durable history is ``GET .../events``.
+
+Ids are dense and come in commit order (``leasegate.storage.events_sql``),
+but two actors' after-commit effects may run in either order: an event that
+arrives ahead of its predecessor waits (briefly) for it, so the ring stays in
+order. A hole that does not fill within ``GAP_SECONDS`` (a commit whose
+effects never ran) is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import trio
+
+from leasegate.actors.channels import Channel
+from leasegate.actors.queue.history import JobEvent
+from leasegate.errors import Unavailable
+
+log = logging.getLogger("leasegate.events")
+
+GAP_SECONDS: Final = 1.0
+BATCH: Final = 500  # events one read hands a reader at most
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Which events a reader gets; ``tenant`` None: every tenant (admin)."""
+
+    tenant: str | None = None
+    job_ids: frozenset[str] = frozenset()
+    site: str | None = None
+    device_id: str | None = None
+    channel: Channel | None = None
+
+    def matches(self, event: JobEvent) -> bool:
+        return ((self.tenant is None or event.tenant == self.tenant)
+                and (not self.job_ids or event.job_id in self.job_ids)
+                and (self.site is None or event.site == self.site)
+                and (self.device_id is None or event.device_id == self.device_id)
+                and (self.channel is None or event.channel == self.channel))
+
+
+@dataclass(frozen=True)
+class Reset:
+    """The reader missed events (or cannot resume where it asked): re-read; the
+    stream goes on from ``event_id``, the last event id as of now."""
+
+    reason: str
+    event_id: int
+
+
+class EventHub:
+    def __init__(self, capacity: int, max_readers: int) -> None:
+        self.capacity = capacity
+        self.max_readers = max_readers
+        self._ring: deque[JobEvent] = deque(maxlen=capacity)
+        self._last = 0  # the id of the newest event in the ring (or before it)
+        self._pending: dict[int, JobEvent] = {}
+        self._gap_since: float | None = None
+        self._changed = trio.Event()
+        self._hole = trio.Event()  # set when a hole in the ids opens
+        self.readers = 0
+        self.closed = False
+        # Called with each event as it enters the ring (the console's charts); a
+        # listener must be quick and must not raise.
+        self.listeners: list[Callable[[JobEvent], None]] = []
+
+    @property
+    def last_event_id(self) -> int:
+        return self._last
+
+    def start(self, last_event_id: int) -> None:
+        """Before any event: the last id the database handed out (resumable from)."""
+        self._last = last_event_id
+
+    # ---- the writers' side (after each commit, on the trio thread) ----
+
+    def publish(self, event: JobEvent) -> None:
+        if event.event_id <= self._last:  # behind a skipped hole: too late for the ring
+            log.warning("event %d came after its hole was skipped; not streamed",
+                        event.event_id)
+            return
+        self._pending[event.event_id] = event
+        self._flush()
+
+    def _flush(self) -> None:
+        moved = False
+        while self._last + 1 in self._pending:
+            self._last += 1
+            event = self._pending.pop(self._last)
+            self._ring.append(event)
+            for listener in self.listeners:
+                listener(event)
+            moved = True
+        if not self._pending:
+            self._gap_since = None
+        elif moved or self._gap_since is None:  # a new hole: its own GAP_SECONDS
+            self._gap_since = trio.current_time()
+            self._hole.set()
+        if moved:
+            self._changed.set()
+            self._changed = trio.Event()
+
+    async def run(self) -> None:
+        """Skip a hole in the ids that stays open longer than ``GAP_SECONDS``: asleep
+        until a hole opens, then until its deadline (no tick)."""
+        while True:
+            since = self._gap_since
+            if since is None:
+                await self._hole.wait()
+                self._hole = trio.Event()
+                continue
+            await trio.sleep_until(since + GAP_SECONDS)
+            if self._gap_since == since:  # the same hole, still open
+                skipped_to = min(self._pending) - 1
+                log.warning("event ids %d..%d never came; skipped", self._last + 1, skipped_to)
+                self._last = skipped_to
+                self._flush()
+
+    def close(self) -> None:
+        """End every stream (the gateway drains); new ones are refused."""
+        self.closed = True
+        self._changed.set()
+
+    # ---- the readers' side ----
+
+    def subscribe(self, wanted: EventFilter, after: int | None) -> Reader:
+        """A reader of events after ``after`` (None: from now); 503 past ``max_readers``."""
+        if self.closed:
+            raise Unavailable("the gateway is shutting down")
+        if self.readers >= self.max_readers:
+            raise Unavailable(f"{self.max_readers} event streams are open; that is the "
+                              "limit", Retry_After="5")
+        return Reader(self, wanted, after)
+
+    def _oldest(self) -> int:
+        return self._ring[0].event_id if self._ring else self._last + 1
+
+    def _after(self, cursor: int) -> list[JobEvent] | None:
+        """The ring's events after ``cursor``; None if some already left the ring."""
+        oldest = self._oldest()
+        if cursor < oldest - 1:
+            return None
+        start = cursor - oldest + 1
+        return [self._ring[i] for i in range(start, len(self._ring))]
+
+
+class Reader:
+    """One stream's place in the ring; counted in ``hub.readers`` while it streams."""
+
+    def __init__(self, hub: EventHub, wanted: EventFilter, after: int | None) -> None:
+        self.hub = hub
+        self.wanted = wanted
+        self.cursor = hub.last_event_id
+        self._reset: str | None = None
+        if after is not None:
+            oldest = hub._oldest()
+            if after > hub.last_event_id:
+                self._reset = (f"Last-Event-ID {after} was not handed out by this gateway "
+                               f"(the latest is {hub.last_event_id}); re-read")
+            elif after < oldest - 1:
+                self._reset = (f"Last-Event-ID {after} is older than the events kept "
+                               f"(from {oldest}); missed events, re-read")
+            else:
+                self.cursor = after
+
+    @contextlib.contextmanager
+    def streaming(self) -> Iterator[bool]:
+        """Counted toward ``max_readers`` while the stream runs; False (not counted) when
+        other streams reached the limit since :meth:`EventHub.subscribe` checked it."""
+        hub = self.hub
+        if hub.readers >= hub.max_readers:
+            yield False
+            return
+        hub.readers += 1
+        try:
+            yield True
+        finally:
+            hub.readers -= 1
+
+    async def next(self, wait: float) -> list[JobEvent] | Reset | None:
+        """The next events for this reader, waiting up to ``wait`` seconds for some
+        (an empty list when none came); a :class:`Reset`; None once the hub closed."""
+        deadline = trio.current_time() + wait
+        while True:
+            if self.hub.closed:
+                return None
+            if self._reset is not None:
+                reason, self._reset = self._reset, None
+                self.cursor = self.hub.last_event_id
+                return Reset(reason, self.cursor)
+            changed = self.hub._changed
+            found = self.hub._after(self.cursor)
+            if found is None:
+                self.cursor = self.hub.last_event_id
+                return Reset(f"missed events: this stream fell more than "
+                             f"{self.hub.capacity} events behind; re-read", self.cursor)
+            matching: list[JobEvent] = []
+            for event in found:
+                self.cursor = event.event_id
+                if self.wanted.matches(event):
+                    matching.append(event)
+                    if len(matching) == BATCH:
+                        break
+            if matching:
+                return matching
+            if trio.current_time() >= deadline:
+                return []
+            with trio.move_on_at(deadline if math.isfinite(deadline) else math.inf):
+                await changed.wait()

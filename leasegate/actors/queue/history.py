@@ -1,0 +1,142 @@
+"""Job history: each task's and query's events, recorded with its transitions.
+
+A queue actor's handler calls :meth:`JobHistory.record` once per transition,
+inside the turn: the row is written in the same transaction (durable before the
+reply acknowledges anything) and handed to the live
+:class:`~leasegate.actors.queue.event_hub.EventHub` only after the commit (a
+rolled-back message publishes nothing)::
+
+    turn.history.record(task_id, "started", worker_id=m.worker_id, attempt=2)
+
+``settled`` comes from the ledger, which owns the holds and decides charge and
+refund: after its own commit it tells the job's queue actor
+:class:`~leasegate.actors.channels.RecordSettled`, and the queue actor records it
+like any other event. So each table keeps one writer (the ledger never writes a
+queue's history, the queues never read the ledger's holds), and the message is a
+``tell``: the ledger never waits on a queue (the queues ask the ledger; the
+reverse wait could deadlock). A notice lost to a full inbox loses that history
+line only; the job's ``billing`` still shows the settlement.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from leasegate.actors.channels import Channel
+from leasegate.actors.payloads import compact_json
+from leasegate.actors.queue.leases import job_changed
+from leasegate.actors.runtime.turn import Turn
+from leasegate.actors.views import Instant
+from leasegate.storage import events_sql
+from leasegate.storage.engine import Row
+
+if TYPE_CHECKING:
+    from leasegate.actors.queue.event_hub import EventHub
+
+
+# A detail value larger than this (as JSON) is recorded by its size only: a progress
+# checkpoint may be 64 KiB, and a job keeps 200 events, the live ring 10,000.
+DETAIL_VALUE_MAX = 2048
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One thing that happened to a job; ``status`` is the job's status after it."""
+
+    event_id: int
+    channel: Channel
+    job_id: str
+    tenant: str
+    site: str
+    device_id: str | None
+    kind: str
+    status: str
+    at: Instant
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HistoryItem:
+    """A job's event as its history lists it (the job's own fields left out)."""
+
+    event_id: int
+    at: Instant
+    kind: str
+    status: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class History:
+    items: tuple[HistoryItem, ...]
+
+
+class JobHistory:
+    """A queue actor's recorder: rows in its turn's transaction, the hub after its
+    commit."""
+
+    def __init__(self, turn: Turn, channel: Channel, id_column: str,
+                 hub: EventHub | None) -> None:
+        self.turn = turn
+        self.channel: Channel = channel
+        self.id_column = id_column
+        self.hub = hub
+
+    def record(self, job_id: str, kind: str, *, job: events_sql.JobRow | None = None,
+               **detail: Any) -> None:
+        """Record ``kind`` for the job as it is now (call after the transition; ``job``:
+        its row after the transition, when the caller has it: one read less). Every
+        transition is recorded, so this is also where the job's waiting readers (a
+        ``GET ?wait_seconds``) are woken: none of its transitions can miss them."""
+        turn = self.turn
+        turn.work_may_be_available(job_changed(job_id))
+        kept = {k: _bounded(v) for k, v in detail.items() if v is not None}
+        at = turn.now
+        row = events_sql.append(turn.conn, self.channel, job_id, kind, compact_json(kept), at,
+                                job)
+        hub = self.hub
+        if row is not None and hub is not None:
+            event = JobEvent(row["event_id"], self.channel, job_id, row["tenant"], row["site"],
+                             row["device_id"], kind, row["status"], at, kept)
+            turn.after_commit(lambda: hub.publish(event))
+
+    def controlled(self, action: str, before: Row, after: Row, by: str | None = None) -> None:
+        """Record what a cancel, pause or resume changed (nothing: no event)."""
+        kind = _control_kind(action, before, after)
+        if kind is not None:
+            self.record(after[self.id_column], kind, by=by)
+
+    def read(self, job_id: str) -> History:
+        return History(tuple(HistoryItem(r["event_id"], r["at"], r["kind"], r["status"],
+                                         json.loads(r["detail"]))
+                             for r in events_sql.history(self.turn.conn, self.channel, job_id)))
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        size = len(json.dumps(value, separators=(",", ":")))
+        if size > DETAIL_VALUE_MAX:
+            return {"omitted": f"{size} bytes of JSON (kept up to {DETAIL_VALUE_MAX})"}
+    elif isinstance(value, str) and len(value) > DETAIL_VALUE_MAX:
+        return value[:DETAIL_VALUE_MAX] + "…"
+    return value
+
+
+def _control_kind(action: str, before: Row, after: Row) -> str | None:
+    status, was = after["status"], before["status"]
+    if action == "cancel":
+        if status == "canceled" and was != "canceled":
+            return "canceled"
+        if after["cancel_requested"] and not before["cancel_requested"]:
+            return "cancel_requested"
+    elif action == "pause":
+        if status == "paused" and was != "paused":
+            return "paused"
+        if after["pause_requested"] and not before["pause_requested"]:
+            return "pause_requested"
+    elif (was == "paused" and status != "paused") or (
+            before["pause_requested"] and not after["pause_requested"]):
+        return "resumed"
+    return None

@@ -1,0 +1,80 @@
+"""Pieces of leasing both job channels share: tokens, site limits, dry filters.
+
+    token = new_lease_token()
+    check_site(row["site"], key_sites)          # 403 for another site's job
+    if dry.known(turn, sites): ...              # this filter found nothing this turn
+    turn.work_may_be_available(*new_work(site)) # wakes lease_wait(sites) with that site
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Hashable
+
+from leasegate.actors.runtime.parking import Wait
+from leasegate.errors import Forbidden
+
+
+def new_lease_token() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def check_site(site: str, allowed: tuple[str, ...] | None) -> None:
+    """A key limited to some sites may not act on another site's job (403)."""
+    if allowed is not None and site not in allowed:
+        raise Forbidden(f"this key may not serve site {site}")
+
+
+class DryFilters:
+    """Which ``sites`` filters found no work in this turn.
+
+    Serving parked leases only takes work within a turn, so once a lease for
+    some sites found nothing, every later waiter asking for those sites (or a
+    subset) would scan the queue in vain. With a backlog behind a blocked lane
+    that scan is the expensive part, once per filter instead of once per waiter::
+
+        if dry.known(self.turn, sites): return None
+        ... lease ...; if nothing: dry.add(self.turn, sites)
+    """
+
+    def __init__(self) -> None:
+        self._turn = -1
+        self._dry: set[tuple[str, ...] | None] = set()
+
+    def known(self, turn: int, sites: tuple[str, ...] | None) -> bool:
+        if turn != self._turn:
+            self._turn, self._dry = turn, set()
+            return False
+        if None in self._dry or sites in self._dry:
+            return True
+        return sites is not None and all((site,) in self._dry for site in sites)
+
+    def add(self, turn: int, sites: tuple[str, ...] | None) -> None:
+        if turn != self._turn:
+            self._turn, self._dry = turn, set()
+        self._dry.add(sites)
+        if sites is not None:
+            self._dry.update((site,) for site in sites)
+
+
+# ---- what parked requests wait for (see leasegate.actors.runtime.parking) ----
+
+def lease_wait(sites: tuple[str, ...] | None) -> Wait:
+    """A parked lease: queued with the leases of the same filter, woken by its sites."""
+    topics = (("site", "*"),) if sites is None else tuple(("site", s) for s in sites)
+    return Wait(queue=("lease", sites), topics=topics)
+
+
+def new_work(site: str) -> tuple[Hashable, ...]:
+    """The topics of a job that became leasable at ``site``."""
+    return (("site", site), ("site", "*"))
+
+
+def job_wait(job_id: str) -> Wait:
+    """A parked read of one job (``wait_seconds``), woken by :func:`job_changed`."""
+    return Wait(queue=("job", job_id), topics=(job_changed(job_id),))
+
+
+def job_changed(job_id: str) -> Hashable:
+    """The topic of a job whose status changed (it may have settled)."""
+    return ("job", job_id)

@@ -1,0 +1,142 @@
+"""Handing out leases, the same on both channels: the claims of one lease call (or
+the same ones again, for a retry with its ``request_id``), a lease call that parks
+until work appears, and the give-back of leases nobody received.
+
+Each queue says what differs (:class:`Leasing`: its SQL, its lease view, how long a
+lease holds, the attempt it is and since when the job waited); the difference
+between the channels on purpose (a task's lease is a claim to start, a query's is
+the run itself) stays in its own handlers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Generic, Protocol, TypeVar
+
+from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, check_leases
+from leasegate.actors.queue.leases import lease_wait, new_lease_token
+from leasegate.actors.queue.turn import QueueTurn
+from leasegate.actors.runtime.batches import MAX_BATCH
+from leasegate.actors.runtime.handlers import Parks
+from leasegate.actors.runtime.mailbox import Ask, Tell
+from leasegate.storage.engine import Connection, Row
+
+A_contra = TypeVar("A_contra", contravariant=True)
+L = TypeVar("L", bound="Lease")
+L_co = TypeVar("L_co", covariant=True)
+T = TypeVar("T", bound=Tell[Any])
+QT = TypeVar("QT", bound=QueueTurn[Any])
+LA = TypeVar("LA", bound="LeaseCall[Any, Any]")
+
+MAX_LEASES: Final = MAX_BATCH
+
+
+@dataclass(frozen=True)
+class LeaseCall(Ask[A_contra, tuple[L_co, ...]]):
+    """A worker's lease call, the same on both channels (each names its own:
+    ``LeaseTasks`` derives from it): up to ``max`` jobs of ``sites``; with ``wait``,
+    parked until work appears; ``request_id`` makes a retry get the same leases."""
+
+    worker_id: str
+    sites: tuple[str, ...] | None = None  # None: every site
+    max: int = 1  # 1–100 (tasks: distinct lanes)
+    request_id: str | None = None
+    wait: bool = False  # park until work appears
+
+    def check(self) -> None:
+        check_id("worker_id", self.worker_id)
+        check_ids("sites", self.sites)
+        check_int("max", self.max, 1, MAX_LEASES)
+        check_id("request_id", self.request_id, optional=True)
+        check_flag("wait", self.wait)
+
+
+class Lease(Protocol):
+    """What both channels' leases, as handed out, have."""
+
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def lease_token(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ReleaseLeases(Tell[A_contra]):
+    """Leases handed to a caller that was already gone: back in line, burning nothing
+    (each channel names its own, ``ReleaseTaskLeases`` for the task actor)."""
+
+    leases: tuple[tuple[str, str], ...]  # (job_id, lease_token)
+
+    def check(self) -> None:
+        check_leases(self.leases)
+
+
+@dataclass(frozen=True)
+class Leasing(Generic[L]):
+    """A channel's leases: its SQL module's lease queries, its lease view, and from
+    its row the attempt a lease is and since when the job waited for it."""
+
+    replay: Callable[[Connection, str, str, list[str] | None, int], Sequence[Row]]
+    queued: Callable[[Connection, list[str] | None, float, int], Sequence[Row]]
+    take: Callable[[Connection, str, str, str, str | None, float, float], Row | None]
+    view: Callable[[Row], L]
+    attempt: Callable[[Row], int]
+    waiting_since: Callable[[Row], float]
+
+
+def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L],
+                expires_at: float) -> tuple[L, ...]:
+    """Up to ``m.max`` jobs of ``m.sites`` leased to the worker until ``expires_at``."""
+    conn, now = turn.conn, turn.now
+    sites = list(m.sites) if m.sites is not None else None
+    if m.request_id is not None:
+        # A retry after a lost response: the same leases, the same tokens (never
+        # beyond this call's sites and max, whoever else used the same ids).
+        replay = leasing.replay(conn, m.worker_id, m.request_id, sites, m.max)
+        if replay:
+            return tuple(leasing.view(row) for row in replay)
+    leases = []
+    id_column = turn.kind.id_column
+    for row in leasing.queued(conn, sites, now, m.max):
+        job_id = row[id_column]
+        leased = leasing.take(conn, job_id, m.worker_id, new_lease_token(), m.request_id,
+                              expires_at, now)
+        if leased is not None:
+            # waited: from submit (or not_before) to this lease, the dispatch latency
+            turn.history.record(job_id, "leased", job=leased, worker_id=m.worker_id,
+                                attempt=leasing.attempt(leased),
+                                waited=round(now - leasing.waiting_since(leased), 3))
+            leases.append(leasing.view(leased))
+    return tuple(leases)
+
+
+def waiting_for_work(lease: Callable[[QT, LA], tuple[L, ...]],
+                     give_back: Callable[[tuple[L, ...]], Tell[Any] | None],
+                     ) -> Parks[QT, tuple[L, ...]]:
+    """How a lease call that found nothing waits: woken by new work at its sites, it
+    tries again unless a waiter with the same sites found nothing in this turn
+    already; at shutdown it gets nothing; leases its caller never received are given
+    back."""
+    def serve(turn: QT, m: LA) -> tuple[L, ...] | None:
+        if turn.dry.known(turn.number, m.sites):
+            return None
+        leases = lease(turn, m)
+        if not leases:
+            turn.dry.add(turn.number, m.sites)
+        return leases or None
+
+    return Parks(wait=lambda m: lease_wait(m.sites), serve=serve, drained=lambda turn, m: (),
+                 give_back=give_back)
+
+
+def give_back_with(message: Callable[[tuple[tuple[str, str], ...]], T],
+                   ) -> Callable[[tuple[L, ...]], T | None]:
+    """What gives back leases their caller never received, as ``message`` (None:
+    nothing to give)."""
+    def give_back(leases: tuple[L, ...]) -> T | None:
+        if not leases:
+            return None
+        return message(tuple((lease.job_id, lease.lease_token) for lease in leases))
+
+    return give_back

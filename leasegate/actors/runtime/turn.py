@@ -1,0 +1,160 @@
+"""The turn context: what a handler works with while its message is applied.
+
+An actor applies the messages waiting in its inbox in one transaction, a *turn*.
+Every handler takes the actor's turn context and its message::
+
+    @TASKS.on(StartTask)
+    def start(turn: TaskTurn, m: StartTask) -> Started:
+        row = tasks_sql.get(turn.conn, m.task_id)     # the turn's connection
+        ...; turn.history.record(m.task_id, "started")
+        turn.work_may_be_available(*new_work(row["site"]))
+        return Started(...)
+
+:class:`Turn` holds what the runtime gives every actor: the connection, the
+turn's one instant (:attr:`Turn.now`), wake-ups for parked requests, effects to
+run after the commit, and savepoints for the items of a batch. An actor's own
+context derives from it and adds the actor's long-lived state as plain fields
+(its settings, its history recorder, its artifact store...), so what a handler
+depends on is written in its parameter's type.
+
+Everything here runs on the database thread while the actor's task waits for
+it, so one thread at a time touches it: no locks. It reads the time from
+:attr:`now` (fixed on the trio side for the whole turn), never from the clock:
+trio's clock is not readable off its thread, and one turn sees one instant.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable, Hashable, Sequence
+from typing import Protocol, TypeVar
+
+import outcome
+import trio
+
+from leasegate.actors.runtime.mailbox import Message
+from leasegate.errors import InternalError, LeasegateError
+from leasegate.storage.connection import is_storage_failure, release, savepoint, undo
+from leasegate.storage.engine import Connection
+
+C = TypeVar("C", bound="Turn")
+M = TypeVar("M", bound=Message)
+M_contra = TypeVar("M_contra", contravariant=True)
+R = TypeVar("R")
+
+log = logging.getLogger("leasegate.actors")
+
+
+class Receiver(Protocol[M_contra]):
+    """What takes a message without waiting: the ``Ref`` of an actor that takes it."""
+
+    def tell_nowait(self, message: M_contra, /) -> None: ...
+
+
+class Turn:
+    """The runtime's part of every actor's turn context (see the module docstring).
+
+    The runtime sets :attr:`conn`, :attr:`now` and :attr:`number` at the start of
+    each turn; the rest of the fields below the line are the runtime's own.
+    """
+
+    conn: Connection
+    """The actor's connection, inside the turn's transaction."""
+
+    def __init__(self, actor: str) -> None:
+        self.actor = actor  # the actor's name, for log lines
+        self.now = 0.0  # the turn's instant (wall seconds)
+        self.number = 0  # counts turns, failed ones too: "within this transaction"
+        self.draining = False  # the actor drains for shutdown: nothing new parks
+        # ---- the runtime's: this turn's effects, bugs, wake-ups, request
+        self.effects: list[Callable[[], None]] = []
+        self.bugs: list[tuple[str, str | None, str]] = []
+        self.wake: set[Hashable] = set()
+        self.wake_all = False
+        self.request_id: str | None = None  # of the message being applied
+
+    def work_may_be_available(self, *topics: Hashable) -> None:
+        """Offer the messages parked on any of ``topics`` another try in this
+        transaction; no topics: every parked message."""
+        if topics:
+            self.wake.update(topics)
+        else:
+            self.wake_all = True
+
+    def after_commit(self, effect: Callable[[], None]) -> None:
+        """Run ``effect`` on the trio thread once the current message commits.
+
+        Dropped if the message rolls back or the commit fails.
+        """
+        self.effects.append(effect)
+
+    def tell_after_commit(self, ref: Receiver[M], message: M, lost: str) -> None:
+        """Tell another actor ``message`` once the current message commits, without
+        waiting; when its inbox is full (or it closed at shutdown), log ``lost``,
+        which says what repairs it."""
+        actor = self.actor
+
+        def tell() -> None:
+            try:
+                ref.tell_nowait(message)
+            except (trio.WouldBlock, LeasegateError):
+                log.warning("%s: %s", actor, lost)
+
+        self.effects.append(tell)
+
+    def each(self: C, items: Sequence[M],
+             apply: Callable[[C, M], R]) -> tuple[R | LeasegateError, ...]:
+        """The items of a batch message, each in its own savepoint, as the runtime
+        applies a message: a domain error or a bug (500, logged) is that item's
+        answer alone, never the others'."""
+        answers: list[R | LeasegateError] = []
+        for item in items:
+            def step(item: M = item) -> R:
+                item.check()
+                return apply(self, item)
+
+            done = self.in_savepoint("item", f"{type(item).__name__} in a batch", step)
+            if isinstance(done, outcome.Error):
+                assert isinstance(done.error, LeasegateError)  # all in_savepoint answers
+                answers.append(done.error)
+            else:
+                answers.append(done.unwrap())
+        return tuple(answers)
+
+    def in_savepoint(self, name: str, what: str, step: Callable[[], R]) -> outcome.Outcome[R]:
+        """``step`` in a savepoint of its own: a domain error undoes it and is its
+        answer; a bug undoes it, is logged after the turn and answers 500; a storage
+        failure fails the whole turn (SQLite may already have rolled it back:
+        SQLITE_FULL, IOERR). A message, or one item of a batch message."""
+        conn = self.conn
+        mark = len(self.effects)
+        savepoint(conn, name)
+        try:
+            value = step()
+        except LeasegateError as exc:
+            self.undo(name, mark)
+            return outcome.Error(exc)
+        except Exception as exc:
+            if is_storage_failure(exc):
+                raise
+            self.undo(name, mark)
+            self.bugs.append((what, self.request_id, traceback.format_exc()))
+            return outcome.Error(InternalError(
+                f"internal error (request {self.request_id or '-'}); see the server log"))
+        release(conn, name)
+        return outcome.Value(value)
+
+    def undo(self, name: str, mark: int) -> None:
+        """Roll back to savepoint ``name``, and drop the effects queued since ``mark``."""
+        undo(self.conn, name)
+        del self.effects[mark:]
+
+    def begin(self, conn: Connection, now: float) -> None:
+        """The runtime starts a turn (on the database thread)."""
+        self.conn = conn
+        self.now = now
+        self.number += 1
+        self.effects = []
+        self.bugs = []
+        self.wake_all, self.wake = False, set()

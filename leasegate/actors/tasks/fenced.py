@@ -1,0 +1,241 @@
+"""The workers' fenced calls on a task: start, renew, result; each message followed by
+its handler.
+
+Each call must present the current lease (worker id and token); a repeat with the
+same token and body after a lost reply returns the current state, and any other
+mismatch is refused (6002) and logged with what the caller claimed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from leasegate.actors.checks import (
+    INT32,
+    MAX_AMOUNT,
+    MAX_TEXT,
+    MAX_TOKEN,
+    check_choice,
+    check_id,
+    check_ids,
+    check_int,
+    check_json,
+    check_text,
+)
+from leasegate.actors.payloads import canonical_json, fingerprint
+from leasegate.actors.queue.leases import check_site, new_work
+from leasegate.actors.runtime.batches import Batch
+from leasegate.actors.runtime.mailbox import Ask
+from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks.turn import TASKS, TaskTurn
+from leasegate.actors.tasks.views import Renewed, Started, TaskView, task_view
+from leasegate.actors.views import JSONObject, JSONValue
+from leasegate.clock import iso
+from leasegate.errors import LeasegateError, StateConflict, TaskLeaseInvalid
+from leasegate.logs import escape
+from leasegate.storage import tasks_sql as sql
+from leasegate.storage.engine import Row
+
+log = logging.getLogger("leasegate.tasks")
+
+R_co = TypeVar("R_co", covariant=True)
+
+TaskOutcome = Literal["succeeded", "failed", "canceled", "paused"]
+
+
+@dataclass(frozen=True)
+class Fenced(Ask[Tasks, R_co]):
+    """A call made under a lease (its reply an ``R_co``): the fields every one has."""
+
+    task_id: str
+    worker_id: str
+    lease_token: str
+
+    def check(self) -> None:
+        check_id("task_id", self.task_id)
+        check_id("worker_id", self.worker_id)
+        check_text("lease_token", self.lease_token, most=MAX_TOKEN, empty=False)
+
+
+@dataclass(frozen=True)
+class StartTask(Fenced[Started]):
+    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
+
+    def check(self) -> None:
+        super().check()
+        check_ids("sites", self.sites)
+
+
+@TASKS.on(StartTask)
+def start(turn: TaskTurn, m: StartTask) -> Started:
+    conn, now = turn.conn, turn.now
+    row = turn.visible(m.task_id, None)
+    check_site(row["site"], m.sites)
+    started = row  # a retry after a lost response gets the current state
+    if not (row["status"] == "running" and _holds(row, m.worker_id, m.lease_token)):
+        lease_expires_at = now + turn.settings.task_lease_ttl
+        now_running = sql.start(conn, m.task_id, m.worker_id, m.lease_token,
+                                lease_expires_at, now)
+        if now_running is None:
+            raise _refuse("start", row, m.worker_id, m.lease_token)
+        started = now_running
+        log.info("task started: task_id=%s worker=%s attempt=%d",
+                 escape(m.task_id), escape(m.worker_id), row["attempts"] + 1)
+        turn.history.record(m.task_id, "started", job=started,
+                            worker_id=m.worker_id, attempt=row["attempts"] + 1)
+    turn.seen(m.worker_id)
+    # The control flags too: a cancel may have come while the reply was lost,
+    # and the worker should know before it touches the site.
+    return Started(m.task_id, "running", started["lease_expires_at"],
+                   bool(started["cancel_requested"]), bool(started["pause_requested"]))
+
+
+@dataclass(frozen=True)
+class StartTasks(Batch[Tasks, StartTask, Started]):
+    """Up to 100 starts, each fenced on its own (and each still explicit)."""
+
+    item = StartTask
+
+
+TASKS.each(StartTasks, start)
+
+
+@dataclass(frozen=True)
+class RenewTask(Fenced[Renewed]):
+    progress: JSONObject | None = None
+    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
+
+    def check(self) -> None:
+        super().check()
+        check_json("progress", self.progress, object_only=self.progress is not None)
+        check_ids("sites", self.sites)
+
+
+@TASKS.on(RenewTask)
+def renew(turn: TaskTurn, m: RenewTask) -> Renewed:
+    conn, now = turn.conn, turn.now
+    row = turn.visible(m.task_id, None)
+    check_site(row["site"], m.sites)
+    progress = None if m.progress is None else canonical_json(m.progress)
+    lease_expires_at = now + turn.settings.task_lease_ttl
+    if not sql.renew(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at,
+                     progress, now):
+        raise _refuse("renew", row, m.worker_id, m.lease_token)
+    turn.seen(m.worker_id)
+    if progress is not None and progress != row["progress"]:  # not every renewal
+        turn.history.record(m.task_id, "renewed", progress=m.progress)
+    row = turn.current(m.task_id)
+    return Renewed(lease_expires_at, bool(row["cancel_requested"]),
+                   bool(row["pause_requested"]))
+
+
+@dataclass(frozen=True)
+class TaskResult(Fenced[TaskView]):
+    outcome: TaskOutcome
+    result: JSONValue = None
+    error_code: int | None = None
+    error_message: str | None = None
+    cost: int | None = None
+    progress: JSONObject | None = None
+    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
+
+    def check(self) -> None:
+        super().check()
+        check_choice("outcome", self.outcome, TaskOutcome)
+        check_json("result", self.result)
+        check_int("error.code", self.error_code, -INT32 - 1, INT32, optional=True)
+        check_text("error.message", self.error_message, optional=True, most=MAX_TEXT)
+        check_int("cost", self.cost, 0, MAX_AMOUNT, optional=True)
+        check_json("progress", self.progress, object_only=self.progress is not None)
+        check_ids("sites", self.sites)
+
+
+@TASKS.on(TaskResult)
+def result(turn: TaskTurn, m: TaskResult) -> TaskView:
+    conn, now = turn.conn, turn.now
+    row = turn.visible(m.task_id, None)
+    check_site(row["site"], m.sites)
+    if m.outcome == "paused" and row["batch_total"] is None:
+        raise StateConflict(f"task {m.task_id} is not a batch task (no batch_total): "
+                            "outcome paused is only for batch tasks")
+    result = None if m.result is None else canonical_json(m.result)  # once each
+    progress = None if m.progress is None else canonical_json(m.progress)
+    digest = fingerprint(m.outcome, result, m.error_code, m.error_message, m.cost, progress)
+    ours = _holds(row, m.worker_id, m.lease_token)
+    status = row["status"]
+    if status in sql.TERMINAL or status == "paused":
+        if ours and row["outcome_digest"] == digest:
+            turn.seen(m.worker_id)
+            return task_view(row)  # a retry of the accepted result
+        raise _refuse("result", row, m.worker_id, m.lease_token,
+                           f"the task is already {status}; no further result is accepted")
+    if not ours or status not in ("running", "stale"):
+        raise _refuse("result", row, m.worker_id, m.lease_token)
+    # A stale task takes its last lease's report, a pause too: the worker stopped
+    # cleanly at that checkpoint and knows better than an operator's guess.
+    late = status == "stale"
+    code, message = m.error_code, m.error_message
+    if m.outcome == "succeeded":
+        result = result if result is not None else canonical_json({})
+        code, message = None, None
+    elif m.outcome == "failed":
+        message = message or "the worker gave no reason"
+        log.warning("task failed: task_id=%s kind=%s code=%s message=%s",
+                    escape(m.task_id), escape(row["kind"]), code, escape(message))
+    # A batch task paused at a checkpoint while its client asked to cancel: canceled.
+    to = "canceled" if m.outcome == "paused" and row["cancel_requested"] else m.outcome
+    done = sql.finish(conn, m.task_id, status, m.lease_token, to, now, result=result,
+                      error_code=code, error_message=message, cost=m.cost,
+                      progress=progress, digest=digest, late=late)
+    if done is None:
+        raise _refuse("result", row, m.worker_id, m.lease_token)
+    if late:
+        log.warning("late result accepted for stale task: task_id=%s worker=%s outcome=%s "
+                    "stale_reason=%s", escape(m.task_id), escape(m.worker_id), m.outcome,
+                    escape(row["stale_reason"]))
+    turn.history.record(m.task_id, "result", job=done, outcome=m.outcome,
+                        late=late, worker_id=m.worker_id, cost=m.cost)
+    turn.seen(m.worker_id)
+    turn.work_may_be_available(*new_work(row["site"]))  # lane free
+    turn.settle.ended(done)
+    return task_view(done)
+
+
+@dataclass(frozen=True)
+class TaskResults(Batch[Tasks, TaskResult, TaskView]):
+    """Up to 100 results, each fenced on its own."""
+
+    item = TaskResult
+
+
+TASKS.each(TaskResults, result)
+
+
+def _holds(row: Row, worker_id: str, token: str) -> bool:
+    return bool(row["lease_owner"] == worker_id and row["lease_token"] == token)
+
+def _refuse(call: str, row: Row, worker_id: str, token: str,
+        reason: str | None = None) -> LeasegateError:
+    """A fenced call that does not hold the task's current lease: 6002, logged."""
+    status = row["status"]
+    if reason is None:
+        if status == "queued":
+            reason = "the task is queued again: its claim expired or was given back"
+        elif row["lease_token"] != token:
+            reason = (f"the task is {status} under another lease" if row["lease_token"]
+                      else f"the task is {status} and holds no lease")
+        elif row["lease_owner"] != worker_id:
+            reason = "the lease belongs to another worker"
+        elif status == "leased" and call != "start":
+            reason = "the task was never started (start it first)"
+        elif status == "leased":
+            reason = f"the claim window ended at {iso(row['claim_expires_at'])}"
+        elif status == "running":
+            reason = f"the lease expired at {iso(row['lease_expires_at'])}"
+        else:
+            reason = f"the task is {status}"
+    log.warning("task %s refused: worker=%s task_id=%s status=%s reason=%s",
+                call, escape(worker_id), escape(row["task_id"]), status, escape(reason))
+    return TaskLeaseInvalid(f"{call} of task {row['task_id']} refused: {reason}")

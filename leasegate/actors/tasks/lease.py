@@ -1,0 +1,106 @@
+"""Leasing tasks to workers, each message followed by its handler: a long-poll that
+parks until work appears, and the give-back of claims nobody received.
+
+A lease is only a *claim*: the worker must ``start`` it within
+``task_claim_window`` (see ``fenced.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+from leasegate.actors.checks import check_id
+from leasegate.actors.queue.leases import new_work
+from leasegate.actors.queue.leasing import (
+    LeaseCall,
+    Leasing,
+    ReleaseLeases,
+    give_back_with,
+    take_leases,
+    waiting_for_work,
+)
+from leasegate.actors.runtime.parking import PARK, Park
+from leasegate.actors.tasks import presence
+from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
+from leasegate.actors.tasks.views import TaskLease, task_lease
+from leasegate.errors import Unavailable
+from leasegate.logs import escape
+from leasegate.storage import tasks_sql as sql
+
+log = logging.getLogger("leasegate.tasks")
+
+
+
+@dataclass(frozen=True)
+class ReleaseTaskLeases(ReleaseLeases[Tasks]):
+    """Claims handed to a caller that was already gone: back to ``queued``."""
+
+
+@TASKS.on(ReleaseTaskLeases)
+def give_back(turn: TaskTurn, m: ReleaseTaskLeases) -> None:
+    """Claims nobody received: back to the queue, burning nothing."""
+    for task_id, token in m.leases:
+        row = sql.get(turn.conn, task_id)
+        if row is None or row["status"] != "leased" or row["lease_token"] != token:
+            continue
+        if sql.back_to_queue(turn.conn, task_id, "leased", token, requeue_status(row),
+                             turn.now):
+            log.info("task lease released (never received): task_id=%s worker=%s",
+                     escape(task_id), escape(row["lease_owner"]))
+            turn.history.record(task_id, "released", worker_id=row["lease_owner"])
+            turn.work_may_be_available(*new_work(row["site"]))
+
+
+release_message = give_back_with(ReleaseTaskLeases)
+"""What gives back claims their caller never received (None: nothing to give)."""
+
+
+@dataclass(frozen=True)
+class LeaseTasks(LeaseCall[Tasks, TaskLease]):
+    """Claims of up to ``max`` tasks on distinct lanes, to start within
+    ``task_claim_window``."""
+
+    key_id: str | None = None  # the worker key's id: bounds the workers one key creates
+
+    def check(self) -> None:
+        super().check()
+        check_id("key_id", self.key_id, optional=True)
+
+
+def lease(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
+    """Up to ``m.max`` tasks on distinct lanes, each a claim to start within
+    ``task_claim_window`` (its attempt is counted when it starts)."""
+    return take_leases(turn, m, LEASING, turn.now + turn.settings.task_claim_window)
+
+
+def _lease_seen(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
+    """A parked lease call served later: its worker is seen when it gets work."""
+    leases = lease(turn, m)
+    if leases:
+        turn.seen(m.worker_id, sites=m.sites, key_id=m.key_id, leasing=True)
+    return leases
+
+
+LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
+                         take=sql.take_lease, view=task_lease,
+                         attempt=lambda row: row["attempts"] + 1,
+                         waiting_since=lambda row: max(row["created_at"],
+                                                       row["not_before"] or 0.0))
+
+WAIT_FOR_WORK: Final = waiting_for_work(_lease_seen, release_message)
+"""A lease that waits: woken by new work at its sites; at shutdown, nothing."""
+
+
+@TASKS.parks(LeaseTasks, WAIT_FOR_WORK)
+def lease_or_wait(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...] | Park:
+    if turn.draining:
+        raise Unavailable("the gateway is shutting down")
+    presence.admit(turn, m.worker_id, m.key_id)
+    turn.seen(m.worker_id, sites=m.sites, key_id=m.key_id, leasing=True)
+    leases = lease(turn, m)
+    if not leases and m.wait:
+        return PARK
+    return leases

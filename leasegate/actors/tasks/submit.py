@@ -1,0 +1,99 @@
+"""Submitting tasks, each message followed by its handler."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Final
+
+from leasegate.actors.checks import (
+    INT32,
+    MAX_AMOUNT,
+    check_id,
+    check_int,
+    check_job_id,
+    check_json,
+    check_number,
+)
+from leasegate.actors.payloads import canonical_json, fingerprint
+from leasegate.actors.queue.leases import new_work
+from leasegate.actors.queue.submissions import Submit, submit_once
+from leasegate.actors.runtime.batches import Batch
+from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks.turn import TASKS, TaskTurn
+from leasegate.actors.tasks.views import TaskSubmitted
+from leasegate.actors.views import JSONObject
+from leasegate.storage import tasks_sql as sql
+
+MAX_PRIORITY: Final = 9
+# Far enough either way for any date-time (years 1-9999), near enough that SQLite's
+# REAL keeps whole seconds. A not_before in the past is simply "now".
+MAX_INSTANT: Final = 2**40
+
+
+@dataclass(frozen=True)
+class SubmitTask(Submit[Tasks, TaskSubmitted]):
+    tenant: str
+    site: str
+    kind: str
+    params: JSONObject = field(default_factory=dict)
+    task_id: str | None = None
+    account: str = "-"
+    priority: int = 0
+    not_before: float | None = None
+    device_id: str | None = None
+    batch_total: int | None = None
+    max_cost: int | None = None
+
+    def check(self) -> None:
+        for name, value in (("tenant", self.tenant), ("site", self.site),
+                            ("account", self.account), ("kind", self.kind)):
+            check_id(name, value)
+        check_job_id("task_id", self.task_id)
+        check_id("device_id", self.device_id, optional=True)
+        check_json("params", self.params, optional=False, object_only=True)
+        check_int("priority", self.priority, 0, MAX_PRIORITY)
+        check_number("not_before", self.not_before, -MAX_INSTANT, MAX_INSTANT, optional=True)
+        check_int("batch_total", self.batch_total, 1, INT32, optional=True)
+        check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
+
+    @property
+    def job_id(self) -> str | None:
+        return self.task_id
+
+    def with_job_id(self, job_id: str) -> SubmitTask:
+        return dataclasses.replace(self, task_id=job_id)
+
+
+@TASKS.on(SubmitTask)
+def submit(turn: TaskTurn, m: SubmitTask) -> TaskSubmitted:
+    conn, now = turn.conn, turn.now
+    params = canonical_json(m.params)  # once: the fingerprint takes the text
+    digest = fingerprint(m.tenant, m.site, m.account, m.kind, params, m.priority,
+                         m.not_before, m.device_id, m.batch_total, m.max_cost)
+    task_id, replayed = submit_once(
+        m.task_id, turn.kind.id_prefix, digest, turn.kind.noun,
+        lambda i: sql.insert(
+            conn, task_id=i, tenant=m.tenant, site=m.site, account=m.account, kind=m.kind,
+            params=params, priority=m.priority, not_before=m.not_before,
+            device_id=m.device_id, batch_total=m.batch_total, max_cost=m.max_cost,
+            fingerprint=digest, status="queued", created_at=now, updated_at=now,
+            expires_at=turn.ttl_deadline(m.not_before)),
+        lambda i: sql.get_or_tombstone(conn, i))
+    if replayed is not None:
+        return TaskSubmitted(task_id, replayed, created=False)
+    turn.history.record(task_id, "submitted", job={
+        "tenant": m.tenant, "site": m.site, "device_id": m.device_id, "status": "queued"})
+    if m.not_before is None or m.not_before <= now:
+        turn.work_may_be_available(*new_work(m.site))
+    return TaskSubmitted(task_id, "queued", created=True)
+
+
+@dataclass(frozen=True)
+class SubmitTasks(Batch[Tasks, SubmitTask, TaskSubmitted]):
+    """Up to 100 submits, each idempotent on its own, in one group commit."""
+
+    item = SubmitTask
+
+
+TASKS.each(SubmitTasks, submit)

@@ -1,0 +1,215 @@
+"""Replies of the task actor, built from its rows; rendered to JSON at the HTTP edge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from leasegate.actors.views import (
+    Billing,
+    Instant,
+    JobError,
+    JSONObject,
+    JSONValue,
+    billing,
+    job_error,
+    loads,
+)
+from leasegate.storage.engine import Row
+
+
+@dataclass(frozen=True)
+class TaskSubmitted:
+    task_id: str
+    status: str
+    created: bool
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    """How an operator resolved a stale task."""
+
+    action: str
+    reason: str
+    by: str
+    at: Instant
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """The task object, plus ``late_result`` (a stale task's last lease reported)."""
+
+    task_id: str
+    tenant: str
+    site: str
+    account: str
+    kind: str
+    params: JSONObject
+    priority: int
+    status: str
+    device_id: str | None
+    batch_total: int | None
+    progress: JSONObject | None
+    lease_owner: str | None
+    lease_expires_at: Instant | None
+    attempts: int
+    cancel_requested: bool
+    pause_requested: bool
+    created_at: Instant
+    updated_at: Instant
+    started_at: Instant | None
+    completed_at: Instant | None
+    result: JSONValue
+    error: JobError | None
+    stale_reason: str | None
+    reclaim: Reclaim | None
+    billing: Billing | None
+    late_result: bool
+
+    @property
+    def job_id(self) -> str:
+        return self.task_id
+
+
+@dataclass(frozen=True)
+class TaskLease:
+    """A claim as handed to a worker: to be started before ``claim_expires_at``."""
+
+    task_id: str
+    site: str
+    account: str
+    kind: str
+    params: JSONObject
+    progress: JSONObject | None
+    attempt: int
+    lease_token: str
+    claim_expires_at: Instant
+
+    @property
+    def job_id(self) -> str:
+        return self.task_id
+
+
+@dataclass(frozen=True)
+class Started:
+    task_id: str
+    status: str
+    lease_expires_at: Instant
+    cancel_requested: bool
+    pause_requested: bool
+
+
+@dataclass(frozen=True)
+class Renewed:
+    lease_expires_at: Instant
+    cancel_requested: bool
+    pause_requested: bool
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    worker_id: str
+    state: str  # "online" | "offline"
+    last_seen_at: Instant
+    task_ids: tuple[str, ...]
+    sites: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class ArtifactStored:
+    name: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    name: str
+    size: int
+    sha256: str
+    created_at: Instant
+
+
+@dataclass(frozen=True)
+class ArtifactList:
+    items: tuple[ArtifactInfo, ...]
+
+
+@dataclass(frozen=True)
+class BlockedLane:
+    site: str
+    account: str
+    task_id: str
+    since: Instant
+
+
+@dataclass(frozen=True)
+class SiteQueue:
+    """A site with queued tasks: how many, and whether an online worker serves it."""
+
+    site: str
+    queued: int
+    served: bool
+
+
+@dataclass(frozen=True)
+class TaskHealthReport:
+    """Stale tasks, queued tasks and the sites they wait on, counted in full; listed only
+    for the ``top`` that matter most (the lanes blocked longest, the sites with the
+    most queued), so that its size never follows the sites callers invent."""
+
+    stale: int  # = blocked lanes: a stale task blocks its lane
+    blocked_lanes: tuple[BlockedLane, ...]  # the longest blocked
+    queued: int
+    queued_sites: int
+    unserved_sites: int  # sites with queued tasks that no online worker serves
+    busiest: tuple[SiteQueue, ...]  # the sites with the most queued
+    unserved: tuple[SiteQueue, ...]  # of the unserved sites, those with the most queued
+
+
+def lease_expiry(row: Row) -> float | None:
+    """The running lease's expiry, or the claim's while leased; None otherwise."""
+    if row["status"] == "running":
+        value: float | None = row["lease_expires_at"]
+        return value
+    if row["status"] == "leased":
+        claim: float | None = row["claim_expires_at"]
+        return claim
+    return None
+
+
+def task_view(row: Row) -> TaskView:
+    reclaim = None
+    if row["reclaim_action"] is not None:
+        reclaim = Reclaim(row["reclaim_action"], row["reclaim_reason"], row["reclaim_by"],
+                          row["reclaim_at"])
+    return TaskView(
+        task_id=row["task_id"], tenant=row["tenant"], site=row["site"], account=row["account"],
+        kind=row["kind"], params=loads(row["params"]), priority=row["priority"],
+        status=row["status"], device_id=row["device_id"], batch_total=row["batch_total"],
+        progress=loads(row["progress"]), lease_owner=row["lease_owner"],
+        lease_expires_at=lease_expiry(row), attempts=row["attempts"],
+        cancel_requested=bool(row["cancel_requested"]),
+        pause_requested=bool(row["pause_requested"]),
+        created_at=row["created_at"], updated_at=row["updated_at"],
+        started_at=row["started_at"], completed_at=row["completed_at"],
+        result=loads(row["result"]), error=job_error(row), stale_reason=row["stale_reason"],
+        reclaim=reclaim, billing=billing(row), late_result=bool(row["late_result"]))
+
+
+def task_lease(row: Row) -> TaskLease:
+    return TaskLease(
+        task_id=row["task_id"], site=row["site"], account=row["account"], kind=row["kind"],
+        params=loads(row["params"]), progress=loads(row["progress"]),
+        attempt=row["attempts"] + 1, lease_token=row["lease_token"],
+        claim_expires_at=row["claim_expires_at"])
+
+
+def worker_view(row: Row, task_ids: list[str], online: bool) -> WorkerView:
+    sites = loads(row["sites"])
+    return WorkerView(row["worker_id"], "online" if online else "offline",
+                      row["last_seen_at"], tuple(task_ids),
+                      None if sites is None else tuple(sites))
+
+
+def artifact_info(row: Row) -> ArtifactInfo:
+    return ArtifactInfo(row["name"], row["size"], row["sha256"], row["created_at"])
