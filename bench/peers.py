@@ -1,8 +1,8 @@
 """leasegate beside its peers: the same lifecycle, whole jobs per second, in one run.
 
-``.venv/bin/python bench/peers.py`` (``make bench`` installs what it needs; about five
-minutes on a quiet 2-core machine at the default 4,000 jobs; ``--jobs 200`` for a smoke
-run) runs one lifecycle shape against each system: ``--procs`` producer processes
+``.venv/bin/python bench/peers.py`` (``make bench`` installs what it needs; a few
+minutes at the default 4,000 jobs, 3.5 on a busy 2-core machine; ``--jobs 200`` for a
+smoke run) runs one lifecycle shape against each system: ``--procs`` producer processes
 submitting one job a request and as many consumer processes that take a job, run a
 trivial handler and acknowledge it; every client a plain Python process, started
 together once all have connected.
@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _peer_clients as clients
 import _peer_report as names
 import lifecycle
-from _load import start_leasegate, stop
+from _load import fsync_ms, percentile, start_leasegate, stop
 from _peer_report import ratio_table, systems_table, targets_table
 from _peer_run import Child, Measured, run_clients
 from _peer_servers import (
@@ -128,6 +128,10 @@ def main() -> int:
         f"{os.cpu_count()} cores")
     available = _available(systems, args.postgres)
     with tempfile.TemporaryDirectory(prefix="leasegate-peers-") as tmp:
+        floor = fsync_ms(Path(tmp))
+        say(f"  every server's files in {tmp} (PostgreSQL's where its server keeps them); "
+            f"4 KiB append + fsync there: p50 {percentile(floor, 50):.2f} ms, "
+            f"p99 {percentile(floor, 99):.2f} ms")
         runs, outcomes, cost = _run_all(available, Path(tmp), args)
     rates = {m.label: m.per_second for m in runs if not m.skipped}
     if outcomes and cost is not None:
