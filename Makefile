@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 DATA ?= ./var
 PORT ?= 8470
 
-.PHONY: run test lint bench clean browser
+.PHONY: run test lint bench bench-deps clean browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -38,9 +38,16 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: $(VENV)/.installed-dev
+# bench/peers.py's peers run on Debian's beanstalkd and redis-server (each started by
+# the bench itself on a port of its own; their Python clients are in the `bench` extra,
+# which `dev` includes). peers.py prints lifecycle.py's figures too, beside the peers'.
+bench-deps:
+	@command -v beanstalkd >/dev/null && command -v redis-server >/dev/null || \
+		{ apt-get update -q && apt-get install -y -q beanstalkd redis-server; }
+
+bench: $(VENV)/.installed-dev bench-deps
 	$(BIN)/python bench/dispatch.py
-	$(BIN)/python bench/lifecycle.py
+	$(BIN)/python bench/peers.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache

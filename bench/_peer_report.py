@@ -1,0 +1,152 @@
+"""What ``bench/peers.py`` prints: every system's rates, leasegate's ratio to each peer,
+the server CPU per request beside the bare route's, and the issue's targets, each with
+its measured ratio and met / not met."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from _load import percentile
+from _peer_run import Measured
+from _report import say
+from _route_cost import RouteCost
+
+# The runs, by label ("system, mode").
+LG_QUERIES = "leasegate, queries"
+LG_TASKS = "leasegate, tasks"
+LG_QUERIES_BATCHED = "leasegate, queries batched 100"
+LG_TASKS_BATCHED = "leasegate, tasks batched 100"
+BEANSTALKD = "beanstalkd, one put a request"
+BEANSTALKD_PIPELINED = "beanstalkd, pipelined 100"
+RQ = "RQ, SimpleWorker"
+PROCRASTINATE = "procrastinate, concurrency 10"
+PEERS = (BEANSTALKD, BEANSTALKD_PIPELINED, RQ, PROCRASTINATE)
+OURS = (LG_QUERIES, LG_TASKS, LG_QUERIES_BATCHED, LG_TASKS_BATCHED)
+ROUTE_CPU_TARGET = 1.3  # at most, times the bare route's server CPU per request
+
+
+@dataclass(frozen=True)
+class Target:
+    """leasegate's run ``ours`` at least ``times`` the jobs/s of the peer's run ``peer``."""
+
+    text: str
+    ours: str
+    peer: str
+    times: float
+
+
+TARGETS = (
+    Target("queries, one job a request, SDK workers >= 1.5x procrastinate",
+           LG_QUERIES, PROCRASTINATE, 1.5),
+    Target("queries, one job a request, SDK workers >= 2x RQ", LG_QUERIES, RQ, 2.0),
+    Target("tasks, one job a request, SDK workers >= 1.0x procrastinate",
+           LG_TASKS, PROCRASTINATE, 1.0),
+    # beanstalkd has no batch put: its batched twin is 100 puts pipelined a send.
+    Target("queries batched 100 a call >= 1.5x beanstalkd (pipelined 100)",
+           LG_QUERIES_BATCHED, BEANSTALKD_PIPELINED, 1.5),
+    Target("tasks batched 100 a call >= 1.0x beanstalkd (pipelined 100)",
+           LG_TASKS_BATCHED, BEANSTALKD_PIPELINED, 1.0),
+)
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT MET"
+
+
+def target_rows(rates: dict[str, float], cost: dict[str, float] | None
+                ) -> list[tuple[str, str, str]]:
+    """``(target, measured, verdict)`` for each target. ``rates``: jobs/s by run label
+    (a run that did not happen is absent, or 0); ``cost``: server CPU per request in µs
+    of ``bare``, ``submit``, ``lease`` and ``result`` (None: not measured). A ratio is
+    judged as printed, to two decimals: the noise of a run is far larger."""
+    rows: list[tuple[str, str, str]] = []
+    for route in ("submit", "lease", "result"):
+        text = f"server CPU per {route} <= {ROUTE_CPU_TARGET}x the bare route's"
+        if cost is None or cost.get("bare", 0) <= 0:
+            rows.append((text, "not measured", "-"))
+            continue
+        times = round(cost[route] / cost["bare"], 2)
+        rows.append((text, f"{times:.2f}x ({cost[route]:,.0f} vs {cost['bare']:,.0f} us)",
+                     verdict(times <= ROUTE_CPU_TARGET)))
+    for target in TARGETS:
+        ours, peer = rates.get(target.ours, 0.0), rates.get(target.peer, 0.0)
+        if ours <= 0 or peer <= 0:
+            missing = target.peer if peer <= 0 else target.ours
+            rows.append((target.text, f"not measured ({missing} did not run)", "-"))
+            continue
+        ratio = round(ours / peer, 2)
+        rows.append((target.text, f"{ratio:.2f}x ({ours:,.0f} vs {peer:,.0f} jobs/s)",
+                     verdict(ratio >= target.times)))
+    return rows
+
+
+def _table(heads: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
+    say("  " + "  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip())
+    say("  " + "  ".join("-" * w for w in widths))
+    for row in rows:
+        say("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _cores(m: Measured, cpu: float | None) -> str:
+    return "n/a" if cpu is None else f"{cpu / max(m.busy_seconds, 1e-9):.2f}"
+
+
+def systems_table(runs: list[Measured]) -> None:
+    say()
+    say("Every system, one run each (jobs/s: go to the last acknowledgement; submits/s: go "
+        "to the last producer done)")
+    rows: list[tuple[str, ...]] = []
+    for m in runs:
+        if m.skipped:
+            rows.append((m.label, m.skipped, "", "", "", "", ""))
+            continue
+        per_job = ("n/a (shared)" if m.server_cpu is None
+                   else f"{m.server_cpu / max(m.done, 1) * 1e6:,.0f} us")
+        rows.append((m.label, f"{m.per_second:,.0f}", f"{m.submits_per_second:,.0f}",
+                     f"{percentile(m.submit_s, 50) * 1e3:.1f} / "
+                     f"{percentile(m.submit_s, 99) * 1e3:.1f}",
+                     per_job, _cores(m, m.server_busy_cpu), _cores(m, m.machine_busy_cpu)))
+    _table(("system, mode", "jobs/s", "submits/s", "submit p50/p99 ms", "server CPU/job",
+            "server cores", "machine cores"), rows)
+    for m in runs:
+        if m.skipped:
+            continue
+        short = "" if m.done >= m.jobs else f"; ONLY {m.done} of {m.jobs} jobs handled"
+        failures = ", ".join(f"{k}: {n}" for k, n in m.failures.most_common(4)) or "none"
+        if short or m.failures:
+            say(f"  {m.label}: {m.done} jobs in {m.seconds:.1f} s{short}; failures: {failures}")
+    say("  (submit p50/p99 is per call: one job, or up to 100 batched or pipelined; cores: "
+        "while the jobs ran, machine = every process on it)")
+
+
+def ratio_table(rates: dict[str, float]) -> None:
+    peers = [p for p in PEERS if rates.get(p, 0) > 0]
+    ours = [o for o in OURS if rates.get(o, 0) > 0]
+    if not peers or not ours:
+        return
+    say()
+    say("leasegate's jobs/s over each peer's (same run)")
+    rows = [(o, *(f"{rates[o] / rates[p]:.2f}" for p in peers)) for o in ours]
+    _table(("leasegate \\ peer", *peers), rows)
+
+
+def targets_table(rates: dict[str, float], cost: RouteCost | None) -> None:
+    figures = None if cost is None else {
+        name: RouteCost.per_request_us(getattr(cost, name))
+        for name in ("bare", "submit", "lease", "result")}
+    if cost is not None:
+        say()
+        say("Server CPU per request, one job each, beside the bare route (same run)")
+        _table(("route", "server CPU/request", "requests", "x bare route", "errors"), [
+            (label, f"{RouteCost.per_request_us(r):,.0f} us", f"{r.ok:,}",
+             f"{RouteCost.per_request_us(r) / max(RouteCost.per_request_us(cost.bare), 1):.2f}",
+             f"{r.errors}")
+            for label, r in (("bare Quart-Trio POST /v1/queries", cost.bare),
+                             ("submit POST /v1/queries", cost.submit),
+                             ("lease POST /v1/queries/lease, max 1", cost.lease),
+                             ("result POST /v1/queries/{id}/result", cost.result))])
+    say()
+    say("Targets (issue 21), ratios of this run")
+    _table(("target", "measured", "verdict"), target_rows(rates, figures))

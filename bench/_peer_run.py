@@ -1,0 +1,168 @@
+"""One lifecycle run for ``bench/peers.py``, the same for every system: ``procs``
+producer and ``procs`` consumer processes, started together once each has imported its
+client and connected (``lifecycle._wait_idle``), then let go at once.
+
+A child is a function called in a fresh (spawned) process:
+
+* a producer as ``fn(*args, first, count, go, out)``: submits jobs ``first ..
+  first + count - 1`` after ``go``, then puts ``("producer", (latencies, failures,
+  calls))`` on ``out`` (``lifecycle.produce`` is one);
+* a consumer as ``fn(*args, index, jobs, handled, finished, go, out)``: after ``go``,
+  takes jobs, runs the trivial handler (which adds 1 to ``handled``; the one that
+  reaches ``jobs`` sets ``finished``), acknowledges each, and once ``finished`` is set
+  and its jobs in hand are acknowledged, puts ``("consumer", (calls, failures,
+  last_ack))``, ``last_ack`` the ``time.perf_counter()`` right after its last
+  acknowledgement came back (CLOCK_MONOTONIC: one clock for every process here).
+
+The clock runs from ``go`` to the last acknowledgement of all; submits/s is the jobs
+over ``go`` to the moment the last producer's report arrived. The CPU counters are read
+when ``finished`` is seen set (the last job handled, its acknowledgement on the way:
+cores busy while the jobs ran, not while idle consumers notice the end) and once every
+child has reported (CPU per job: all the work the jobs cost).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event as MPEvent
+from typing import Any
+
+from _load import cpu_seconds, machine_busy_seconds
+from lifecycle import DEADLINE_SECONDS, _wait_idle
+
+
+@dataclass
+class Measured:
+    """What one run of one system in one mode measured."""
+
+    system: str
+    mode: str
+    jobs: int
+    done: int = 0
+    seconds: float = 0.0  # go -> last acknowledgement
+    submit_seconds: float = 0.0  # go -> last producer done
+    server_cpu: float | None = None  # go -> every child reported; None: a shared server
+    busy_seconds: float = 0.0  # go -> ``finished`` seen set
+    server_busy_cpu: float | None = None  # the server, go -> ``finished`` seen set
+    machine_busy_cpu: float = 0.0  # every process on the machine, the same
+    submit_s: list[float] = field(default_factory=list)  # one per submit call
+    calls: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    skipped: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.system}, {self.mode}"
+
+    @property
+    def per_second(self) -> float:
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def submits_per_second(self) -> float:
+        return self.jobs / self.submit_seconds if self.submit_seconds > 0 else 0.0
+
+
+Child = tuple[Callable[..., None], tuple[Any, ...]]
+
+
+def shares(jobs: int, procs: int) -> list[tuple[int, int]]:
+    """``(first, count)`` of each producer: ``jobs`` split as evenly as can be."""
+    counts = [jobs // procs + (1 if p < jobs % procs else 0) for p in range(procs)]
+    return [(sum(counts[:p]), counts[p]) for p in range(procs)]
+
+
+def run_clients(measured: Measured, producer: Child, consumer: Child, procs: int,
+                server_pid: int | None) -> Measured:
+    """Run the producers and consumers; fill in ``measured``. Every child is gone on
+    return (killed if it had not ended within 5 s of the run's end or deadline)."""
+    ctx = mp.get_context("spawn")
+    go, finished = ctx.Event(), ctx.Event()
+    handled = ctx.Value("q", 0)
+    out: mp.Queue[tuple[str, Any]] = ctx.Queue()
+    produce, produce_args = producer
+    consume, consume_args = consumer
+    children = [ctx.Process(target=produce, args=(*produce_args, first, count, go, out))
+                for first, count in shares(measured.jobs, procs)]
+    children += [ctx.Process(target=consume, args=(
+        *consume_args, p, measured.jobs, handled, finished, go, out)) for p in range(procs)]
+    try:
+        for child in children:
+            child.start()
+        _wait_idle(children)
+        cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
+        all0, began = machine_busy_seconds(), time.perf_counter()
+
+        def busy() -> None:
+            measured.busy_seconds = time.perf_counter() - began
+            if server_pid:
+                measured.server_busy_cpu = cpu_seconds(server_pid) - cpu0
+            measured.machine_busy_cpu = machine_busy_seconds() - all0
+
+        go.set()
+        last_ack = _collect(out, procs, began, measured, finished, busy)
+        if server_pid:
+            measured.server_cpu = cpu_seconds(server_pid) - cpu0
+        measured.done = int(handled.value)
+        measured.seconds = max(0.0, last_ack - began)
+        return measured
+    finally:
+        finished.set()  # consumers still waiting give up
+        for child in children:
+            child.join(timeout=5)
+            if child.is_alive():
+                child.kill()
+                child.join(timeout=5)
+
+
+def _collect(out: mp.Queue[tuple[str, Any]], procs: int, began: float, measured: Measured,
+             finished: MPEvent, busy: Callable[[], None]) -> float:
+    """Take the children's reports until all came or the deadline, calling ``busy`` once
+    ``finished`` is seen set; returns the last acknowledgement's time."""
+    deadline = began + DEADLINE_SECONDS
+    producers = consumers = 0
+    last_ack = 0.0
+    seen = False
+    while producers + consumers < 2 * procs and time.perf_counter() < deadline:
+        if not seen and finished.is_set():
+            seen = True
+            busy()
+        try:
+            role, payload = out.get(timeout=0.01 if not seen else 1.0)
+        except queue.Empty:
+            continue
+        if role == "producer":
+            producers += 1
+            latencies, failures, calls = payload
+            measured.submit_s += latencies
+            measured.failures.update(failures)
+            measured.calls["submit"] += calls
+            if producers == procs:
+                measured.submit_seconds = time.perf_counter() - began
+        else:
+            consumers += 1
+            calls, failures, acked_at = payload
+            measured.calls.update(calls)
+            measured.failures.update(failures)
+            last_ack = max(last_ack, acked_at)
+    if not seen:
+        busy()
+    if producers + consumers < 2 * procs:
+        finished.set()
+        measured.failures[f"{2 * procs - producers - consumers} processes did not "
+                          f"report within {DEADLINE_SECONDS:.0f} s"] += 1
+    return last_ack
+
+
+def count_handled(handled: Any, jobs: int, finished: MPEvent) -> None:
+    """The trivial handler's bookkeeping: one more job handled; the last sets
+    ``finished``."""
+    with handled.get_lock():
+        handled.value += 1
+        if handled.value >= jobs:
+            finished.set()
