@@ -123,6 +123,9 @@ class _Batch:
     job_runs: list[_JobRun] = field(default_factory=list)
     # (what failed, its request id, the stack): bugs met by one message or batch item
     internal_errors: list[tuple[str, str | None, str]] = field(default_factory=list)
+    # Rows the commit wrote (changes undone by a savepoint do not count): only a
+    # commit that wrote proves the storage works again after a failure.
+    wrote: int = 0
 
 
 class Actor(ParkingActor):
@@ -168,6 +171,7 @@ class Actor(ParkingActor):
         self._commits = 0
         self._internal_errors = 0
         self._storage_log = Throttled(log, error_log_window)
+        self._undone = 0  # rows this turn's undone savepoints had changed
         self.turn = 0  # counts turns, failed ones too: "within this transaction"
         self.now = clock.now()
 
@@ -330,7 +334,8 @@ class Actor(ParkingActor):
         finally:
             self._parking.settle()
         self._retry_at = -math.inf
-        self._storage_log.recovered(f"{self.name}: storage works again")
+        if batch.wrote > 0:  # a read commits on a full disk too: it proves nothing
+            self._storage_log.recovered(f"{self.name}: storage works again")
         self._commits += 1
         self._next_wakeup = wake
         for run in batch.job_runs:
@@ -361,6 +366,8 @@ class Actor(ParkingActor):
 
     def _apply(self, conn: sqlite3.Connection, batch: _Batch, now: float) -> float | None:
         begin(conn)
+        changes = conn.total_changes
+        self._undone = 0
         try:
             self._effects = []
             self._bugs = batch.internal_errors
@@ -381,6 +388,7 @@ class Actor(ParkingActor):
             wake = self.next_wakeup(conn)
             batch.effects = self._effects
             commit(conn)
+            batch.wrote = conn.total_changes - changes - self._undone
         except BaseException:
             self._effects = []
             rollback(conn)
@@ -416,7 +424,7 @@ class Actor(ParkingActor):
         answer; a bug undoes it, is logged after the turn and answers 500; a storage
         failure fails the whole turn (SQLite may already have rolled it back:
         SQLITE_FULL, IOERR). A message, or one item of a batch message."""
-        mark = len(self._effects)
+        mark = self._mark(conn)
         savepoint(conn, name)
         try:
             value = step()
@@ -433,12 +441,21 @@ class Actor(ParkingActor):
         release(conn, name)
         return outcome.Value(value)
 
-    def _undo(self, conn: sqlite3.Connection, name: str, mark: int) -> None:
+    def _mark(self, conn: sqlite3.Connection) -> tuple[int, int, int]:
+        """What a savepoint made now must restore: (effects, the connection's total
+        changes, the changes undone so far)."""
+        return len(self._effects), conn.total_changes, self._undone
+
+    def _undo(self, conn: sqlite3.Connection, name: str, mark: tuple[int, int, int]) -> None:
+        """Roll back to savepoint ``name``, made at ``mark``; every change since then
+        (those of savepoints inside it included) is undone."""
+        effects, changes, undone = mark
         undo(conn, name)
-        del self._effects[mark:]
+        del self._effects[effects:]
+        self._undone = undone + conn.total_changes - changes
 
     def _run_job(self, conn: sqlite3.Connection, job: PeriodicJob, now: float) -> _JobRun:
-        mark = len(self._effects)
+        mark = self._mark(conn)
         savepoint(conn, "job")
         try:
             more = job.run(conn, now)
