@@ -53,25 +53,32 @@ class Served:
 
 
 def _pump(process: subprocess.Popen[str], lines: queue.Queue[str | None],
-          keep: list[str]) -> None:
-    """Drain the child's output (so its pipe never fills) and remember the tail."""
+          keep: list[str], log: Path | None) -> None:
+    """Drain the child's output (so its pipe never fills) and remember the tail (all of
+    it in ``log``, when given)."""
     assert process.stdout is not None
-    for line in process.stdout:
-        keep.append(line.rstrip())
-        del keep[:-40]
-        lines.put(line)
+    with contextlib.ExitStack() as stack:
+        sink = stack.enter_context(log.open("a")) if log else None
+        for line in process.stdout:
+            keep.append(line.rstrip())
+            del keep[:-40]
+            lines.put(line)
+            if sink:
+                sink.write(line)
+                sink.flush()
     lines.put(None)
 
 
 def _start(name: str, argv: list[str], port: int, env: dict[str, str],
-           timeout: float = 30.0) -> Served:
+           timeout: float = 30.0, log: Path | None = None) -> Served:
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, **env}, cwd=REPO,
     )
     served = Served(name, process, f"http://{HOST}:{port}", {})
     lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=_pump, args=(process, lines, served.output), daemon=True).start()
+    threading.Thread(target=_pump, args=(process, lines, served.output, log),
+                     daemon=True).start()
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -100,13 +107,14 @@ def _start(name: str, argv: list[str], port: int, env: dict[str, str],
             time.sleep(0.02)
 
 
-def start_leasegate(data: Path, env: dict[str, str], timeout: float = 30.0) -> Served:
+def start_leasegate(data: Path, env: dict[str, str], timeout: float = 30.0,
+                    log: Path | None = None, log_level: str = "WARNING") -> Served:
     """``leasegate serve`` on ``data`` (``timeout``: a first start on a big database
-    checks it, and takes longer)."""
+    checks it, and takes longer); every line it prints also goes to ``log``."""
     port = free_port()
     argv = [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(data),
-            "--host", HOST, "--port", str(port), "--log-level", "WARNING"]
-    served = _start("leasegate", argv, port, env, timeout)
+            "--host", HOST, "--port", str(port), "--log-level", log_level]
+    served = _start("leasegate", argv, port, env, timeout, log)
     missing = set(ROLES) - set(served.keys)
     if missing:
         stop(served)

@@ -1,7 +1,8 @@
 """leasegate parked-poll bench: what 10,000 waiting long-polls cost the server.
 
 One run (``.venv/bin/python bench/parked.py [--polls N] [--clients C]``, under a
-minute) starts ``leasegate serve`` on a fresh data dir (rate limits off) and:
+minute) starts ``leasegate serve`` on a fresh data dir (rate limits and the bounds per
+caller off) and:
 
 1. times ``POST /v1/queries`` (sequential submits on one keep-alive connection)
    with nothing parked;
@@ -46,7 +47,11 @@ from _load import (
     stop,
 )
 
-ENV = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0", "LEASEGATE_ADDRESS_RATE_LIMIT_PER_SECOND": "0"}
+# N polls from one worker key and one address: the bounds on what one caller may hold
+# (bench/flood.py measures those) are off too.
+ENV = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0", "LEASEGATE_ADDRESS_RATE_LIMIT_PER_SECOND": "0",
+       "LEASEGATE_MAX_PARKED_PER_KEY": "0", "LEASEGATE_MAX_PARKED_PER_ADDRESS": "0",
+       "LEASEGATE_MAX_CONNECTIONS_PER_ADDRESS": "0"}
 SUBMITS = 50  # each waits for an fsync
 READS = 200
 WARM_UP = 10

@@ -31,7 +31,7 @@ from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import long_poll, read_settled
+from leasegate.http.long_poll import long_poll, parked, read_settled
 from leasegate.http.models import (
     ErrorEnvelope,
     FencedBody,
@@ -204,8 +204,9 @@ async def lease_tasks(data: LeaseBody) -> Any:
     message = LeaseTasks(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
                          max=data.max, request_id=data.request_id, wait=data.wait_seconds > 0,
                          key_id=principal.key_id)
-    items = await long_poll(sys.tasks.mailbox, message, data.wait_seconds,
-                            sys.settings.max_wait_seconds, release_message, ())
+    with parked(data.wait_seconds, sys.settings.max_wait_seconds):
+        items = await long_poll(sys.tasks.mailbox, message, data.wait_seconds,
+                                sys.settings.max_wait_seconds, release_message, ())
     return {"items": to_json(items)}
 
 
