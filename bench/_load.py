@@ -7,6 +7,7 @@ loopback addresses are used.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import queue
 import re
@@ -19,6 +20,8 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import httpx
@@ -140,6 +143,23 @@ def stop(served: Served) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=5)
+
+
+def share_out(target: Callable[..., None], total: int, count: int,
+              *args: object) -> tuple[list[Connection], list[BaseProcess]]:
+    """``count`` processes (not started) that share ``total`` items: each runs
+    ``target(*args, first, its_count, pipe)``; the pipes' other ends are returned."""
+    context = multiprocessing.get_context("spawn")
+    pipes: list[Connection] = []
+    processes: list[BaseProcess] = []
+    share = -(-total // count)
+    for c in range(count):
+        ours, theirs = context.Pipe()
+        pipes.append(ours)
+        processes.append(context.Process(
+            target=target, args=(*args, c * share, min(share, total - c * share), theirs),
+            daemon=True))
+    return pipes, processes
 
 
 # ---- /proc readings -----------------------------------------------------------------

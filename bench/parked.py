@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import resource
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from _load import (
     cpu_seconds,
     percentile,
     rss_kib,
+    share_out,
     start_leasegate,
     stop,
 )
@@ -177,18 +177,7 @@ async def run(url: str, keys: dict[str, str], pid: int, polls: int, clients: int
         rss_before = rss_kib(pid)
         say(f"  server VmRSS before parking: {rss_before / 1024:.1f} MiB")
 
-        context = multiprocessing.get_context("spawn")
-        pipes: list[Connection] = []
-        processes = []
-        share = -(-polls // clients)
-        for c in range(clients):
-            ours, theirs = context.Pipe()
-            count = min(share, polls - c * share)
-            process = context.Process(target=client_process,
-                                      args=(port, keys["worker"], c * share, count, theirs),
-                                      daemon=True)
-            pipes.append(ours)
-            processes.append(process)
+        pipes, processes = share_out(client_process, polls, clients, port, keys["worker"])
         # The clock starts once the client processes are up, not at interpreter start-up.
         for process in processes:
             process.start()
