@@ -8,11 +8,13 @@ sits between hypercorn and the app and, when the response starts while the
 body is still arriving, lets the answer go out at once and then, before the
 exchange ends:
 
-* reads the rest and throws it away (at most ``drain_bytes`` and
-  ``DRAIN_SECONDS``), so the connection stays reusable; if the rest does not
-  come in that time, hypercorn closes the connection (the body is unread); or,
-  when draining cannot work (a declared length over the bound, a 408, a body
-  the client holds back until a ``100 Continue`` it will not get),
+* reads the rest of a declared length within ``drain_bytes`` and throws it
+  away (for at most ``DRAIN_SECONDS``), so the connection stays reusable; if it
+  does not come in that time, hypercorn closes the connection (the body is
+  unread; the client has not finished its request, so it cannot have sent
+  another on it); or, when draining cannot work or cannot be promised (a
+  declared length over the bound, a chunked body of unknown length, a 408, a
+  body the client holds back until a ``100 Continue`` it will not get),
 * answers with ``Connection: close`` and keeps discarding for a moment
   (``LINGER_SECONDS``) before hypercorn closes the socket, so that closing
   on unread bytes does not reset the connection under the answer.
@@ -178,9 +180,13 @@ class _Exchange:
                 nursery.cancel_scope.cancel()
 
     def _may_drain(self, status: int) -> bool:
+        """Whether the rest of the body can be taken after the answer, keeping the
+        connection: only a declared length within the bound (a chunked body may run
+        past it, and the answer, already out, could no longer say the connection
+        closes: its client would send the next request into a closing socket)."""
         if self.withheld or status == 408:
             return False  # no body is coming, or it is coming too slowly
-        return self.declared is None or self.declared <= self.guard.drain_bytes
+        return self.declared is not None and self.declared <= self.guard.drain_bytes
 
     async def _discard(self, seconds: float) -> None:
         """Read and drop body chunks until the body is complete, gone, past the
