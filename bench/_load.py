@@ -7,6 +7,7 @@ loopback addresses are used.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import queue
 import random
@@ -20,6 +21,8 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import httpx
@@ -69,25 +72,32 @@ class Served:
 
 
 def _pump(process: subprocess.Popen[str], lines: queue.Queue[str | None],
-          keep: list[str]) -> None:
-    """Drain the child's output (so its pipe never fills) and remember the tail."""
+          keep: list[str], log: Path | None) -> None:
+    """Drain the child's output (so its pipe never fills) and remember the tail (all of
+    it in ``log``, when given)."""
     assert process.stdout is not None
-    for line in process.stdout:
-        keep.append(line.rstrip())
-        del keep[:-40]
-        lines.put(line)
+    with contextlib.ExitStack() as stack:
+        sink = stack.enter_context(log.open("a")) if log else None
+        for line in process.stdout:
+            keep.append(line.rstrip())
+            del keep[:-40]
+            lines.put(line)
+            if sink:
+                sink.write(line)
+                sink.flush()
     lines.put(None)
 
 
 def _start(name: str, argv: list[str], port: int, env: dict[str, str],
-           timeout: float = 30.0) -> Served:
+           timeout: float = 30.0, log: Path | None = None) -> Served:
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, **env}, cwd=REPO,
     )
     served = Served(name, process, f"http://{HOST}:{port}", {})
     lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=_pump, args=(process, lines, served.output), daemon=True).start()
+    threading.Thread(target=_pump, args=(process, lines, served.output, log),
+                     daemon=True).start()
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -116,13 +126,14 @@ def _start(name: str, argv: list[str], port: int, env: dict[str, str],
             time.sleep(0.02)
 
 
-def start_leasegate(data: Path, env: dict[str, str], timeout: float = 30.0) -> Served:
+def start_leasegate(data: Path, env: dict[str, str], timeout: float = 30.0,
+                    log: Path | None = None, log_level: str = "WARNING") -> Served:
     """``leasegate serve`` on ``data`` (``timeout``: a first start on a big database
-    checks it, and takes longer)."""
+    checks it, and takes longer); every line it prints also goes to ``log``."""
     port = free_port()
     argv = [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(data),
-            "--host", HOST, "--port", str(port), "--log-level", "WARNING"]
-    served = _start("leasegate", argv, port, env, timeout)
+            "--host", HOST, "--port", str(port), "--log-level", log_level]
+    served = _start("leasegate", argv, port, env, timeout, log)
     missing = set(ROLES) - set(served.keys)
     if missing:
         stop(served)
@@ -148,6 +159,23 @@ def stop(served: Served) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=5)
+
+
+def share_out(target: Callable[..., None], total: int, count: int,
+              *args: object) -> tuple[list[Connection], list[BaseProcess]]:
+    """``count`` processes (not started) that share ``total`` items: each runs
+    ``target(*args, first, its_count, pipe)``; the pipes' other ends are returned."""
+    context = multiprocessing.get_context("spawn")
+    pipes: list[Connection] = []
+    processes: list[BaseProcess] = []
+    share = -(-total // count)
+    for c in range(count):
+        ours, theirs = context.Pipe()
+        pipes.append(ours)
+        processes.append(context.Process(
+            target=target, args=(*args, c * share, min(share, total - c * share), theirs),
+            daemon=True))
+    return pipes, processes
 
 
 # ---- /proc readings -----------------------------------------------------------------

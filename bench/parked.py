@@ -1,7 +1,8 @@
 """leasegate parked-poll bench: what 10,000 waiting long-polls cost the server.
 
 One run (``.venv/bin/python bench/parked.py [--polls N] [--clients C]``, under a
-minute) starts ``leasegate serve`` on a fresh data dir (rate limits off) and:
+minute) starts ``leasegate serve`` on a fresh data dir (rate limits and the bounds per
+caller off) and:
 
 1. times ``POST /v1/queries`` (sequential submits on one keep-alive connection)
    with nothing parked;
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import resource
 import sys
 import tempfile
@@ -42,11 +42,16 @@ from _load import (
     cpu_seconds,
     percentile,
     rss_kib,
+    share_out,
     start_leasegate,
     stop,
 )
 
-ENV = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0", "LEASEGATE_ADDRESS_RATE_LIMIT_PER_SECOND": "0"}
+# N polls from one worker key and one address: the bounds on what one caller may hold
+# (bench/flood.py measures those) are off too.
+ENV = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0", "LEASEGATE_ADDRESS_RATE_LIMIT_PER_SECOND": "0",
+       "LEASEGATE_MAX_PARKED_PER_KEY": "0", "LEASEGATE_MAX_PARKED_PER_ADDRESS": "0",
+       "LEASEGATE_MAX_CONNECTIONS_PER_ADDRESS": "0"}
 SUBMITS = 50  # each waits for an fsync
 READS = 200
 WARM_UP = 10
@@ -172,18 +177,7 @@ async def run(url: str, keys: dict[str, str], pid: int, polls: int, clients: int
         rss_before = rss_kib(pid)
         say(f"  server VmRSS before parking: {rss_before / 1024:.1f} MiB")
 
-        context = multiprocessing.get_context("spawn")
-        pipes: list[Connection] = []
-        processes = []
-        share = -(-polls // clients)
-        for c in range(clients):
-            ours, theirs = context.Pipe()
-            count = min(share, polls - c * share)
-            process = context.Process(target=client_process,
-                                      args=(port, keys["worker"], c * share, count, theirs),
-                                      daemon=True)
-            pipes.append(ours)
-            processes.append(process)
+        pipes, processes = share_out(client_process, polls, clients, port, keys["worker"])
         # The clock starts once the client processes are up, not at interpreter start-up.
         for process in processes:
             process.start()

@@ -19,6 +19,7 @@ from pathlib import Path
 import trio
 from pydantic import ValidationError
 
+from leasegate.allocator import reexec_on_glibc_malloc
 from leasegate.settings import SettingsError, load
 from leasegate.storage import keys_sql
 from leasegate.storage.backup import NotABackup, backup, restore
@@ -177,6 +178,8 @@ def _serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
+        if argv is None:  # the command line itself, not a call from Python
+            reexec_on_glibc_malloc()
         return _serve(args)
     try:
         if args.command == "keys":

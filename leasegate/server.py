@@ -17,6 +17,7 @@ import functools
 import gc
 import logging
 import math
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -24,13 +25,13 @@ from typing import TextIO
 
 import trio
 from hypercorn.config import Config, Sockets
-from hypercorn.trio.run import worker_serve
 from hypercorn.utils import wrap_app
 
 from leasegate.actors.keys.records import CountKeys, CreateKey, Role
 from leasegate.actors.system import System, new_system
 from leasegate.http import expect
 from leasegate.http.app import create_app
+from leasegate.http.listener import ConnectionGate, connection_budget, serve_http
 from leasegate.settings import Settings
 from leasegate.storage.datadir import DataDirLock, db_path
 
@@ -39,6 +40,8 @@ log = logging.getLogger("leasegate.server")
 BOOTSTRAP_TENANT = "default"
 GRACE_SECONDS = 5.0
 ACTORS_CLOSE_SECONDS = 10.0
+# The open-file limit to take when the hard limit is unlimited (Linux's nr_open default).
+FD_LIMIT_WHEN_UNLIMITED = 1 << 20
 
 
 class StartupError(RuntimeError):
@@ -126,6 +129,35 @@ async def _stop_after(seconds: float, stop_http: trio.Event) -> None:
     stop_http.set()
 
 
+def raise_fd_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (every
+    connection is a descriptor); returns the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    unlimited = resource.RLIM_INFINITY
+    want = FD_LIMIT_WHEN_UNLIMITED if hard == unlimited else hard
+    if soft != unlimited and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError) as exc:  # e.g. above the kernel's nr_open
+            log.warning("could not raise the open-file limit from %d to %d: %s",
+                        soft, want, exc)
+    return want if soft == unlimited else soft
+
+
+def connection_gate(settings: Settings) -> ConnectionGate:
+    """The bounds on open connections: ``max_connections`` (0: what the open-file
+    limit allows, less a reserve) and ``max_connections_per_address``."""
+    budget = connection_budget(raise_fd_limit())
+    total = settings.max_connections or budget
+    if total > budget:
+        log.warning("max_connections %d is more than the open-file limit allows (%d with "
+                    "a reserve for the database, artifacts and logs): past that, accepts "
+                    "pause", total, budget)
+    return ConnectionGate(total, settings.max_connections_per_address,
+                          settings.error_log_window, aftermath=settings.max_wait_seconds)
+
+
 def tune_gc() -> None:
     """Once started: what exists now (modules, the app, the actors) lives as long as the
     process, so the collector stops walking it (``gc.freeze``), and the young
@@ -148,7 +180,10 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
         sockets = listen(config, host, port)
         try:
             system = new_system(db_path(data_dir), settings, allow_unbalanced=allow_unbalanced)
-            app = wrap_app(create_app(system), config.wsgi_max_body_size, "asgi")
+            gate = connection_gate(settings)
+            quart_app = create_app(system)
+            quart_app.extensions["leasegate.connections"] = gate  # for /metrics
+            app = wrap_app(quart_app, config.wsgi_max_body_size, "asgi")
             async with trio.open_nursery() as watching:
                 stop_http = trio.Event()
                 watching.start_soon(_watch_signals, system, settings.drain_seconds, stop_http)
@@ -159,7 +194,7 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
                     tune_gc()
                     async with trio.open_nursery() as http:
                         binds = await http.start(functools.partial(
-                            worker_serve, app, config, sockets=sockets,
+                            serve_http, app, config, sockets, gate,
                             shutdown_trigger=stop_http.wait))
                         print(f"leasegate serving {', '.join(binds)} (data: {data_dir})",
                               file=out, flush=True)

@@ -119,6 +119,14 @@ class Settings:
     event_ring_size: int = 10_000
     event_max_streams: int = 1000
     event_keepalive_seconds: float = 15.0
+    # What one caller may hold open; 0: no bound. Parked long-polls (lease polls and
+    # GETs with wait_seconds, live event streams) per API key and per client address
+    # (IPv6: per /64): 429 past them. Open connections per client address, and in
+    # all (0: derived from the file-descriptor limit): closed at accept past them.
+    max_parked_per_key: int = 1000
+    max_parked_per_address: int = 2000
+    max_connections_per_address: int = 2000
+    max_connections: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

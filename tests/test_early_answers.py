@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from leasegate import client as sdk
+from leasegate.http.body_guard import DRAIN_SECONDS
 from tests.served import Served, start, stop
 
 KiB, MiB = 1024, 1024 * 1024
@@ -30,8 +31,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, 
              "LEASEGATE_HTTP_BODY_TIMEOUT": "1"}
     limited = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0.001", "LEASEGATE_RATE_LIMIT_BURST": "1"}
     with ThreadPoolExecutor(2) as pool:
-        both = list(pool.map(lambda a: start(*a), [(base / "plain", plain),
-                                                   (base / "limited", limited)]))
+        both = list(pool.map(lambda a: start(*a, collect_output=True),
+                             [(base / "plain", plain), (base / "limited", limited)]))
     yield both[0], both[1]
     for served in both:
         stop(served)
@@ -166,6 +167,28 @@ def test_expect_continue_with_a_body_over_the_limit_is_413_without_a_100(
     assert received.startswith(b"HTTP/1.1 413 "), received
     assert b" 100 " not in received.split(b"\r\n")[0]
     assert b"connection: close" in received.lower()
+
+
+def test_a_body_announced_and_never_sent_gets_its_answer_at_once(served: Served) -> None:
+    """An unknown key and ``Content-Length: 10000000`` (within what the guard drains),
+    then no body: the 401 comes at once, not after the drain; the connection closes
+    when the drain gives up, and nothing goes wrong in the server."""
+    logged = len(served.output)
+    with socket.create_connection(("127.0.0.1", served.port), timeout=PROMPT) as sock:
+        began = time.monotonic()
+        sock.sendall(b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\n"
+                     b"Authorization: Bearer lg_nosuchkey_secret\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 10000000\r\n\r\n")
+        received = sock.recv(65536)
+        assert time.monotonic() - began < PROMPT
+        assert received.startswith(b"HTTP/1.1 401 "), received
+        assert b'"code":4010' in received
+        sock.settimeout(DRAIN_SECONDS + PROMPT)
+        while sock.recv(65536):  # until the server closes it: the body never came
+            pass
+    time.sleep(0.2)  # the server's output reaches served.output through a thread
+    assert not [line for line in served.output[logged:]
+                if "Error" in line or "Traceback" in line], served.output[logged:]
 
 
 def test_expect_continue_within_the_limit_still_gets_its_100(served: Served) -> None:

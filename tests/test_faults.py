@@ -23,10 +23,12 @@ import pytest
 import trio
 import trio.testing
 
+from leasegate.actors.runtime import actor as runtime
 from leasegate.clock import Clock
 from leasegate.logs import escape
 from leasegate.settings import Settings
 from leasegate.storage import artifacts as artifact_files
+from leasegate.storage import connection
 from leasegate.storage.connection import Database
 from tests import served as served_module
 from tests.conftest import Gateway, start_gateway
@@ -174,6 +176,40 @@ async def test_a_failing_database_is_logged_once_per_window_not_per_request(
     monkeypatch.setattr(db, "run", real_run)
     assert (await gateway.call("POST", "/v1/tasks", "t1", json=body))[0] == 201
     assert warnings_with(caplog, "tasks: storage works again")
+
+
+async def test_only_a_commit_that_wrote_says_the_storage_works_again(
+        gateway: Gateway, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A full disk fails every commit that writes; one that only read goes through,
+    and proves nothing about the disk."""
+    body = {"task_id": "t-read", "site": "shop", "kind": "export"}
+    assert (await gateway.call("POST", "/v1/tasks", "t1", json=body))[0] == 201
+    changes_at_begin: dict[int, int] = {}
+
+    def begin(conn: sqlite3.Connection) -> None:
+        real_begin(conn)
+        changes_at_begin[id(conn)] = conn.total_changes
+
+    def commit(conn: sqlite3.Connection) -> None:
+        if conn.total_changes != changes_at_begin[id(conn)]:
+            exc = sqlite3.OperationalError("database or disk is full")
+            exc.sqlite_errorcode = sqlite3.SQLITE_FULL
+            raise exc
+        real_commit(conn)
+
+    real_begin, real_commit = connection.begin, connection.commit
+    monkeypatch.setattr(runtime, "begin", begin)
+    monkeypatch.setattr(runtime, "commit", commit)
+    assert_unavailable(*await gateway.call("POST", "/v1/tasks", "t1",
+                                           json={**body, "task_id": "t-full"}))
+    assert len(warnings_with(caplog, "tasks: storage failure")) == 1
+    assert (await gateway.call("GET", "/v1/tasks/t-read", "t1"))[0] == 200  # a read turn
+    assert not warnings_with(caplog, "storage works again")
+    monkeypatch.undo()  # space again
+    assert (await gateway.call("POST", "/v1/tasks", "t1",
+                               json={**body, "task_id": "t-full"}))[0] == 201
+    assert len(warnings_with(caplog, "tasks: storage works again")) == 1
 
 
 def _raise(exc: BaseException, *args: object, **kwargs: object) -> None:

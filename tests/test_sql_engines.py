@@ -274,3 +274,16 @@ def test_the_health_probe_writes_and_commits(conn: Connection) -> None:
     assert not conn.in_transaction
     begin(conn)
     commit(conn)
+
+
+def test_total_changes_counts_rows_written_not_read(conn: Connection) -> None:
+    """What the runtime reads to tell a commit that wrote from one that only read."""
+    before = conn.total_changes
+    with transaction(conn):
+        assert submit(conn, "t1") and submit(conn, "t2")
+        tasks_sql.get(conn, "t1")
+    written = conn.total_changes - before
+    assert written >= 2  # SQLite counts the lane triggers' rows too; PostgreSQL does not
+    with transaction(conn):
+        tasks_sql.get(conn, "t2")
+    assert conn.total_changes - before == written

@@ -50,6 +50,7 @@ from leasegate.http.connection import OneTaskHTTPConnection
 from leasegate.http.console import routes as console
 from leasegate.http.metrics import Metrics
 from leasegate.http.openapi import LeasegateOpenAPI
+from leasegate.http.parked import ParkedPolls
 from leasegate.ids import ID_RULE, is_id
 
 ID_ARGS = {"task_id", "query_id", "key_id", "device_id"}
@@ -194,6 +195,8 @@ def create_app(system: System) -> QuartTrio:
     app.extensions["leasegate.auth"] = authenticator
     metrics = Metrics()
     app.extensions["leasegate.metrics"] = metrics
+    app.extensions["leasegate.parked"] = ParkedPolls(system.settings.max_parked_per_key,
+                                                     system.settings.max_parked_per_address)
     async def sweep_buckets(now: float) -> None:
         authenticator.sweep(now)
 

@@ -18,7 +18,6 @@ it costs no lookup either.
 
 from __future__ import annotations
 
-import ipaddress
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
@@ -30,7 +29,7 @@ from leasegate.actors.keys.views import KeyRecord, Principal
 from leasegate.actors.system import System
 from leasegate.errors import Forbidden, RateLimited, Unauthorized
 from leasegate.http.console.sessions import COOKIE, Sessions
-from leasegate.http.limits import RateLimiter
+from leasegate.http.limits import RateLimiter, address_key
 from leasegate.keyformat import secret_matches, split_key
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -45,19 +44,9 @@ VERIFIED_KEYS = 4096
 
 
 def client_address() -> str:
-    """The caller's address as rate limiting counts it: IPv4 as is, IPv6 by /64
-    (one host commonly holds a whole /64)."""
+    """The caller's address as the per-address limits count it (IPv6: its /64)."""
     client = request.scope.get("client")
-    host = client[0] if client else ""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return host or "unknown"
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-        return str(ipaddress.IPv6Network((address, 64), strict=False))
-    return str(address)
+    return address_key(client[0] if client else "")
 
 
 class RecentlyUnknown:

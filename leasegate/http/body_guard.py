@@ -5,16 +5,22 @@ id...). hypercorn then stops handing the rest of the body to anyone: its
 queue to the finished app fills, its reader blocks, and the next request on
 that connection waits for an answer that never comes. This ASGI middleware
 sits between hypercorn and the app and, when the response starts while the
-body is still arriving:
+body is still arriving, lets the answer go out at once and then, before the
+exchange ends:
 
-* reads the rest and throws it away (at most ``drain_bytes`` and
-  ``DRAIN_SECONDS``) before the response goes out, so the connection stays
-  reusable; or, when that is not possible (a declared length over the bound,
-  a body too slow, a 408, a body the client holds back until a
-  ``100 Continue`` it will not get),
+* reads the rest of a declared length within ``drain_bytes`` and throws it
+  away (for at most ``DRAIN_SECONDS``), so the connection stays reusable; if it
+  does not come in that time, hypercorn closes the connection (the body is
+  unread; the client has not finished its request, so it cannot have sent
+  another on it); or, when draining cannot work or cannot be promised (a
+  declared length over the bound, a chunked body of unknown length, a 408, a
+  body the client holds back until a ``100 Continue`` it will not get),
 * answers with ``Connection: close`` and keeps discarding for a moment
   (``LINGER_SECONDS``) before hypercorn closes the socket, so that closing
   on unread bytes does not reset the connection under the answer.
+
+The answer never waits for the body: a client that announces a body and
+sends none (or sends it only after reading the answer) has its answer at once.
 
 ::
 
@@ -142,9 +148,7 @@ class _Exchange:
         message = cast(Message, event)
         if message["type"] == "http.response.start" and not self.complete:
             self.status = int(message["status"])
-            if self._may_drain(self.status):
-                await self._discard(DRAIN_SECONDS)
-            if not self.complete:
+            if not self._may_drain(self.status):
                 self.closing = True
                 headers = [(k, v) for k, v in message.get("headers", [])
                            if k.lower() != b"connection"]
@@ -157,10 +161,11 @@ class _Exchange:
     async def _finish(self, message: Message) -> None:
         """The last message: hypercorn ends the exchange in it, recycling the
         connection or closing the socket."""
-        if self.closing and not self.withheld and self.status != 408:
-            # The whole answer is out: let the client read it before the close
+        if not self.complete and not self.withheld and self.status != 408:
+            # The whole answer is out: take the rest of the body so the connection
+            # is kept, or, when it closes, let the client read the answer before
             # (a 408's client is too slow for that to help).
-            await self._discard(LINGER_SECONDS)
+            await self._discard(LINGER_SECONDS if self.closing else DRAIN_SECONDS)
         # Shielded: while hypercorn hands the app its http.disconnect here, Quart
         # cancels the request, and a cancel in the middle left the socket open.
         # Meanwhile someone must take what still arrives, or hypercorn, whose
@@ -175,9 +180,13 @@ class _Exchange:
                 nursery.cancel_scope.cancel()
 
     def _may_drain(self, status: int) -> bool:
+        """Whether the rest of the body can be taken after the answer, keeping the
+        connection: only a declared length within the bound (a chunked body may run
+        past it, and the answer, already out, could no longer say the connection
+        closes: its client would send the next request into a closing socket)."""
         if self.withheld or status == 408:
             return False  # no body is coming, or it is coming too slowly
-        return self.declared is None or self.declared <= self.guard.drain_bytes
+        return self.declared is not None and self.declared <= self.guard.drain_bytes
 
     async def _discard(self, seconds: float) -> None:
         """Read and drop body chunks until the body is complete, gone, past the
@@ -186,7 +195,7 @@ class _Exchange:
         self.discarding = True
         if self.complete or self.disconnected:
             return
-        settled = self.settled = self.settled or trio.Event()
+        settled = self.settled = trio.Event()
         with trio.move_on_after(seconds):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump)

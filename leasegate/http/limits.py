@@ -8,11 +8,29 @@ idle buckets are dropped by a periodic job anyway::
 
     limiter = RateLimiter(rate=10, burst=20)
     wait = limiter.take("key-1", now)   # 0.0: allowed; else seconds to wait
+
+Every per-address limit (these buckets, parked polls, connections) counts an
+address as :func:`address_key` spells it.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
+
+
+def address_key(host: str) -> str:
+    """A client's address as the per-address limits count it: IPv4 as is (an
+    IPv4-mapped IPv6 address too), IPv6 by /64 (one host commonly holds a whole /64)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
 
 
 @dataclass

@@ -1,14 +1,19 @@
-"""Long-polls: ask an actor, letting it hold the reply for a while."""
+"""Long-polls: ask an actor, letting it hold the reply for a while; each one parked
+holds one of its caller's places (see :mod:`leasegate.http.parked`)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import trio
+from quart import current_app, g
 
 from leasegate.actors.runtime.mailbox import Ask, Ref, Tell
+from leasegate.http.auth import client_address
 from leasegate.http.context import system
+from leasegate.http.parked import ParkedPolls
 from leasegate.http.render import to_json
 
 A = TypeVar("A")
@@ -40,6 +45,23 @@ async def lease_reply(ref: Ref[A], message: Ask[A, tuple[L, ...]], wait_seconds:
                       give_back: Callable[[tuple[L, ...]], Tell[A] | None]) -> dict[str, Any]:
     """``POST /v1/<jobs>/lease``: the leases, after up to ``wait_seconds`` for work
     (``max_wait_seconds`` at most); none when the wait ran out."""
-    items = await long_poll(ref, message, wait_seconds, system().settings.max_wait_seconds,
-                            give_back, ())
+    max_wait = system().settings.max_wait_seconds
+    with parked(wait_seconds, max_wait):
+        items = await long_poll(ref, message, wait_seconds, max_wait, give_back, ())
     return {"items": to_json(items)}
+
+
+def parked_polls() -> ParkedPolls:
+    found: ParkedPolls = current_app.extensions["leasegate.parked"]
+    return found
+
+
+def parked(wait_seconds: float | None,
+           max_wait: float) -> contextlib.AbstractContextManager[None]:
+    """Inside it, a poll of up to ``wait_seconds`` (never longer than ``max_wait``) holds
+    a place of the authenticated caller's key and address; 429 (4290) when either has
+    none left. A poll that does not wait (0, None) needs none."""
+    if not wait_seconds:
+        return contextlib.nullcontext()
+    return parked_polls().hold(g.principal.key_id, client_address(),
+                               min(wait_seconds, max_wait))

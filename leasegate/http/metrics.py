@@ -18,6 +18,9 @@ from leasegate.actors.system import System, SystemStatistics
 from leasegate.actors.tasks.presence import CheckTaskHealth
 from leasegate.actors.tasks.views import TaskHealthReport
 from leasegate.http.device_metrics import device_families
+from leasegate.http.hold_metrics import hold_families
+from leasegate.http.listener import ConnectionGate
+from leasegate.http.parked import ParkedPolls
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # Series per site for the sites with the most work; the rest summed under OTHER_SITES
@@ -47,6 +50,8 @@ class Metrics(Collector):
         self._scraped_at = 0.0  # the system's clock at refresh (jobs' overdue rule)
         # Token buckets held, by limiter ("key", "address"); set by the /metrics route.
         self.rate_limit_buckets: dict[str, int] = {}
+        # What callers hold open; set by the /metrics route.
+        self.holds: tuple[ParkedPolls, ConnectionGate | None] | None = None
 
     def observe(self, method: str, route: str, status: int, started: float | None) -> None:
         """Count one request. Labels stay bounded: ``route`` is a rule, never a raw
@@ -112,6 +117,8 @@ class Metrics(Collector):
         yield parked
         yield commits
         yield errors
+        if self.holds is not None:
+            yield from hold_families(*self.holds)
         yield GaugeMetricFamily("leasegate_ledger_audit_ok",
                                 "1 if the last ledger audit passed, else 0",
                                 value=1 if self._ledger_ok else 0)

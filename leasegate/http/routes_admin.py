@@ -223,5 +223,7 @@ async def metrics() -> Response:
     authenticator: Authenticator = current_app.extensions["leasegate.auth"]
     collector.rate_limit_buckets = {"key": authenticator.limiter.size,
                                     "address": authenticator.address_limiter.size}
+    collector.holds = (current_app.extensions["leasegate.parked"],
+                       current_app.extensions.get("leasegate.connections"))
     await collector.refresh(sys)
     return Response(generate_latest(collector.registry), content_type=CONTENT_TYPE_LATEST)

@@ -31,8 +31,9 @@ from quart_schema import document_response, validate_querystring
 from leasegate.actors.queue.event_hub import EventFilter, Reset
 from leasegate.actors.queue.history import JobEvent
 from leasegate.errors import InvalidRequest
-from leasegate.http.auth import allow, require_tenant
+from leasegate.http.auth import allow, client_address, require_tenant
 from leasegate.http.context import system
+from leasegate.http.long_poll import parked_polls
 from leasegate.http.models import Id, Strict, Timestamp
 from leasegate.http.numbers import ASCII_DIGITS, whole_number
 from leasegate.http.render import to_json
@@ -90,18 +91,22 @@ async def query_history(query_id: str) -> Any:
 async def job_events(query_args: EventArgs) -> Response:
     """Live job events as Server-Sent Events (own tenant; admin: all), filtered by
     ``job_id``, ``site``, ``device_id``, ``channel``; resumes after ``Last-Event-ID``."""
-    _, tenant = require_tenant("client")
+    principal, tenant = require_tenant("client")
     sys = system()
+    settings = sys.settings
+    polls, address = parked_polls(), client_address()
+    polls.check(principal.key_id, address)  # a stream is a parked poll too
     job_ids = query_args.job_id  # ids, at most MAX_JOB_IDS (checked by EventArgs)
     wanted = [job_ids] if isinstance(job_ids, str) else list(job_ids or ())
     reader = sys.events.subscribe(EventFilter(tenant, frozenset(wanted), query_args.site,
                                        query_args.device_id, query_args.channel),
                            _last_event_id(query_args.last_event_id))
-    settings = sys.settings
 
     async def stream() -> AsyncIterator[bytes]:
-        with reader.streaming() as counted:
-            if not counted:  # raced past subscribe's check: end at once
+        # Counted only while it runs: a stream never started holds nothing.
+        with reader.streaming() as counted, polls.holding(
+                principal.key_id, address, settings.max_wait_seconds) as held:
+            if not (counted and held):  # raced past the checks above: end at once
                 return
             # The id where this stream starts: a reconnect resumes from here even if no
             # event came (an EventSource keeps the last id it was given).

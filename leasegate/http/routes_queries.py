@@ -15,7 +15,7 @@ from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import lease_reply
+from leasegate.http.long_poll import lease_reply, parked
 from leasegate.http.models import (
     ErrorEnvelope,
     LeaseBody,
@@ -94,8 +94,9 @@ async def query_results(data: QueryResultsBody) -> Any:
 async def get_query(query_id: str, query_args: WaitArgs) -> Any:
     """A query; with ``wait_seconds`` (0–30), long-poll until it is terminal."""
     _, tenant = require_tenant("client")
-    return to_json(await system().jobs.queries.get(query_id, tenant,
-                                                   wait_seconds=query_args.wait_seconds or 0))
+    sys, wait = system(), query_args.wait_seconds or 0
+    with parked(wait, sys.settings.max_wait_seconds):  # a place held while it waits
+        return to_json(await sys.jobs.queries.get(query_id, tenant, wait_seconds=wait))
 
 
 @bp.get("/v1/queries")

@@ -20,7 +20,7 @@ from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import lease_reply
+from leasegate.http.long_poll import lease_reply, parked
 from leasegate.http.models import (
     ErrorEnvelope,
     FencedBody,
@@ -127,8 +127,9 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
     the task is finished (succeeded, failed, canceled, expired) or needs someone
     (stale, paused)."""
     _, tenant = require_tenant("client")
-    return to_json(await system().jobs.tasks.get(task_id, tenant,
-                                                 wait_seconds=query_args.wait_seconds or 0))
+    sys, wait = system(), query_args.wait_seconds or 0
+    with parked(wait, sys.settings.max_wait_seconds):  # a place held while it waits
+        return to_json(await sys.jobs.tasks.get(task_id, tenant, wait_seconds=wait))
 
 
 @bp.get("/v1/tasks")

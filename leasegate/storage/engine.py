@@ -60,6 +60,11 @@ class Connection(Protocol):
     @property
     def in_transaction(self) -> bool: ...
 
+    @property
+    def total_changes(self) -> int:
+        """Rows inserted, updated or deleted by this connection since it opened."""
+        ...
+
 
 class Spelled(str):
     """A statement with two spellings: the string is SQLite's, ``postgresql`` is

@@ -236,7 +236,8 @@ class Actor(Generic[A, C]):
         finally:
             self._parking.settle()
         self._retry_at = -math.inf
-        self._storage_log.recovered(f"{self.name}: storage works again")
+        if batch.wrote > 0:  # a read commits on a full disk too: it proves nothing
+            self._storage_log.recovered(f"{self.name}: storage works again")
         self._commits += 1
         self._next_wakeup = wake
         self._after(batch, now)
@@ -272,6 +273,7 @@ class Actor(Generic[A, C]):
     def _apply(self, conn: Connection, batch: TurnBatch, now: float) -> float | None:
         turn, behaviour = self.turn, self._behaviour
         begin(conn)
+        changes = conn.total_changes
         try:
             turn.begin(conn, now)
             turn.bugs = batch.internal_errors
@@ -291,6 +293,7 @@ class Actor(Generic[A, C]):
             wake = behaviour.next_wakeup(turn)
             batch.effects = turn.effects
             commit(conn)
+            batch.wrote = conn.total_changes - changes - turn.undone
         except BaseException:
             turn.effects = []
             rollback(conn)
@@ -325,7 +328,7 @@ class Actor(Generic[A, C]):
 
     def _run_job(self, job: PeriodicJob[C], now: float) -> JobRun:
         turn = self.turn
-        mark = len(turn.effects)
+        mark = turn.mark()
         savepoint(turn.conn, "job")
         try:
             more = job.run(turn, now)

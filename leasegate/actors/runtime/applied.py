@@ -36,3 +36,6 @@ class TurnBatch:
     job_runs: list[JobRun] = field(default_factory=list)
     # (what failed, its request id, the stack): bugs met by one message or batch item
     internal_errors: list[tuple[str, str | None, str]] = field(default_factory=list)
+    # Rows the commit wrote (changes undone by a savepoint do not count): only a
+    # commit that wrote proves the storage works again after a failure.
+    wrote: int = 0

@@ -93,13 +93,18 @@ class Parking:
         env.queue = wait.queue
         self._count += 1
         if env.deadline < math.inf:
-            if len(self._deadlines) > 2 * self._count + 64:
-                # Mostly the stale entries of callers gone early: drop them, so
-                # they cost at most as much as the waiters that are parked.
-                self._deadlines = [entry for entry in self._deadlines if _waiting(entry[2])]
-                heapq.heapify(self._deadlines)
+            self._prune_deadlines()
             heapq.heappush(self._deadlines, (env.deadline, self._seq, env))
         return True
+
+    def _prune_deadlines(self) -> None:
+        """Drop the stale entries (of callers answered or gone early) once they are
+        most of the heap: they cost at most as much as the waiters that are parked,
+        and after a flood of callers who left, their envelopes go at once, not at
+        their deadlines."""
+        if len(self._deadlines) > 2 * self._count + 64:
+            self._deadlines = [entry for entry in self._deadlines if _waiting(entry[2])]
+            heapq.heapify(self._deadlines)
 
     def next_deadline(self) -> float:
         """The trio time at which the earliest parked envelope times out (inf: none)."""
@@ -130,6 +135,7 @@ class Parking:
         if env.queue is NOT_PARKED:
             return  # not parked (yet): park() will refuse it
         self._count -= 1
+        self._prune_deadlines()  # (trio's thread alone reads the heap, busy or not)
         if self.busy:
             self._left.append(env)
         else:

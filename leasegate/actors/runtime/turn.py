@@ -73,6 +73,7 @@ class Turn:
         self.wake: set[Hashable] = set()
         self.wake_all = False
         self.request_id: str | None = None  # of the message being applied
+        self.undone = 0  # rows this turn's undone savepoints had changed
 
     def work_may_be_available(self, *topics: Hashable) -> None:
         """Offer the messages parked on any of ``topics`` another try in this
@@ -128,7 +129,7 @@ class Turn:
         failure fails the whole turn (SQLite may already have rolled it back:
         SQLITE_FULL, IOERR). A message, or one item of a batch message."""
         conn = self.conn
-        mark = len(self.effects)
+        mark = self.mark()
         savepoint(conn, name)
         try:
             value = step()
@@ -145,10 +146,19 @@ class Turn:
         release(conn, name)
         return outcome.Value(value)
 
-    def undo(self, name: str, mark: int) -> None:
-        """Roll back to savepoint ``name``, and drop the effects queued since ``mark``."""
+    def mark(self) -> tuple[int, int, int]:
+        """What a savepoint made now must restore: (effects, the connection's total
+        changes, the changes undone so far)."""
+        return len(self.effects), self.conn.total_changes, self.undone
+
+    def undo(self, name: str, mark: tuple[int, int, int]) -> None:
+        """Roll back to savepoint ``name``, made at ``mark``: drop the effects queued
+        since, and count every change since as undone (those of savepoints inside it
+        included), so that only a commit that wrote counts as one (see the runtime)."""
+        effects, changes, undone = mark
         undo(self.conn, name)
-        del self.effects[mark:]
+        del self.effects[effects:]
+        self.undone = undone + self.conn.total_changes - changes
 
     def begin(self, conn: Connection, now: float) -> None:
         """The runtime starts a turn (on the database thread)."""
@@ -157,4 +167,5 @@ class Turn:
         self.number += 1
         self.effects = []
         self.bugs = []
+        self.undone = 0
         self.wake_all, self.wake = False, set()

@@ -166,6 +166,7 @@ class PgConnection:
 
     def __init__(self, raw: psycopg.Connection[Row]) -> None:
         self.raw = raw
+        self._changes = 0  # sqlite3's total_changes: rows our statements wrote
 
     # Typed as engine.Cursor (rows are Any), as sqlite3's are.
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> engine.Cursor:
@@ -175,6 +176,7 @@ class PgConnection:
         except psycopg.errors.FeatureNotSupported as exc:
             self._replace_if_stale(exc)
             raise
+        self._count_changes(cursor)
         return cursor
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> engine.Cursor:
@@ -184,7 +186,18 @@ class PgConnection:
         except psycopg.errors.FeatureNotSupported as exc:
             self._replace_if_stale(exc)
             raise
+        self._count_changes(cursor)
         return cursor
+
+    def _count_changes(self, cursor: Cursor) -> None:
+        status = cursor.statusmessage  # e.g. "UPDATE 3"; "SELECT 1" writes nothing
+        if status is not None and status.startswith(("INSERT", "UPDATE", "DELETE")):
+            self._changes += max(cursor.rowcount, 0)
+
+    @property
+    def total_changes(self) -> int:
+        """Rows our INSERT, UPDATE and DELETE statements changed, as sqlite3 counts."""
+        return self._changes
 
     def _replace_if_stale(self, exc: psycopg.Error) -> None:
         """psycopg prepares a statement it has run five times; a migration that changes
