@@ -58,6 +58,7 @@ class JobEvent:
     status: str
     at: Instant
     detail: dict[str, Any]
+    job_kind: str = ""  # the job's own kind (``kind`` is the event's)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class JobHistory:
         hub = self.hub
         if row is not None and hub is not None:
             event = JobEvent(row["event_id"], self.channel, job_id, row["tenant"], row["site"],
-                             row["device_id"], kind, row["status"], at, kept)
+                             row["device_id"], kind, row["status"], at, kept, row["kind"])
             self.actor.after_commit(lambda: hub.publish(event))
 
     def controlled(self, conn: sqlite3.Connection, action: str, before: sqlite3.Row,

@@ -142,7 +142,8 @@ class QueryQueue(Actor, EachItem):
         if replayed is not None:
             return QuerySubmitted(query_id, replayed, created=False)
         self.history.record(conn, query_id, "submitted",
-                            job={"tenant": m.tenant, "site": m.site, "status": "queued"})
+                            job={"tenant": m.tenant, "site": m.site, "status": "queued",
+                                 "kind": m.kind})
         self.work_may_be_available(*new_work(m.site))
         return QuerySubmitted(query_id, "queued", created=True)
 

@@ -219,7 +219,8 @@ class TaskQueue(Actor, TaskControl, FencedCalls, DeviceTasks, EachItem):
         if replayed is not None:
             return TaskSubmitted(task_id, replayed, created=False)
         self.history.record(conn, task_id, "submitted", job={
-            "tenant": m.tenant, "site": m.site, "device_id": m.device_id, "status": "queued"})
+            "tenant": m.tenant, "site": m.site, "device_id": m.device_id, "status": "queued",
+            "kind": m.kind})
         if m.not_before is None or m.not_before <= now:
             self.work_may_be_available(*new_work(m.site))
         return TaskSubmitted(task_id, "queued", created=True)
