@@ -105,7 +105,8 @@ class System:
         self.events = EventHub(settings.event_ring_size, settings.event_max_streams)
         self.queries = QueryQueue(self._database(), clock, settings,
                                   ledger=self.ledger.mailbox, events=self.events)
-        self.artifacts = ArtifactStore(db_path.parent / "artifacts")
+        self.artifacts = ArtifactStore(db_path.parent / "artifacts",
+                                       error_log_window=settings.error_log_window)
         self.tasks = TaskQueue(self._database(), clock, settings, self.artifacts,
                                ledger=self.ledger.mailbox, events=self.events)
         self.ledger.settled_notices.queues = {"task": self.tasks.mailbox,
