@@ -194,6 +194,7 @@ def create_app(system: System) -> QuartTrio:
     app.extensions["leasegate.auth"] = authenticator
     metrics = Metrics()
     app.extensions["leasegate.metrics"] = metrics
+    system.events.listeners.append(metrics.on_job_event)  # outcomes, dispatch latency
     async def sweep_buckets(now: float) -> None:
         authenticator.sweep(now)
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from leasegate.actors.history import JobEvent
+from leasegate.http.job_metrics import ended, first_dispatch_wait
 
 SLOTS = 60
-TERMINAL_KINDS = frozenset({"result", "canceled", "expired", "reclaimed"})
-FINISHED = frozenset({"succeeded", "failed", "canceled", "expired"})
 
 
 @dataclass(frozen=True)
@@ -58,14 +57,12 @@ class Activity:
         """Count one job event (a hub listener; runs on the trio thread)."""
         if event.kind == "submitted":
             self._slot(event.at).submits += 1
-        elif event.kind in TERMINAL_KINDS and event.status in FINISHED:
+        elif ended(event) is not None:
             self._slot(event.at).completions += 1
-        elif event.kind == "leased" and event.detail.get("attempt") == 1:
-            waited = event.detail.get("waited")
-            if isinstance(waited, int | float):
-                slot = self._slot(event.at)
-                slot.dispatches += 1
-                slot.waited += waited
+        elif (waited := first_dispatch_wait(event)) is not None:
+            slot = self._slot(event.at)
+            slot.dispatches += 1
+            slot.waited += waited
 
     def _series(self, now: float) -> list[_Minute]:
         last = int(now // 60)
