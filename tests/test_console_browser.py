@@ -300,16 +300,22 @@ def test_history_and_lists_that_change_live(admin_tab: Console, gateway: Served)
 
 def test_a_late_result_updates_every_card_of_an_open_task_page(
         browser: Browser, gateway: Served, session_cookie: dict[str, Any]) -> None:
+    """The task page follows a late result (status, result, dates, billing, history),
+    and the tasks page in a second tab keeps what the operator types meanwhile."""
     client, worker = gateway.client("client"), gateway.client("worker")
-    _ok(client.post("/v1/tasks", json={"task_id": "late-1", "site": "late", "account": "acct-l",
-                                       "kind": "place_order", "max_cost": 50}), 201)
-    [item] = _ok(worker.post("/v1/tasks/lease", json={"worker_id": "w2", "wait_seconds": 0,
-                                                      "sites": ["late"]}))["items"]
-    fence = {"worker_id": "w2", "lease_token": item["lease_token"]}
-    _ok(worker.post("/v1/tasks/late-1/start", json=fence))
+    for task_id, account in (("late-1", "acct-l"), ("late-2", "acct-m")):
+        _ok(client.post("/v1/tasks", json={"task_id": task_id, "site": "late",
+                                           "account": account, "kind": "place_order",
+                                           "max_cost": 50}), 201)
+    leases = _ok(worker.post("/v1/tasks/lease", json={"worker_id": "w2", "wait_seconds": 0,
+                                                      "sites": ["late"], "max": 2}))["items"]
+    fences = {item["task_id"]: {"worker_id": "w2", "lease_token": item["lease_token"]}
+              for item in leases}
+    for task_id, fence in fences.items():
+        _ok(worker.post(f"/v1/tasks/{task_id}/start", json=fence))
     deadline = time.monotonic() + 10
-    while _ok(client.get("/v1/tasks/late-1"))["status"] != "stale":
-        assert time.monotonic() < deadline, "the task did not go stale"
+    while any(_ok(client.get(f"/v1/tasks/{t}"))["status"] != "stale" for t in fences):
+        assert time.monotonic() < deadline, "the tasks did not go stale"
         time.sleep(0.1)
     # The viewer's clock is Tokyo's: dates show in local time, the UTC instant on hover.
     for tab in _open(browser, gateway.url, "late-result", timezone_id="Asia/Tokyo"):
@@ -321,9 +327,16 @@ def test_a_late_result_updates_every_card_of_an_open_task_page(
         billing = page.locator("section.card", has=page.get_by_role("heading", name="Billing"))
         expect(facts.locator(".status")).to_have_text("stale")
         expect(billing.locator("dd").last).to_have_text("open")
-        page.evaluate("window.stillTheSamePage = true")
+        tasks = page.context.new_page()  # the stale tasks, an operator half-way through a form
+        tasks.goto(tab.url + "/console/tasks")
+        other = tasks.locator('article.stale[data-job-id="late-2"]')
+        other.get_by_label("failed").check()
+        other.get_by_label("Reason").fill("checking the sh")
+        for each in (page, tasks):
+            each.evaluate("window.stillTheSamePage = true")
         _ok(worker.post("/v1/tasks/late-1/result", json={
-            **fence, "outcome": "succeeded", "result": {"order_no": "9001"}, "cost": 20}))
+            **fences["late-1"], "outcome": "succeeded", "result": {"order_no": "9001"},
+            "cost": 20}))
         expect(facts.locator(".status")).to_have_text("succeeded")
         expect(result).to_contain_text('"order_no": "9001"')
         expect(billing.locator("dd")).to_have_text(["50", "20", "30", "settled"])
@@ -335,7 +348,16 @@ def test_a_late_result_updates_every_card_of_an_open_task_page(
         expect(completed).to_have_attribute("title", utc.strftime("%Y-%m-%d %H:%M:%S UTC"))
         expect(page.locator(".history .timeline time").first).to_have_attribute(
             "title", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
-        assert page.evaluate("window.stillTheSamePage") is True  # no reload
+        # The other tab: late-1 left the stale tasks; late-2's form kept what was typed.
+        expect(tasks.locator('article.stale[data-job-id="late-1"]')).to_have_count(0)
+        expect(other.get_by_label("Reason")).to_have_value("checking the sh")
+        expect(other.get_by_label("failed")).to_be_checked()
+        expect(other.get_by_label("Reason")).to_be_focused()
+        for each in (page, tasks):
+            assert each.evaluate("window.stillTheSamePage") is True  # no reload
+        tasks.close()
+    _ok(gateway.client("admin").post("/v1/tasks/late-2/reclaim", json={
+        "action": "failed", "reason": "cleared by the test"}))
 
 
 def test_dark_mode_follows_the_colour_scheme(browser: Browser, gateway: Served,
