@@ -32,9 +32,9 @@ def escape(value: object) -> str:
 
 
 class Throttled:
-    """One warning, logged at most once per ``window`` seconds; the calls in between
-    are counted and the next line says how many it stands for. The caller passes
-    the time (``clock.now()`` on the trio thread), so tests drive it::
+    """One line (a warning or an error), logged at most once per ``window`` seconds;
+    the calls in between are counted and the next line says how many it stands
+    for. The caller passes the time (``clock.now()`` on the trio thread), so tests drive it::
 
         disk = Throttled(log, window=600.0)
         disk.warning(clock.now(), "artifact storage failing: %s", exc)
@@ -48,11 +48,18 @@ class Throttled:
 
     def warning(self, now: float, message: str, *args: object) -> bool:
         """Log ``message % args`` unless one was logged within the window; True if logged."""
+        return self._log(logging.WARNING, now, message, args)
+
+    def error(self, now: float, message: str, *args: object) -> bool:
+        """:meth:`warning` at ERROR level (something was lost or given up)."""
+        return self._log(logging.ERROR, now, message, args)
+
+    def _log(self, level: int, now: float, message: str, args: tuple[object, ...]) -> bool:
         self._unlogged += 1
         if now - self._logged_at < self.window:
             return False
-        self.logger.warning("%s (%d times since the last report)",
-                            message % args, self._unlogged)
+        self.logger.log(level, "%s (%d times since the last report)",
+                        message % args, self._unlogged)
         self._logged_at = now
         self._unlogged = 0
         return True

@@ -198,7 +198,7 @@ async def test_a_refused_enqueue_gives_its_hold_back(gateway: Gateway) -> None:
 async def actor_commits(gw: Gateway, actor: str) -> float:
     response = await gw.client.get("/metrics", headers=gw.auth("admin"))
     text = (await response.get_data()).decode()
-    found = re.search(rf'^leasegate_actor_commits{{actor="{actor}"}} (\S+)$', text, re.M)
+    found = re.search(rf'^leasegate_actor_commits_total{{actor="{actor}"}} (\S+)$', text, re.M)
     assert found, text
     return float(found.group(1))
 

@@ -19,6 +19,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +169,9 @@ def test_sign_in_shows_the_overview(tab: Console, gateway: Served) -> None:
     tab.sign_in(gateway.keys["admin"])
     page = tab.page
     expect(page.get_by_role("heading", name=re.compile("^Overview"))).to_be_visible()
-    expect(page.locator("h1 .badge")).to_have_text("degraded")  # stale tasks, unserved site
+    # The badge names its causes: the stale tasks, the site no worker serves.
+    expect(page.locator("h1 .badge")).to_have_text(
+        "degraded: 2 stale tasks, 1 site without a worker")
     stale = page.get_by_role("heading", name=re.compile("^Stale tasks"))
     expect(stale).to_contain_text("2")
     lanes = page.locator("section", has=page.get_by_role("heading", name="Blocked lanes"))
@@ -177,6 +180,9 @@ def test_sign_in_shows_the_overview(tab: Console, gateway: Served) -> None:
     queued = page.locator("section", has=page.get_by_role("heading", name="Queued by site"))
     expect(queued.locator("tr", has_text="books")).to_contain_text("none")
     expect(page.get_by_text("submits per minute")).to_contain_text("5 in all")
+    chart = page.locator("figure.spark", has_text="submits per minute")
+    for label in ("5 /min", "0", "−60 min", "now"):  # the axes: 0 to a round top, an hour
+        expect(chart.locator("svg text", has_text=label).first).to_be_attached()
     cookie = next(c for c in page.context.cookies() if c["name"] == "leasegate_console")
     assert (cookie["httpOnly"], cookie["sameSite"]) == (True, "Strict")
     # Keyboard: the first Tab reaches the skip link, the next ones the navigation.
@@ -201,6 +207,19 @@ def test_the_overview_fits_a_phone(browser: Browser, gateway: Served) -> None:
         tab.go("/console/tasks")
         expect(tab.page.locator("article.stale")).to_have_count(2)
         assert tab.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        # The task table stacks: every cell whole inside the screen, named by its column.
+        cells = tab.page.locator("table.jobs tbody td")
+        expect(cells.first).to_be_visible()
+        assert tab.page.evaluate(CLIPPED_CELLS, "table.jobs") == []
+        expect(tab.page.locator('table.jobs tr[data-job-id="order-c"] td[data-label="Kind"]')
+               ).to_have_text("place_order")
+
+
+# Cells of a table (by selector) not wholly inside the viewport, nor inside a scrolled box.
+CLIPPED_CELLS = """(table) => Array.from(document.querySelectorAll(table + " td"))
+  .filter((td) => { const r = td.getBoundingClientRect();
+                    return r.left < 0 || r.right > window.innerWidth + 0.5 || r.width === 0; })
+  .map((td) => td.textContent)"""
 
 
 def test_a_stale_task_is_found_and_reclaimed_with_a_reason(admin_tab: Console,
@@ -234,7 +253,9 @@ def test_a_stale_task_is_found_and_reclaimed_with_a_reason(admin_tab: Console,
     expect(page.locator("dl.facts").first).to_contain_text("checked the shop")
 
 
-def test_history_and_a_row_that_changes_live(admin_tab: Console, gateway: Served) -> None:
+def test_history_and_lists_that_change_live(admin_tab: Console, gateway: Served) -> None:
+    """A task reclaimed elsewhere leaves "Stale tasks" and the blocked lanes, its row and
+    the overview's counts change, in two tabs, without a reload."""
     tab = admin_tab
     page = tab.page
     tab.go("/console/tasks")
@@ -242,16 +263,125 @@ def test_history_and_a_row_that_changes_live(admin_tab: Console, gateway: Served
     timeline = card.locator(".timeline")
     for kind in ("submitted", "leased", "started", "stale"):
         expect(timeline).to_contain_text(kind)
-    page.evaluate("window.stillTheSamePage = true")
+    overview = page.context.new_page()  # a second tab, on the overview
+    overview.on("pageerror", lambda error: tab.errors.append(f"page error: {error}"))
+    overview.goto(tab.url + "/console/")
+    lanes = overview.locator("section", has=overview.get_by_role("heading", name="Blocked lanes"))
+    expect(lanes.get_by_role("link", name="order-b")).to_be_visible()
+    stale_count = overview.locator("table.counts tr", has_text="stale").locator(".num").first
+    stale_before = int(stale_count.inner_text())
+    for each in (page, overview):
+        each.evaluate("window.stillTheSamePage = true")
     row = page.locator('table.jobs tr[data-job-id="order-b"] .status')
     expect(row).to_have_text("stale")
     _ok(gateway.client("admin").post("/v1/tasks/order-b/reclaim", json={
         "action": "failed", "reason": "the shop says the order was refused"}))
     expect(row).to_have_text("failed")
-    expect(card.locator(".status").first).to_have_text("failed")
-    expect(card.get_by_role("button", name="Reclaim")).to_be_hidden()
-    expect(timeline).to_contain_text("reclaimed")
-    assert page.evaluate("window.stillTheSamePage") is True  # no reload
+    expect(card).to_have_count(0)  # it left "Stale tasks"
+    expect(lanes.get_by_role("link", name="order-b")).to_have_count(0)
+    expect(stale_count).to_have_text(str(stale_before - 1))
+    expect(overview.locator("#live-log")).to_contain_text("order-b reclaimed → failed")
+    # A flood of events is one reading of the page, not one an event.
+    reads: list[str] = []
+    overview.on("request", lambda request: reads.append(request.url)
+                if "x-console-refresh" in request.headers else None)
+    queued = overview.locator("section", has=overview.get_by_role(
+        "heading", name="Unfinished queries")).locator("tr", has_text="queued").locator(".num")
+    before = int(queued.inner_text())
+    _ok(gateway.client("client").post("/v1/queries/batch", json={"items": [
+        {"site": "shop", "kind": "price", "params": {"n": n}} for n in range(30)]}), 200, 207)
+    expect(queued).to_have_text(str(before + 30))
+    assert 1 <= len(reads) <= 2, reads
+    page.get_by_role("link", name="order-b").first.click()
+    expect(page.locator(".timeline")).to_contain_text("reclaimed")
+    assert overview.evaluate("window.stillTheSamePage") is True  # no reload
+    overview.close()
+
+
+def test_a_late_result_updates_every_card_of_an_open_task_page(
+        browser: Browser, gateway: Served, session_cookie: dict[str, Any]) -> None:
+    """The task page follows a late result (status, result, dates, billing, history),
+    and the tasks page in a second tab keeps what the operator types meanwhile."""
+    client, worker = gateway.client("client"), gateway.client("worker")
+    for task_id, account in (("late-1", "acct-l"), ("late-2", "acct-m")):
+        _ok(client.post("/v1/tasks", json={"task_id": task_id, "site": "late",
+                                           "account": account, "kind": "place_order",
+                                           "max_cost": 50}), 201)
+    leases = _ok(worker.post("/v1/tasks/lease", json={"worker_id": "w2", "wait_seconds": 0,
+                                                      "sites": ["late"], "max": 2}))["items"]
+    fences = {item["task_id"]: {"worker_id": "w2", "lease_token": item["lease_token"]}
+              for item in leases}
+    for task_id, fence in fences.items():
+        _ok(worker.post(f"/v1/tasks/{task_id}/start", json=fence))
+    deadline = time.monotonic() + 10
+    while any(_ok(client.get(f"/v1/tasks/{t}"))["status"] != "stale" for t in fences):
+        assert time.monotonic() < deadline, "the tasks did not go stale"
+        time.sleep(0.1)
+    # The viewer's clock is Tokyo's: dates show in local time, the UTC instant on hover.
+    for tab in _open(browser, gateway.url, "late-result", timezone_id="Asia/Tokyo"):
+        tab.page.context.add_cookies([session_cookie])  # type: ignore[list-item]
+        page = tab.page
+        tab.go("/console/tasks/late-1")
+        facts = page.locator("dl.facts").first
+        result = page.locator("section.card", has=page.get_by_role("heading", name="Result"))
+        billing = page.locator("section.card", has=page.get_by_role("heading", name="Billing"))
+        expect(facts.locator(".status")).to_have_text("stale")
+        expect(billing.locator("dd").last).to_have_text("open")
+        tasks = page.context.new_page()  # the stale tasks, an operator half-way through a form
+        tasks.goto(tab.url + "/console/tasks")
+        other = tasks.locator('article.stale[data-job-id="late-2"]')
+        other.get_by_label("failed").check()
+        other.get_by_label("Reason").fill("checking the sh")
+        for each in (page, tasks):
+            each.evaluate("window.stillTheSamePage = true")
+        _ok(worker.post("/v1/tasks/late-1/result", json={
+            **fences["late-1"], "outcome": "succeeded", "result": {"order_no": "9001"},
+            "cost": 20}))
+        expect(facts.locator(".status")).to_have_text("succeeded")
+        expect(result).to_contain_text('"order_no": "9001"')
+        expect(billing.locator("dd")).to_have_text(["50", "20", "30", "settled"])
+        expect(page.locator(".timeline")).to_contain_text("settled")
+        completed_at = _ok(client.get("/v1/tasks/late-1"))["completed_at"]
+        utc = datetime.fromisoformat(completed_at.replace("Z", "+00:00"))
+        completed = facts.locator("dt:text-is('Completed') + dd time")
+        expect(completed).to_have_text((utc + timedelta(hours=9)).strftime("%Y-%m-%d %H:%M:%S"))
+        expect(completed).to_have_attribute("title", utc.strftime("%Y-%m-%d %H:%M:%S UTC"))
+        expect(page.locator(".history .timeline time").first).to_have_attribute(
+            "title", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
+        # The other tab: late-1 left the stale tasks; late-2's form kept what was typed.
+        expect(tasks.locator('article.stale[data-job-id="late-1"]')).to_have_count(0)
+        expect(other.get_by_label("Reason")).to_have_value("checking the sh")
+        expect(other.get_by_label("failed")).to_be_checked()
+        expect(other.get_by_label("Reason")).to_be_focused()
+        for each in (page, tasks):
+            assert each.evaluate("window.stillTheSamePage") is True  # no reload
+        tasks.close()
+    _ok(gateway.client("admin").post("/v1/tasks/late-2/reclaim", json={
+        "action": "failed", "reason": "cleared by the test"}))
+
+
+def test_dark_mode_follows_the_colour_scheme(browser: Browser, gateway: Served,
+                                             session_cookie: dict[str, Any]) -> None:
+    for tab in _open(browser, gateway.url, "dark", color_scheme="dark"):
+        tab.page.context.add_cookies([session_cookie])  # type: ignore[list-item]
+        for path, selectors in (("/console/", ("body", "section.card", "table.counts")),
+                                ("/console/tasks", ("table.jobs", "input[name=site]"))):
+            tab.go(path)
+            for selector in selectors:
+                colour = tab.page.locator(selector).first.evaluate(
+                    "(el) => getComputedStyle(el).backgroundColor")
+                assert _luminance(colour) < 0.05, (path, selector, colour)
+        text = tab.page.locator("body").evaluate("(el) => getComputedStyle(el).color")
+        assert _luminance(text) > 0.5, text
+
+
+def _luminance(css_colour: str) -> float:
+    """WCAG's relative luminance (0 black .. 1 white) of an ``rgb(...)`` value."""
+    found = re.match(r"rgba?\((\d+), (\d+), (\d+)", css_colour)
+    assert found, css_colour
+    red, green, blue = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+                        for c in (int(found[i]) / 255 for i in (1, 2, 3)))
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
 
 
 def test_credit_an_account(admin_tab: Console, gateway: Served) -> None:

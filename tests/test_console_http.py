@@ -6,6 +6,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from leasegate.http.console.pages import degraded_causes
 from tests.conftest import Gateway
 
 OVERVIEW = "/console/"
@@ -58,3 +59,40 @@ async def test_a_signed_out_page_comes_back_after_sign_in(gateway: Gateway, page
     assert response.status_code == 303
     [next_path] = parse_qs(urlsplit(response.headers["Location"]).query)["next"]
     assert await sign_in(gateway, next_path) == (303, page)
+
+
+async def test_a_live_refresh_leaves_the_notices_to_the_next_page(gateway: Gateway) -> None:
+    """The page's script re-reads a page to refresh it; a notice (a form's outcome, a
+    new key's secret) waits for the page the operator opens next."""
+    await sign_in(gateway, OVERVIEW)
+    page = await gateway.client.get("/console/keys")
+    html = await page.get_data(as_text=True)
+    csrf = html.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    created = await gateway.client.post("/console/keys", form={
+        "csrf": csrf, "role": "worker", "name": "desk-9"})
+    assert created.status_code == 303
+    refreshed = await gateway.client.get("/console/tasks",
+                                         headers={"X-Console-Refresh": "1"})
+    assert "its secret, shown this once" not in await refreshed.get_data(as_text=True)
+    shown = await gateway.client.get(created.headers["Location"])
+    assert "its secret, shown this once" in await shown.get_data(as_text=True)
+
+
+async def test_the_degraded_badge_names_each_cause(gateway: Gateway) -> None:
+    await sign_in(gateway, OVERVIEW)
+    status, _ = await gateway.call("POST", "/v1/tasks", "t1", json={
+        "site": "nobody-serves", "kind": "k"})
+    assert status == 201
+    html = await (await gateway.client.get(OVERVIEW)).get_data(as_text=True)
+    assert "degraded: 1 site without a worker</span>" in html
+
+
+def test_each_reason_to_be_degraded_is_named() -> None:
+    checks = {"storage_writable": False, "stale_tasks": 2, "sites_without_worker": 1,
+              "ledger_ok": False, "overdue_jobs": 1}
+    assert degraded_causes(checks) == [
+        "storage not writable", "2 stale tasks", "1 site without a worker",
+        "ledger audit failing", "1 periodic job overdue"]
+    assert degraded_causes({"storage_writable": True, "stale_tasks": 0,
+                            "sites_without_worker": 0, "ledger_ok": True,
+                            "overdue_jobs": 0}) == []

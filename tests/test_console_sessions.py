@@ -70,5 +70,7 @@ def test_the_charts_count_job_events_and_keep_the_last_hour_by_minute() -> None:
     assert len(activity._minutes) == 1  # the old minutes are gone
     charts = {chart.name: chart for chart in activity.charts(3600.0 * 5)}
     assert charts["submits"].caption == "submits per minute: 1 in all, peak 1"
+    assert charts["submits"].top_label == "1 /min"  # the y axis: 0 to a round top
+    assert charts["dispatch latency"].top_label == "1 ms"
     assert len(charts["submits"].points.split()) == 60
     assert "dispatch latency" in charts

@@ -170,6 +170,7 @@ def test_a_reconnect_with_last_event_id_gets_exactly_the_missed_events(
     assert (kind, data["job_id"], data["kind"], data["event_id"]) == ("job", "q-r1",
                                                                         "submitted", seen)
     assert data["tenant"] == "default" and data["channel"] == "query"
+    assert data["job_kind"] == "k"  # the job's own kind, beside the event's
     assert seen is not None
     second, third = submit(gateway, "q-r2"), submit(gateway, "q-r3")  # while away
     resumed = read_stream(gateway, "client", wanted, last=seen)

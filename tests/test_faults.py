@@ -7,7 +7,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import logging
+import math
 import os
+import re
 import resource
 import sqlite3
 import subprocess
@@ -49,30 +51,83 @@ def warnings_with(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
             if r.levelno >= logging.WARNING and text in r.getMessage()]
 
 
-# ---- the artifact deleter fails alone ---------------------------------------------
+# ---- artifact deletions that fail: retried, skipped, logged once, counted ------------
 
-async def test_an_unexpected_file_error_in_the_deleter_is_logged_once_and_it_goes_on(
-        gateway: Gateway, autojump_clock: trio.testing.MockClock,
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    store = gateway.system.artifacts
-    real_remove = artifact_files._remove
+def errors_with(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno >= logging.ERROR and text in r.getMessage()]
+
+
+async def delete_failures(gw: Gateway) -> dict[str, float]:
+    response = await gw.client.get("/metrics", headers=gw.auth("admin"))
+    text = (await response.get_data()).decode()
+    return {found[0]: float(found[1]) for found in re.findall(
+        r'^leasegate_artifact_delete_failures_total\{by="(\w+)"\} (\S+)$', text, re.M)}
+
+
+def refusing(store: artifact_files.ArtifactStore, refused: Callable[[Path, int], bool],
+             ) -> dict[str, int]:
+    """Make the store's remover fail (EACCES) where ``refused(path, try)``; the tries
+    made of each path, by name."""
+    tries: dict[str, int] = {}
 
     def remove(path: Path) -> None:
-        if path.name.startswith("t_broken"):
-            raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(path))
-        real_remove(path)
+        tries[path.name] = tries.get(path.name, 0) + 1
+        if refused(path, tries[path.name]):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        artifact_files.remove_path(path)
 
-    monkeypatch.setattr(artifact_files, "_remove", remove)
-    (store.root / "t_fine").mkdir(parents=True)
+    store.remove = remove
+    return tries
+
+
+async def test_a_failed_deletion_is_retried_then_given_up_loudly_and_counted(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock,
+        caplog: pytest.LogCaptureFixture) -> None:
+    store = gateway.system.artifacts
+    tries = refusing(store, lambda path, n: path.name.startswith("t_broken")
+                     or (path.name.startswith("a.txt@") and n == 1))
+    autojump_clock.autojump_threshold = math.inf  # no jump while the uploads stream
+    token = await leased_task(gateway, start=False)
+    await upload(gateway, "t1", "a.txt", b"one", token)
+    status, stored = await upload(gateway, "t1", "a.txt", b"two!", token)  # "one" goes
+    assert status == 201
+    store.discard_later([f"broken-{i}" for i in range(3)])
     autojump_clock.autojump_threshold = 0.02  # give the deleter's thread time
-    store.discard_later([f"broken-{i}" for i in range(5)] + ["fine"])
-    await until(lambda: store.deleted == 1)
+    await until(lambda: store.delete_failures["deleter"] == 3)
+    # The replaced file failed once, then went on its retry; the others never go.
+    assert store.deleted == 1 and files_under(store.root) == [f"t_t1/a.txt@{stored['sha256']}"]
+    assert sorted(tries.values()) == [2] + [artifact_files.DELETE_ATTEMPTS] * 3
+    [line] = errors_with(caplog, "could not delete")  # at most one per error_log_window
+    assert "after 4 attempts" in line and "Permission denied" in line
+    assert (await delete_failures(gateway))["deleter"] == 3
     [deleter] = [s for s in gateway.system.statistics().services if s.name == "delete_files"]
-    assert (deleter.failures, deleter.runs) == (5, 1)
-    assert not (store.root / "t_fine").exists()
-    lines = warnings_with(caplog, "delete_files failed")
-    assert len(lines) == 1 and "NotADirectoryError" in lines[0]  # rate-limited
-    assert (await gateway.call("GET", "/v1/tasks", "t1"))[0] == 200  # the server goes on
+    assert deleter.failures == 0  # the deleter itself goes on
+
+
+async def test_the_staging_sweep_skips_a_file_it_cannot_delete_and_goes_on(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock,
+        caplog: pytest.LogCaptureFixture) -> None:
+    store = gateway.system.artifacts
+    refused: list[str] = []  # the first file the sweep meets, whichever it is
+
+    def first_met(path: Path, _: int) -> bool:
+        if not refused:
+            refused.append(path.name)
+        return path.name == refused[0]
+
+    tries = refusing(store, first_met)
+    store.staging.mkdir(parents=True)
+    old = time.time() - 2 * HOUR  # older than artifact_temp_max_age
+    for i in range(5):
+        (store.staging / f"upload-{i}").write_bytes(b"x")
+        os.utime(store.staging / f"upload-{i}", (old, old))
+    autojump_clock.autojump_threshold = 0.02
+    await until(lambda: len(tries) == 5)
+    assert [p.name for p in store.staging.iterdir()] == refused
+    [line] = errors_with(caplog, "staging_sweep could not delete")
+    assert "the next sweep tries again" in line
+    assert (await delete_failures(gateway))["staging_sweep"] >= 1
 
 
 # ---- Database.run: cancellation on entry, both modes --------------------------------

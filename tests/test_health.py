@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import trio
 import trio.testing
+from prometheus_client.parser import text_string_to_metric_families
 
 from leasegate.actors.tasks.submit import SubmitTask
 from tests.conftest import Gateway
@@ -153,10 +154,11 @@ async def test_metrics_keep_a_series_per_busiest_site_and_sum_the_rest(
         gateway: Gateway) -> None:
     await invent_sites(gateway, 0, 150)
     response = await gateway.client.get("/metrics", headers=gateway.auth("admin"))
-    lines = (await response.get_data(as_text=True)).splitlines()
-    queued = {line.split('"')[1]: float(line.split()[-1]) for line in lines
-              if line.startswith("leasegate_tasks_queued{")}
-    queries = [line for line in lines
-               if line.startswith("leasegate_queries{") and 'status="queued"' in line]
+    [jobs] = [family for family in text_string_to_metric_families(
+        await response.get_data(as_text=True)) if family.name == "leasegate_jobs"]
+    queued = {s.labels["site"]: s.value for s in jobs.samples
+              if s.labels["channel"] == "task" and s.labels["status"] == "queued"}
+    queries = [s for s in jobs.samples
+               if s.labels["channel"] == "query" and s.labels["status"] == "queued"]
     assert len(queued) == len(queries) == 101  # the 100 busiest sites, and the others
     assert queued["(other)"] == 50 and sum(queued.values()) == 150

@@ -343,6 +343,13 @@ async def test_audit_detects_a_tampered_balance_and_start_up_refuses(
     assert "leasegate_ledger_audit_ok 0.0" in (await response.get_data()).decode()
 
 
+async def test_the_start_up_audit_is_a_run_of_the_audit_job(gateway: Gateway) -> None:
+    status, health = await call(gateway, "GET", "/health", "admin")
+    assert status == 200
+    audit = health["details"]["jobs"]["ledger.audit"]
+    assert (audit["runs"], audit["last_run_at"]) == (1, "2026-11-30T08:00:00Z")
+
+
 # ---- the SDK -------------------------------------------------------------------------
 
 def test_the_sdk_credits_reads_the_account_and_its_entries(served: Served) -> None:

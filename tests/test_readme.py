@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests import served
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-SETUP_LINE = re.compile(r"^export LG=\S+ CLIENT_KEY=lg_\.\.\. WORKER_KEY=lg_\.\.\.$")
+SETUP_LINE = re.compile(
+    r"^export LG=\S+ ADMIN_KEY=lg_\.\.\. CLIENT_KEY=lg_\.\.\. WORKER_KEY=lg_\.\.\.$")
 # Spelled in pieces so that this file does not match itself.
 OUTSIDE_FILES = re.compile("|".join([
     r"\b(?:API|DESIGN)" + r"\.md\b",
@@ -47,11 +49,12 @@ def quick_start() -> tuple[str, list[str]]:
 def run(gateway: served.Served, prelude: str, block: str) -> list[Any]:
     """Run ``block`` with bash as a reader would; every JSON reply it printed, in order."""
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"),
-           "LG": gateway.url, "CLIENT_KEY": gateway.keys["client"],
-           "WORKER_KEY": gateway.keys["worker"]}
+           "LG": gateway.url, "ADMIN_KEY": gateway.keys["admin"],
+           "CLIENT_KEY": gateway.keys["client"], "WORKER_KEY": gateway.keys["worker"]}
     done = subprocess.run(["bash", "-c", STRICT + prelude + block], env=env, timeout=60,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    assert done.stderr == "", done.stderr  # no traceback, no curl error
     decoder, text, replies, at = json.JSONDecoder(), done.stdout, [], 0
     while at < len(text):
         if text[at].isspace():
@@ -85,8 +88,36 @@ def test_the_quick_starts_run_as_written(gateway: served.Served) -> None:
     assert orders[-1]["result"] == {"orders": ["A-1001"]}
     renewed = [r for r in replies if "cancel_requested" in r and "status" not in r]
     assert renewed, replies  # the renew reply (it carries cancel and pause requests)
-    canceled = replies[-1]
+    canceled, workers = replies[-2:]
     assert (canceled["task_id"], canceled["status"]) == ("order-2", "canceled")
+    assert [w["worker_id"] for w in workers["items"]] == ["desk-1"]  # the admin key's view
+
+
+def test_the_quick_start_lease_survives_an_empty_lease(gateway: served.Served) -> None:
+    """Nothing to lease at first: the loop asks again (no IndexError, no call with an
+    empty token) and keeps the token of the query submitted meanwhile."""
+    prelude, (queries, _) = quick_start()
+    lease = re.search(r"^TOKEN=\n(while .*?^done\n)", queries, re.MULTILINE | re.DOTALL)
+    assert lease, queries
+    quick = lease[0].replace('"wait_seconds": 20', '"wait_seconds": 1')
+    submit_later = ("(sleep 1.5; command curl -s -o /dev/null -XPOST $LG/v1/queries "
+                    "-H \"Authorization: Bearer $CLIENT_KEY\" -H 'Content-Type: application/json' "
+                    "-d '{\"query_id\": \"late-1\", \"site\": \"shop\", \"kind\": \"k\"}') &\n")
+    show = """python3 -c 'import json, sys; print(json.dumps({"token": sys.argv[1]}))' "$TOKEN"\n"""
+    before = lease_calls(gateway)
+    [leased] = run(gateway, prelude, submit_later + quick + show)
+    assert leased["token"]
+    assert lease_calls(gateway) - before >= 2  # the first came back empty
+    with gateway.client("admin") as admin:
+        assert admin.get("/v1/queries/late-1").json()["status"] == "leased"
+
+
+def lease_calls(gateway: served.Served) -> float:
+    with gateway.client("admin") as admin:
+        text = admin.get("/metrics").text
+    return sum(s.value for family in text_string_to_metric_families(text)
+               for s in family.samples if s.labels.get("route") == "/v1/queries/lease"
+               and s.name == "leasegate_http_requests_total")
 
 
 def test_nothing_points_at_files_outside_the_repository() -> None:

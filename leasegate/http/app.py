@@ -197,6 +197,7 @@ def create_app(system: System) -> QuartTrio:
     app.extensions["leasegate.metrics"] = metrics
     app.extensions["leasegate.parked"] = ParkedPolls(system.settings.max_parked_per_key,
                                                      system.settings.max_parked_per_address)
+    system.events.listeners.append(metrics.on_job_event)  # outcomes, dispatch latency
     async def sweep_buckets(now: float) -> None:
         authenticator.sweep(now)
 

@@ -1,4 +1,11 @@
-"""Prometheus metrics: request counters, and a snapshot of the actors on scrape."""
+"""Prometheus metrics: request counters, job outcomes and dispatch latency (from the
+job events), and a snapshot of the actors on scrape.
+
+By Prometheus' conventions: what only grows is a counter named ``..._total``,
+no series has a ``_created`` twin, and both channels share one scheme
+(``channel`` label). Labels stay bounded whatever callers invent: sites and
+job kinds are capped (the rest summed under ``"(other)"``), routes are rules.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from leasegate.actors.devices.sightings import CountDevices
@@ -19,6 +26,7 @@ from leasegate.actors.tasks.presence import CheckTaskHealth
 from leasegate.actors.tasks.views import TaskHealthReport
 from leasegate.http.device_metrics import device_families
 from leasegate.http.hold_metrics import hold_families
+from leasegate.http.job_metrics import JobEventMetrics
 from leasegate.http.listener import ConnectionGate
 from leasegate.http.parked import ParkedPolls
 
@@ -28,10 +36,18 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 METRIC_SITES = 100
 OTHER_SITES = "(other)"
 
+# A ``_created`` series per counter and histogram series says when this process first
+# counted it: nothing a dashboard reads, and twice the series. The switch is the
+# library's own and process-wide (it holds no registry of other users here).
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
 
 class Metrics(Collector):
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # Fed by the event hub (``on_job_event``): counted where jobs end and start.
+        self.job_events = JobEventMetrics(self.registry)
+        self.on_job_event = self.job_events.on_event
         self.requests = Counter("leasegate_http_requests", "HTTP requests served",
                                 ["method", "route", "status"], registry=self.registry)
         self.latency = Histogram("leasegate_http_request_seconds", "HTTP request latency",
@@ -43,6 +59,7 @@ class Metrics(Collector):
         self._snapshot: tuple[TaskHealthReport, tuple[QueryCounts, ...],
                               SystemStatistics] | None = None
         self._devices: DeviceCounts | None = None
+        self._artifacts: dict[str, int] = {}
         self.registry.register(self)
         # Label children by key: labels() costs a lock and several dict lookups.
         self._counted: dict[tuple[str, str, int], Any] = {}
@@ -77,6 +94,7 @@ class Metrics(Collector):
         self._snapshot = (tasks, queries, system.statistics())
         self._scraped_at = system.clock.now()
         self._devices = await system.devices.ask(CountDevices())
+        self._artifacts = system.artifacts.delete_failures.copy()
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -85,31 +103,28 @@ class Metrics(Collector):
         if self._snapshot is None:
             return
         tasks, query_counts, stats = self._snapshot
-        queued = GaugeMetricFamily("leasegate_tasks_queued", "Queued tasks (the sites with "
-                                   f"the most; the rest as site=\"{OTHER_SITES}\")",
-                                   labels=["site"])
-        _by_site(queued, [], {site.site: site.queued for site in tasks.busiest}, tasks.queued)
-        yield queued
+        jobs = GaugeMetricFamily("leasegate_jobs", "Live jobs by channel, status and site "
+                                 f"(the sites with the most; the rest as site=\"{OTHER_SITES}\")",
+                                 labels=["channel", "status", "site"])
+        _by_site(jobs, ["task", "queued"], {site.site: site.queued for site in tasks.busiest},
+                 tasks.queued)
+        for count in query_counts:
+            _by_site(jobs, ["query", count.status], count.by_site, count.n)
+        yield jobs
         yield GaugeMetricFamily("leasegate_tasks_stale", "Stale tasks waiting for an operator",
                                 value=tasks.stale)
         yield GaugeMetricFamily("leasegate_lanes_blocked", "Lanes blocked by a stale task",
                                 value=tasks.stale)
-        queries = GaugeMetricFamily("leasegate_queries", "Live queries (the sites with the "
-                                    f"most; the rest as site=\"{OTHER_SITES}\")",
-                                    labels=["status", "site"])
-        for count in query_counts:
-            _by_site(queries, [count.status], count.by_site, count.n)
-        yield queries
         yield from self._job_metrics(stats)
         if self._devices is not None:
             yield from device_families(self._devices)
         parked = GaugeMetricFamily("leasegate_parked_requests", "Long-polls parked in an actor",
                                    labels=["actor"])
-        commits = GaugeMetricFamily("leasegate_actor_commits", "Group commits per actor",
-                                    labels=["actor"])
-        errors = GaugeMetricFamily("leasegate_actor_internal_errors",
-                                   "Messages that met a bug (answered 500, rolled back)",
-                                   labels=["actor"])
+        commits = CounterMetricFamily("leasegate_actor_commits", "Group commits per actor",
+                                      labels=["actor"])
+        errors = CounterMetricFamily("leasegate_actor_internal_errors",
+                                     "Messages that met a bug (answered 500, rolled back)",
+                                     labels=["actor"])
         for actor in stats.actors:
             parked.add_metric([actor.name], actor.parked)
             commits.add_metric([actor.name], actor.commits)
@@ -119,6 +134,13 @@ class Metrics(Collector):
         yield errors
         if self.holds is not None:
             yield from hold_families(*self.holds)
+        failures = CounterMetricFamily(
+            "leasegate_artifact_delete_failures", "Artifact files not deleted (logged): given "
+            "up by the deleter after its retries, or left by a sweep for its next run",
+            labels=["by"])
+        for by, n in sorted(self._artifacts.items()):
+            failures.add_metric([by], n)
+        yield failures
         yield GaugeMetricFamily("leasegate_ledger_audit_ok",
                                 "1 if the last ledger audit passed, else 0",
                                 value=1 if self._ledger_ok else 0)
@@ -131,10 +153,10 @@ class Metrics(Collector):
         """Every periodic and on-demand job: runs, failures, last run, overdue; and the
         token buckets the idle-bucket sweep keeps small."""
         labels = ["owner", "job"]
-        runs = GaugeMetricFamily("leasegate_job_runs", "Completed runs of each periodic job",
-                                 labels=labels)
-        failures = GaugeMetricFamily("leasegate_job_failures", "Failed runs of each periodic job",
-                                     labels=labels)
+        runs = CounterMetricFamily("leasegate_job_runs", "Completed runs of each periodic job",
+                                   labels=labels)
+        failures = CounterMetricFamily("leasegate_job_failures",
+                                       "Failed runs of each periodic job", labels=labels)
         last_run = GaugeMetricFamily("leasegate_job_last_run_timestamp_seconds",
                                      "Unix time of the job's last successful run (0: none yet)",
                                      labels=labels)

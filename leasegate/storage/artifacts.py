@@ -9,7 +9,11 @@ committed row: it only leaves an unreferenced file, removed with the task.
 Deleting files never happens on an actor's message path (removing
 a GB directory under the task lock once stalled the whole queue): purged
 tasks' directories go to a deleter task that works in a thread, and two
-sweeps catch what is left::
+sweeps catch what is left. A path that cannot be removed never stops the rest:
+the deleter tries it again with backoff (:data:`DELETE_ATTEMPTS` in all), then
+gives up on it with one line at ERROR (at most one per ``error_log_window``)
+and counts it (``delete_failures``, in ``/metrics``); a sweep skips it, counts
+it, and finds it again on its next run::
 
     store = ArtifactStore(Path("var/artifacts"))
     staged = await store.stage(request.body, limit=64 * 2**20)
@@ -21,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -34,13 +40,15 @@ from typing import Any, BinaryIO
 import trio
 
 from leasegate.errors import PayloadTooLarge, Unavailable
-from leasegate.logs import escape
+from leasegate.logs import Throttled, escape
 from leasegate.storage.connection import is_disk_failure
 from leasegate.storage.durable_files import make_dir_durably, replace_durably
 
 log = logging.getLogger("leasegate.artifacts")
 
 DELETE_QUEUE = 10_000
+DELETE_ATTEMPTS = 4  # tries of one deletion in all, before it is given up (and logged)
+DELETE_BACKOFF = 1.0  # seconds before the first retry, doubled for each next one
 WRITE_BUFFER = 1024 * 1024  # bytes hashed and written per trip to a worker thread
 DIR_PREFIX = "t_"  # never "." or "..": task ids may be made of dots
 
@@ -52,12 +60,38 @@ class Staged:
     sha256: str
 
 
+Remover = Callable[[Path], None]
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file, or a directory and everything in it; a path already gone is
+    done. Raises OSError when something stays (a sweep or the deleter decides)."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        pass
+
+
 class ArtifactStore:
-    def __init__(self, root: Path) -> None:
+    """``remove`` deletes a path (in a worker thread): :func:`remove_path`, or a
+    stand-in that fails on purpose (tests)."""
+
+    def __init__(self, root: Path, *, error_log_window: float = 600.0,
+                 remove: Remover = remove_path) -> None:
         self.root = root
         self.staging = root / ".staging"
+        self.remove = remove
         self._doomed_send, self._doomed = trio.open_memory_channel[Path](DELETE_QUEUE)
+        # Failed deletions waiting for their retry: (due, sequence, attempt, path).
+        self._retries: list[tuple[float, int, int, Path]] = []
+        self._retry_sequence = 0
         self.deleted = 0  # paths removed by the deleter
+        # Paths not removed, by who gave up: the deleter (after its retries), a sweep.
+        self.delete_failures = {"deleter": 0, "staging_sweep": 0, "orphan_sweep": 0}
+        self._failure_log = {by: Throttled(log, error_log_window) for by in self.delete_failures}
 
     def task_dir(self, task_id: str) -> Path:
         return self.root / f"{DIR_PREFIX}{task_id}"
@@ -145,15 +179,45 @@ class ArtifactStore:
             log.warning("artifact deletion queue full; %s stays for now", escape(path))
 
     async def delete_next(self) -> bool:
-        """Delete the next queued path, in a thread; False once the queue is closed.
-        Run by the system's guarded runner: one failing deletion never stops the rest."""
-        try:
-            path = await self._doomed.receive()
-        except trio.EndOfChannel:
+        """Delete the next queued path, or the next failed one whose retry is due, in a
+        thread; False once the queue is closed. Run by the system's guarded runner."""
+        doomed = await self._next_doomed()
+        if doomed is None:
             return False
-        await trio.to_thread.run_sync(_remove, path)
-        self.deleted += 1
+        attempt, path = doomed
+        try:
+            await trio.to_thread.run_sync(self.remove, path)
+        except OSError as exc:
+            if attempt < DELETE_ATTEMPTS and len(self._retries) < DELETE_QUEUE:
+                due = trio.current_time() + DELETE_BACKOFF * 2 ** (attempt - 1)
+                self._retry_sequence += 1
+                heapq.heappush(self._retries, (due, self._retry_sequence, attempt + 1, path))
+            else:
+                self._gave_up("deleter", 1, path, exc, f"after {attempt} attempts; the "
+                              "orphan sweep or the task's purge may remove it later")
+        else:
+            self.deleted += 1
         return True
+
+    async def _next_doomed(self) -> tuple[int, Path] | None:
+        """(attempt, path): a due retry first, else the next queued path as soon as one
+        comes (or a retry falls due); None once the queue is closed."""
+        while True:
+            if self._retries and self._retries[0][0] <= trio.current_time():
+                _, _, attempt, path = heapq.heappop(self._retries)
+                return attempt, path
+            with trio.move_on_at(self._retries[0][0] if self._retries else math.inf):
+                try:
+                    return 1, await self._doomed.receive()
+                except trio.EndOfChannel:
+                    return None
+
+    def _gave_up(self, by: str, n: int, path: Path, exc: OSError, then: str) -> None:
+        """Count ``n`` paths ``by`` could not remove; one line per error_log_window."""
+        self.delete_failures[by] += n
+        self._failure_log[by].error(
+            trio.current_time(), "%s could not delete %d path(s), e.g. %s: %s; %s", by, n,
+            escape(path), escape(exc), then)
 
     # Sweeps measure a file's age on the clock that stamped it: time.time(), read in
     # the thread that stats the file. The gateway's Clock runs on trio's monotonic
@@ -162,21 +226,30 @@ class ArtifactStore:
     # two could delete an upload in progress.
 
     async def sweep_staging(self, max_age: float) -> int:
-        """Remove staging files older than ``max_age`` (uploads that never finished)."""
-        def sweep() -> int:
-            removed = 0
+        """Remove staging files older than ``max_age`` (uploads that never finished);
+        one that cannot be removed is skipped (counted, logged) and tried next time."""
+        def sweep() -> tuple[int, int, tuple[Path, OSError] | None]:
+            removed, failed = 0, 0
+            example: tuple[Path, OSError] | None = None
             if not self.staging.is_dir():
-                return 0
+                return 0, 0, None
             for entry in self.staging.iterdir():
-                with contextlib.suppress(FileNotFoundError):
+                try:
                     if time.time() - entry.stat().st_mtime > max_age:
-                        entry.unlink()
+                        self.remove(entry)
                         removed += 1
-            return removed
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    failed += 1
+                    example = example or (entry, exc)
+            return removed, failed, example
 
-        removed = await trio.to_thread.run_sync(sweep)
+        removed, failed, example = await trio.to_thread.run_sync(sweep)
         if removed:
             log.info("removed %d unfinished uploads", removed)
+        if example is not None:
+            self._gave_up("staging_sweep", failed, *example, "the next sweep tries again")
         return removed
 
     async def sweep_orphans(self, max_age: float,
@@ -203,17 +276,17 @@ class ArtifactStore:
             return 0
         alive = await existing(candidates)
         orphans = [task_id for task_id in candidates if task_id not in alive]
+        removed = 0
         for task_id in orphans:
-            await trio.to_thread.run_sync(_remove, self.task_dir(task_id))
-            log.info("removed orphan artifact directory of task %s", escape(task_id))
-        return len(orphans)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
+            path = self.task_dir(task_id)
+            try:
+                await trio.to_thread.run_sync(self.remove, path)
+            except OSError as exc:
+                self._gave_up("orphan_sweep", 1, path, exc, "the next sweep tries again")
+            else:
+                removed += 1
+                log.info("removed orphan artifact directory of task %s", escape(task_id))
+        return removed
 
 
 def _write(out: BinaryIO, digest: Any, chunks: list[bytes], last: bool = False) -> None:

@@ -30,8 +30,9 @@ HISTORY_CAP: Final = 200
 KEEP_FIRST: Final = 20
 
 _JOB_ROW: Final = {
-    "task": "SELECT tenant, site, device_id, status FROM tasks WHERE task_id = ?",
-    "query": "SELECT tenant, site, NULL AS device_id, status FROM queries WHERE query_id = ?",
+    "task": "SELECT tenant, site, device_id, status, kind FROM tasks WHERE task_id = ?",
+    "query": "SELECT tenant, site, NULL AS device_id, status, kind FROM queries "
+             "WHERE query_id = ?",
 }
 _INSERT_TEXT: Final = (
     "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
@@ -47,8 +48,8 @@ def append(conn: Connection, channel: Channel, job_id: str, kind: str,
            ) -> dict[str, Any] | None:
     """Record ``kind`` (``detail``: a JSON object's text) for the job as it is now (its
     status after the transition; ``job``: its row as it is now, if the caller holds
-    it, else it is read); the new row's event_id, tenant, site, device_id and status,
-    or None when the job does not exist (purged meanwhile).
+    it, else it is read); the new row's event_id, tenant, site, device_id, status and
+    the job's kind, or None when the job does not exist (purged meanwhile).
 
     A read and a plain insert: INSERT ... SELECT ... RETURNING would be one statement,
     but costs twice their time (RETURNING runs as a trigger of its own)."""
@@ -63,7 +64,7 @@ def append(conn: Connection, channel: Channel, job_id: str, kind: str,
     if kind != "submitted":  # a job's first event: nothing to trim
         _trim(conn, channel, job_id)
     return {"event_id": cur.lastrowid, "tenant": tenant, "site": site,
-            "device_id": device_id, "status": status}
+            "device_id": device_id, "status": status, "kind": job["kind"]}
 
 
 def _trim(conn: Connection, channel: str, job_id: str) -> None:

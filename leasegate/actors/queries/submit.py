@@ -56,7 +56,8 @@ def submit(turn: QueryTurn, m: SubmitQuery) -> QuerySubmitted:
     if replayed is not None:
         return QuerySubmitted(query_id, replayed, created=False)
     turn.history.record(query_id, "submitted",
-                        job={"tenant": m.tenant, "site": m.site, "status": "queued"})
+                        job={"tenant": m.tenant, "site": m.site, "status": "queued",
+                             "kind": m.kind})
     turn.work_may_be_available(*new_work(m.site))
     return QuerySubmitted(query_id, "queued", created=True)
 

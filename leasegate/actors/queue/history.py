@@ -55,6 +55,7 @@ class JobEvent:
     status: str
     at: Instant
     detail: dict[str, Any]
+    job_kind: str = ""  # the job's own kind (``kind`` is the event's)
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class JobHistory:
         hub = self.hub
         if row is not None and hub is not None:
             event = JobEvent(row["event_id"], self.channel, job_id, row["tenant"], row["site"],
-                             row["device_id"], kind, row["status"], at, kept)
+                             row["device_id"], kind, row["status"], at, kept, row["kind"])
             turn.after_commit(lambda: hub.publish(event))
 
     def controlled(self, action: str, before: Row, after: Row, by: str | None = None) -> None:

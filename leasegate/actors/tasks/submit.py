@@ -83,7 +83,8 @@ def submit(turn: TaskTurn, m: SubmitTask) -> TaskSubmitted:
     if replayed is not None:
         return TaskSubmitted(task_id, replayed, created=False)
     turn.history.record(task_id, "submitted", job={
-        "tenant": m.tenant, "site": m.site, "device_id": m.device_id, "status": "queued"})
+        "tenant": m.tenant, "site": m.site, "device_id": m.device_id, "status": "queued",
+        "kind": m.kind})
     if m.not_before is None or m.not_before <= now:
         turn.work_may_be_available(*new_work(m.site))
     return TaskSubmitted(task_id, "queued", created=True)

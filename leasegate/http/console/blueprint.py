@@ -62,12 +62,18 @@ def principal() -> Principal:
     return found
 
 
+# Sent by the page's script when it re-reads a page to refresh its live parts: the
+# notices wait for the next page the operator opens.
+REFRESH_HEADER = "X-Console-Refresh"
+
+
 async def page(template: str, http_status: int = 200, **context: Any) -> Response:
-    """A page of the signed-in console: its notices (shown once), the CSRF token for
-    its forms."""
+    """A page of the signed-in console: its notices (shown once, not to a refresh),
+    the CSRF token for its forms."""
     current = g.get("console_session")
+    shows_notices = current is not None and REFRESH_HEADER not in request.headers
     html = await render_template(
-        template, notices=current.take_notices() if current else [],
+        template, notices=current.take_notices() if shows_notices else [],
         csrf=current.csrf if current else "", who=g.get("principal"),
         **context)
     return Response(html, status=http_status, content_type="text/html; charset=utf-8")

@@ -56,9 +56,31 @@ def _offset() -> int:
                              f"{MAX_OFFSET}")
     return found
 
-# The event stream of pages with job rows; a job's page follows that job alone
-# (pages without jobs open no stream: each takes one of event_max_streams).
+# The event stream of pages with job rows; a job's page follows that job alone, a
+# channel's list that channel (pages without jobs open no stream: each takes one of
+# event_max_streams). On an event the page's script re-reads the page's live parts.
 ALL_EVENTS = "/v1/events"
+
+
+def degraded_causes(checks: dict[str, Any]) -> list[str]:
+    """Why /health says degraded, in words (empty when it says ok)."""
+    def counted(n: int, what: str, plural: str) -> str:
+        return f"{n} {what if n == 1 else plural}"
+
+    causes = []
+    if not checks["storage_writable"]:
+        causes.append("storage not writable")
+    if checks["stale_tasks"]:
+        causes.append(counted(checks["stale_tasks"], "stale task", "stale tasks"))
+    if checks["sites_without_worker"]:
+        causes.append(counted(checks["sites_without_worker"], "site without a worker",
+                              "sites without a worker"))
+    if not checks["ledger_ok"]:
+        causes.append("ledger audit failing")
+    if checks["overdue_jobs"]:
+        causes.append(counted(checks["overdue_jobs"], "periodic job overdue",
+                              "periodic jobs overdue"))
+    return causes
 
 @bp.get("/")
 async def overview() -> Response:
@@ -74,7 +96,8 @@ async def overview() -> Response:
     stale = await sys.tasks.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
     audit = sys.last_audit
     return await page(
-        "overview.html", live=ALL_EVENTS, report=report, tasks=tasks, queries=queries,
+        "overview.html", live=ALL_EVENTS, report=report,
+        causes=degraded_causes(report["checks"]), tasks=tasks, queries=queries,
         workers=to_json(workers), stale=to_json(stale), audit=to_json(audit),
         charts=activity().charts(sys.clock.now()))
 
@@ -95,9 +118,9 @@ async def tasks() -> Response | Redirect:
         ListArtifacts(task.task_id))).items) for task in stale.items}
     found = await sys.tasks.ask(ListTasks(
         status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
-    return await page("tasks.html", live=ALL_EVENTS, stale=to_json(stale), artifacts=artifacts,
-                      found=to_json(found), status=status or "", statuses=TASK_STATUSES,
-                      filters={k: v or "" for k, v in filters.items()})
+    return await page("tasks.html", live=f"{ALL_EVENTS}?channel=task", stale=to_json(stale),
+                      artifacts=artifacts, found=to_json(found), status=status or "",
+                      statuses=TASK_STATUSES, filters={k: v or "" for k, v in filters.items()})
 
 
 @bp.get("/queries")
@@ -109,8 +132,9 @@ async def queries() -> Response | Redirect:
     filters = {"site": _arg_id("site"), "tenant": _arg_id("tenant")}
     found = await system().queries.ask(ListQueries(
         status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
-    return await page("queries.html", live=ALL_EVENTS, found=to_json(found), status=status or "",
-                      statuses=QUERY_STATUSES, filters={k: v or "" for k, v in filters.items()})
+    return await page("queries.html", live=f"{ALL_EVENTS}?channel=query", found=to_json(found),
+                      status=status or "", statuses=QUERY_STATUSES,
+                      filters={k: v or "" for k, v in filters.items()})
 
 
 @bp.get("/tasks/<task_id>")

@@ -1,10 +1,51 @@
-// The console's live parts: job rows follow the event stream, histories and
-// devices are read from the gateway (the routes are named by the body's data-*
-// attributes, set only for a signed-in page).
+// The console's live parts. Pages are rendered by the server; this script
+//  - shows every <time> in the viewer's local time (the UTC instant on hover),
+//  - follows the job event stream: a row's status changes at once, and the page's
+//    live parts ([data-live]) are read again from the server, at most one read at a
+//    time and one a second (a flood of events costs one read a second, not one an
+//    event), keeping what the operator is typing in a form,
+//  - reads histories and devices from the gateway.
+// The routes are named by the body's data-* attributes, set only for a signed-in
+// page. Without this script the pages are whole and correct; a reload updates them.
 (function () {
   "use strict";
   var body = document.body;
   var LOG_ITEMS = 20;
+  var FIRST_READ_MS = 250; // a burst of events comes as one read
+  var MIN_GAP_MS = 1000; // between the end of one read and the start of the next
+
+  // ---- one date format ----
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+
+  function utcText(iso) { return String(iso).replace("T", " ").replace("Z", "") + " UTC"; }
+
+  function localText(date) {
+    return date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate()) +
+      " " + pad(date.getHours()) + ":" + pad(date.getMinutes()) + ":" + pad(date.getSeconds());
+  }
+
+  function showLocal(time) {
+    var date = new Date(time.dateTime);
+    if (isNaN(date.getTime())) { return; }
+    time.textContent = localText(date);
+    time.title = utcText(time.dateTime);
+    time.classList.add("local");
+  }
+
+  function timeOf(iso) {
+    var time = document.createElement("time");
+    time.dateTime = iso;
+    time.textContent = utcText(iso);
+    showLocal(time);
+    return time;
+  }
+
+  function showTimes(root) {
+    root.querySelectorAll("time[datetime]:not(.local)").forEach(showLocal);
+  }
+
+  // ---- rows that change at once ----
 
   function rowsOf(channel, jobId) {
     var found = [];
@@ -28,8 +69,6 @@
     cell.textContent = status;
     cell.className = "status s-" + status.replace(/[^a-z_]/g, "");
     el.setAttribute("data-status", status);
-    var reclaim = el.querySelector("form.reclaim");
-    if (reclaim && status !== "stale") { reclaim.hidden = true; } // someone resolved it
     flash(el);
   }
 
@@ -39,28 +78,172 @@
     var muted = log.querySelector(".muted");
     if (muted) { muted.remove(); }
     var item = document.createElement("li");
-    item.textContent = ev.at + " " + ev.channel + " " + ev.job_id + " " + ev.kind + " → " + ev.status;
+    item.appendChild(timeOf(ev.at));
+    item.appendChild(document.createTextNode(
+      " " + ev.channel + " " + ev.job_id + " " + ev.kind + " → " + ev.status));
     log.insertBefore(item, log.firstChild);
     while (log.children.length > LOG_ITEMS) { log.removeChild(log.lastChild); }
-  }
-
-  function onJobEvent(message) {
-    var ev;
-    try { ev = JSON.parse(message.data); } catch (e) { return; }
-    if (!ev || typeof ev.job_id !== "string" || typeof ev.status !== "string") { return; }
-    rowsOf(ev.channel, ev.job_id).forEach(function (el) {
-      setStatus(el, ev.status);
-      var history = el.querySelector("[data-history]");
-      if (history) { loadHistory(history); }
-    });
-    logEvent(ev);
   }
 
   function showLiveState(text) {
     var state = document.getElementById("live-state");
     if (!state) { return; }
     state.textContent = text;
-    state.hidden = false;
+    state.hidden = !text;
+  }
+
+  // ---- the live parts, read again ----
+
+  var reading = {timer: null, busy: false, wanted: false, last: 0, gap: MIN_GAP_MS};
+  var served = {}; // each live part's HTML as last served (what a new reading is compared to)
+  // Jobs with events since the last reading (everyJob: missed events): their histories
+  // are read again after it, once, however many events came.
+  var eventsOf = {};
+  var everyJob = false;
+
+  function readSoon() {
+    if (!document.querySelector("[data-live]")) { return; }
+    reading.wanted = true;
+    if (reading.timer !== null || reading.busy) { return; }
+    var wait = Math.max(FIRST_READ_MS, reading.last + reading.gap - Date.now());
+    reading.timer = setTimeout(readNow, wait);
+  }
+
+  function readNow() {
+    reading.timer = null;
+    reading.wanted = false;
+    reading.busy = true;
+    var started = Date.now();
+    var jobs = eventsOf;
+    var all = everyJob;
+    eventsOf = {};
+    everyJob = false;
+    var done = function () {
+      document.querySelectorAll("[data-history]").forEach(function (section) {
+        if (all || jobs.hasOwnProperty(section.getAttribute("data-job"))) { loadHistory(section); }
+      });
+      reading.busy = false;
+      reading.last = Date.now();
+      reading.gap = Math.max(MIN_GAP_MS, 4 * (reading.last - started)); // a slow server: less often
+      if (reading.wanted) { readSoon(); }
+    };
+    fetch(window.location.href, {credentials: "same-origin", headers: {"X-Console-Refresh": "1"}})
+      .then(function (response) {
+        if (response.redirected) { throw new Error("signed out: reload the page to sign in again"); }
+        if (!response.ok) { throw new Error("this page could not be read again (" + response.status + "): reload it"); }
+        return response.text();
+      })
+      .then(function (html) {
+        swapLiveParts(new DOMParser().parseFromString(html, "text/html"));
+        showLiveState("");
+        done();
+      }, function (error) {
+        showLiveState(error && error.message ? error.message : "this page could not be read again: reload it");
+        done();
+      });
+  }
+
+  function swapLiveParts(fresh) {
+    document.querySelectorAll("[data-live]").forEach(function (old) {
+      var name = old.getAttribute("data-live");
+      var next = fresh.querySelector('[data-live="' + name + '"]');
+      if (!next || served[name] === next.innerHTML) { return; } // unchanged
+      served[name] = next.innerHTML;
+      var kept = formState(old);
+      var statuses = statusesIn(old);
+      var part = document.importNode(next, true);
+      keepHistories(old, part);
+      old.replaceWith(part);
+      restoreForms(part, kept);
+      showTimes(part);
+      flashChanged(part, statuses);
+    });
+  }
+
+  function statusesIn(root) {
+    var found = {};
+    [root].concat(Array.prototype.slice.call(root.querySelectorAll("[data-status]")))
+      .forEach(function (el) {
+        if (el.hasAttribute && el.hasAttribute("data-status")) {
+          found[(el.getAttribute("data-job-id") || "") + "|" + el.tagName] = el.getAttribute("data-status");
+        }
+      });
+    return found;
+  }
+
+  function flashChanged(root, before) {
+    [root].concat(Array.prototype.slice.call(root.querySelectorAll("[data-status]")))
+      .forEach(function (el) {
+        var key = (el.getAttribute("data-job-id") || "") + "|" + el.tagName;
+        if (el.hasAttribute("data-status") && key in before &&
+            before[key] !== el.getAttribute("data-status")) { flash(el); }
+      });
+  }
+
+  // What the operator typed or chose, by form and field, and where the focus was.
+  function fieldKey(field) {
+    var form = field.form ? field.form.getAttribute("action") : "";
+    var which = field.type === "radio" || field.type === "checkbox" ? "|" + field.value : "";
+    return form + "|" + field.name + which;
+  }
+
+  function formState(root) {
+    var kept = {values: {}, focus: null, selection: null};
+    root.querySelectorAll("input, select, textarea").forEach(function (field) {
+      if (!field.name || field.type === "hidden") { return; }
+      var key = fieldKey(field);
+      if (field.type === "radio" || field.type === "checkbox") {
+        if (field.checked !== field.defaultChecked) { kept.values[key] = field.checked; }
+      } else if (field.tagName === "SELECT" || field.value !== field.defaultValue) {
+        kept.values[key] = field.value;
+      }
+      if (field === document.activeElement) {
+        kept.focus = key;
+        try { kept.selection = [field.selectionStart, field.selectionEnd]; } catch (e) { /* no selection */ }
+      }
+    });
+    return kept;
+  }
+
+  function restoreForms(root, kept) {
+    root.querySelectorAll("input, select, textarea").forEach(function (field) {
+      if (!field.name || field.type === "hidden") { return; }
+      var key = fieldKey(field);
+      if (key in kept.values) {
+        if (field.type === "radio" || field.type === "checkbox") { field.checked = kept.values[key]; }
+        else { field.value = kept.values[key]; }
+      }
+      if (key === kept.focus) {
+        field.focus();
+        if (kept.selection && kept.selection[0] !== null) {
+          try { field.setSelectionRange(kept.selection[0], kept.selection[1]); } catch (e) { /* not text */ }
+        }
+      }
+    });
+  }
+
+  // A history shown stays as it was (read again if its job had events); a new one
+  // is read now.
+  function keepHistories(old, part) {
+    part.querySelectorAll("[data-history]").forEach(function (section) {
+      var job = section.getAttribute("data-job");
+      var was = Array.prototype.filter.call(old.querySelectorAll("[data-history]"),
+        function (candidate) { return candidate.getAttribute("data-job") === job; })[0];
+      if (!was) { loadHistory(section); return; }
+      section.replaceWith(was);
+    });
+  }
+
+  // ---- the event stream ----
+
+  function onJobEvent(message) {
+    var ev;
+    try { ev = JSON.parse(message.data); } catch (e) { return; }
+    if (!ev || typeof ev.job_id !== "string" || typeof ev.status !== "string") { return; }
+    rowsOf(ev.channel, ev.job_id).forEach(function (el) { setStatus(el, ev.status); });
+    logEvent(ev);
+    eventsOf[ev.job_id] = true;
+    readSoon();
   }
 
   function listen() {
@@ -68,11 +251,14 @@
     if (!url || !window.EventSource) { return; }
     var source = new EventSource(url);
     source.addEventListener("job", onJobEvent);
-    source.addEventListener("reset", function () {
-      showLiveState("Some job events were missed: reload the page to see the current state.");
+    source.addEventListener("reset", function () { // missed events: read it all again
+      everyJob = true;
+      readSoon();
     });
     window.addEventListener("pagehide", function () { source.close(); });
   }
+
+  // ---- histories and devices ----
 
   function describe(item) {
     var detail = item.detail && typeof item.detail === "object" ? item.detail : {};
@@ -103,15 +289,12 @@
         reply.items.forEach(function (item) {
           var li = document.createElement("li");
           li.className = "event k-" + String(item.kind).replace(/[^a-z_]/g, "");
-          var time = document.createElement("time");
-          time.dateTime = item.at;
-          time.textContent = String(item.at).replace("T", " ").replace("Z", "");
           var kind = document.createElement("strong");
           kind.textContent = " " + item.kind;
           var rest = document.createElement("span");
           var text = describe(item);
           rest.textContent = " → " + item.status + (text ? " (" + text + ")" : "");
-          li.appendChild(time);
+          li.appendChild(timeOf(item.at));
           li.appendChild(kind);
           li.appendChild(rest);
           list.appendChild(li);
@@ -125,6 +308,8 @@
     var url = body.getAttribute("data-devices");
     var table = document.querySelector("table.devices tbody");
     if (!url || !table) { return; }
+    var labels = Array.prototype.map.call(
+      document.querySelectorAll("table.devices thead th"), function (th) { return th.textContent; });
     fetch(url + "?limit=100", {credentials: "same-origin"})
       .then(function (response) { return response.ok ? response.json() : null; })
       .then(function (reply) {
@@ -144,11 +329,14 @@
           var tr = document.createElement("tr");
           [d.device_id, d.tenant, d.state, d.last_seen_at, d.live_tasks].forEach(function (v, i) {
             var td = document.createElement("td");
+            td.setAttribute("data-label", labels[i] || "");
             if (i === 2) {
               var s = document.createElement("span");
               s.className = "status s-" + String(v).replace(/[^a-z_]/g, "");
               s.textContent = String(v);
               td.appendChild(s);
+            } else if (i === 3 && v) {
+              td.appendChild(timeOf(v));
             } else {
               td.textContent = v === null || v === undefined ? "" : String(v);
             }
@@ -161,6 +349,10 @@
       .catch(function () { /* the page keeps what it shows */ });
   }
 
+  document.querySelectorAll("[data-live]").forEach(function (part) {
+    served[part.getAttribute("data-live")] = part.innerHTML; // as served, before any change
+  });
+  showTimes(document);
   document.querySelectorAll("[data-history]").forEach(loadHistory);
   loadDevices();
   listen();
