@@ -12,8 +12,9 @@ import trio
 from leasegate.storage import events_sql
 from leasegate.storage.connection import begin, commit, rollback, transaction
 from leasegate.storage.database import migrate
+from leasegate.storage.notices_sql import notify
 from leasegate.storage.postgres.connection import PgConnection, connect
-from leasegate.storage.postgres.listener import Listener, notify
+from leasegate.storage.postgres.listener import Listener
 
 
 class Heard:

@@ -114,6 +114,9 @@ class Actor(Generic[A, C]):
         self._commits = 0
         self._internal_errors = 0
         self._storage_log = Throttled(log, error_log_window)
+        # Called in each turn's transaction just before its commit (several gateways on
+        # one database: tells the others what the turn's writes woke; None: nobody).
+        self.announce: Callable[[C], None] | None = None
         turn.now = clock.now()
 
     @property
@@ -291,6 +294,8 @@ class Actor(Generic[A, C]):
                 batch.job_runs.append(self._run_job(job, now))
             self._offer_parked(batch.served, batch.newcomers)
             wake = behaviour.next_wakeup(turn)
+            if self.announce is not None and (turn.announce or turn.announce_all):
+                self.announce(turn)
             batch.effects = turn.effects
             commit(conn)
             batch.wrote = conn.total_changes - changes - turn.undone

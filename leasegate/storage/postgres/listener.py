@@ -1,6 +1,6 @@
 """PostgreSQL's LISTEN/NOTIFY between gateways: what one gateway's commits tell the others.
 
-A writer calls :func:`notify` inside its transaction: PostgreSQL delivers the
+A writer calls ``notices_sql.notify`` inside its transaction: PostgreSQL delivers the
 notification only if that transaction commits, and only after it did, so a listener is
 never told of work it cannot see yet, nor of work that was rolled back. A
 :class:`Listener` keeps one connection of its own listening on :data:`CHANNEL` and
@@ -22,28 +22,17 @@ notification could have told it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from typing import Final
+from collections.abc import Callable
 
 import psycopg
 import trio
 from psycopg import pq
 
 from leasegate.logs import Throttled
-from leasegate.storage.engine import Connection
+from leasegate.storage.notices_sql import CHANNEL
 from leasegate.storage.postgres.connection import PgConnection, connect
 
 log = logging.getLogger("leasegate.storage")
-
-CHANNEL: Final = "leasegate"
-MAX_PAYLOAD: Final = 7900  # bytes; PostgreSQL refuses a payload of 8000 or more
-
-
-def notify(conn: Connection, payloads: Sequence[str]) -> None:
-    """Send each payload on :data:`CHANNEL`, delivered when (and if) the current
-    transaction commits. Each must be under :data:`MAX_PAYLOAD` bytes of UTF-8."""
-    for payload in payloads:
-        conn.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload))
 
 
 class Listener:
