@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
+import socket
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -57,19 +59,30 @@ from leasegate.actors.tasks.artifacts import Upload
 from leasegate.actors.tasks.reads import ExistingTasks
 from leasegate.actors.tasks.ref import Tasks, TasksRef
 from leasegate.clock import Clock
-from leasegate.errors import Unavailable
+from leasegate.errors import StateConflict, Unavailable
 from leasegate.logs import Throttled
 from leasegate.settings import Settings
 from leasegate.storage import events_sql
 from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.backup import backup
-from leasegate.storage.connection import Database, is_disk_failure, transaction
+from leasegate.storage.connection import is_disk_failure, transaction
+from leasegate.storage.database import Database, database_at, migrate
 from leasegate.storage.durability import Durability, ReportsDurability, admit
 from leasegate.storage.engine import Connection
-from leasegate.storage.migrations import migrate
 from leasegate.storage.probe import probe_write
+from leasegate.storage.turn_locks import lock_turn
 
 log = logging.getLogger("leasegate.system")
+
+POSTGRES_BACKUP = ("the database is PostgreSQL: back it up with pg_dump (e.g. pg_dump "
+                   "--format=custom --file=leasegate.dump DBNAME) and restore it with "
+                   "pg_restore; leasegate backup copies SQLite files only")
+
+
+def default_gateway_name() -> str:
+    """This process's name among the gateways of one database when the ``gateway``
+    setting is unset (``serve`` names it ``<hostname>:<port>``)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -106,13 +119,14 @@ class System:
 
     def __init__(self, db_path: Path, settings: Settings, clock: Clock, *,
                  inline_storage: bool = False, allow_unbalanced: bool = False) -> None:
-        self.db_path = db_path
+        self.db_path = db_path  # SQLite's file; its folder is the data directory
         self.settings = settings
+        self.gateway = settings.gateway or default_gateway_name()
         self.clock = clock
         self._inline = inline_storage
         self.allow_unbalanced = allow_unbalanced
         self._databases: list[Database] = []
-        self._setup = self._database()
+        self._setup = self._database("setup")
         # Every inbox first, so that each actor is opened with the refs it tells or
         # asks (the queues tell the ledger; the ledger tells the queues, never asks
         # them; the tracker asks the task actor): nothing is wired afterwards.
@@ -124,20 +138,22 @@ class System:
         self.devices: DevicesRef = devices.ref
         # Job events: written by the queues, streamed from here after their commits.
         self.events = EventHub(settings.event_ring_size, settings.event_max_streams)
-        self.artifacts = ArtifactStore(db_path.parent / "artifacts",
+        artifacts_dir = (Path(settings.artifacts_dir) if settings.artifacts_dir
+                         else db_path.parent / "artifacts")
+        self.artifacts = ArtifactStore(artifacts_dir,
                                        error_log_window=settings.error_log_window)
         # The actors themselves: for their statistics, shutdown and tests; everyone
         # else holds their refs.
-        self.key_actor = open_keys(self._database(), clock)
+        self.key_actor = open_keys(self._database("keys"), clock)
         self.keys: KeysRef = self.key_actor.ref
-        self.ledger_actor = open_ledger(self._database(), clock, settings, inbox=ledger,
+        self.ledger_actor = open_ledger(self._database("ledger"), clock, settings, inbox=ledger,
                                         queues={"task": self.tasks, "query": self.queries})
-        self.query_actor = open_queries(self._database(), clock, settings, inbox=queries,
+        self.query_actor = open_queries(self._database("queries"), clock, settings, inbox=queries,
                                         ledger=self.ledger, events=self.events)
-        self.task_actor = open_tasks(self._database(), clock, settings, self.artifacts,
+        self.task_actor = open_tasks(self._database("tasks"), clock, settings, self.artifacts,
                                      inbox=tasks, ledger=self.ledger, events=self.events)
         self.device_actor, self._forwarder = open_devices(
-            self._database(), clock, settings, inbox=devices, tasks=self.tasks)
+            self._database("devices"), clock, settings, inbox=devices, tasks=self.tasks)
         # Tasks and queries as routes use them: the submit saga, billing in every view.
         self.jobs = Jobs(tasks=self.tasks, queries=self.queries, ledger=self.ledger,
                          max_wait=settings.max_wait_seconds)
@@ -156,8 +172,12 @@ class System:
         # disk under load must not write a line per request.
         self._disk = Throttled(log, settings.error_log_window)
 
-    def _database(self) -> Database:
-        db = Database(self.db_path, self.settings.sqlite_synchronous, inline=self._inline)
+    def _database(self, user: str) -> Database:
+        """A connection of its own for ``user`` (an actor, or the system's set-up), to
+        the SQLite file or to the PostgreSQL database of ``database_url``."""
+        db = database_at(self.settings.database_url, self.db_path,
+                         synchronous=self.settings.sqlite_synchronous, inline=self._inline,
+                         name=f"leasegate {user} ({self.gateway})")
         self._databases.append(db)
         return db
 
@@ -212,7 +232,10 @@ class System:
         return self.artifacts.path(task_id, name, sha256)
 
     async def backup(self) -> BackupMade:
-        """A consistent online copy of the whole database under ``<data>/backups``."""
+        """A consistent online copy of the whole database under ``<data>/backups``
+        (SQLite; on PostgreSQL, 409: that is pg_dump's job)."""
+        if self.settings.database_url is not None:
+            raise StateConflict(POSTGRES_BACKUP)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock.now()))
         out = self.db_path.parent / "backups" / f"leasegate-{stamp}.db"
         try:
@@ -301,6 +324,8 @@ class System:
         unless ``allow_unbalanced``; either way /health and /metrics show it."""
         def check(conn: Connection) -> AuditReport:
             with transaction(conn):
+                # Between the ledger's turns on every gateway: one consistent book.
+                lock_turn(conn, self.ledger_actor.name)
                 return audit(conn)
 
         report = await self._setup.run(check)

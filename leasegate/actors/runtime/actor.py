@@ -1,7 +1,7 @@
 """The actor runtime: one trio task that owns its state and tables, group commit.
 
 An :class:`Actor` serves its inbox. Each turn it takes every message already
-waiting (up to ``batch_limit``), applies them in one SQLite transaction with a
+waiting (up to ``batch_limit``), applies them in one transaction with a
 savepoint per message (each by the handler registered for its type, see
 :mod:`leasegate.actors.runtime.handlers`), runs the periodic jobs that are due
 in the same transaction, commits once, and only then replies to all (durable
@@ -50,7 +50,6 @@ from leasegate.clock import Clock
 from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.logs import Throttled
 from leasegate.storage.connection import (
-    Database,
     begin,
     commit,
     is_storage_failure,
@@ -59,7 +58,9 @@ from leasegate.storage.connection import (
     savepoint,
     transaction,
 )
+from leasegate.storage.database import Database
 from leasegate.storage.engine import Connection
+from leasegate.storage.turn_locks import lock_turn
 
 A = TypeVar("A")
 C = TypeVar("C", bound=Turn)
@@ -171,6 +172,7 @@ class Actor(Generic[A, C]):
             turn.begin(conn, now)
             try:
                 with transaction(conn):
+                    lock_turn(conn, self.name)
                     behaviour.start(turn)
                     return behaviour.next_wakeup(turn)
             finally:
@@ -278,6 +280,7 @@ class Actor(Generic[A, C]):
         begin(conn)
         changes = conn.total_changes
         try:
+            lock_turn(conn, self.name)  # this actor's turns, one at a time on every gateway
             turn.begin(conn, now)
             turn.bugs = batch.internal_errors
             # Deadlines first, so every message sees the state as of `now`; only
