@@ -25,6 +25,7 @@ import contextlib
 import logging
 import math
 import os
+import secrets
 import socket
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
@@ -45,7 +46,9 @@ from leasegate.actors.ledger.ref import Ledger, LedgerRef
 from leasegate.actors.ledger.views import AuditReport
 from leasegate.actors.queries.actor import open_queries
 from leasegate.actors.queries.ref import Queries, QueriesRef
+from leasegate.actors.queue.elsewhere import Elsewhere
 from leasegate.actors.queue.event_hub import EventHub
+from leasegate.actors.queue.history import JobEvent, committed_after
 from leasegate.actors.runtime.actor import Actor, ActorStatistics
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.periodic import (
@@ -136,8 +139,12 @@ class System:
         self.queries: QueriesRef = queries.ref
         self.ledger: LedgerRef = ledger.ref
         self.devices: DevicesRef = devices.ref
-        # Job events: written by the queues, streamed from here after their commits.
-        self.events = EventHub(settings.event_ring_size, settings.event_max_streams)
+        # Job events: written by the queues, streamed from here after their commits (on
+        # PostgreSQL, read back from the table: every gateway's, in commit order).
+        shared = settings.database_url is not None
+        self._events_db = self._database("events") if shared else None
+        self.events = EventHub(settings.event_ring_size, settings.event_max_streams,
+                               tail=self._tail_events if shared else None)
         artifacts_dir = (Path(settings.artifacts_dir) if settings.artifacts_dir
                          else db_path.parent / "artifacts")
         self.artifacts = ArtifactStore(artifacts_dir,
@@ -154,6 +161,14 @@ class System:
                                      inbox=tasks, ledger=self.ledger, events=self.events)
         self.device_actor, self._forwarder = open_devices(
             self._database("devices"), clock, settings, inbox=devices, tasks=self.tasks)
+        # Several gateways on one database: wake-ups and events cross between them.
+        self.elsewhere = Elsewhere(f"{self.gateway}/{secrets.token_hex(4)}", {
+            "tasks": self.tasks, "queries": self.queries}, heard_any=self.events.poke)
+        if settings.database_url is not None:
+            self.elsewhere.listen(settings.database_url, f"leasegate listener ({self.gateway})",
+                                  settings.error_log_window)
+            self.task_actor.announce = self.elsewhere.announcer("tasks")
+            self.query_actor.announce = self.elsewhere.announcer("queries")
         # Tasks and queries as routes use them: the submit saga, billing in every view.
         self.jobs = Jobs(tasks=self.tasks, queries=self.queries, ledger=self.ledger,
                          max_wait=settings.max_wait_seconds)
@@ -171,6 +186,10 @@ class System:
         # One throttle for every "the disk is failing" line of the system: a full
         # disk under load must not write a line per request.
         self._disk = Throttled(log, settings.error_log_window)
+
+    async def _tail_events(self, after: int, limit: int) -> list[JobEvent]:
+        assert self._events_db is not None
+        return await self._events_db.run(lambda conn: committed_after(conn, after, limit))
 
     def _database(self, user: str) -> Database:
         """A connection of its own for ``user`` (an actor, or the system's set-up), to
@@ -284,7 +303,7 @@ class System:
                 await db.start()
             await self._admit_storage(self._setup)  # opened as all the others are
             await self._setup.run(migrate)
-            self.events.start(await self._setup.run(events_sql.last_event_id))
+            self.events.start(await self._setup.run(events_sql.committed_last_event_id))
             await self._audit_ledger()
             async with trio.open_nursery() as actors:
                 for actor in self.actors:
@@ -300,6 +319,8 @@ class System:
                     jobs.start_soon(serve_guarded, self._deleter, self.clock, window,
                                     self.artifacts.delete_next)
                     jobs.start_soon(self.events.run)
+                    if self.settings.database_url is not None:
+                        jobs.start_soon(self.elsewhere.run)
                     jobs.start_soon(serve_guarded, self._forwarder.record, self.clock, window,
                                     self._forwarder.forward_next)
                     task_status.started()

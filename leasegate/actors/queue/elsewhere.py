@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
@@ -35,6 +35,9 @@ from leasegate.actors.runtime.mailbox import Tell
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import LeasegateError
 from leasegate.storage.notices_sql import MAX_PAYLOAD, notify
+
+if TYPE_CHECKING:
+    from leasegate.storage.postgres.listener import Listener
 
 log = logging.getLogger("leasegate.gateways")
 
@@ -152,6 +155,18 @@ class Elsewhere:
         self._heard_any = heard_any
         self.notices = 0  # other gateways' notices heard
         self.resyncs = 0
+        self._listen: Callable[[], Awaitable[None]] | None = None
+        self.listener: Listener | None = None
+
+    def listen(self, url: str, name: str, error_log_window: float) -> None:
+        """Hear the notices on the PostgreSQL database ``url`` (a connection of its own,
+        named ``name`` there) while :meth:`run` runs."""
+        from leasegate.storage.postgres.listener import Listener
+
+        listener = Listener(url, deliver=self.deliver, resync=self.resync, name=name,
+                            error_log_window=error_log_window)
+        self.listener = listener
+        self._listen = listener.run
 
     def announcer(self, actor: str) -> Callable[[Turn], None]:
         """What the actor ``actor`` calls before each commit (``Actor.announce``)."""
@@ -196,6 +211,8 @@ class Elsewhere:
         async with trio.open_nursery() as nursery:
             for name, ref in self._queues.items():
                 nursery.start_soon(self._forward, ref, self._pending[name])
+            if self._listen is not None:
+                nursery.start_soon(self._listen)
 
     @staticmethod
     async def _forward(ref: Teller, pending: _Pending) -> None:
