@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import secrets
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from _load import HOST, ROLES, Served, _start, free_port, stop
+from _load import HOST, ROLES, Served, _start, cpu_seconds, free_port, start_leasegate, stop
 from psycopg.conninfo import make_conninfo
 
 DEFAULT_SERVER = "postgresql://root@127.0.0.1:5432"
@@ -57,3 +58,79 @@ def start_gateway(name: str, data: Path, database: str, env: dict[str, str], *,
 
 def port_of(served: Served) -> int:
     return int(served.url.rsplit(":", 1)[1])
+
+
+def postgres_cpu_seconds() -> float:
+    """User + system CPU of every PostgreSQL server process on this machine (the
+    database's share of a run; other databases' clients count too)."""
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "comm").read_text().strip() != "postgres":
+                continue
+            total += cpu_seconds(int(proc.name))
+        except (OSError, ValueError):
+            continue  # ended meanwhile
+    return total
+
+
+@dataclass
+class Setup:
+    """Where a bench mode runs: SQLite (one gateway), or ``gateways`` gateways on a
+    fresh database of the PostgreSQL ``server``."""
+
+    server: str | None = None
+    gateways: int = 1
+
+    @property
+    def label(self) -> str:
+        if self.server is None:
+            return "SQLite"
+        return f"PostgreSQL x{self.gateways}"
+
+
+@dataclass
+class Running:
+    servers: list[Served]
+    database: str | None = None
+
+    @property
+    def keys(self) -> dict[str, str]:
+        return self.servers[0].keys
+
+    @property
+    def urls(self) -> list[str]:
+        return [s.url for s in self.servers]
+
+    @property
+    def url(self) -> str:
+        return self.servers[0].url
+
+    def cpu_seconds(self) -> float:
+        """The gateways' CPU (user + system, all threads)."""
+        return sum(cpu_seconds(s.pid) for s in self.servers)
+
+
+def start_setup(setup: Setup, data: Path, env: dict[str, str]) -> Running:
+    if setup.server is None:
+        return Running([start_leasegate(data, env)])
+    database = create_database(setup.server)
+    running = Running([], database)
+    try:
+        for n in range(setup.gateways):
+            running.servers.append(start_gateway(
+                f"gw-{n}", data, database, env,
+                keys=running.servers[0].keys if running.servers else None))
+    except BaseException:
+        stop_setup(running)
+        raise
+    return running
+
+
+def stop_setup(running: Running) -> None:
+    for served in running.servers:
+        stop(served)
+    if running.database is not None:
+        drop_database(running.database)

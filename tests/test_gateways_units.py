@@ -112,6 +112,10 @@ async def test_a_tailing_hub_streams_every_gateways_events_in_id_order_once(
     table = Table()
     hub = EventHub(capacity=100, max_readers=10, tail=table.after)
     hub.start(3)
+    every: list[int] = []
+    ours: list[int] = []
+    hub.listeners.append(lambda e: every.append(e.event_id))  # the console's charts
+    hub.own_listeners.append(lambda e: ours.append(e.event_id))  # this gateway's metrics
     reader = hub.subscribe(EventFilter(), after=None)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hub.run)
@@ -130,6 +134,7 @@ async def test_a_tailing_hub_streams_every_gateways_events_in_id_order_once(
         assert isinstance(got, list) and [e.event_id for e in got] == [9]
         assert trio.current_time() - began <= TAIL_FALLBACK_SECONDS + 0.1
         assert await reader.next(0.5) == []  # nothing twice
+        assert (every, ours) == ([4, 5, 7, 8, 9], [7])
         nursery.cancel_scope.cancel()
 
 

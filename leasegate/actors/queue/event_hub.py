@@ -104,11 +104,15 @@ class EventHub:
         self._hole = trio.Event()  # set when a hole in the ids opens
         self.readers = 0
         self.closed = False
-        # Called with each event as it enters the ring (the console's charts); a
-        # listener must be quick and must not raise.
+        # Called with each event as it enters the ring (the console's charts: every
+        # gateway's events); ``own_listeners`` only with those of this gateway's own
+        # commits (its metrics: summed over gateways, each counted once). A listener
+        # must be quick and must not raise.
         self.listeners: list[Callable[[JobEvent], None]] = []
+        self.own_listeners: list[Callable[[JobEvent], None]] = []
         # Several gateways: the ring is filled from the table (see the module docstring).
         self._tail = tail
+        self._own: set[int] = set()  # tailing: ids published here, not read back yet
         self._poke = trio.Event()
         self._tailed = trio.Event()  # set once the read under way (or the next) is over
         self._tail_log = Throttled(log, 600.0)
@@ -129,6 +133,8 @@ class EventHub:
 
     def publish(self, event: JobEvent) -> None:
         if self._tail is not None:  # the table brings it, in order with the others'
+            if event.event_id > self._last:
+                self._own.add(event.event_id)
             self._poke.set()
             return
         if event.event_id <= self._last:  # behind a skipped hole: too late for the ring
@@ -161,6 +167,10 @@ class EventHub:
         self._ring.append(event)
         for listener in self.listeners:
             listener(event)
+        if self._tail is None or event.event_id in self._own:
+            self._own.discard(event.event_id)
+            for listener in self.own_listeners:
+                listener(event)
 
     def _moved(self) -> None:
         self._changed.set()
@@ -214,6 +224,8 @@ class EventHub:
                             self._append(event)
                     if events:
                         self._moved()
+                        # Ours that the table no longer has (purged before read).
+                        self._own = {n for n in self._own if n > self._last}
                     if len(events) < TAIL_BATCH:
                         break
             except Exception as exc:
