@@ -66,6 +66,10 @@ ENV = {
     "LEASEGATE_DRAIN_SECONDS": "0.2",
 }
 FAST = Retry(attempts=2, backoff=0.1, max_backoff=1.0)
+# A worker talks to one gateway: its retries must outlast that gateway's restart (a few
+# seconds, more on a busy machine), or a start whose reply was lost ends the task
+# "failed (not executed)", as the SDK's protocol says it must.
+PATIENT = Retry(attempts=60, backoff=0.1, max_backoff=1.0)
 
 
 @dataclass
@@ -160,7 +164,7 @@ def handler_for(tally: Tally) -> Any:
 @contextmanager
 def workers(urls: list[str], key: str, per_gateway: int, tally: Tally) -> Iterator[None]:
     running = [Worker(url, key, f"chaos-{g}-{w}", sites=[SITE], wait_seconds=5,
-                      retry=Retry(backoff=0.1, max_backoff=1.0), timeout=10)
+                      retry=PATIENT, timeout=10)
                for g, url in enumerate(urls) for w in range(per_gateway)]
     threads = [threading.Thread(target=worker.run, args=(handler_for(tally),), daemon=True)
                for worker in running]
@@ -175,11 +179,10 @@ def workers(urls: list[str], key: str, per_gateway: int, tally: Tally) -> Iterat
             thread.join(timeout=30)
 
 
-def statuses(url: str, key: str, task_ids: set[str]) -> Counter[str]:
+def statuses(url: str, key: str, task_ids: set[str]) -> dict[str, str]:
     with Client(url, key, timeout=10, retry=FAST) as client, ThreadPoolExecutor(8) as pool:
-        found = pool.map(lambda task_id: (task_id, client.get_task(task_id)["status"]),
-                         sorted(task_ids))
-        return Counter(status for _, status in found)
+        return dict(pool.map(lambda task_id: (task_id, client.get_task(task_id)["status"]),
+                             sorted(task_ids)))
 
 
 def unfinished(url: str, key: str) -> int:
@@ -252,8 +255,10 @@ def describe(args: argparse.Namespace) -> str:
 
 def report(gateways: Gateways, tally: Tally, seconds: float, what: str) -> int:
     keys = gateways.keys
-    ended = statuses(gateways.urls[1], keys["admin"], tally.acknowledged)
+    found = statuses(gateways.urls[1], keys["admin"], tally.acknowledged)
+    ended = Counter(found.values())
     lost = sum(n for status, n in ended.items() if status != "succeeded")
+    lost_ids = sorted(task_id for task_id, status in found.items() if status != "succeeded")
     twice = sorted(task_id for task_id, n in tally.runs.items() if n > 1)
     books = [ledger(url, keys["admin"]) for url in gateways.urls]
     audits_ok = all(ok for ok, _ in books)
@@ -264,7 +269,8 @@ def report(gateways: Gateways, tally: Tally, seconds: float, what: str) -> int:
     say(f"  acknowledged        {len(tally.acknowledged)} (sent again to the other gateway "
         f"after a failure: {tally.retried_elsewhere})")
     say(f"  succeeded           {ended.get('succeeded', 0)}")
-    say(f"  lost                {lost}" + (f"  {dict(ended)}" if lost else ""))
+    say(f"  lost                {lost}" + (f"  {dict(ended)}, e.g. {lost_ids[:5]}"
+                                           if lost else ""))
     say(f"  executed twice      {len(twice)}" + (f"  e.g. {twice[:5]}" if twice else ""))
     say(f"  handler runs        {sum(tally.runs.values())}")
     say(f"  ledger audit ok     {'yes' if audits_ok else 'NO'} (both gateways); "
