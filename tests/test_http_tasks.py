@@ -23,6 +23,8 @@ import trio.testing
 
 from tests.conftest import Gateway
 
+pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
+
 Json = dict[str, Any]
 
 ORDER: Json = {"site": "shop", "account": "acct-1", "kind": "place_order",
