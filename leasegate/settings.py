@@ -247,7 +247,7 @@ def _coerce(name: str, raw: Any) -> Any:
                 raise ValueError(raw)
             return float(raw)
         if kind == "str | None":  # a URL, a name, a path: as written; empty is unset
-            return str(raw).strip() or None
+            return None if raw is None else (str(raw).strip() or None)
         return str(raw).strip().upper()
     except (TypeError, ValueError):
         raise SettingsError(f"{name}: cannot read {raw!r} as {kind}") from None

@@ -50,11 +50,11 @@ from leasegate.actors.queue.elsewhere import Elsewhere
 from leasegate.actors.queue.event_hub import EventHub
 from leasegate.actors.queue.history import JobEvent, committed_after
 from leasegate.actors.runtime.actor import Actor, ActorStatistics
+from leasegate.actors.runtime.background import BackgroundJob
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.periodic import (
     JobRecord,
     JobStatistics,
-    run_guarded,
     serve_guarded,
 )
 from leasegate.actors.tasks.actor import open_tasks
@@ -104,14 +104,6 @@ class SystemStatistics:
 class BackupMade:
     path: str
     bytes: int
-
-
-class _BackgroundJob:
-    """A periodic job that owns no tables (the rate-limit sweep, the artifact sweeps)."""
-
-    def __init__(self, record: JobRecord, fn: Callable[[float], Awaitable[object]]) -> None:
-        self.record = record
-        self.fn = fn
 
 
 class System:
@@ -172,11 +164,16 @@ class System:
         # Tasks and queries as routes use them: the submit saga, billing in every view.
         self.jobs = Jobs(tasks=self.tasks, queries=self.queries, ledger=self.ledger,
                          max_wait=settings.max_wait_seconds)
-        self._background: list[_BackgroundJob] = []
+        self._background: list[BackgroundJob] = []
         self.add_background_job("artifacts", "sweep_staging", settings.housekeeping_interval,
-                                self._sweep_staging)
+                                self._sweep_staging, shared=True)
         self.add_background_job("artifacts", "sweep_orphan_dirs",
-                                settings.artifact_orphan_sweep_interval, self._sweep_orphans)
+                                settings.artifact_orphan_sweep_interval, self._sweep_orphans,
+                                shared=True)
+        # Every actor's periodic job is the database's: claimed, run by one gateway.
+        for actor in self.actors:
+            for job in actor.jobs:
+                job.record.gateway = self.gateway
         self._deleter = JobRecord("delete_files", owner="artifacts", every=math.inf)
         self._closed = trio.Event()
         self._probed_at = -math.inf
@@ -206,9 +203,15 @@ class System:
                 self.device_actor)
 
     def add_background_job(self, owner: str, name: str, every: float,
-                           fn: Callable[[float], Awaitable[object]]) -> None:
-        """Run ``await fn(now)`` every ``every`` seconds once the system runs."""
-        self._background.append(_BackgroundJob(JobRecord(name, owner=owner, every=every), fn))
+                           fn: Callable[[float], Awaitable[object]], *,
+                           shared: bool = False) -> None:
+        """Run ``await fn(now)`` every ``every`` seconds once the system runs; ``shared``:
+        only the runs this gateway claims (see ``periodic_sql``), for work on what every
+        gateway of the database shares. Unshared: this gateway's own (its memory)."""
+        record = JobRecord(name, owner=owner, every=every)
+        if shared:
+            record.gateway = self.gateway
+        self._background.append(BackgroundJob(record, fn, shared))
 
     # ---- what the HTTP layer may use ---------------------------------------------
 
@@ -315,7 +318,7 @@ class System:
                 async with trio.open_nursery() as jobs:
                     window = self.settings.error_log_window
                     for bg in self._background:
-                        jobs.start_soon(run_guarded, bg.record, self.clock, window, bg.fn)
+                        jobs.start_soon(bg.runner(self.clock, window, self._setup))
                     jobs.start_soon(serve_guarded, self._deleter, self.clock, window,
                                     self.artifacts.delete_next)
                     jobs.start_soon(self.events.run)

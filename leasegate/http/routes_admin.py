@@ -153,6 +153,7 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     report: dict[str, Any] = {"status": "degraded" if degraded else "ok", "checks": checks}
     if detailed:
         report["details"] = {
+            "gateway": sys.gateway,
             **_listed(tasks, queries),
             "ledger_failing_checks": [] if audit is None else list(audit.failing()),
             "durability_weakened_by": ([] if sys.durability is None
@@ -189,6 +190,7 @@ def _job(job: JobStatistics, now: float) -> dict[str, Any]:
     periodic = math.isfinite(job.every)
     return {"every": job.every if periodic else None, "runs": job.runs,
             "failures": job.failures, "last_run_at": iso(job.last_run_at),
+            "last_run_by": job.last_run_by,
             "last_failure_at": iso(job.last_failure_at),
             "next_run_at": iso(job.next_run_at) if periodic else None,
             "overdue": job.overdue(now)}

@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -39,7 +38,7 @@ from typing import Any, Final, Generic, TypeVar
 import outcome
 import trio
 
-from leasegate.actors.runtime.applied import JobRun, Served, TurnBatch
+from leasegate.actors.runtime.applied import Served, TurnBatch, run_job
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Tell
@@ -53,9 +52,7 @@ from leasegate.storage.connection import (
     begin,
     commit,
     is_storage_failure,
-    release,
     rollback,
-    savepoint,
     transaction,
 )
 from leasegate.storage.database import Database
@@ -251,7 +248,9 @@ class Actor(Generic[A, C]):
         """After the commit, on the trio thread: jobs' records, bugs, effects, replies."""
         for run in batch.job_runs:
             record = run.job.record
-            if run.stack is None:
+            if run.skipped:
+                record.ran_elsewhere(run.elsewhere)
+            elif run.stack is None:
                 record.succeeded(now, more=run.more)
             else:
                 record.failed(now, self.error_log_window, run.stack)
@@ -294,7 +293,7 @@ class Actor(Generic[A, C]):
                     wait = self._parks[type(env.message)].wait(env.message)
                     batch.newcomers.append((env, wait or Wait(queue=env)))
             for job in batch.jobs:
-                batch.job_runs.append(self._run_job(job, now))
+                batch.job_runs.append(run_job(turn, job, now))
             self._offer_parked(batch.served, batch.newcomers)
             wake = behaviour.next_wakeup(turn)
             if self.announce is not None and (turn.announce or turn.announce_all):
@@ -333,20 +332,6 @@ class Actor(Generic[A, C]):
             parked: outcome.Outcome[Any] = PARK_OUTCOME
             return parked
         return outcome.Value(reply) if env.reply is not None else None
-
-    def _run_job(self, job: PeriodicJob[C], now: float) -> JobRun:
-        turn = self.turn
-        mark = turn.mark()
-        savepoint(turn.conn, "job")
-        try:
-            more = job.run(turn, now)
-        except Exception as exc:
-            if is_storage_failure(exc):
-                raise  # fails the turn; SQLite may have rolled back already
-            turn.undo("job", mark)
-            return JobRun(job, stack=traceback.format_exc())
-        release(turn.conn, "job")
-        return JobRun(job, more=more is True)
 
     # ---- parked requests ----------------------------------------------------------
 

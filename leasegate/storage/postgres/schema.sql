@@ -498,4 +498,15 @@ CREATE INDEX devices_state_seen ON devices (state, last_seen_at);
 CREATE INDEX devices_pending ON devices (pending) WHERE pending = 1;
 
 
+-- ---- Periodic runs (every actor's jobs and the system's) -----------------------------
+
+CREATE TABLE periodic_runs (
+    job    text PRIMARY KEY,
+    due_at double precision NOT NULL,
+    run_by text NOT NULL,
+    run_at double precision NOT NULL
+);
+
+
 INSERT INTO schema_version (version, name) VALUES (12, 'baseline');
+INSERT INTO schema_version (version, name) VALUES (14, 'periodic runs');
