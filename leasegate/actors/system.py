@@ -158,7 +158,7 @@ class System:
             "tasks": self.tasks, "queries": self.queries}, heard_any=self.events.poke)
         if settings.database_url is not None:
             self.elsewhere.listen(settings.database_url, f"leasegate listener ({self.gateway})",
-                                  settings.error_log_window)
+                                  settings.error_log_window, inline=inline_storage)
             self.task_actor.announce = self.elsewhere.announcer("tasks")
             self.query_actor.announce = self.elsewhere.announcer("queries")
         # Tasks and queries as routes use them: the submit saga, billing in every view.

@@ -158,13 +158,15 @@ class Elsewhere:
         self._listen: Callable[[], Awaitable[None]] | None = None
         self.listener: Listener | None = None
 
-    def listen(self, url: str, name: str, error_log_window: float) -> None:
+    def listen(self, url: str, name: str, error_log_window: float,
+               inline: bool = False) -> None:
         """Hear the notices on the PostgreSQL database ``url`` (a connection of its own,
-        named ``name`` there) while :meth:`run` runs."""
+        named ``name`` there) while :meth:`run` runs (``inline``: connecting on the trio
+        thread, as inline storage does)."""
         from leasegate.storage.postgres.listener import Listener
 
         listener = Listener(url, deliver=self.deliver, resync=self.resync, name=name,
-                            error_log_window=error_log_window)
+                            error_log_window=error_log_window, inline=inline)
         self.listener = listener
         self._listen = listener.run
 
