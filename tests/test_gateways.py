@@ -22,20 +22,25 @@ import pytest
 from tests.served import Served, start, stop
 
 Json = dict[str, Any]
-ENV = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0", "LEASEGATE_TASK_CLAIM_WINDOW": "2"}
+ENV = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0"}
+SHORT_CLAIMS = {"LEASEGATE_TASK_CLAIM_WINDOW": "2"}  # a dead gateway's claims lapse soon
 WAKE_LIMIT = 0.100  # seconds from a submit's acknowledgement on A to the lease on B
 
 
-def serve(data: Path, url: str, keys: dict[str, str] | None = None) -> Served:
-    return start(data, ENV, keys=keys, collect_output=True, extra_args=("--database", url))
+def serve(data: Path, url: str, env: dict[str, str],
+          keys: dict[str, str] | None = None) -> Served:
+    return start(data, {**ENV, **env}, keys=keys, collect_output=True,
+                 extra_args=("--database", url))
 
 
 @pytest.fixture
-def gateways(postgres_url: str, tmp_path: Path) -> Iterator[tuple[Served, Served]]:
+def gateways(postgres_url: str, tmp_path: Path,
+             request: pytest.FixtureRequest) -> Iterator[tuple[Served, Served]]:
     """A and B: two gateways on one database (and one shared data directory, as every
-    gateway of a database mounts the same artifacts)."""
-    a = serve(tmp_path / "var", postgres_url)
-    b = serve(tmp_path / "var", postgres_url, keys=a.keys)
+    gateway of a database mounts the same artifacts); settings from the parameter."""
+    env: dict[str, str] = getattr(request, "param", {})
+    a = serve(tmp_path / "var", postgres_url, env)
+    b = serve(tmp_path / "var", postgres_url, env, keys=a.keys)
     yield a, b
     for gateway in (a, b):
         if gateway.process.poll() is None:
@@ -224,6 +229,7 @@ def test_an_event_stream_on_b_shows_a_submit_on_a_and_resumes_on_a(
     assert resumed["event_id"] > event["event_id"]
 
 
+@pytest.mark.parametrize("gateways", [SHORT_CLAIMS], indirect=True)
 def test_a_gateway_killed_with_unstarted_claims_loses_nothing(
         gateways: tuple[Served, Served]) -> None:
     a, b = gateways
