@@ -127,3 +127,22 @@ async def test_the_claims_of_a_gateway_that_died_go_back_to_the_queue_on_another
     assert task["status"] == "queued", task
     again = await lease_one(b, "w2")
     assert again["task_id"] == "t1" and again["lease_token"] != item["lease_token"]
+
+
+async def test_an_artifact_uploaded_through_one_gateway_is_read_through_another(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock) -> None:
+    shared = tmp_path / "mounted-by-both"
+    a, b = await two(nursery, tmp_path, settings.replace(artifacts_dir=str(shared)), clock)
+    assert a.system.artifacts.root == b.system.artifacts.root == shared
+    await submit(a, task_id="t1")
+    item = await lease_one(a)
+    await start(a, item)
+    data = b"report " * 1000
+    response = await a.client.put(
+        "/v1/tasks/t1/artifacts/report.txt", data=data,
+        headers={**a.auth("worker"), "X-Worker-Id": "w1", "X-Lease-Token": item["lease_token"]})
+    assert response.status_code == 201
+    response = await b.client.get("/v1/tasks/t1/artifacts/report.txt", headers=b.auth("t1"))
+    assert response.status_code == 200 and await response.get_data() == data
+    assert [p.name for p in shared.rglob("report.txt@*")]  # in the shared directory
+    assert not (tmp_path / "artifacts").exists()
