@@ -119,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, status: int = FAILED) -> int:
+    message = " ".join(message.split())  # one line (libpq's messages have several)
     print(f"leasegate: {message}", file=sys.stderr)
     return status
 

@@ -29,7 +29,7 @@ import trio
 from hypercorn.config import Config, Sockets
 from hypercorn.utils import wrap_app
 
-from leasegate.actors.keys.records import CountKeys, CreateKey, Role
+from leasegate.actors.keys.records import CreateFirstKeys, CreateKey
 from leasegate.actors.system import System, new_system
 from leasegate.http import expect
 from leasegate.http.app import create_app
@@ -97,16 +97,17 @@ async def bootstrap_keys(system: System, out: TextIO) -> None:
     Fresh means no key was ever created: revoking every key after a leak and
     restarting must not print a new admin key into the logs.
     """
-    if await system.keys.ask(CountKeys()):
+    # One message: of several gateways starting together on a fresh PostgreSQL
+    # database, the one whose turn comes first creates them, the others none.
+    created = await system.keys.ask(CreateFirstKeys((
+        CreateKey("admin", "bootstrap admin"), CreateKey("worker", "bootstrap worker"),
+        CreateKey("client", "bootstrap client", BOOTSTRAP_TENANT))))
+    if not created:
         return
     print("Bootstrap keys (shown once; only their hashes are stored):", file=out)
-    keys: tuple[tuple[Role, str, str | None], ...] = (
-        ("admin", "bootstrap admin", None), ("worker", "bootstrap worker", None),
-        ("client", "bootstrap client", BOOTSTRAP_TENANT))
-    for role, name, tenant in keys:
-        created = await system.keys.ask(CreateKey(role, name, tenant))
-        suffix = f" (tenant {tenant})" if tenant else ""
-        print(f"  {role:<6} {created.key}{suffix}", file=out)
+    for made in created:
+        suffix = f" (tenant {made.tenant})" if made.tenant else ""
+        print(f"  {made.role:<6} {made.key}{suffix}", file=out)
     out.flush()
 
 

@@ -38,7 +38,7 @@ from typing import Any, Final, Generic, TypeVar
 import outcome
 import trio
 
-from leasegate.actors.runtime.applied import Served, TurnBatch, run_job
+from leasegate.actors.runtime.applied import Served, TurnBatch, polled, run_job
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Tell
@@ -111,6 +111,7 @@ class Actor(Generic[A, C]):
         self._retry_at = -math.inf
         self._commits = 0
         self._internal_errors = 0
+        self.deadline_poll: float | None = None  # see applied.polled
         self._storage_log = Throttled(log, error_log_window)
         # Called in each turn's transaction just before its commit (several gateways on
         # one database: tells the others what the turn's writes woke; None: nobody).
@@ -178,7 +179,7 @@ class Actor(Generic[A, C]):
 
         started: list[Callable[[], None]] = []
         now = self.clock.now()
-        self._next_wakeup = await self.db.run(start)
+        self._next_wakeup = polled(await self.db.run(start), now, self.deadline_poll)
         for effect in started:  # committed: the transaction above did not raise
             effect()
 
@@ -241,7 +242,7 @@ class Actor(Generic[A, C]):
         if batch.wrote > 0:  # a read commits on a full disk too: it proves nothing
             self._storage_log.recovered(f"{self.name}: storage works again")
         self._commits += 1
-        self._next_wakeup = wake
+        self._next_wakeup = polled(wake, now, self.deadline_poll)
         self._after(batch, now)
 
     def _after(self, batch: TurnBatch, now: float) -> None:

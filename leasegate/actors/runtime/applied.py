@@ -74,3 +74,13 @@ def run_job(turn: C, job: PeriodicJob[C], now: float) -> JobRun:
         return JobRun(job, stack=traceback.format_exc())
     release(turn.conn, "job")
     return JobRun(job, more=more is True)
+
+
+def polled(wake: float | None, now: float, poll: float | None) -> float | None:
+    """When the actor's next turn is due: at its next deadline (``wake``), and with
+    several gateways on one database (``poll`` set) at least every ``poll`` seconds, so
+    that the deadlines another gateway's turns wrote (a claim it gave) are met here too,
+    should that gateway die."""
+    if poll is None:
+        return wake
+    return now + poll if wake is None else min(now + poll, wake)
