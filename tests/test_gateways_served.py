@@ -1,5 +1,5 @@
-"""Two served gateways on one fresh PostgreSQL database (wall clock, short settings):
-every promise a user relies on holds across them. A worker parked on B is woken by a
+"""Two served gateways (``leasegate serve --database``) on one fresh PostgreSQL database
+(wall clock, short settings): every promise a user relies on holds across them. A worker parked on B is woken by a
 submit on A; concurrent leases never put two tasks of one lane in flight; identical
 submits make one job; holds never overdraw an account; B's event stream shows A's
 jobs; and a gateway killed with its claims unstarted loses nothing."""
@@ -119,6 +119,8 @@ def test_a_worker_parked_on_b_is_woken_by_a_submit_on_a_within_100_ms(
     # The median bounds the mechanism; each one bounds what a loaded CI machine adds.
     assert statistics.median(delays) < WAKE_LIMIT, delays
     assert max(delays) < 5 * WAKE_LIMIT, delays
+    heard = call(b, "admin", "GET", "/health").json()["details"]["cross_gateway"]
+    assert heard["listening"] and heard["connections"] == 1 and heard["notices_heard"] >= 5
 
 
 def test_concurrent_leases_on_a_and_b_never_put_two_tasks_of_one_lane_in_flight(

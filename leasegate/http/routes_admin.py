@@ -154,6 +154,7 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     if detailed:
         report["details"] = {
             "gateway": sys.gateway,
+            "cross_gateway": _cross_gateway(),
             **_listed(tasks, queries),
             "ledger_failing_checks": [] if audit is None else list(audit.failing()),
             "durability_weakened_by": ([] if sys.durability is None
@@ -163,6 +164,18 @@ async def health_report(detailed: bool) -> dict[str, Any]:
                                for job in stats.services},
         }
     return report
+
+
+def _cross_gateway() -> dict[str, Any] | None:
+    """Several gateways on PostgreSQL: whether this one hears the others' notices (its
+    long-polls woken by their work, its event stream told of their events); None on
+    SQLite."""
+    elsewhere = system().elsewhere
+    listener = elsewhere.listener
+    if listener is None:
+        return None
+    return {"listening": listener.connected, "connections": listener.connections,
+            "notices_heard": elsewhere.notices}
 
 
 def _listed(tasks: TaskHealthReport, queries: dict[str, QueryCounts]) -> dict[str, Any]:
