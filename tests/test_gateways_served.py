@@ -1,8 +1,9 @@
 """Two served gateways (``leasegate serve --database``) on one fresh PostgreSQL database
-(wall clock, short settings): every promise a user relies on holds across them. A worker parked on B is woken by a
-submit on A; concurrent leases never put two tasks of one lane in flight; identical
-submits make one job; holds never overdraw an account; B's event stream shows A's
-jobs; and a gateway killed with its claims unstarted loses nothing."""
+(wall clock, short settings): every promise a user relies on holds across them. A
+worker parked on B is woken by a submit on A; concurrent leases never put two tasks of
+one lane in flight; identical submits make one job; holds never overdraw an account;
+B's event stream shows A's jobs; and a gateway killed with its claims unstarted loses
+nothing."""
 
 from __future__ import annotations
 

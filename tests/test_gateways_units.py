@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable
+from functools import partial
 
 import trio
 import trio.testing
@@ -26,6 +27,8 @@ from leasegate.actors.queue.event_hub import (
 )
 from leasegate.actors.queue.history import JobEvent
 from leasegate.storage.notices_sql import MAX_PAYLOAD
+from tests.conftest import Gateway
+from tests.test_http_tasks import lease
 
 
 def test_a_turns_topics_travel_in_notices_under_the_payload_limit() -> None:
@@ -162,3 +165,27 @@ async def test_a_last_event_id_from_another_gateway_resumes_once_the_table_is_re
 def test_a_notice_is_small_json() -> None:
     (one,) = payloads("gw-a", "queries", {("site", "shop")}, everything=False)
     assert json.loads(one) == {"g": "gw-a", "a": "queries", "t": [["site", "shop"]]}
+
+
+async def test_another_gateways_work_costs_a_turn_only_where_something_waits_for_it(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    """A notice wakes the parked leases of its sites; with none parked there, the actor
+    takes no turn for it (its own deadline poll meets other gateways' deadlines)."""
+    actor = gateway.system.task_actor
+    await trio.testing.wait_all_tasks_blocked()
+    before = actor.statistics().commits
+    await gateway.system.tasks.tell(WorkElsewhere(frozenset({("site", "shop")})))
+    await trio.testing.wait_all_tasks_blocked()
+    assert actor.statistics().commits == before  # nobody parked: no turn
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(lease, gateway, "w1", wait_seconds=20, sites=["shop"]))
+        await trio.testing.wait_all_tasks_blocked()
+        assert actor.statistics().parked == 1
+        parked_at = actor.statistics().commits
+        await gateway.system.tasks.tell(WorkElsewhere(frozenset({("site", "elsewhere")})))
+        await trio.testing.wait_all_tasks_blocked()
+        assert actor.statistics().commits == parked_at  # not its site
+        await gateway.system.tasks.tell(WorkElsewhere(frozenset({("site", "shop")})))
+        await trio.testing.wait_all_tasks_blocked()
+        assert actor.statistics().commits == parked_at + 1  # offered: nothing there yet
+        nursery.cancel_scope.cancel()

@@ -26,7 +26,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 import trio
 
@@ -51,6 +51,8 @@ class WorkElsewhere(Tell[JobQueue]):
 
     topics: frozenset[Hashable] = frozenset()
     everything: bool = False
+    # The runtime applies no turn for it when nothing parked waits on its topics.
+    wakes_only: ClassVar[bool] = True
 
 
 def heard(turn: Turn, m: WorkElsewhere) -> None:

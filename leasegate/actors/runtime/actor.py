@@ -33,7 +33,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 
 import outcome
 import trio
@@ -42,7 +42,7 @@ from leasegate.actors.runtime.applied import Served, TurnBatch, polled, run_job
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Tell
-from leasegate.actors.runtime.parking import PARK, PARK_OUTCOME, Wait
+from leasegate.actors.runtime.parking import PARK, PARK_OUTCOME, Wait, WakesOnly
 from leasegate.actors.runtime.periodic import JobRecord, JobStatistics, PeriodicJob
 from leasegate.actors.runtime.turn import Turn
 from leasegate.clock import Clock
@@ -210,8 +210,26 @@ class Actor(Generic[A, C]):
                 break
         return envelopes
 
+    def _wakes_nobody(self, envelopes: list[Envelope[Any]], now: float) -> bool:
+        """The messages only wake parked ones (``wakes_only``: another gateway's work),
+        none of them waits on what they wake, and nothing of our own is due: no turn.
+        (Deadlines another gateway set are met by the actor's deadline poll.)"""
+        if self._internal or not all(getattr(env.message, "wakes_only", False)
+                                     for env in envelopes):
+            return False
+        if (self._next_wakeup is not None and now >= self._next_wakeup) or any(
+                job.record.next_at is not None and job.record.next_at <= now
+                for job in self.jobs):
+            return False
+        heard = [cast(WakesOnly, env.message) for env in envelopes]
+        if any(m.everything for m in heard):
+            return not self._parking.waits_on(None)
+        return not self._parking.waits_on({t for m in heard for t in m.topics})
+
     async def _turn(self, envelopes: list[Envelope[Any]]) -> None:
         now = self.clock.now()
+        if envelopes and self._wakes_nobody(envelopes, now):
+            return
         internal, self._internal = self._internal, []
         envelopes = [Envelope[Any](m) for m in internal] + envelopes
         due_jobs = [job for job in self.jobs
