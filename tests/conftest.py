@@ -170,12 +170,14 @@ class Gateway:
 
 
 async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
-                        clock: Clock) -> Gateway:
+                        clock: Clock, *, inline: bool = True) -> Gateway:
+    """A system and its app (``inline``: its storage on the trio thread, for the autojump
+    clock; else each connection on its own thread, as served)."""
     from leasegate.actors.keys.records import CreateKey, Role
     from leasegate.actors.system import new_system
     from leasegate.http.app import create_app
 
-    system = new_system(path, settings, clock=clock, inline_storage=True)
+    system = new_system(path, settings, clock=clock, inline_storage=inline)
     app = create_app(system)
     await nursery.start(system.run)
     gateway = Gateway(system, app)
