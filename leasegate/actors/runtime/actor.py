@@ -33,7 +33,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar, cast
+from typing import Any, Final, Generic, TypeVar
 
 import outcome
 import trio
@@ -221,7 +221,7 @@ class Actor(Generic[A, C]):
                 job.record.next_at is not None and job.record.next_at <= now
                 for job in self.jobs):
             return False
-        heard = [cast(WakesOnly, env.message) for env in envelopes]
+        heard = [m for env in envelopes if isinstance(m := env.message, WakesOnly)]
         if any(m.everything for m in heard):
             return not self._parking.waits_on(None)
         return not self._parking.waits_on({t for m in heard for t in m.topics})

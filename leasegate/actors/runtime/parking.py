@@ -31,7 +31,7 @@ import heapq
 import math
 from collections.abc import Callable, Collection, Hashable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 import outcome
 
@@ -56,6 +56,7 @@ class Wait:
     topics: tuple[Hashable, ...] = ()
 
 
+@runtime_checkable
 class WakesOnly(Protocol):
     """A message that only offers work to parked envelopes (``wakes_only`` true): the
     actor skips its turn when nothing parked waits on ``topics`` (``everything``: on
