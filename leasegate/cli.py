@@ -190,6 +190,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(f"settings: {exc}", USAGE_ERROR)
     from leasegate.actors.ledger.audit import LedgerUnbalanced
     from leasegate.server import Interrupted, StartupError, serve
+    from leasegate.storage.postgres.failures import Unreachable
 
     status, message = 0, ""
     try:
@@ -198,7 +199,7 @@ def _serve(args: argparse.Namespace) -> int:
                                allow_unbalanced=args.allow_unbalanced))
     # trio wraps what ends a nursery in exception groups; one line each, no traceback.
     except* (StartupError, DataDirBusy, DataDirUnusable, LedgerUnbalanced,
-             StorageNotDurable) as group:
+             StorageNotDurable, Unreachable) as group:
         status, message = FAILED, str(_first(group))
     except* KeyboardInterrupt:
         status, message = 128 + signal.SIGINT, "interrupted"
