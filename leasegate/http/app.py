@@ -45,8 +45,7 @@ from leasegate.http import (
     routes_tasks,
 )
 from leasegate.http.auth import Authenticator, check_route_roles
-from leasegate.http.body_guard import BodyGuard
-from leasegate.http.connection import OneTaskHTTPConnection
+from leasegate.http.connection import connection_class
 from leasegate.http.console import routes as console
 from leasegate.http.metrics import Metrics
 from leasegate.http.openapi import LeasegateOpenAPI
@@ -165,7 +164,8 @@ class JSONProvider(DefaultJSONProvider):
 
 def create_app(system: System) -> QuartTrio:
     app = QuartTrio("leasegate")
-    app.asgi_http_class = OneTaskHTTPConnection  # a task fewer per request
+    # Body guard, one task a request, the answer in two messages (see connection).
+    app.asgi_http_class = connection_class(system.settings)
     app.request_class = routes_artifacts.request_class(system.settings)
     app.config["MAX_CONTENT_LENGTH"] = system.settings.max_body_bytes
     # A body still arriving after this is a 408 (below hypercorn's read timeout,
@@ -255,9 +255,6 @@ def create_app(system: System) -> QuartTrio:
         if "request_id" in g:
             response.headers["X-Request-Id"] = g.request_id
         return response
-
-    # Outermost: sees every request's body and answer (see body_guard).
-    app.asgi_app = BodyGuard(app.asgi_app, system.settings)  # type: ignore[method-assign]
     return app
 
 

@@ -1,0 +1,301 @@
+"""Where one submit's server time goes: a table of stages, each timed in the server.
+
+``.venv/bin/python bench/stages.py [--requests 2000]`` serves leasegate in this
+process (durable defaults, rate limits off; hypercorn and the app as ``leasegate
+serve`` runs them) and has one client process send ``POST /v1/queries`` one after
+another on one keep-alive connection. Each stage is a function of the server wrapped
+with a timer (its wall time, inclusive of what it calls; the actor's turn waits for
+its storage thread, whose apply and commit are timed there):
+
+* hypercorn, outside the app: the process's CPU per request less the ASGI app's time;
+* the ASGI app (everything of Quart's and ours): its parts are Quart's request
+  handling (``preprocess_request``: the before-request hooks, auth; ``dispatch_request``:
+  JSON, validation, the route; ``finalize_request``: the response, after-request
+  hooks) and the sending of the answer;
+* inside the route: the mailbox round trip (``Ref.ask``), the actor's turn, the
+  storage thread's apply and its commit (fsync).
+
+One client, one request at a time: a stage's wall time is the server's time for
+it, except where it waits (for the storage thread, for the disk). A timer costs
+about a microsecond. A stage whose function no longer exists is left out, said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, cast
+
+import trio
+from hypercorn.typing import AppWrapper
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import say
+
+CLIENT = r"""
+import sys, httpx
+url, key, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+body = b'{"site": "bench", "kind": "echo", "params": {"n": 1}}'
+headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+with httpx.Client(base_url=url, headers=headers) as client:
+    for phase in ("warm", "done"):
+        for _ in range(n if phase == "done" else max(200, n // 10)):
+            reply = client.post("/v1/queries", content=body)
+            assert reply.status_code == 201, reply.text
+        print(phase, flush=True)
+        if phase == "warm":
+            sys.stdin.readline()
+"""
+
+
+ASGI = "ASGI app (all of Quart's and ours)"
+APPLY = "apply + commit (storage thread)"
+
+
+@dataclass
+class Stage:
+    label: str
+    depth: int
+    seconds: float = 0.0  # wall
+    cpu: float = 0.0  # of the thread that ran it (trio's, or the storage thread's)
+    calls: int = 0
+
+    def add(self, began: float, cpu_began: float) -> None:
+        self.seconds += time.perf_counter() - began
+        self.cpu += time.thread_time() - cpu_began
+        self.calls += 1
+
+
+@dataclass
+class Stages:
+    measuring: bool = False
+    stages: list[Stage] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def wrap(self, owner: object, name: str, label: str, depth: int) -> None:
+        """Time every call of ``owner.name`` (a function or method, sync or async)."""
+        original = getattr(owner, name, None)
+        if original is None:
+            self.missing.append(f"{label} ({getattr(owner, '__name__', owner)}.{name})")
+            return
+        stage = Stage(label, depth)
+        self.stages.append(stage)
+        timing = self
+
+        if inspect.iscoroutinefunction(original):
+            @functools.wraps(original)
+            async def timed_async(*args: Any, **kwargs: Any) -> Any:
+                began, cpu_began = time.perf_counter(), time.thread_time()
+                try:
+                    return await original(*args, **kwargs)
+                finally:
+                    if timing.measuring:
+                        stage.add(began, cpu_began)
+            setattr(owner, name, timed_async)
+        else:
+            @functools.wraps(original)
+            def timed(*args: Any, **kwargs: Any) -> Any:
+                began, cpu_began = time.perf_counter(), time.thread_time()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    if timing.measuring:
+                        stage.add(began, cpu_began)
+            setattr(owner, name, timed)
+
+    def reset(self) -> None:
+        for stage in self.stages:
+            stage.seconds, stage.cpu, stage.calls = 0.0, 0.0, 0
+        self.measuring = True
+
+
+def instrument(stages: Stages, quart_app: Any) -> None:
+    """The stages' timers, outermost first (the depth indents the table)."""
+    import quart_schema.validation
+
+    from leasegate.actors.runtime import actor, mailbox
+    from leasegate.http import app as http_app
+    from leasegate.http import batches, render
+
+    connection = quart_app.asgi_http_class
+    wrap = stages.wrap
+    wrap(connection, "__call__", "request (connection class)", 1)
+    wrap(type(quart_app), "handle_request", "Quart handle_request", 2)
+    wrap(type(quart_app), "preprocess_request", "before-request hooks (auth, ids)", 3)
+    wrap(type(quart_app), "dispatch_request", "dispatch (body, validation, route)", 3)
+    wrap(http_app.JSONProvider, "loads", "JSON parse", 4)
+    wrap(quart_schema.validation, "model_load", "validation (quart-schema)", 4)
+    wrap(mailbox.Ref, "ask", "mailbox ask: send, wait, reply", 4)
+    wrap(actor.Actor, "_turn", "actor turn (trio side)", 5)
+    wrap(actor.Actor, "_apply", APPLY, 6)
+    wrap(actor, "commit", "commit (fsync)", 7)
+    wrap(actor.Actor, "_after", "after commit: effects, replies", 6)
+    wrap(batches, "submitted", "reply to JSON", 4)
+    wrap(render, "to_json", "render (to_json)", 5)
+    wrap(type(quart_app), "finalize_request", "finalize (response, after-request)", 3)
+    wrap(connection, "_send_response", "send the answer (ASGI events)", 2)
+
+
+async def serve_and_load(requests: int, data: Path) -> tuple[Stages, float, float]:
+    """Serve, run the client; (stages, server CPU, wall) measured."""
+    from hypercorn.utils import wrap_app
+
+    from leasegate import server
+    from leasegate.actors.system import new_system
+    from leasegate.http import expect
+    from leasegate.http.app import create_app
+    from leasegate.http.listener import serve_http
+    from leasegate.settings import load
+    from leasegate.storage.datadir import db_path
+
+    os.environ["LEASEGATE_RATE_LIMIT_PER_SECOND"] = "0"
+    settings = load()
+    config = server.hypercorn_config(settings, "127.0.0.1", 0)
+    expect.install(settings)
+    sockets = server.listen(config, "127.0.0.1", 0)
+    port = sockets.insecure_sockets[0].getsockname()[1]
+    system = new_system(db_path(data), settings)
+    quart_app = create_app(system)
+    quart_app.extensions["leasegate.connections"] = server.connection_gate(settings)
+    stages = Stages()
+    instrument(stages, quart_app)
+    app = wrap_app(quart_app, config.wsgi_max_body_size, "asgi")
+    asgi = Stage(ASGI, 0)
+
+    async def timed_app(*args: Any) -> None:
+        began, cpu_began = time.perf_counter(), time.thread_time()
+        try:
+            await app(*args)
+        finally:
+            if stages.measuring:
+                asgi.add(began, cpu_began)
+
+    stages.stages.insert(0, asgi)
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(system.run)
+        keys = await _keys(system)
+        server.tune_gc()
+        await nursery.start(partial(serve_http, cast(AppWrapper, timed_app), config, sockets,
+                                    server.connection_gate(settings),
+                                    shutdown_trigger=stop.wait))
+        cpu, wall = await _drive(stages, f"http://127.0.0.1:{port}", keys, requests)
+        stop.set()
+        system.close()
+    return stages, cpu, wall
+
+
+async def _keys(system: Any) -> str:
+    from leasegate.actors.keys.records import CreateKey
+
+    created = await system.keys.ask(CreateKey("client", "stages", "default"))
+    key: str = created.key
+    return key
+
+
+async def _drive(stages: Stages, url: str, key: str, requests: int) -> tuple[float, float]:
+    argv = [sys.executable, "-c", CLIENT, url, key, str(requests)]
+    client = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE)
+    try:
+        assert client.stdout is not None and client.stdin is not None
+        lines = _lines(client.stdout)
+        if await lines.__anext__() != "warm":
+            raise RuntimeError("the client failed while warming up")
+        stages.reset()
+        cpu0, began = time.process_time(), time.perf_counter()
+        await client.stdin.send_all(b"go\n")
+        if await lines.__anext__() != "done":
+            raise RuntimeError("the client failed")
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - began
+        stages.measuring = False
+    finally:
+        client.kill()
+        await client.wait()
+    return cpu, wall
+
+
+async def _lines(stream: trio.abc.ReceiveStream) -> Any:
+    buffer = b""
+    while True:
+        while b"\n" in buffer:
+            line, _, buffer = buffer.partition(b"\n")
+            yield line.decode().strip()
+        chunk = await stream.receive_some()
+        if not chunk:
+            return
+        buffer += chunk
+
+
+def report(stages: Stages, cpu: float, wall: float, requests: int) -> None:
+    per = 1e6 / requests
+    say(f"server CPU per request {cpu * per:,.0f} us (all threads); wall per request "
+        f"{wall * per:,.0f} us (client included)")
+    say()
+    say(f"  {'stage (inclusive of what it calls, per request)':<52} {'CPU us':>7} "
+        f"{'wall us':>8} {'calls':>6}")
+    by_label = {stage.label: stage for stage in stages.stages}
+    outside = cpu - sum(by_label[label].cpu for label in (ASGI, APPLY) if label in by_label)
+    say(f"  {'hypercorn outside the app, threads, GC (the rest)':<52} {outside * per:>7,.0f}")
+    for stage in stages.stages:
+        label = "  " * stage.depth + stage.label
+        say(f"  {label:<52} {stage.cpu * per:>7,.0f} {stage.seconds * per:>8,.0f} "
+            f"{stage.calls / requests:>6.2f}")
+    for missing in stages.missing:
+        say(f"  (not timed: {missing} is gone)")
+    say("  (CPU: of the thread that ran the stage, while it ran, other tasks' turns "
+        "between its awaits included;\n   the storage thread's stages are its own CPU, "
+        "outside the trio thread's)")
+
+
+def profile(requests: int, data: Path, top: int) -> int:
+    """The trio thread's functions by own time, over the measured requests."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    original = Stages.reset
+
+    def reset(self: Stages) -> None:
+        original(self)
+        profiler.enable()
+
+    Stages.reset = reset  # type: ignore[method-assign]
+    trio.run(serve_and_load, requests, data)
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="instead of the timers, cProfile the trio thread and print "
+                             "the N functions of most own time")
+    args = parser.parse_args()
+    say(f"one submit's stages: {args.requests} POST /v1/queries, one client, keep-alive; "
+        f"machine load {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="leasegate-stages-") as tmp:
+        (Path(tmp) / "data").mkdir()
+        if args.profile:
+            return profile(args.requests, Path(tmp) / "data", args.profile)
+        stages, cpu, wall = trio.run(serve_and_load, args.requests, Path(tmp) / "data")
+    report(stages, cpu, wall, args.requests)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
