@@ -126,6 +126,7 @@ def instrument(stages: Stages, quart_app: Any) -> None:
     from leasegate.actors.runtime import actor, mailbox
     from leasegate.http import app as http_app
     from leasegate.http import batches, render
+    from leasegate.http import connection as http_connection
 
     connection = quart_app.asgi_http_class
     wrap = stages.wrap
@@ -143,10 +144,11 @@ def instrument(stages: Stages, quart_app: Any) -> None:
     wrap(batches, "submitted", "reply to JSON", 4)
     wrap(render, "to_json", "render (to_json)", 5)
     wrap(type(quart_app), "finalize_request", "finalize (response, after-request)", 3)
-    wrap(connection, "_send_response", "send the answer (ASGI events)", 2)
+    wrap(http_connection, "answer", "send the answer (ASGI events, hypercorn)", 2)
 
 
-async def serve_and_load(requests: int, data: Path) -> tuple[Stages, float, float]:
+async def serve_and_load(requests: int, data: Path, timers: bool = True
+                         ) -> tuple[Stages, float, float]:
     """Serve, run the client; (stages, server CPU, wall) measured."""
     from hypercorn.utils import wrap_app
 
@@ -168,7 +170,8 @@ async def serve_and_load(requests: int, data: Path) -> tuple[Stages, float, floa
     quart_app = create_app(system)
     quart_app.extensions["leasegate.connections"] = server.connection_gate(settings)
     stages = Stages()
-    instrument(stages, quart_app)
+    if timers:
+        instrument(stages, quart_app)
     app = wrap_app(quart_app, config.wsgi_max_body_size, "asgi")
     asgi = Stage(ASGI, 0)
 
@@ -271,7 +274,7 @@ def profile(requests: int, data: Path, top: int) -> int:
         profiler.enable()
 
     Stages.reset = reset  # type: ignore[method-assign]
-    trio.run(serve_and_load, requests, data)
+    trio.run(serve_and_load, requests, data, False)
     profiler.disable()
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
     return 0

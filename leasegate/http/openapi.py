@@ -200,7 +200,7 @@ class LeasegateOpenAPI(OpenAPIProvider):
 
     def _is_public(self, endpoint: str) -> bool:
         # Imported here: app.py imports this module.
-        from leasegate.http.app import PUBLIC_ENDPOINTS
+        from leasegate.http.preflight import PUBLIC_ENDPOINTS
 
         if endpoint in PUBLIC_ENDPOINTS:
             return True
