@@ -7,12 +7,9 @@ instead of leaving hypercorn serving 500s.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import orjson
-import quart_schema.conversion
-from pydantic import TypeAdapter
 from quart import Response, g, request
 from quart.json.provider import DefaultJSONProvider
 from quart_schema import QuartSchema
@@ -50,23 +47,6 @@ MAX_JSON_VALUES = 20_000
 # No request body has more fields than this; past it, validation would spend its
 # time describing each unknown field.
 MAX_BODY_FIELDS = 64
-
-
-@functools.lru_cache(maxsize=256)
-def _adapter(model: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(model)
-
-
-def _cached_adapter(model: Any) -> TypeAdapter[Any]:
-    """quart-schema builds a new pydantic TypeAdapter (a validator compiled anew) for
-    every body it validates; the models are our few classes, so one each is kept."""
-    try:
-        return _adapter(model)
-    except TypeError:  # an unhashable type: as quart-schema would
-        return TypeAdapter(model)
-
-
-quart_schema.conversion.TypeAdapter = _cached_adapter  # type: ignore[attr-defined,assignment]
 
 
 def _value_count_exceeds(document: Any, limit: int) -> bool:
