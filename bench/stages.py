@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -60,6 +61,7 @@ with httpx.Client(base_url=url, headers=headers) as client:
 
 ASGI = "ASGI app (all of Quart's and ours)"
 APPLY = "apply + commit (storage thread)"
+SEND = "send the answer (ASGI events, hypercorn)"
 
 
 @dataclass
@@ -121,10 +123,11 @@ class Stages:
 
 def instrument(stages: Stages, quart_app: Any) -> None:
     """The stages' timers, outermost first (the depth indents the table)."""
-    import quart_schema.validation
+    from pydantic import TypeAdapter
+    from quart.json.provider import DefaultJSONProvider
+    from quart_trio.asgi import TrioASGIHTTPConnection
 
     from leasegate.actors.runtime import actor, mailbox
-    from leasegate.http import app as http_app
     from leasegate.http import batches, render
     from leasegate.http import connection as http_connection
 
@@ -134,8 +137,8 @@ def instrument(stages: Stages, quart_app: Any) -> None:
     wrap(type(quart_app), "handle_request", "Quart handle_request", 2)
     wrap(type(quart_app), "preprocess_request", "before-request hooks (auth, ids)", 3)
     wrap(type(quart_app), "dispatch_request", "dispatch (body, validation, route)", 3)
-    wrap(http_app.JSONProvider, "loads", "JSON parse", 4)
-    wrap(quart_schema.validation, "model_load", "validation (quart-schema)", 4)
+    wrap(type(quart_app.json), "loads", "JSON parse", 4)
+    wrap(TypeAdapter, "validate_python", "validation (pydantic)", 4)
     wrap(mailbox.Ref, "ask", "mailbox ask: send, wait, reply", 4)
     wrap(actor.Actor, "_turn", "actor turn (trio side)", 5)
     wrap(actor.Actor, "_apply", APPLY, 6)
@@ -144,12 +147,17 @@ def instrument(stages: Stages, quart_app: Any) -> None:
     wrap(batches, "submitted", "reply to JSON", 4)
     wrap(render, "to_json", "render (to_json)", 5)
     wrap(type(quart_app), "finalize_request", "finalize (response, after-request)", 3)
-    wrap(http_connection, "answer", "send the answer (ASGI events, hypercorn)", 2)
+    wrap(DefaultJSONProvider, "response", "JSON response", 4)
+    if issubclass(connection, http_connection.GatewayConnection):
+        wrap(http_connection, "answer", SEND, 2)
+    else:
+        wrap(TrioASGIHTTPConnection, "_send_response", SEND, 2)
 
 
-async def serve_and_load(requests: int, data: Path, timers: bool = True
+async def serve_and_load(target: str, requests: int, data: Path, timers: bool = True
                          ) -> tuple[Stages, float, float]:
-    """Serve, run the client; (stages, server CPU, wall) measured."""
+    """Serve ``target`` ("leasegate", or "bare": bench/baseline_app.py's route) as
+    ``leasegate serve`` would, run the client; (stages, server CPU, wall) measured."""
     from hypercorn.utils import wrap_app
 
     from leasegate import server
@@ -163,12 +171,17 @@ async def serve_and_load(requests: int, data: Path, timers: bool = True
     os.environ["LEASEGATE_RATE_LIMIT_PER_SECOND"] = "0"
     settings = load()
     config = server.hypercorn_config(settings, "127.0.0.1", 0)
-    expect.install(settings)
     sockets = server.listen(config, "127.0.0.1", 0)
     port = sockets.insecure_sockets[0].getsockname()[1]
     system = new_system(db_path(data), settings)
-    quart_app = create_app(system)
-    quart_app.extensions["leasegate.connections"] = server.connection_gate(settings)
+    if target == "bare":
+        import baseline_app
+
+        quart_app: Any = baseline_app.create_app()
+    else:
+        expect.install(settings)
+        quart_app = create_app(system)
+        quart_app.extensions["leasegate.connections"] = server.connection_gate(settings)
     stages = Stages()
     if timers:
         instrument(stages, quart_app)
@@ -187,18 +200,18 @@ async def serve_and_load(requests: int, data: Path, timers: bool = True
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         await nursery.start(system.run)
-        keys = await _keys(system)
+        key = await _key(system)
         server.tune_gc()
         await nursery.start(partial(serve_http, cast(AppWrapper, timed_app), config, sockets,
                                     server.connection_gate(settings),
                                     shutdown_trigger=stop.wait))
-        cpu, wall = await _drive(stages, f"http://127.0.0.1:{port}", keys, requests)
+        cpu, wall = await _drive(stages, f"http://127.0.0.1:{port}", key, requests)
         stop.set()
         system.close()
     return stages, cpu, wall
 
 
-async def _keys(system: Any) -> str:
+async def _key(system: Any) -> str:
     from leasegate.actors.keys.records import CreateKey
 
     created = await system.keys.ask(CreateKey("client", "stages", "default"))
@@ -240,25 +253,59 @@ async def _lines(stream: trio.abc.ReceiveStream) -> Any:
         buffer += chunk
 
 
-def report(stages: Stages, cpu: float, wall: float, requests: int) -> None:
+def as_dict(stages: Stages, cpu: float, wall: float, requests: int) -> dict[str, Any]:
+    """One target's figures, per request in µs, for the parent to print."""
     per = 1e6 / requests
-    say(f"server CPU per request {cpu * per:,.0f} us (all threads); wall per request "
-        f"{wall * per:,.0f} us (client included)")
-    say()
-    say(f"  {'stage (inclusive of what it calls, per request)':<52} {'CPU us':>7} "
-        f"{'wall us':>8} {'calls':>6}")
     by_label = {stage.label: stage for stage in stages.stages}
     outside = cpu - sum(by_label[label].cpu for label in (ASGI, APPLY) if label in by_label)
-    say(f"  {'hypercorn outside the app, threads, GC (the rest)':<52} {outside * per:>7,.0f}")
-    for stage in stages.stages:
-        label = "  " * stage.depth + stage.label
-        say(f"  {label:<52} {stage.cpu * per:>7,.0f} {stage.seconds * per:>8,.0f} "
-            f"{stage.calls / requests:>6.2f}")
-    for missing in stages.missing:
+    return {"cpu": cpu * per, "wall": wall * per, "rest": outside * per,
+            "stages": [(s.label, s.depth, s.cpu * per, s.seconds * per, s.calls / requests)
+                       for s in stages.stages], "missing": stages.missing}
+
+
+def report(bare: dict[str, Any], ours: dict[str, Any], timer_us: float) -> None:
+    say(f"server CPU per request (all threads): bare route {bare['cpu']:,.0f} us, "
+        f"leasegate {ours['cpu']:,.0f} us ({ours['cpu'] / max(bare['cpu'], 1):.2f}x); wall "
+        f"per request {bare['wall']:,.0f} / {ours['wall']:,.0f} us (client included)")
+    say()
+    say(f"  {'stage (inclusive of what it calls), per request':<50} {'bare CPU':>9} "
+        f"{'ours CPU':>9} {'ours wall':>10}")
+    say(f"  {'hypercorn outside the app, GC, the rest':<50} {bare['rest']:>9,.0f} "
+        f"{ours['rest']:>9,.0f}")
+    theirs = {label: (cpu, calls) for label, _, cpu, _, calls in bare["stages"]}
+    for label, depth, cpu, wall, calls in ours["stages"]:
+        base, base_calls = theirs.get(label, (0.0, 0.0))
+        shown = f"{base:>9,.0f}" if base_calls else f"{'-':>9}"
+        name = "  " * depth + label
+        if not calls:
+            continue
+        say(f"  {name:<50} {shown} {cpu:>9,.0f} {wall:>10,.0f}")
+    for missing in ours["missing"]:
         say(f"  (not timed: {missing} is gone)")
-    say("  (CPU: of the thread that ran the stage, while it ran, other tasks' turns "
-        "between its awaits included;\n   the storage thread's stages are its own CPU, "
-        "outside the trio thread's)")
+    say(f"  (CPU: of the thread that ran the stage while it ran, other tasks' turns between "
+        f"its awaits included; the storage\n   thread's stages are its own CPU. Each timer "
+        f"costs about {timer_us:.1f} us, counted in every stage around it.)")
+
+
+def timer_cost() -> float:
+    """µs of CPU one timed call adds, measured on an empty coroutine."""
+
+    class Empty:
+        async def call(self) -> None:
+            pass
+
+    stages = Stages(measuring=True)
+    stages.wrap(Empty, "call", "empty", 0)
+    calls, empty = 20_000, Empty()
+
+    async def run() -> float:
+        began = time.thread_time()
+        for _ in range(calls):
+            await empty.call()
+        timed = time.thread_time() - began
+        return timed - stages.stages[0].cpu  # the call itself, beside the timer
+
+    return trio.run(run) / calls * 1e6
 
 
 def profile(requests: int, data: Path, top: int) -> int:
@@ -274,8 +321,11 @@ def profile(requests: int, data: Path, top: int) -> int:
         profiler.enable()
 
     Stages.reset = reset  # type: ignore[method-assign]
-    trio.run(serve_and_load, requests, data, False)
+    trio.run(serve_and_load, "leasegate", requests, data, False)
     profiler.disable()
+    dump = os.environ.get("STAGES_PROFILE_DUMP")
+    if dump:
+        profiler.dump_stats(dump)
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
     return 0
 
@@ -285,20 +335,34 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="instead of the timers, cProfile the trio thread and print "
-                             "the N functions of most own time")
+                        help="instead of the timers, cProfile leasegate's trio thread and "
+                             "print the N functions of most own time")
+    parser.add_argument("--target", choices=("bare", "leasegate"),
+                        help=argparse.SUPPRESS)  # one target, in a child: prints JSON
     args = parser.parse_args()
-    say(f"one submit's stages: {args.requests} POST /v1/queries, one client, keep-alive; "
-        f"machine load {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    with tempfile.TemporaryDirectory(prefix="leasegate-stages-") as tmp:
-        (Path(tmp) / "data").mkdir()
-        if args.profile:
+    if args.target:
+        with tempfile.TemporaryDirectory(prefix="leasegate-stages-") as tmp:
+            (Path(tmp) / "data").mkdir()
+            figures = trio.run(serve_and_load, args.target, args.requests,
+                               Path(tmp) / "data")
+        print(json.dumps(as_dict(*figures, args.requests)))
+        return 0
+    say(f"one submit's stages: {args.requests} POST /v1/queries, one client, keep-alive, "
+        f"beside the bare Quart-Trio route; machine load "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.profile:
+        with tempfile.TemporaryDirectory(prefix="leasegate-stages-") as tmp:
+            (Path(tmp) / "data").mkdir()
             return profile(args.requests, Path(tmp) / "data", args.profile)
-        stages, cpu, wall = trio.run(serve_and_load, args.requests, Path(tmp) / "data")
-    report(stages, cpu, wall, args.requests)
+    results = {}
+    for target in ("bare", "leasegate"):  # each in a process of its own, as served
+        done = subprocess.run([sys.executable, __file__, "--target", target, "--requests",
+                               str(args.requests)], capture_output=True, text=True,
+                              check=True, timeout=600)
+        results[target] = json.loads(done.stdout.strip().splitlines()[-1])
+    report(results["bare"], results["leasegate"], timer_cost())
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
-
