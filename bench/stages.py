@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import inspect
 import json
 import os
@@ -81,6 +82,9 @@ class Stage:
 @dataclass
 class Stages:
     measuring: bool = False
+    gc_seconds: float = 0.0  # in the collector, every generation
+    gc_runs: int = 0
+    _gc_began: float = 0.0
     stages: list[Stage] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
 
@@ -115,9 +119,18 @@ class Stages:
                         stage.add(began, cpu_began)
             setattr(owner, name, timed)
 
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """A ``gc.callbacks`` entry: the collector's time, while measuring."""
+        if phase == "start":
+            self._gc_began = time.perf_counter()
+        elif self.measuring:
+            self.gc_seconds += time.perf_counter() - self._gc_began
+            self.gc_runs += 1
+
     def reset(self) -> None:
         for stage in self.stages:
             stage.seconds, stage.cpu, stage.calls = 0.0, 0.0, 0
+        self.gc_seconds, self.gc_runs = 0.0, 0
         self.measuring = True
 
 
@@ -183,6 +196,7 @@ async def serve_and_load(target: str, requests: int, data: Path, timers: bool = 
         quart_app = create_app(system)
         quart_app.extensions["leasegate.connections"] = server.connection_gate(settings)
     stages = Stages()
+    gc.callbacks.append(stages.on_gc)
     if timers:
         instrument(stages, quart_app)
     app = wrap_app(quart_app, config.wsgi_max_body_size, "asgi")
@@ -259,6 +273,7 @@ def as_dict(stages: Stages, cpu: float, wall: float, requests: int) -> dict[str,
     by_label = {stage.label: stage for stage in stages.stages}
     outside = cpu - sum(by_label[label].cpu for label in (ASGI, APPLY) if label in by_label)
     return {"cpu": cpu * per, "wall": wall * per, "rest": outside * per,
+            "gc": stages.gc_seconds * per, "gc_runs": stages.gc_runs / requests,
             "stages": [(s.label, s.depth, s.cpu * per, s.seconds * per, s.calls / requests)
                        for s in stages.stages], "missing": stages.missing}
 
@@ -267,6 +282,9 @@ def report(bare: dict[str, Any], ours: dict[str, Any], timer_us: float) -> None:
     say(f"server CPU per request (all threads): bare route {bare['cpu']:,.0f} us, "
         f"leasegate {ours['cpu']:,.0f} us ({ours['cpu'] / max(bare['cpu'], 1):.2f}x); wall "
         f"per request {bare['wall']:,.0f} / {ours['wall']:,.0f} us (client included)")
+    say(f"garbage collection per request: bare {bare['gc']:,.0f} us "
+        f"({bare['gc_runs']:.3f} runs), leasegate {ours['gc']:,.0f} us "
+        f"({ours['gc_runs']:.3f} runs), inside the stages below")
     say()
     say(f"  {'stage (inclusive of what it calls), per request':<50} {'bare CPU':>9} "
         f"{'ours CPU':>9} {'ours wall':>10}")

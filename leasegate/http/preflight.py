@@ -105,7 +105,8 @@ class Preflight:
             raise MethodNotAllowed(f"{request.path} takes {allowed} only", Allow=allowed)
         if plan.console:
             return
-        if request.args and not plan.takes_query and request.endpoint is not None:
+        if (request.query_string and not plan.takes_query and request.endpoint is not None
+                and request.args):
             # A typo must not be ignored; routes with parameters validate them with a
             # model that forbids unknown names.
             names = ", ".join(sorted(request.args))
