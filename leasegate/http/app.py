@@ -148,7 +148,9 @@ def create_app(system: System) -> QuartTrio:
     app.json = JSONProvider(app)
     # quart-schema wraps make_response to pass every return value through a new
     # pydantic TypeAdapter (about 20 µs a response, a sixth of a submit's cost).
-    # Our routes return plain JSON-able values, so Quart's own is enough.
+    # Our routes return plain JSON-able values, so Quart's own is enough. It has no
+    # setting for this: the wrapper is an attribute of the app, removed here
+    # (tests/test_framework_internals.py fails if quart-schema stops setting it so).
     del app.make_response
     app.extensions["leasegate"] = system
     authenticator = Authenticator(system)
