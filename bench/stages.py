@@ -1,23 +1,27 @@
-"""Where one submit's server time goes: a table of stages, each timed in the server.
+"""Where one submit's server time goes, beside the bare route's: a table of stages.
 
-``.venv/bin/python bench/stages.py [--requests 2000]`` serves leasegate in this
-process (durable defaults, rate limits off; hypercorn and the app as ``leasegate
-serve`` runs them) and has one client process send ``POST /v1/queries`` one after
-another on one keep-alive connection. Each stage is a function of the server wrapped
-with a timer (its wall time, inclusive of what it calls; the actor's turn waits for
-its storage thread, whose apply and commit are timed there):
+``.venv/bin/python bench/stages.py [--requests 2000]`` serves, in a process of its own
+each, leasegate (durable defaults, rate limits off; hypercorn and the app as
+``leasegate serve`` runs them) and the bare Quart-Trio route of
+``bench/baseline_app.py`` (on the same accept loop and hypercorn config), and has one
+client process send ``POST /v1/queries`` one after another on one keep-alive
+connection. Each stage is a function of the server wrapped with a timer: its CPU
+(of the thread that ran it) and wall time, inclusive of what it calls:
 
-* hypercorn, outside the app: the process's CPU per request less the ASGI app's time;
-* the ASGI app (everything of Quart's and ours): its parts are Quart's request
-  handling (``preprocess_request``: the before-request hooks, auth; ``dispatch_request``:
+* hypercorn outside the app, and the rest: the process's CPU less the app's and
+  the storage thread's apply;
+* the ASGI app: the connection class; Quart's request handling
+  (``preprocess_request``: the before-request checks, auth; ``dispatch_request``:
   JSON, validation, the route; ``finalize_request``: the response, after-request
-  hooks) and the sending of the answer;
+  hooks); the sending of the answer;
 * inside the route: the mailbox round trip (``Ref.ask``), the actor's turn, the
   storage thread's apply and its commit (fsync).
 
 One client, one request at a time: a stage's wall time is the server's time for
-it, except where it waits (for the storage thread, for the disk). A timer costs
-about a microsecond. A stage whose function no longer exists is left out, said so.
+it, except where it waits (for the storage thread, for the disk). What one timer
+costs is measured and printed; the collector's time per request too. A stage
+whose function no longer exists is left out, said so. ``--profile N`` prints
+cProfile's top N functions of leasegate's trio thread instead.
 """
 
 from __future__ import annotations
