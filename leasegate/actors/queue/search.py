@@ -17,7 +17,7 @@ V = TypeVar("V")
 
 MAX_SEARCH_TEXT: Final = 200
 """The longest text a search looks for (characters)."""
-LAST_INSTANT: Final = 2.0**40  # far past any wall time (seconds; about year 36812)
+LAST_INSTANT: Final = 2.0**40  # past any date-time either way (seconds: about 35,000 years)
 # Where the text is looked for: the params, the error's message and type.
 TEXT_COLUMNS: Final = ("params", "error_message", "error_type")
 
@@ -49,8 +49,8 @@ def check_search(m: SearchFields) -> None:
     for name, value in (("tenant", m.tenant), ("site", m.site), ("kind", m.kind),
                         ("worker", m.worker), ("id_prefix", m.id_prefix)):
         check_id(name, value, optional=True)
-    check_number("since", m.since, 0, LAST_INSTANT, optional=True)
-    check_number("until", m.until, 0, LAST_INSTANT, optional=True)
+    check_number("since", m.since, -LAST_INSTANT, LAST_INSTANT, optional=True)
+    check_number("until", m.until, -LAST_INSTANT, LAST_INSTANT, optional=True)
     check_text("text", m.text, optional=True, most=MAX_SEARCH_TEXT, empty=False)
     if m.text is not None and "\x00" in m.text:
         raise InvalidRequest("text must not hold a NUL character")
