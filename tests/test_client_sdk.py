@@ -659,8 +659,10 @@ async def test_queries_lease_handle_and_report(autojump_clock: Any) -> None:
         assert await worker.run_once(handler) == 1
         q2 = await client.get_query("q2")
     assert (q1["status"], q1["result"]) == ("succeeded", {"balance": 42})
-    assert (q2["status"], q2["error"]["type"], q2["error"]["message"]) == (
-        "failed", "RuntimeError", "site down")
+    error = q2["error"]
+    assert error is not None
+    assert (q2["status"], error["type"], error["message"]) == ("failed", "RuntimeError",
+                                                               "site down")
     assert "progress" not in gateway.bodies("POST", "/v1/queries/q1/result")[0]
 
 

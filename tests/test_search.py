@@ -42,8 +42,8 @@ def add(conn: Connection, task_id: str, *, at: float, params: Any = None, **more
 
 
 def found(conn: Connection, **search: Any) -> list[str]:
-    equal = {k: search.pop(k) for k in ("site", "kind", "tenant", "status", "account")
-             if k in search}
+    equal: dict[str, str | None] = {
+        k: search.pop(k) for k in ("site", "kind", "tenant", "status", "account") if k in search}
     _, rows, _ = search_sql.search_page(conn, "tasks", "task_id", Search(equal, **search),
                                         TEXT_COLUMNS, 50, 0)
     return [row["task_id"] for row in rows]
