@@ -40,9 +40,9 @@ def _form_value(name: str, value: str) -> str:
 
 def form_search(model: type[A]) -> tuple[A, dict[str, str]]:
     """The page's query string as ``model`` (400 on anything it does not take), and the
-    form's fields as given (to show them again)."""
+    form's fields given a value (to show them again)."""
     given = {name: value.strip() for name, value in request.args.items()}
-    shown = {name: value for name, value in given.items() if name not in _PAGE_ARGS}
+    shown = {name: value for name, value in given.items() if value and name not in _PAGE_ARGS}
     args: dict[str, Any] = {}
     for name, value in given.items():
         if not value:
