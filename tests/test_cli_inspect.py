@@ -184,3 +184,24 @@ def test_serve_on_a_busy_port_leaves_nothing_behind(tmp_path: Path, data: str) -
         run = run_cli("serve", "--data", str(tmp_path / "kept"), "--port",
                       str(taken.getsockname()[1]))
     assert run.returncode == 1 and (tmp_path / "kept").is_dir()
+
+
+def test_every_keys_create_in_the_readme_is_a_valid_command(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    """The README's examples and the command agree (a client key names its tenant)."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = " ".join(readme.split())  # examples may wrap in prose
+    examples = re.findall(r"`(leasegate keys create [^`\[]*)", text)
+    assert len(examples) >= 3, examples
+    data = tmp_path / "var"
+    served = start(data)
+    stop(served)
+    for example in examples:
+        args = example.split()[1:]
+        assert main([*args, "--data", str(data)]) == 0, (example, capsys.readouterr().err)
+        assert capsys.readouterr().out.splitlines()[-1].startswith("lg_")
+    assert main(["keys", "create", "--role", "client", "--name", "x", "--data", str(data)]) == 2
+    assert "a client key needs a tenant" in capsys.readouterr().err
