@@ -218,3 +218,28 @@ async def test_the_console_shows_an_error_with_its_traceback_folded(gateway: Gat
     assert '<strong class="error-type">shop.OutOfStock</strong>' in html
     assert '<span class="error-message">sku-1 sold out</span>' in html
     assert '<details class="traceback"><summary>Traceback</summary><pre>Traceback' in html
+
+
+def test_a_search_walks_the_creation_index_never_sorts(tmp_path: Path) -> None:
+    """The newest first of any filter, and a text search's window, are read in
+    ``created_at`` order from ``tasks_created`` / ``queries_created``: no sort of every
+    row kept for retention (a text search sorts what it found in its window)."""
+    from leasegate.storage.connection import connect
+    from leasegate.storage.migrations import migrate as migrate_sqlite
+
+    conn = connect(tmp_path / "plans.db", synchronous="OFF")
+    migrate_sqlite(conn)
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)  # each statement, its values in place
+    for table, id_column in (("tasks", "task_id"), ("queries", "query_id")):
+        for search in (Search({}), Search({"site": "s"}, text="x"),
+                       Search({"kind": "k"}, since=1.0, until=2.0)):
+            seen.clear()
+            search_sql.search_page(conn, table, id_column, search, TEXT_COLUMNS, 50, 0)
+            statements = [sql for sql in seen if "ORDER BY" in sql]
+            assert statements
+            for sql in statements:
+                lines = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+                assert any(f"{table}_created" in line for line in lines), (sql, lines)
+                if "rowid IN (" not in sql:  # else: a sort of the window's matches alone
+                    assert not any("TEMP B-TREE" in line for line in lines), (sql, lines)
