@@ -201,6 +201,8 @@ async def test_the_console_searches_and_refuses_what_it_does_not_know(gateway: G
     assert status == 400 and "colour: not a filter of this page" in html
     status, html, _ = await console_get(gateway, "/console/queries?account=a")
     assert status == 400 and "account: not a filter" in html
+    status, html, _ = await console_get(gateway, "/console/tasks?id=bulk-&limit=1")
+    assert status == 200 and html.count('<tr data-job-id="bulk-0') == 1 and "1–1 of 2" in html
     status, html, _ = await console_get(gateway,
                                         "/console/tasks?since=2026-11-30T07:59&text=x1")
     assert status == 200 and "bulk-00" in html and 'class="muted searched"' in html

@@ -26,7 +26,7 @@ PAGE_SIZE: Final = 50
 _LOCAL_MINUTE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
 _LOCAL_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 # What the console's pages take beside the search itself.
-_PAGE_ARGS: Final = {"offset"}
+_PAGE_ARGS: Final = {"offset", "limit"}
 
 
 def _form_value(name: str, value: str) -> str:
@@ -74,11 +74,11 @@ def _known_filters() -> list[str]:
     from leasegate.http.models_search import QueryListArgs, TaskListArgs
 
     model = TaskListArgs if endpoint.endswith("tasks") else QueryListArgs
-    return ["id", *sorted(set(model.model_fields) - {"limit", "id_prefix"})]
+    return ["id", *sorted(set(model.model_fields) - {"id_prefix"})]
 
 
 def message_fields(args: SearchArgs) -> dict[str, Any]:
     """The list message's shared fields of a console search (an admin: every tenant)."""
-    found = search_fields(args, None, Page(limit=PAGE_SIZE, offset=args.offset))
+    found = search_fields(args, None, Page(limit=args.limit, offset=args.offset))
     assert found is not None  # an admin sees every tenant
     return found
