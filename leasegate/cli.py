@@ -24,6 +24,8 @@ import trio
 from pydantic import ValidationError
 
 from leasegate.allocator import reexec_on_glibc_malloc
+from leasegate.cli_inspect import add_commands as add_inspect_commands
+from leasegate.cli_table import CommandFailed, UsageError
 from leasegate.settings import SettingsError, check_database_url, load
 from leasegate.storage import keys_sql
 from leasegate.storage.backup import NotABackup, backup, restore
@@ -35,6 +37,8 @@ from leasegate.storage.datadir import (
     DataDirUnusable,
     NoDatabase,
     db_path,
+    first_missing,
+    remove_unused,
     require_database,
 )
 from leasegate.storage.durability import StorageNotDurable
@@ -96,11 +100,14 @@ def _parser() -> argparse.ArgumentParser:
                              "default: all)")
     create.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
     create.add_argument("--database", metavar="URL", default=None, help=DATABASE_HELP)
+    add_inspect_commands(commands, _data_options)
 
     back = commands.add_parser(
         "backup", help="a consistent copy of the database",
         description="Write a consistent copy of the database (safe while serving).")
-    back.add_argument("--out", type=Path, required=True, help="file to write")
+    back.add_argument("--out", type=Path, required=True,
+                      help="file to write (not one that exists, unless --force)")
+    back.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     back.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
     back.add_argument("--database", metavar="URL", default=None,
                       help="a postgresql:// URL (or LEASEGATE_DATABASE_URL): refused, "
@@ -116,6 +123,13 @@ def _parser() -> argparse.ArgumentParser:
                       help="a postgresql:// URL (or LEASEGATE_DATABASE_URL): refused, "
                            "PostgreSQL is restored with pg_restore")
     return parser
+
+
+def _data_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
+    parser.add_argument("--database", metavar="URL", default=None,
+                        help="a postgresql:// URL: that database instead of the SQLite file "
+                             "in --data (default: the environment's LEASEGATE_DATABASE_URL)")
 
 
 def _fail(message: str, status: int = FAILED) -> int:
@@ -190,16 +204,20 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(f"settings: {exc}", USAGE_ERROR)
     from leasegate.actors.ledger.audit import LedgerUnbalanced
     from leasegate.server import Interrupted, StartupError, serve
+    from leasegate.storage.postgres.failures import Unreachable
 
     status, message = 0, ""
+    made = first_missing(args.data)  # what serve creates, removed again if it cannot serve
     try:
         trio.run(lambda: serve(args.data, settings, args.host, args.port,
                                bootstrap=not args.no_bootstrap_keys,
                                allow_unbalanced=args.allow_unbalanced))
     # trio wraps what ends a nursery in exception groups; one line each, no traceback.
     except* (StartupError, DataDirBusy, DataDirUnusable, LedgerUnbalanced,
-             StorageNotDurable) as group:
+             StorageNotDurable, Unreachable) as group:
         status, message = FAILED, str(_first(group))
+        if isinstance(_first(group), StartupError):  # nothing was served: nothing left
+            remove_unused(args.data, made)
     except* KeyboardInterrupt:
         status, message = 128 + signal.SIGINT, "interrupted"
     except* Interrupted as group:
@@ -215,6 +233,16 @@ def _serve(args: argparse.Namespace) -> int:
     return _fail(message, status) if status else 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    try:
+        status: int = args.run(args)
+        return status
+    except UsageError as exc:
+        return _fail(str(exc), USAGE_ERROR)
+    except CommandFailed as exc:
+        return _fail(str(exc))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
@@ -222,11 +250,15 @@ def main(argv: list[str] | None = None) -> int:
             reexec_on_glibc_malloc()
         return _serve(args)
     try:
+        if getattr(args, "run", None) is not None:  # a command of cli_inspect
+            return _run(args)
         if args.command == "keys":
             return _create_key(args)
         if _database_url(args) is not None:  # backup, restore
             return _fail(POSTGRES_BACKUP.format(command=args.command))
         if args.command == "backup":
+            if args.out.exists() and not args.force:
+                return _fail(f"{args.out} exists; --force to overwrite it")
             size = backup(require_database(args.data), args.out)
             print(f"backed up {size} bytes to {args.out}")
             return 0

@@ -102,6 +102,10 @@ class Settings:
     # This gateway's name among those of one database (/health, who ran a periodic job);
     # unset: <hostname>:<port> (serve), <hostname>:<pid> otherwise.
     gateway: str | None = None
+    # PostgreSQL: how often each queue (tasks, queries, devices) takes a turn when
+    # nothing else makes it, to meet the deadlines other gateways' turns set (the claim
+    # window of a gateway that died).
+    deadline_poll_interval: float = 1.0
     # Where artifact files live; unset: <data>/artifacts. Several gateways on one
     # PostgreSQL database must all mount the same directory here.
     artifacts_dir: str | None = None
@@ -151,6 +155,7 @@ class Settings:
             "max_artifact_bytes", "max_artifacts_per_task", "max_artifact_bytes_per_task",
             "http_read_timeout", "http_body_timeout",
             "housekeeping_interval", "event_ring_size", "event_max_streams",
+            "deadline_poll_interval",
             "event_keepalive_seconds",
         )  # fmt: skip
         for name in positive:

@@ -105,9 +105,13 @@ def database_url(engine: str, request: pytest.FixtureRequest) -> Iterator[str | 
 
 @pytest.fixture
 def settings(database_url: str | None) -> Settings:
-    # OFF: tests never meet a power cut, and run faster without fsync.
+    # OFF: tests never meet a power cut, and run faster without fsync. On PostgreSQL the
+    # deadline poll (meeting other gateways' deadlines) is an hour: one gateway's turns set
+    # every deadline, and a test that lets virtual days pass would take a turn a second
+    # (the tests of several gateways set it back).
     return load(environ={}, overrides={"sqlite_synchronous": "OFF", "unsafe_durability": True,
-                                       "database_url": database_url})
+                                       "database_url": database_url,
+                                       "deadline_poll_interval": 3600})
 
 
 @pytest.fixture

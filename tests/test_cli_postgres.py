@@ -4,6 +4,8 @@ pg_restore."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -68,3 +70,14 @@ def test_an_unreachable_database_is_one_line(
     err = capsys.readouterr().err
     assert err.startswith("leasegate: database: cannot connect to PostgreSQL") and (
         err.count("\n") == 1)
+
+
+def test_serve_on_an_unreachable_database_stops_with_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(tmp_path / "var"),
+         "--port", str(served.free_port()),
+         "--database", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith("leasegate: cannot connect to PostgreSQL"), done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

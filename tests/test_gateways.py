@@ -114,6 +114,7 @@ async def test_the_claims_of_a_gateway_that_died_go_back_to_the_queue_on_another
         engine: str, autojump_clock: trio.testing.MockClock) -> None:
     if engine == "sqlite":
         pytest.skip("one gateway per SQLite file: its own turns set every deadline")
+    settings = settings.replace(deadline_poll_interval=1)  # as served
     b = await start_gateway(nursery, tmp_path / "leasegate.db",
                             settings.replace(gateway="gw-b"), clock)
     async with trio.open_nursery() as doomed:

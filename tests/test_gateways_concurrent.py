@@ -5,12 +5,15 @@ autojump: the threads must run)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from leasegate.actors.system import System, new_system
 from leasegate.clock import Clock
+from leasegate.server import bootstrap_keys
 from leasegate.settings import load
 from tests.conftest import Gateway, start_gateway
 
@@ -92,3 +95,22 @@ async def test_concurrent_leases_on_two_gateways_keep_one_task_per_lane_in_fligh
         accounts = [item["account"] for item in leased]
         assert len(accounts) == len(set(accounts)), accounts  # one per lane in flight
     assert sorted(item["account"] for item in leased) == ["lane0", "lane1", "lane2"]
+
+
+async def test_gateways_starting_together_on_a_fresh_database_print_one_set_of_keys(
+        nursery: trio.Nursery, tmp_path: Path, postgres_url: str) -> None:
+    base = load(environ={}, overrides={"database_url": postgres_url,
+                                       "unsafe_durability": True})
+    systems = [new_system(tmp_path / "leasegate.db", base.replace(gateway=name),
+                          clock=Clock()) for name in ("a", "b")]
+    outs = [io.StringIO(), io.StringIO()]
+    async with trio.open_nursery() as starting:
+        for system, out in zip(systems, outs, strict=True):
+            async def start(system: System = system, out: io.StringIO = out) -> None:
+                await nursery.start(system.run)
+                await bootstrap_keys(system, out)
+            starting.start_soon(start)
+    printed = [out.getvalue() for out in outs]
+    assert sorted(text.count("lg_") for text in printed) == [0, 3], printed
+    for system in systems:
+        system.close()

@@ -77,10 +77,6 @@ from leasegate.storage.turn_locks import lock_turn
 
 log = logging.getLogger("leasegate.system")
 
-# On PostgreSQL, how often each actor takes a turn when nothing else makes it: the
-# deadlines in the data (claim windows, leases, device silences) that another gateway's
-# turns set are met within this, should that gateway die.
-DEADLINE_POLL = 1.0
 POSTGRES_BACKUP = ("the database is PostgreSQL: back it up with pg_dump (e.g. pg_dump "
                    "--format=custom --file=leasegate.dump DBNAME) and restore it with "
                    "pg_restore; leasegate backup copies SQLite files only")
@@ -180,7 +176,7 @@ class System:
                 job.record.gateway = self.gateway
         if settings.database_url is not None:  # another gateway's turns set deadlines too
             for timed in (self.task_actor, self.query_actor, self.device_actor):
-                timed.deadline_poll = DEADLINE_POLL
+                timed.deadline_poll = settings.deadline_poll_interval
         self._deleter = JobRecord("delete_files", owner="artifacts", every=math.inf)
         self._closed = trio.Event()
         self._probed_at = -math.inf

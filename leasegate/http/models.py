@@ -26,12 +26,11 @@ from pydantic import (
 
 from leasegate.actors.keys.records import Role
 from leasegate.actors.pages import Page
-from leasegate.actors.queries.reads import QueryStatus
 from leasegate.actors.queries.results import QueryOutcome
+from leasegate.actors.queue.errors import MAX_ERROR_TYPE, MAX_TRACEBACK
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.control import ReclaimAction
 from leasegate.actors.tasks.fenced import TaskOutcome
-from leasegate.actors.tasks.reads import TaskStatus
 from leasegate.http.numbers import ASCII_DIGITS
 from leasegate.ids import ID_PATTERN, RESERVED_JOB_IDS
 from leasegate.settings import MAX_AMOUNT
@@ -133,6 +132,13 @@ class LeaseBody(Strict):
 class ErrorBody(Strict):
     code: Code | None = None
     message: Text = ""
+    type: Annotated[str, StringConstraints(min_length=1, max_length=MAX_ERROR_TYPE),
+                    Field(description="The exception's type, e.g. `KeyError` or "
+                                      "`shop.errors.OutOfStock`.")] | None = None
+    traceback: Annotated[str, StringConstraints(max_length=MAX_TRACEBACK),
+                         Field(description="Where it was raised: at most 8,192 "
+                                           "characters (the SDK cuts a longer one at "
+                                           "a line and says so).")] | None = None
 
 
 class QueryResultBody(Strict):
@@ -273,19 +279,6 @@ def page(args: ListArgs) -> Page:
     return Page(limit=args.limit, offset=args.offset)
 
 
-class QueryListArgs(ListArgs):
-    status: QueryStatus | None = None
-    site: Id | None = None
-    kind: Id | None = None
-
-
-class TaskListArgs(ListArgs):
-    status: TaskStatus | None = None
-    site: Id | None = None
-    account: Id | None = None
-    kind: Id | None = None
-
-
 class WaitArgs(Strict):
     wait_seconds: Annotated[float, Field(ge=0, le=30)] | None = None
 
@@ -318,6 +311,8 @@ class TaskSubmitted(Submitted):
 class JobError(BaseModel):
     code: int | None
     message: str
+    type: str | None
+    traceback: str | None
 
 
 class Billing(BaseModel):
@@ -476,12 +471,22 @@ class ListPage(BaseModel):
     offset: int
 
 
+class Searched(BaseModel):
+    rows: int = Field(description="How many jobs the text search read (the newest "
+                                  "matching the other filters; at most 10,000).")
+    complete: bool = Field(description="Whether those were all the jobs the other "
+                                       "filters match (else narrow them to reach older "
+                                       "ones).")
+
+
 class QueryPage(ListPage):
     items: list[QueryObject]
+    searched: Searched | None = Field(description="With `text`: how much was read.")
 
 
 class TaskPage(ListPage):
     items: list[TaskObject]
+    searched: Searched | None = Field(description="With `text`: how much was read.")
 
 
 class WorkerObject(BaseModel):

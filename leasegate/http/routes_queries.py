@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint
-from quart_schema import document_response, validate_querystring, validate_request
+from quart_schema import document_response
 
 from leasegate.actors.queries.lease import LeaseQueries, release_message
 from leasegate.actors.queries.reads import ListQueries
@@ -22,7 +22,6 @@ from leasegate.http.models import (
     QueriesSubmitted,
     QueryItems,
     QueryLeases,
-    QueryListArgs,
     QueryObject,
     QueryPage,
     QueryResultBody,
@@ -34,7 +33,10 @@ from leasegate.http.models import (
     WaitArgs,
     page,
 )
+from leasegate.http.models_search import QueryListArgs
 from leasegate.http.render import to_json
+from leasegate.http.search import nothing, search_fields
+from leasegate.http.validation import validate_querystring, validate_request
 
 bp = Blueprint("queries", __name__)
 
@@ -104,11 +106,13 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
 @validate_querystring(QueryListArgs)
 @document_response(QueryPage)
 async def list_queries(query_args: QueryListArgs) -> Any:
-    """Queries, newest first (own tenant; admin: all)."""
+    """Queries, newest first (own tenant; admin: all), that match every filter given."""
     _, tenant = require_tenant("client")
+    fields = search_fields(query_args, tenant, page(query_args))
+    if fields is None:
+        return to_json(nothing(page(query_args)))
     return to_json(await system().jobs.queries.page(ListQueries(
-        tenant=tenant, status=query_args.status, site=query_args.site, kind=query_args.kind,
-        page=page(query_args))))
+        status=query_args.status, **fields)))
 
 
 @bp.post("/v1/queries/lease")
@@ -145,4 +149,6 @@ def _result_message(query_id: str, worker_id: str, sites: tuple[str, ...] | None
         query_id=query_id, worker_id=worker_id, lease_token=body.lease_token, sites=sites,
         outcome=body.outcome, result=body.result,
         error_code=body.error.code if body.error else None,
-        error_message=body.error.message if body.error else None, cost=body.cost)
+        error_message=body.error.message if body.error else None,
+        error_type=body.error.type if body.error else None,
+        error_traceback=body.error.traceback if body.error else None, cost=body.cost)

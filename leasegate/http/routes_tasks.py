@@ -6,7 +6,7 @@ from typing import Any
 
 import trio
 from quart import Blueprint
-from quart_schema import document_response, validate_querystring, validate_request
+from quart_schema import document_response
 
 from leasegate.actors.devices.forwarder import see_device
 from leasegate.actors.runtime.batches import ask_each
@@ -35,7 +35,6 @@ from leasegate.http.models import (
     SubmitTasksBody,
     TaskItems,
     TaskLeases,
-    TaskListArgs,
     TaskObject,
     TaskPage,
     TaskResultBody,
@@ -47,7 +46,10 @@ from leasegate.http.models import (
     WaitArgs,
     page,
 )
+from leasegate.http.models_search import TaskListArgs
 from leasegate.http.render import to_json
+from leasegate.http.search import nothing, search_fields
+from leasegate.http.validation import validate_querystring, validate_request
 
 bp = Blueprint("tasks", __name__)
 
@@ -137,11 +139,13 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
 @validate_querystring(TaskListArgs)
 @document_response(TaskPage)
 async def list_tasks(query_args: TaskListArgs) -> Any:
-    """Tasks, newest first (own tenant; admin: all)."""
+    """Tasks, newest first (own tenant; admin: all), that match every filter given."""
     _, tenant = require_tenant("client")
+    fields = search_fields(query_args, tenant, page(query_args))
+    if fields is None:
+        return to_json(nothing(page(query_args)))
     return to_json(await system().jobs.tasks.page(ListTasks(
-        tenant=tenant, status=query_args.status, site=query_args.site,
-        account=query_args.account, kind=query_args.kind, page=page(query_args))))
+        status=query_args.status, account=query_args.account, **fields)))
 
 
 def _control_route(action: ControlAction, doc: str) -> None:
@@ -251,6 +255,8 @@ def _result_message(task_id: str, worker_id: str, sites: tuple[str, ...] | None,
         outcome=body.outcome, result=body.result,
         error_code=body.error.code if body.error else None,
         error_message=body.error.message if body.error else None,
+        error_type=body.error.type if body.error else None,
+        error_traceback=body.error.traceback if body.error else None,
         cost=body.cost, progress=body.progress)
 
 

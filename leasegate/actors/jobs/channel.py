@@ -214,8 +214,8 @@ class JobChannel(Generic[A, Sub, V]):
         holds = await self._holds(page.items)
         if not holds:
             return page
-        return Paged(tuple(_billed(view, holds) for view in page.items), page.total,
-                     page.limit, page.offset)
+        return dataclasses.replace(page, items=tuple(_billed(view, holds)
+                                                     for view in page.items))
 
     async def ask_each(self,
                        batch: Callable[[tuple[M, ...]], Ask[A, tuple[V | LeasegateError, ...]]],
