@@ -139,3 +139,29 @@ async def test_a_stopped_worker_sends_what_it_carried(
         assert (await upstream.get_query("q0"))["status"] == "succeeded"
     assert transport.calls["POST /v1/queries/q0/result"] == 1
     assert transport.carried == []
+
+
+async def test_a_batch_worker_renews_its_tasks_in_one_call(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+    transport = Recording(gateway, nursery)
+    flags: dict[str, tuple[bool, bool]] = {}
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_tasks(
+            [{"site": "shop", "kind": "order", "params": {}, "account": f"lane-{n}",
+              "task_id": f"t{n}"} for n in range(3)])
+
+        async def handler(job: AsyncJob) -> HandlerResult:
+            if job.id == "t1":
+                await upstream.cancel_task("t1")  # running: cancel_requested
+            ttl = gateway.system.settings.task_lease_ttl
+            await trio.sleep(ttl * 1.5)  # renewed on the way, or the lease would lapse
+            flags[job.id] = (job.cancel_requested, job.lease_lost)
+            return {"order": job.id}
+
+        assert await worker(gateway, transport, batch=3).run_once(handler) == 3
+        tasks = {t: (await upstream.get_task(t))["status"] for t in ("t0", "t1", "t2")}
+    assert tasks == {"t0": "succeeded", "t1": "succeeded", "t2": "succeeded"}
+    assert flags == {"t0": (False, False), "t1": (True, False), "t2": (False, False)}
+    assert transport.calls["POST /v1/tasks/renew"] >= 2
+    assert not any(call.endswith("/renew") and call != "POST /v1/tasks/renew"
+                   for call in transport.calls), transport.calls
