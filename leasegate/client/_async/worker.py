@@ -102,6 +102,9 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
     with the tasks started in one call and the results reported together once each
     has waited at most ``linger`` seconds (never past its lease); every per-job rule
     above holds for each job.
+
+    ``run`` sends the results of the jobs that end last on the lease call that
+    follows at once (``results``), not in a call of their own (see ``carried``).
     """
 
     def __init__(
