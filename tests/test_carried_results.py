@@ -189,3 +189,29 @@ async def test_the_worker_calls_are_in_the_openapi_document(gateway: Gateway) ->
     renew = paths["/v1/tasks/renew"]["post"]
     assert renew["responses"]["200"]["content"]["application/json"]["schema"][
         "title"] == "TasksRenewed"
+
+
+async def test_a_batch_takes_a_savepoint_per_item_only_when_one_fails(
+        gateway: Gateway) -> None:
+    """All items in one savepoint; one that fails undoes them, and the batch is applied
+    again item by item: the answers are the same either way."""
+    statements: list[str] = []
+    db = gateway.system.task_actor.db
+    await db.run(lambda conn: conn.set_trace_callback(statements.append))
+    good = await batch(gateway, "/v1/tasks/batch", "t1", {"items": [
+        {"site": "shop", "kind": "k", "account": f"a{n}", "task_id": f"g{n}"}
+        for n in range(50)]})
+    savepoints = sum(s.startswith("SAVEPOINT") for s in statements)
+    statements.clear()
+    mixed = await batch(gateway, "/v1/tasks/batch", "t1", {"items": [
+        {"site": "shop", "kind": "k", "account": f"a{n}", "task_id": f"m{n}",
+         "params": {"n": n}} for n in range(3)] + [
+        {"site": "shop", "kind": "k", "task_id": "g0", "params": {"other": 1}}]})  # 409
+    retried = sum(s.startswith("SAVEPOINT") for s in statements)
+    await db.run(lambda conn: conn.set_trace_callback(None))
+    assert statuses(good) == [201] * 50
+    assert savepoints == 2  # the message's and its items', not 50 more
+    assert statuses(mixed) == [201, 201, 201, 409]
+    assert retried == 2 + 4  # the batch undone, then one per item
+    _, page = await call(gateway, "GET", "/v1/tasks?limit=100", "t1")
+    assert page["total"] == 53

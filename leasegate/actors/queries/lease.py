@@ -78,6 +78,7 @@ class LeaseQueriesAfterResults(LeaseAfterResults[Queries, QueryResult, QueryView
     turn (see ``LeaseAfterResults``)."""
 
     item = QueryResult
+    lease_kind = LeaseQueries
 
 
 @QUERIES.on(LeaseQueriesAfterResults)

@@ -68,6 +68,7 @@ class LeaseAfterResults(Ask[A_contra, tuple[tuple[V_co | LeasegateError, ...], t
     results: tuple[M, ...]
     lease: LeaseCall[A_contra, L_co]
     item: ClassVar[type[Message]] = Message  # what every result must be
+    lease_kind: ClassVar[type[Message]] = Message  # what the lease must be
 
     def check(self) -> None:
         if not isinstance(self.results, tuple):
@@ -77,8 +78,8 @@ class LeaseAfterResults(Ask[A_contra, tuple[tuple[V_co | LeasegateError, ...], t
             if not isinstance(result, self.item):
                 raise InvalidRequest(f"every result must be a {self.item.__name__}, "
                                      f"not {type(result).__name__}")
-        if not isinstance(self.lease, LeaseCall):
-            raise InvalidRequest("lease must be a lease call")
+        if not isinstance(self.lease, self.lease_kind):
+            raise InvalidRequest(f"lease must be a {self.lease_kind.__name__}")
         self.lease.check()
         if self.lease.wait:
             raise InvalidRequest("a lease that carries results does not wait")

@@ -114,6 +114,7 @@ class LeaseTasksAfterResults(LeaseAfterResults[Tasks, TaskResult, TaskView, Task
     turn (see ``LeaseAfterResults``)."""
 
     item = TaskResult
+    lease_kind = LeaseTasks
 
 
 @TASKS.on(LeaseTasksAfterResults)
