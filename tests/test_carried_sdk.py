@@ -165,3 +165,29 @@ async def test_a_batch_worker_renews_its_tasks_in_one_call(
     assert transport.calls["POST /v1/tasks/renew"] >= 2
     assert not any(call.endswith("/renew") and call != "POST /v1/tasks/renew"
                    for call in transport.calls), transport.calls
+
+
+async def test_a_worker_stopped_in_a_long_poll_that_carried_results_sends_them_once_more(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+    """The lease call took the results (committed before it waits); stopped, the worker
+    cannot read its answers, so it sends them again in one results call: retries."""
+    transport = Recording(gateway, nursery)
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_queries(
+            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(5)])
+        polling = worker(gateway, transport, channel="queries", batch=5)
+        polling.wait_seconds = 20
+
+        async def handler(job: AsyncJob) -> HandlerResult:
+            return {"balance": 1}
+
+        async with trio.open_nursery() as inner:
+            inner.start_soon(polling.run, handler)
+            await trio.sleep(5)  # the second lease call waits, carrying the five results
+            done = await upstream.list_queries(status="succeeded", limit=10)
+            assert done["total"] == 5
+            polling.stop()
+        await polling.aclose()
+    assert [len(ids) for _, ids in transport.carried] == [5]
+    assert transport.calls["POST /v1/queries/results"] == 1
+    assert not any(call.endswith("/result") for call in transport.calls)

@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from leasegate.client._batch import Pending, item_error
-from leasegate.client._http import retryable
+from leasegate.client._batch import MAX_BATCH, Pending, item_error
+from leasegate.client._errors import LeasegateError
+from leasegate.client._http import path, retryable
 from leasegate.client._types import JSONObject
 
 if TYPE_CHECKING:
@@ -31,10 +32,11 @@ def carried_items(channel: str, carried: Sequence[Pending]) -> list[JSONObject]:
                                   if name != "worker_id"}} for item in carried]
 
 
-async def carried_answered(worker: AsyncWorker, carried: Sequence[Pending],
-                           reply: Any) -> None:
-    """Take the lease reply's answers to the results it carried."""
-    entries = reply.get("results") if isinstance(reply, Mapping) else None
+async def carried_answered(worker: AsyncWorker, carried: Sequence[Pending], reply: Any,
+                           field: str = "results") -> None:
+    """Take the answers to the results a call carried (a lease reply's ``results``, a
+    results reply's ``items``)."""
+    entries = reply.get(field) if isinstance(reply, Mapping) else None
     if not isinstance(entries, list) or len(entries) != len(carried):
         entries = [{"status": 0}] * len(carried)  # unreadable: each is sent again
     for item, entry in zip(carried, entries, strict=True):
@@ -50,6 +52,20 @@ async def carried_answered(worker: AsyncWorker, carried: Sequence[Pending],
 
 
 async def send_alone(worker: AsyncWorker, carried: Sequence[Pending]) -> None:
-    """Results whose lease call did not answer them: each sent again on its own."""
-    for item in carried:
-        await worker._send_result(item.job, item.body)
+    """Results whose lease call did not answer them (stopped, failed): sent again in
+    results calls of their own (each a retry if it had arrived), item by item only if
+    such a call is refused as a whole."""
+    for start in range(0, len(carried), MAX_BATCH):
+        chunk = carried[start:start + MAX_BATCH]
+        body = {"worker_id": worker.worker_id, "items": carried_items(worker.channel, chunk)}
+        try:
+            reply = await worker._http.call("POST", path(worker.channel, "results"),
+                                            json=body, forever=True)
+        except LeasegateError:
+            for item in chunk:
+                await worker._send_result(item.job, item.body)
+            continue
+        except Exception:
+            worker._report_crashed(chunk[0].job)
+            continue
+        await carried_answered(worker, chunk, reply, "items")
