@@ -108,3 +108,17 @@ def queued_by_site(conn: Connection, channel: str, sites: list[str]) -> dict[str
     rows = conn.execute(f"SELECT site, count(*) FROM {table} WHERE status = 'queued' "
                         f"AND site IN ({marks(sites)}) GROUP BY site", sites).fetchall()
     return {row[0]: int(row[1]) for row in rows}
+
+
+# ---- the ledger's: a retried job's hold ---------------------------------------------
+
+def reopen_hold(conn: Connection, channel: str, job_id: str, account: str, amount: int,
+                now: float) -> None:
+    """The job's hold open again (its settled row, if retention kept it, is reused) and
+    its id no longer settled: the retry's settle resolves it, once."""
+    conn.execute("DELETE FROM ledger_holds WHERE channel = ? AND job_id = ?", (channel, job_id))
+    conn.execute("DELETE FROM ledger_settled_jobs WHERE channel = ? AND job_id = ?",
+                 (channel, job_id))
+    conn.execute("INSERT INTO ledger_holds (channel, job_id, account, amount, status, "
+                 "created_at) VALUES (?, ?, ?, ?, 'open', ?)",
+                 (channel, job_id, account, amount, now))
