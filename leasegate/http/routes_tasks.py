@@ -48,6 +48,7 @@ from leasegate.http.models import (
     page,
 )
 from leasegate.http.render import to_json
+from leasegate.http.routes_operator import optional_reason
 
 bp = Blueprint("tasks", __name__)
 
@@ -149,8 +150,11 @@ def _control_route(action: ControlAction, doc: str) -> None:
     written once."""
 
     async def control(task_id: str) -> Any:
-        _, tenant = require_tenant("client")
-        return to_json(await system().jobs.tasks.ask(ControlTask(task_id, action, tenant)))
+        principal, tenant = require_tenant("client")
+        reason = await optional_reason()
+        by = f"{principal.name} ({principal.key_id})" if principal.role == "admin" else None
+        return to_json(await system().jobs.tasks.ask(ControlTask(
+            task_id, action, tenant, by=by, reason=reason)))
 
     control.__name__ = f"{action}_task"
     control.__doc__ = doc

@@ -49,6 +49,10 @@ class Sites:
         if controls:
             await self.queries.ask(ApplySiteControls(controls))
 
+    async def paused(self) -> list[str]:
+        """The paused sites, by name (for /health)."""
+        return [c.site for c in await self.tasks.ask(ListSiteControls()) if c.paused]
+
     async def set(self, site: str, action: SiteAction, *, by: str, reason: str | None = None,
                   leases_per_second: float | None = None) -> SiteState:
         """Pause, resume or throttle ``site`` on both channels; the site as it is now."""
