@@ -19,6 +19,7 @@ from pathlib import Path
 import trio
 from pydantic import ValidationError
 
+from leasegate import cli_actions
 from leasegate.allocator import reexec_on_glibc_malloc
 from leasegate.settings import SettingsError, load
 from leasegate.storage import keys_sql
@@ -99,7 +100,23 @@ def _parser() -> argparse.ArgumentParser:
                     "(refused while a server holds the data directory).")
     rest.add_argument("file", type=Path, help="a file written by backup")
     rest.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
+    _job_commands(commands)
     return parser
+
+
+def _job_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The groups of commands that act on a running gateway over HTTP (``tasks``,
+    ``queries``, ``sites``): each module adds its commands to a group made once."""
+    groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
+
+    def group(name: str, what: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+        if name not in groups:
+            parser = commands.add_parser(name, help=f"{what} on a running gateway")
+            groups[name] = parser.add_subparsers(dest=f"{name}_command", required=True,
+                                                 metavar="COMMAND")
+        return groups[name]
+
+    cli_actions.register(group)
 
 
 def _fail(message: str, status: int = FAILED) -> int:
@@ -181,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:  # the command line itself, not a call from Python
             reexec_on_glibc_malloc()
         return _serve(args)
+    if getattr(args, "handler", None) is not None:  # a command on a running gateway
+        return cli_actions.run(args)
     try:
         if args.command == "keys":
             return _create_key(args)
