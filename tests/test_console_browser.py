@@ -235,16 +235,16 @@ def test_a_stale_task_is_found_and_reclaimed_with_a_reason(admin_tab: Console,
     # The artifact downloads with the console's cookie alone.
     download = page.request.get(tab.url + str(receipt.get_attribute("href")))
     assert (download.status, download.body()) == (200, b"order 1234 paid")
-    # The reason is required: an empty one is not sent.
-    card.get_by_role("button", name="Reclaim").click()
-    assert page.evaluate("document.activeElement.name") == "reason"
-    card.get_by_label("Reason").fill("checked the shop: no order was placed")
     # No outcome is chosen for the operator: without one, nothing is sent.
     for outcome in ("requeue", "succeeded", "failed"):
         expect(card.get_by_label(outcome)).not_to_be_checked()
     card.get_by_role("button", name="Reclaim").click()
     assert page.evaluate("document.activeElement.name") == "action"
     card.get_by_label("requeue").check()
+    # The reason is required: an empty one is not sent.
+    card.get_by_role("button", name="Reclaim").click()
+    assert page.evaluate("document.activeElement.name") == "reason"
+    card.get_by_label("Reason").fill("checked the shop: no order was placed")
     card.get_by_role("button", name="Reclaim").click()
     expect(page.locator(".notice-ok")).to_contain_text(
         "task order-a: stale → queued (reclaimed: requeue)")
@@ -432,7 +432,8 @@ def test_create_and_revoke_keys(admin_tab: Console, gateway: Served, browser: Br
             page.get_by_role("button", name=re.compile(f"^Revoke key {name} ")).click()
             # It asks first; nothing is revoked until the operator confirms.
             expect(page.get_by_role("heading", name=re.compile("^Revoke key"))).to_be_visible()
-            assert doomed.get("/v1/tasks").status_code == 200
+            if name == "doomed":
+                assert doomed.get("/v1/tasks").status_code == 200
             page.get_by_role("button", name="Revoke").click()
             expect(page.locator(".notice-ok")).to_contain_text("revoked")
         expect(page.locator("tr", has_text="doomed")).to_contain_text("revoked")
