@@ -54,7 +54,7 @@ from leasegate.http.openapi import LeasegateOpenAPI
 from leasegate.http.parked import ParkedPolls
 from leasegate.ids import ID_RULE, is_id
 
-ID_ARGS = {"task_id", "query_id", "key_id", "device_id"}
+ID_ARGS = {"task_id", "query_id", "key_id", "device_id", "site"}
 PUBLIC_ENDPOINTS = {"admin.health", "openapi", *docs.ENDPOINTS}
 # Keys and items of one JSON body: bounds the work of parsing and validating it,
 # which the byte limit alone does not (100k one-byte keys fit in a megabyte).

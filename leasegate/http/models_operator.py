@@ -40,6 +40,12 @@ class RedriveBody(Strict):
     limit: Annotated[StrictInt, Field(ge=1, le=MAX_REDRIVE)] = 1000
 
 
+class QueryRedriveBody(RedriveBody):
+    """The same for queries, which are never canceled."""
+
+    status: Literal["failed", "expired"]
+
+
 class Redriven(BaseModel):
     matched: int
     requeued: int
@@ -48,8 +54,7 @@ class Redriven(BaseModel):
 class ThrottleBody(Strict):
     """At most this many leases a second of the site's jobs (null lifts it)."""
 
-    leases_per_second: Annotated[StrictFloat | StrictInt,
-                                 Field(gt=0, le=MAX_RATE)] | None
+    leases_per_second: Annotated[StrictFloat, Field(gt=0, le=MAX_RATE)] | None  # 2 too
 
 
 class SiteObject(BaseModel):

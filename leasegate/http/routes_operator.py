@@ -18,6 +18,7 @@ from leasegate.http.context import system
 from leasegate.http.models import ErrorEnvelope, ListArgs, QueryObject, TaskObject, page
 from leasegate.http.models_operator import (
     CancelBody,
+    QueryRedriveBody,
     ReasonBody,
     RedriveBody,
     Redriven,
@@ -79,7 +80,7 @@ async def retry_query(query_id: str, data: ReasonBody) -> Any:
     return to_json(await _actions("queries").retry(query_id, reason=data.reason, by=by))
 
 
-def _redrive_route(channel: str) -> None:
+def _redrive_route(channel: str, body: type[RedriveBody]) -> None:
     async def redrive(data: RedriveBody) -> Any:
         by = operator()
         selection = Redrive(
@@ -93,12 +94,12 @@ def _redrive_route(channel: str) -> None:
     redrive.__name__ = f"redrive_{channel}"
     redrive.__doc__ = (f"Retry every {noun} of ``status`` that the filters match (the "
                        "oldest ``limit``); ``dry_run``: count them only.")
-    view = document_response(Redriven)(validate_request(RedriveBody)(redrive))
+    view = document_response(Redriven)(validate_request(body)(redrive))
     bp.post(f"/v1/{channel}/redrive")(allow("admin")(view))
 
 
-_redrive_route("tasks")
-_redrive_route("queries")
+_redrive_route("tasks", RedriveBody)
+_redrive_route("queries", QueryRedriveBody)
 
 
 @bp.get("/v1/sites")
