@@ -17,6 +17,7 @@ from leasegate.actors.queries.operator import ApplySiteControls, QueriesQueuedAt
 from leasegate.actors.queries.reads import ListQuerySites
 from leasegate.actors.queries.ref import QueriesRef
 from leasegate.actors.queue.sites import SiteControl
+from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.operator import ListSiteControls, SetSite, SiteAction, TasksQueuedAt
 from leasegate.actors.tasks.presence import ListSites
 from leasegate.actors.tasks.ref import TasksRef
@@ -76,8 +77,12 @@ class Sites:
                       controls: dict[str, SiteControl]) -> list[SiteState]:
         if not sites:
             return []
-        tasks = dict(await self.tasks.ask(TasksQueuedAt(tuple(sites))))
-        queries = dict(await self.queries.ask(QueriesQueuedAt(tuple(sites))))
+        tasks: dict[str, int] = {}
+        queries: dict[str, int] = {}
+        for start in range(0, len(sites), MAX_BATCH):  # 100 sites a message
+            chunk = tuple(sites[start:start + MAX_BATCH])
+            tasks.update(await self.tasks.ask(TasksQueuedAt(chunk)))
+            queries.update(await self.queries.ask(QueriesQueuedAt(chunk)))
         states = []
         for site in sites:
             c = controls.get(site, SiteControl(site))

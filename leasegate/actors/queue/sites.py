@@ -173,12 +173,12 @@ def earliest(*times: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class QueuedAt(Ask[A_contra, tuple[tuple[str, int], ...]], Generic[A_contra]):
-    """Queued jobs of each of these sites (each channel names its own)."""
+    """Queued jobs of each of these sites, up to 100 (each channel names its own)."""
 
     sites: tuple[str, ...]
 
     def check(self) -> None:
-        check_ids("sites", self.sites, most=2000, optional=False)
+        check_ids("sites", self.sites, optional=False)
 
 
 def check_reason(reason: object) -> None:
