@@ -14,13 +14,14 @@ async def signed_in(gateway: Gateway) -> str:
     response = await gateway.client.post("/console/sign-in", form={
         "key": gateway.keys["admin"], "next": "/console/"})
     assert response.status_code == 303
-    html = await (await gateway.client.get("/console/sites")).get_data(as_text=True)
+    html: str = await (await gateway.client.get("/console/sites")).get_data(as_text=True)
     return html.split('name="csrf" value="', 1)[1].split('"', 1)[0]
 
 
 async def post(gateway: Gateway, path: str, form: dict[str, str]) -> tuple[int, str]:
     response = await gateway.client.post(path, form=form)
-    return response.status_code, await response.get_data(as_text=True)
+    html: str = await response.get_data(as_text=True)
+    return response.status_code, html
 
 
 async def failed_query(gateway: Gateway, query_id: str) -> None:
