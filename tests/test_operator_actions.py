@@ -276,3 +276,15 @@ async def test_site_routes_are_the_admins(gateway: Gateway) -> None:
     assert status == 400, reply
     status, reply = await call(gateway, "POST", "/v1/sites/shop/pause", body={})
     assert status == 400, reply
+
+
+async def test_a_start_with_another_tasks_token_says_so(gateway: Gateway) -> None:
+    await submit(gateway, "ta", account="x1")
+    await submit(gateway, "tb", account="x2")
+    (item_a,) = await lease(gateway, sites=["shop"], max=1)
+    other = "tb" if item_a["task_id"] == "ta" else "ta"
+    status, reply = await call(gateway, "POST", f"/v1/tasks/{other}/start", "worker",
+                               {"worker_id": "w1", "lease_token": item_a["lease_token"]})
+    assert status == 409 and reply["error"]["code"] == 6002, reply
+    message = reply["error"]["message"]
+    assert "not this task's lease" in message and "queued again" not in message, message
