@@ -21,8 +21,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 USAGE_ERROR = 2
 FAILED = 1
 DEFAULT_URL = "http://127.0.0.1:8470"
@@ -131,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
 def _request(args: argparse.Namespace, method: str, path: str,
              body: dict[str, Any] | None = None,
              params: dict[str, Any] | None = None) -> Any:
+    import httpx  # here: `leasegate serve` starts without it
+
     key = args.key or os.environ.get("LEASEGATE_ADMIN_KEY", "")
     try:
         response = httpx.request(method, args.url.rstrip("/") + path, json=body,
