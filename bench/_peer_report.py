@@ -137,16 +137,21 @@ def targets_table(rates: dict[str, float], cost: RouteCost | None) -> None:
         name: RouteCost.per_request_us(getattr(cost, name))
         for name in ("bare", "submit", "lease", "result")}
     if cost is not None:
-        say()
-        say("Server CPU per request, one job each, beside the bare route (same run)")
-        _table(("route", "server CPU/request", "requests", "x bare route", "errors"), [
-            (label, f"{RouteCost.per_request_us(r):,.0f} us", f"{r.ok:,}",
-             f"{RouteCost.per_request_us(r) / max(RouteCost.per_request_us(cost.bare), 1):.2f}",
-             f"{r.errors}")
-            for label, r in (("bare Quart-Trio POST /v1/queries", cost.bare),
-                             ("submit POST /v1/queries", cost.submit),
-                             ("lease POST /v1/queries/lease, max 1", cost.lease),
-                             ("result POST /v1/queries/{id}/result", cost.result))])
+        route_cost_table(cost)
     say()
     say("Targets (issue 21), ratios of this run")
     _table(("target", "measured", "verdict"), target_rows(rates, figures))
+
+
+def route_cost_table(cost: RouteCost) -> None:
+    """Server CPU per request of each route beside the bare route's, and the ratio."""
+    say()
+    say("Server CPU per request, one job each, beside the bare route (same run)")
+    _table(("route", "server CPU/request", "requests", "x bare route", "errors"), [
+        (label, f"{RouteCost.per_request_us(r):,.0f} us", f"{r.ok:,}",
+         f"{RouteCost.per_request_us(r) / max(RouteCost.per_request_us(cost.bare), 1):.2f}",
+         f"{r.errors}")
+        for label, r in (("bare Quart-Trio POST /v1/queries", cost.bare),
+                         ("submit POST /v1/queries", cost.submit),
+                         ("lease POST /v1/queries/lease, max 1", cost.lease),
+                         ("result POST /v1/queries/{id}/result", cost.result))])

@@ -7,31 +7,20 @@ instead of leaving hypercorn serving 500s.
 
 from __future__ import annotations
 
-import functools
-import itertools
-import math
-import secrets
-import time
 from typing import Any
 
 import orjson
-import quart_schema.conversion
-from pydantic import TypeAdapter
-from quart import Response, current_app, g, request
+from quart import Response, g, request
 from quart.json.provider import DefaultJSONProvider
 from quart_schema import QuartSchema
-from quart_schema.validation import QUART_SCHEMA_QUERYSTRING_ATTRIBUTE
 from quart_trio import QuartTrio
 from werkzeug.exceptions import RequestTimeout as BodyTooSlow
 
-from leasegate.actors.runtime.mailbox import request_id
 from leasegate.actors.system import System
 from leasegate.errors import (
     InvalidRequest,
-    MethodNotAllowed,
     PayloadTooLarge,
     RequestTimeout,
-    Unavailable,
 )
 from leasegate.http import (
     docs,
@@ -45,50 +34,20 @@ from leasegate.http import (
     routes_queries,
     routes_tasks,
 )
-from leasegate.http.auth import Authenticator, check_route_roles
-from leasegate.http.body_guard import BodyGuard
-from leasegate.http.connection import OneTaskHTTPConnection
+from leasegate.http.auth import Authenticator
+from leasegate.http.connection import connection_class
 from leasegate.http.console import routes as console
 from leasegate.http.metrics import Metrics
 from leasegate.http.openapi import LeasegateOpenAPI
 from leasegate.http.parked import ParkedPolls
-from leasegate.ids import ID_RULE, is_id
+from leasegate.http.preflight import Preflight
 
-ID_ARGS = {"task_id", "query_id", "key_id", "device_id", "site"}
-PUBLIC_ENDPOINTS = {"admin.health", "openapi", *docs.ENDPOINTS}
 # Keys and items of one JSON body: bounds the work of parsing and validating it,
 # which the byte limit alone does not (100k one-byte keys fit in a megabyte).
 MAX_JSON_VALUES = 20_000
 # No request body has more fields than this; past it, validation would spend its
 # time describing each unknown field.
 MAX_BODY_FIELDS = 64
-
-
-# Request ids this process makes up: a random prefix once, then a counter (one
-# urandom call per request cost more than the rest of the id's handling).
-_REQUEST_ID_PREFIX = secrets.token_hex(4)
-_request_numbers = itertools.count()
-
-
-def new_request_id() -> str:
-    return f"{_REQUEST_ID_PREFIX}{next(_request_numbers) & 0xFFFFFFFF:08x}"
-
-
-@functools.lru_cache(maxsize=256)
-def _adapter(model: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(model)
-
-
-def _cached_adapter(model: Any) -> TypeAdapter[Any]:
-    """quart-schema builds a new pydantic TypeAdapter (a validator compiled anew) for
-    every body it validates; the models are our few classes, so one each is kept."""
-    try:
-        return _adapter(model)
-    except TypeError:  # an unhashable type: as quart-schema would
-        return TypeAdapter(model)
-
-
-quart_schema.conversion.TypeAdapter = _cached_adapter  # type: ignore[attr-defined,assignment]
 
 
 def _value_count_exceeds(document: Any, limit: int) -> bool:
@@ -166,7 +125,8 @@ class JSONProvider(DefaultJSONProvider):
 
 def create_app(system: System) -> QuartTrio:
     app = QuartTrio("leasegate")
-    app.asgi_http_class = OneTaskHTTPConnection  # a task fewer per request
+    # Body guard, one task a request, the answer in two messages (see connection).
+    app.asgi_http_class = connection_class(system.settings)
     app.request_class = routes_artifacts.request_class(system.settings)
     app.config["MAX_CONTENT_LENGTH"] = system.settings.max_body_bytes
     # A body still arriving after this is a 408 (below hypercorn's read timeout,
@@ -189,7 +149,9 @@ def create_app(system: System) -> QuartTrio:
     app.json = JSONProvider(app)
     # quart-schema wraps make_response to pass every return value through a new
     # pydantic TypeAdapter (about 20 µs a response, a sixth of a submit's cost).
-    # Our routes return plain JSON-able values, so Quart's own is enough.
+    # Our routes return plain JSON-able values, so Quart's own is enough. It has no
+    # setting for this: the wrapper is an attribute of the app, removed here
+    # (tests/test_framework_internals.py fails if quart-schema stops setting it so).
     del app.make_response
     app.extensions["leasegate"] = system
     authenticator = Authenticator(system)
@@ -217,37 +179,7 @@ def create_app(system: System) -> QuartTrio:
         return errors.error_response(RequestTimeout(
             f"the request body did not arrive within {system.settings.http_body_timeout:g} s"))
 
-    @app.before_request
-    async def authenticate() -> None:
-        g.started = time.perf_counter()
-        _refuse_while_draining(system)
-        # Every message this request sends carries its id (actors' log lines name it).
-        given = request.headers.get("X-Request-Id")
-        g.request_id = given if is_id(given) else new_request_id()
-        request_id.set(g.request_id)
-        # A fixed path wins over a templated one, as in /openapi.json: GET
-        # /v1/tasks/lease is a 405, not a read of the task called "lease".
-        rule = request.url_rule
-        fixed = errors.concrete_methods(app, request.path) if rule and rule.arguments else None
-        misrouted = fixed is not None
-        public = (request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None  # 404/405
-                  or (request.endpoint == "admin.metrics" and system.settings.metrics_public))
-        if public or misrouted:
-            authenticator.charge_address()  # answered without a key: the address pays
-        if misrouted:
-            allowed = ", ".join(sorted(fixed or ()))
-            raise MethodNotAllowed(f"{request.path} takes {allowed} only", Allow=allowed)
-        if request.blueprint == console.bp.name:
-            return  # the console's guard checks its session cookie instead of a key
-        _check_query_names()
-        if public:
-            return
-        g.principal = principal = await authenticator.authenticate()
-        check_route_roles(principal)  # before the body is read: the wrong key costs nothing
-        view_args = request.view_args or {}
-        for name in ID_ARGS.intersection(view_args):
-            if not is_id(view_args[name]):
-                raise InvalidRequest(f"{name} must be {ID_RULE}")
+    app.before_request(Preflight(app, system, authenticator).check)
 
     @app.after_request
     async def count(response: Response) -> Response:
@@ -256,28 +188,4 @@ def create_app(system: System) -> QuartTrio:
         if "request_id" in g:
             response.headers["X-Request-Id"] = g.request_id
         return response
-
-    # Outermost: sees every request's body and answer (see body_guard).
-    app.asgi_app = BodyGuard(app.asgi_app, system.settings)  # type: ignore[method-assign]
     return app
-
-
-def _refuse_while_draining(system: System) -> None:
-    """While the server shuts down, every request gets 503 (5030), before its key or
-    body is read: come back (to the next process) after the drain; and close the
-    connection, so no client keeps one that is about to go."""
-    if system.draining:
-        retry_after = str(max(1, math.ceil(system.settings.drain_seconds)))
-        raise Unavailable("the gateway is shutting down; retry shortly",
-                          Retry_After=retry_after, Connection="close")
-
-
-def _check_query_names() -> None:
-    """A route without query parameters refuses any (a typo must not be ignored);
-    routes with some validate them with a model that forbids unknown names."""
-    if not request.args or request.endpoint is None:
-        return
-    view = current_app.view_functions.get(request.endpoint)
-    if getattr(view, QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None) is None:
-        names = ", ".join(sorted(request.args))
-        raise InvalidRequest(f"unknown query parameter(s): {names}")

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
-from quart import current_app, g, request
+from quart import g, request
 
 from leasegate.actors.keys.records import LookupKey
 from leasegate.actors.keys.views import KeyRecord, Principal
@@ -237,30 +237,14 @@ class Authenticator:
 def allow(*roles: str, admin: bool = True, refusal: str | None = None) -> Callable[[F], F]:
     """Mark a route with the roles that may call it (and whether an admin may too).
 
-    Checked right after authentication, before the body is read or parsed: a
-    key of the wrong role costs the server nothing. Goes directly below the
-    route decorator, above ``validate_request``.
+    Checked right after authentication, before the body is read or parsed
+    (``preflight.check_roles``): a key of the wrong role costs the server nothing.
+    Goes directly below the route decorator, above ``validate_request``.
     """
     def mark(view: F) -> F:
         view.allowed_roles = (roles, admin, refusal)  # type: ignore[attr-defined]
         return view
     return mark
-
-
-def check_route_roles(principal: Principal) -> None:
-    """Refuse (403) a principal whose role the current route was not marked for."""
-    view = current_app.view_functions.get(request.endpoint or "")
-    marked: tuple[tuple[str, ...], bool, str | None] | None = getattr(
-        view, "allowed_roles", None)
-    if marked is None:
-        return
-    roles, admin, refusal = marked
-    if principal.role == "admin" and admin:
-        return
-    if principal.role not in roles:
-        raise Forbidden(refusal or f"a {principal.role} key may not do this")
-    if principal.role == "client" and principal.tenant is None:
-        raise Forbidden("this client key is bound to no tenant")
 
 
 def require(*roles: str) -> Principal:

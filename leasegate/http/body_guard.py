@@ -3,10 +3,11 @@
 A route may answer before it has read the request body (401, 403, 413, a bad
 id...). hypercorn then stops handing the rest of the body to anyone: its
 queue to the finished app fills, its reader blocks, and the next request on
-that connection waits for an answer that never comes. This ASGI middleware
-sits between hypercorn and the app and, when the response starts while the
-body is still arriving, lets the answer go out at once and then, before the
-exchange ends:
+that connection waits for an answer that never comes. An :class:`Exchange`
+stands between hypercorn's ``receive``/``send`` and the request (the app's
+connection class, ``connection.py``, makes one per HTTP/1.x request) and, when
+the response starts while the body is still arriving, lets the answer go out at
+once and then, before the exchange ends:
 
 * reads the rest of a declared length within ``drain_bytes`` and throws it
   away (for at most ``DRAIN_SECONDS``), so the connection stays reusable; if it
@@ -24,7 +25,9 @@ sends none (or sends it only after reading the answer) has its answer at once.
 
 ::
 
-    app.asgi_app = BodyGuard(app.asgi_app, settings)
+    limits = BodyLimits(settings)                  # once per app
+    exchange = Exchange(limits, scope, receive, send)  # per request
+    # the request reads exchange.receive and answers through exchange.send
 """
 
 from __future__ import annotations
@@ -34,12 +37,10 @@ from typing import Any, cast
 
 import trio
 from hypercorn.typing import (
-    ASGIFramework,
     ASGIReceiveCallable,
     ASGIReceiveEvent,
     ASGISendCallable,
     ASGISendEvent,
-    Scope,
 )
 
 from leasegate.http.routes_artifacts import body_limit
@@ -79,23 +80,17 @@ def withholds_continue(settings: Settings, scope: Message) -> bool:
     return length is not None and length > body_limit(settings, scope["method"], scope["path"])
 
 
-class BodyGuard:
-    def __init__(self, app: ASGIFramework, settings: Settings) -> None:
-        self.app = app
+class BodyLimits:
+    """What every exchange of one app checks against, worked out once."""
+
+    __slots__ = ("drain_bytes", "settings")
+
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.drain_bytes = max(DRAIN_FLOOR, settings.max_artifact_bytes)
 
-    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable,
-                       send: ASGISendCallable) -> None:
-        if scope["type"] != "http" or scope["http_version"] not in ("1.0", "1.1"):
-            # HTTP/2 streams end on their own (and forbid a Connection header).
-            await self.app(scope, receive, send)
-            return
-        exchange = _Exchange(self, cast(Message, scope), receive, send)
-        await self.app(scope, exchange.receive, exchange.send)
 
-
-class _Exchange:
+class Exchange:
     """One request: how much of its body has arrived, and what its answer must say.
 
     Slots, and no event until a discard needs one: a parked long-poll holds this
@@ -103,11 +98,11 @@ class _Exchange:
     """
 
     __slots__ = ("_receive", "_send", "closing", "complete", "declared", "discarding",
-                 "disconnected", "guard", "received", "settled", "status", "withheld")
+                 "disconnected", "limits", "received", "settled", "status", "withheld")
 
-    def __init__(self, guard: BodyGuard, scope: Message, receive: ASGIReceiveCallable,
+    def __init__(self, limits: BodyLimits, scope: Message, receive: ASGIReceiveCallable,
                  send: ASGISendCallable) -> None:
-        self.guard = guard
+        self.limits = limits
         self._receive = receive
         self._send = send
         headers = scope.get("headers", [])
@@ -116,7 +111,7 @@ class _Exchange:
         # No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body.
         self.complete = not chunked and not self.declared
         self.disconnected = False
-        self.withheld = withholds_continue(guard.settings, scope)
+        self.withheld = withholds_continue(limits.settings, scope)
         self.discarding = False
         self.received = 0
         # Set once the body is complete, gone, or past the bound; made by _discard.
@@ -132,7 +127,7 @@ class _Exchange:
                 self.complete = True
                 self._settle()
             if self.discarding:
-                if self.received > self.guard.drain_bytes:
+                if self.received > self.limits.drain_bytes:
                     self._settle()  # too much to drain: the connection closes
                 message = {**message, "body": b""}  # the app is done with it: not kept
         elif message["type"] == "http.disconnect":
@@ -154,6 +149,10 @@ class _Exchange:
                            if k.lower() != b"connection"]
                 message = {**message, "headers": [*headers, (b"connection", b"close")]}
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            if message.get("body") and not self.complete:
+                # The answer goes out now, whole; the end of it waits for the discard.
+                await self._send(cast(ASGISendEvent, {**message, "more_body": True}))
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
             await self._finish(message)
             return
         await self._send(cast(ASGISendEvent, message))
@@ -186,7 +185,7 @@ class _Exchange:
         closes: its client would send the next request into a closing socket)."""
         if self.withheld or status == 408:
             return False  # no body is coming, or it is coming too slowly
-        return self.declared is not None and self.declared <= self.guard.drain_bytes
+        return self.declared is not None and self.declared <= self.limits.drain_bytes
 
     async def _discard(self, seconds: float) -> None:
         """Read and drop body chunks until the body is complete, gone, past the

@@ -32,7 +32,9 @@ from leasegate.settings import Settings
 
 def install(settings: Settings) -> None:
     """Make hypercorn's HTTP/1.1 connections use :class:`ExpectAwareH11` with these
-    settings' limits (hypercorn has no setting for its protocol class)."""
+    settings' limits (hypercorn has no setting for its protocol class, nor a hook for
+    its 100 or its writes: ``_send_h11_event`` is private; the names relied on are
+    checked by tests/test_framework_internals.py, and pyproject.toml bounds hypercorn)."""
 
     class ExpectAwareH11(H11Protocol):
         _hold_head = False  # the next head is of a sized response: wait for its body

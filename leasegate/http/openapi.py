@@ -28,6 +28,8 @@ import copy
 from http import HTTPStatus
 from typing import Any
 
+from quart import Quart
+from quart_schema import QuartSchema
 from quart_schema.openapi import OpenAPIProvider
 from quart_schema.validation import (
     QUART_SCHEMA_QUERYSTRING_ATTRIBUTE,
@@ -163,6 +165,10 @@ class LeasegateOpenAPI(OpenAPIProvider):
 
     _envelope: tuple[dict[str, Any], dict[str, Any]] | None = None
 
+    def __init__(self, app: Quart, extension: QuartSchema) -> None:
+        super().__init__(app, extension)
+        self.gateway = app  # ours to read (the base class keeps its own, private)
+
     def schema(self) -> dict[str, Any]:
         document = super().schema()
         paths = document["paths"]
@@ -176,7 +182,7 @@ class LeasegateOpenAPI(OpenAPIProvider):
 
     def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
         paths, components = super().build_paths(rule)
-        func = self._app.view_functions[rule.endpoint]
+        func = self.gateway.view_functions[rule.endpoint]
         json_body = getattr(func, QUART_SCHEMA_REQUEST_ATTRIBUTE, None) is not None
         querystring = getattr(func, QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None) is not None
         public = self._is_public(rule.endpoint)
@@ -201,12 +207,12 @@ class LeasegateOpenAPI(OpenAPIProvider):
 
     def _is_public(self, endpoint: str) -> bool:
         # Imported here: app.py imports this module.
-        from leasegate.http.app import PUBLIC_ENDPOINTS
+        from leasegate.http.preflight import PUBLIC_ENDPOINTS
 
         if endpoint in PUBLIC_ENDPOINTS:
             return True
         if endpoint == "admin.metrics":
-            system = self._app.extensions.get("leasegate")
+            system = self.gateway.extensions.get("leasegate")
             return bool(system is not None and system.settings.metrics_public)
         return False
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from quart import Blueprint, Response, current_app, request
-from quart_schema import document_response, validate_querystring, validate_request
+from quart_schema import document_response
 
 from leasegate.actors.keys.records import CreateKey, ListKeys, RevokeKey
 from leasegate.actors.queries.reads import CountQueries, ListQuerySites
@@ -35,6 +35,7 @@ from leasegate.http.models import (
     page,
 )
 from leasegate.http.render import to_json
+from leasegate.http.validation import validate_querystring, validate_request
 
 bp = Blueprint("admin", __name__)
 

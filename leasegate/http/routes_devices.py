@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 from quart import Blueprint
-from quart_schema import document_response, validate_querystring
+from quart_schema import document_response
 
 from leasegate.actors.devices.forwarder import see_device
 from leasegate.actors.devices.sightings import ListDevices
@@ -18,6 +18,7 @@ from leasegate.http.auth import allow, require_tenant
 from leasegate.http.context import system
 from leasegate.http.models import ErrorEnvelope, ListArgs, ListPage, Timestamp, page
 from leasegate.http.render import to_json
+from leasegate.http.validation import validate_querystring
 
 bp = Blueprint("devices", __name__)
 

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Final, Literal
 import trio
 from pydantic import Field
 from quart import Blueprint, Response, request
-from quart_schema import document_response, validate_querystring
+from quart_schema import document_response
 
 from leasegate.actors.queue.event_hub import EventFilter, Reset
 from leasegate.actors.queue.history import JobEvent
@@ -37,6 +37,7 @@ from leasegate.http.long_poll import parked_polls
 from leasegate.http.models import Id, Strict, Timestamp
 from leasegate.http.numbers import ASCII_DIGITS, whole_number
 from leasegate.http.render import to_json
+from leasegate.http.validation import validate_querystring
 
 bp = Blueprint("events", __name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint
-from quart_schema import document_response, validate_querystring, validate_request
+from quart_schema import document_response
 
 from leasegate.actors.ledger.accounts import Credit, GetAccount, ListEntries
 from leasegate.actors.ledger.audit import RunAudit
@@ -28,6 +28,7 @@ from leasegate.http.ledger_models import (
 )
 from leasegate.http.models import ErrorEnvelope, ListArgs, page
 from leasegate.http.render import to_json
+from leasegate.http.validation import validate_querystring, validate_request
 from leasegate.ids import ID_RULE, is_id
 
 bp = Blueprint("ledger", __name__)

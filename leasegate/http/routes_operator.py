@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from quart import Blueprint, request
-from quart_schema import document_response, validate_querystring, validate_request
+from quart_schema import document_response
 
 from leasegate.actors.jobs.operator import OperatorActions, Redrive
 from leasegate.actors.tasks.operator import SiteAction
@@ -27,6 +27,7 @@ from leasegate.http.models_operator import (
     ThrottleBody,
 )
 from leasegate.http.render import to_json
+from leasegate.http.validation import validate_querystring, validate_request
 
 bp = Blueprint("operator", __name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint
-from quart_schema import document_response, validate_querystring, validate_request
+from quart_schema import document_response
 
 from leasegate.actors.queries.lease import LeaseQueries, release_message
 from leasegate.actors.queries.reads import ListQueries
@@ -35,6 +35,7 @@ from leasegate.http.models import (
     page,
 )
 from leasegate.http.render import to_json
+from leasegate.http.validation import validate_querystring, validate_request
 
 bp = Blueprint("queries", __name__)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import trio
 from quart import Blueprint
-from quart_schema import document_response, validate_querystring, validate_request
+from quart_schema import document_response
 
 from leasegate.actors.devices.forwarder import see_device
 from leasegate.actors.runtime.batches import ask_each
@@ -49,6 +49,7 @@ from leasegate.http.models import (
 )
 from leasegate.http.render import to_json
 from leasegate.http.routes_operator import optional_reason
+from leasegate.http.validation import validate_querystring, validate_request
 
 bp = Blueprint("tasks", __name__)
 

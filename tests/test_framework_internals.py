@@ -1,0 +1,213 @@
+"""What leasegate uses of its frameworks below their documented surface, each checked
+by name against the installed release.
+
+Where no public hook does the job, the code reaches inside (and pyproject.toml bounds
+the package at its next minor release). Each test here names the private name, the
+package and version, and the code of ours that relies on it, so that a release that
+changes it fails here, saying what to look at, rather than somewhere in a served test.
+
+Today's uses:
+
+* ``http/expect.py``: hypercorn's ``H11Protocol`` (``hypercorn.protocol.H11Protocol``,
+  replaced for ``ProtocolWrapper``), its ``_send_h11_event``, ``stream_send``,
+  ``connection``, ``stream`` (an ``HTTPStream`` with its ``scope``) and ``send``;
+  h11's events and states;
+* ``http/listener.py``: hypercorn's trio worker parts (``TCPServer``,
+  ``WorkerContext``, ``Lifespan``, ``StatsdLogger``), as ``hypercorn.trio.run``
+  assembles them;
+* ``http/app.py``: quart-schema's wrapping of ``app.make_response`` (an attribute of
+  the app, removed: our routes return plain JSON);
+* ``http/validation.py``, ``http/preflight.py``, ``http/openapi.py``: the attributes
+  quart-schema's decorators set on a view and its OpenAPI reads;
+* ``http/connection.py``: quart-trio's ``TrioASGIHTTPConnection`` (``handle_messages``),
+  Quart's request constructor and its ``DataBody``, and the request Quart makes from a
+  scope, which ours copies.
+"""
+
+from __future__ import annotations
+
+import inspect
+from importlib import metadata
+from typing import Any
+
+import h11
+import hypercorn.protocol
+import pytest
+import quart_schema.validation
+from hypercorn.config import Config
+from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.protocol.http_stream import HTTPStream
+from hypercorn.trio.lifespan import Lifespan
+from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.worker_context import WorkerContext
+from pydantic import BaseModel
+from quart.wrappers.response import DataBody
+from quart_schema import QuartSchema
+from quart_trio import QuartTrio
+from quart_trio.asgi import TrioASGIHTTPConnection
+
+from leasegate.http import expect
+from leasegate.http.connection import connection_class
+from leasegate.settings import Settings
+
+
+def need(ok: bool, package: str, name: str, where: str, what: str) -> None:
+    """Fail, naming the private ``name`` of ``package`` (and its installed version)."""
+    if not ok:
+        pytest.fail(f"{package} {metadata.version(package)}: {name} {what}; {where} relies "
+                    f"on it (see tests/test_framework_internals.py): adapt that code, or "
+                    f"keep {package} below this release in pyproject.toml", pytrace=False)
+
+
+def parameters(fn: Any) -> list[str]:
+    return list(inspect.signature(fn).parameters)
+
+
+# ---- hypercorn and h11: http/expect.py ------------------------------------------------
+
+
+def test_hypercorn_builds_its_http1_protocol_by_the_name_expect_replaces() -> None:
+    need(getattr(hypercorn.protocol, "H11Protocol", None) is not None, "hypercorn",
+         "hypercorn.protocol.H11Protocol", "http/expect.py", "is gone")
+    need("H11Protocol" in hypercorn.protocol.ProtocolWrapper.__init__.__code__.co_names,
+         "hypercorn", "ProtocolWrapper.__init__ -> H11Protocol", "http/expect.py",
+         "no longer looks the protocol class up in hypercorn.protocol")
+
+
+def test_the_h11_protocol_members_expect_overrides_and_reads() -> None:
+    where = "http/expect.py"
+    send_event = getattr(H11Protocol, "_send_h11_event", None)
+    need(send_event is not None and inspect.iscoroutinefunction(send_event)
+         and parameters(send_event) == ["self", "event"], "hypercorn",
+         "H11Protocol._send_h11_event(self, event)", where, "is gone or changed")
+    need(parameters(H11Protocol.stream_send) == ["self", "event"], "hypercorn",
+         "H11Protocol.stream_send(self, event)", where, "changed")
+
+    async def send(event: object) -> None:
+        pass
+
+    protocol = H11Protocol(None, Config(), WorkerContext(None), None, {}, False,  # type: ignore[arg-type]
+                           None, None, send)
+    need(isinstance(protocol.connection, h11.Connection), "hypercorn",
+         "H11Protocol.connection (an h11.Connection)", where, "is gone")
+    need(protocol.stream is None and protocol.send is send, "hypercorn",
+         "H11Protocol.stream / H11Protocol.send", where, "are gone")
+    need("scope" in inspect.getsource(HTTPStream.handle), "hypercorn", "HTTPStream.scope",
+         where, "is no longer set by HTTPStream.handle")
+
+
+def test_the_h11_names_expect_uses() -> None:
+    for name in ("InformationalResponse", "Response", "LocalProtocolError", "ERROR"):
+        need(hasattr(h11, name), "h11", f"h11.{name}", "http/expect.py", "is gone")
+    need(parameters(h11.Connection.send) == ["self", "event"], "h11",
+         "h11.Connection.send(self, event)", "http/expect.py", "changed")
+
+
+def test_expect_installs_its_protocol_for_hypercorn() -> None:
+    original = hypercorn.protocol.H11Protocol  # type: ignore[attr-defined]
+    try:
+        expect.install(Settings())
+        installed = hypercorn.protocol.H11Protocol  # type: ignore[attr-defined]
+        assert issubclass(installed, H11Protocol) and installed is not H11Protocol
+    finally:
+        hypercorn.protocol.H11Protocol = original  # type: ignore[attr-defined]
+
+
+# ---- hypercorn: http/listener.py --------------------------------------------------------
+
+
+def test_the_trio_worker_parts_the_listener_assembles() -> None:
+    where = "http/listener.py"
+    need(parameters(TCPServer.__init__) == ["self", "app", "config", "context", "state",
+                                             "stream"],
+         "hypercorn", "hypercorn.trio.tcp_server.TCPServer(app, config, context, state, "
+         "stream)", where, "changed")
+    need(parameters(WorkerContext.__init__) == ["self", "max_requests"], "hypercorn",
+         "hypercorn.trio.worker_context.WorkerContext(max_requests)", where, "changed")
+    context = WorkerContext(None)
+    need(inspect.iscoroutinefunction(getattr(context.terminated, "set", None)), "hypercorn",
+         "WorkerContext.terminated.set()", where, "is no longer awaitable")
+    need(parameters(Lifespan.__init__) == ["self", "app", "config", "state"], "hypercorn",
+         "hypercorn.trio.lifespan.Lifespan(app, config, state)", where, "changed")
+    for method in ("handle_lifespan", "wait_for_startup", "wait_for_shutdown"):
+        need(inspect.iscoroutinefunction(getattr(Lifespan, method, None)), "hypercorn",
+             f"Lifespan.{method}", where, "is gone")
+    need(hasattr(Config, "set_statsd_logger_class"), "hypercorn",
+         "Config.set_statsd_logger_class", where, "is gone")
+
+
+# ---- quart-schema: http/app.py, validation.py, preflight.py, openapi.py --------------
+
+
+class Body(BaseModel):
+    n: int
+
+
+def test_quart_schema_wraps_make_response_on_the_app() -> None:
+    app = QuartTrio("internals")
+    QuartSchema(app)
+    need("make_response" in vars(app), "quart-schema", "app.make_response (wrapped on the "
+         "app by QuartSchema.init_app)", "http/app.py (del app.make_response)",
+         "is no longer set on the app")
+
+
+def test_the_attributes_quart_schema_documents_a_view_by() -> None:
+    where = "http/validation.py, http/preflight.py, http/openapi.py"
+
+    async def view(data: Body) -> None:
+        pass
+
+    async def listing(query_args: Body) -> None:
+        pass
+
+    documented = quart_schema.validate_request(Body)(view)
+    need(getattr(documented, quart_schema.validation.QUART_SCHEMA_REQUEST_ATTRIBUTE, None)
+         == (Body, quart_schema.validation.DataSource.JSON), "quart-schema",
+         "QUART_SCHEMA_REQUEST_ATTRIBUTE = (model, DataSource.JSON)", where,
+         "is not what validate_request sets")
+    listed = quart_schema.validate_querystring(Body)(listing)
+    need(getattr(listed, quart_schema.validation.QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None)
+         is Body, "quart-schema", "QUART_SCHEMA_QUERYSTRING_ATTRIBUTE = model", where,
+         "is not what validate_querystring sets")
+
+
+# ---- quart-trio and Quart: http/connection.py ------------------------------------------
+
+
+def test_the_connection_class_members_ours_builds_on() -> None:
+    where = "http/connection.py"
+    need(parameters(TrioASGIHTTPConnection.handle_messages) == ["self", "nursery",
+                                                               "request", "receive"],
+         "quart-trio", "TrioASGIHTTPConnection.handle_messages(nursery, request, receive)",
+         where, "changed")
+    need(parameters(TrioASGIHTTPConnection.__init__) == ["self", "app", "scope"],
+         "quart-trio", "TrioASGIHTTPConnection(app, scope)", where, "changed")
+    body = DataBody(b"abc")
+    need((body.data, body.begin, body.end) == (b"abc", 0, 3), "quart",
+         "DataBody.data / .begin / .end", where, "changed")
+
+
+def test_our_request_is_the_one_quart_makes() -> None:
+    """connection.make_request copies Quart's (private) request making: the same
+    request, field by field, for scopes with and without a root path."""
+    app = QuartTrio("internals")
+    app.asgi_http_class = connection_class(Settings())
+    for root_path, path in (("", "/v1/queries"), ("/gw", "/gw/v1/queries"), ("/gw", "/gw"),
+                            ("/gw", "/elsewhere")):
+        scope: Any = {
+            "type": "http", "http_version": "1.0", "method": "POST", "scheme": "http",
+            "path": path, "raw_path": path.encode(), "query_string": b"wait_seconds=1",
+            "root_path": root_path, "client": ("10.0.0.1", 5000),
+            "server": ("127.0.0.1", 8470),
+            "headers": [(b"content-type", b"application/json"), (b"x-a", b"1"),
+                        (b"x-a", b"2")]}
+        ours = app.asgi_http_class(app, scope).make_request()
+        theirs = TrioASGIHTTPConnection(app, scope)._create_request_from_scope(
+            lambda message: None)  # type: ignore[arg-type,return-value]
+        for field in ("method", "scheme", "path", "query_string", "root_path",
+                      "http_version", "max_content_length", "scope"):
+            need(getattr(ours, field) == getattr(theirs, field), "quart",
+                 f"the request made from a scope ({field})", "http/connection.py",
+                 f"differs: ours {getattr(ours, field)!r}, Quart's {getattr(theirs, field)!r}")
+        need(list(ours.headers.items()) == list(theirs.headers.items()), "quart",
+             "the request made from a scope (headers)", "http/connection.py", "differs")

@@ -1,0 +1,144 @@
+"""The app's one ASGI layer (connection class), its preflight and its validation, seen
+through the ASGI messages an app sends and the answers a caller gets."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+from quart import Response
+from quart.wrappers.response import DataBody
+from werkzeug.wrappers import Response as WerkzeugResponse
+
+from leasegate.http.connection import answer
+from leasegate.http.models import SubmitQueryBody
+from leasegate.http.preflight import Preflight
+from leasegate.http.validation import validate_request
+from tests.conftest import Gateway
+
+Messages = list[dict[str, Any]]
+
+
+async def asgi_call(gateway: Gateway, method: str, path: str, body: bytes = b"",
+                    headers: list[tuple[bytes, bytes]] | None = None) -> Messages:
+    """One request through the app as hypercorn calls it; the messages it sent."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": b"", "root_path": "", "client": ("127.0.0.1", 40000),
+             "server": ("127.0.0.1", 8470),
+             "headers": [(b"host", b"gw"), (b"content-length", str(len(body)).encode()),
+                         *(headers or [])]}
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: Messages = []
+    answered = trio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop()
+        await answered.wait()  # as hypercorn: the disconnect comes after the answer
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            answered.set()
+
+    await gateway.app(scope, receive, send)
+    return sent
+
+
+async def test_a_sized_answer_is_its_head_then_its_whole_body(gateway: Gateway) -> None:
+    key = gateway.keys["t1"].encode()
+    sent = await asgi_call(gateway, "POST", "/v1/queries",
+                           b'{"site": "s", "kind": "k", "params": {}}',
+                           [(b"authorization", b"Bearer " + key),
+                            (b"content-type", b"application/json")])
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[0]["status"] == 201
+    headers = dict(sent[0]["headers"])
+    assert headers[b"content-type"] == b"application/json"
+    assert int(headers[b"content-length"]) == len(sent[1]["body"])
+    assert b'"status":"queued"' in sent[1]["body"] and not sent[1]["more_body"]
+    assert headers[b"x-request-id"]
+
+
+async def test_an_early_answer_on_http1_still_goes_whole(gateway: Gateway) -> None:
+    """No key: 401 before the body is read, and the body guard's bookkeeping does not
+    hold the answer back."""
+    sent = await asgi_call(gateway, "POST", "/v1/queries", b"{}",
+                           [(b"content-type", b"application/json")])
+    assert sent[0]["status"] == 401
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    assert b'"code":4010' in body and not sent[-1]["more_body"]
+
+
+async def test_streamed_and_werkzeug_answers_go_chunk_by_chunk() -> None:
+    sent: Messages = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"one"
+        yield b"two"
+
+    await answer(send, Response(chunks(), mimetype="text/plain"))
+    assert [(m.get("body"), m.get("more_body")) for m in sent[1:]] == [
+        (b"one", True), (b"two", True), (b"", False)]
+    sent.clear()
+    await answer(send, WerkzeugResponse("moved", status=302))
+    assert sent[0]["status"] == 302
+    assert [(m["body"], m["more_body"]) for m in sent[1:]] == [(b"moved", False)]
+
+
+async def test_a_range_of_a_held_body_is_sent_as_the_range(gateway: Gateway) -> None:
+    sent: Messages = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async with gateway.app.app_context():
+        response = Response(b"0123456789")
+        held = response.response
+        assert isinstance(held, DataBody)
+        await held.make_conditional(2, 5)
+        await answer(send, response)
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == b"234"
+
+
+async def test_route_plans_are_worked_out_once(gateway: Gateway) -> None:
+    preflight = Preflight(gateway.app, gateway.system, gateway.app.extensions["leasegate.auth"])
+    submit = preflight.plan("queries.submit_query")
+    assert preflight.plan("queries.submit_query") is submit
+    assert not submit.public and not submit.takes_query and submit.roles is not None
+    get_task = preflight.plan("tasks.get_task")
+    assert get_task.takes_query and get_task.id_args == ("task_id",)
+    assert preflight.plan("admin.health").public
+    assert preflight.plan(None).public  # a 404 or 405: answered without a key
+
+
+@pytest.mark.parametrize(("path", "query", "status"), [
+    ("/v1/queries/lease", "", 405),  # a fixed path wins over /v1/queries/{query_id}
+    ("/health", "?verbose=1", 400),  # no query parameters taken: refused
+])
+async def test_preflight_answers_before_the_route(gateway: Gateway, path: str, query: str,
+                                                  status: int) -> None:
+    code, body = await gateway.call("GET", path + query, "t1")
+    assert code == status, body
+
+
+async def test_a_body_that_does_not_fit_is_400_with_the_field(gateway: Gateway) -> None:
+    code, body = await gateway.call("POST", "/v1/queries", "t1",
+                                    json={"site": "s", "kind": "k", "params": {}, "typo": 1})
+    assert code == 400 and body["error"]["code"] == 4000
+    assert "typo" in body["error"]["message"]
+
+
+def test_validated_views_must_be_coroutines() -> None:
+    def view(data: SubmitQueryBody) -> None:
+        pass
+
+    with pytest.raises(TypeError, match="coroutine function"):
+        validate_request(SubmitQueryBody)(view)  # type: ignore[type-var]
