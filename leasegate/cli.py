@@ -21,6 +21,9 @@ from pydantic import ValidationError
 
 from leasegate import cli_actions
 from leasegate.allocator import reexec_on_glibc_malloc
+from leasegate.cli_inspect import add_commands as add_inspect_commands
+from leasegate.cli_inspect import subcommands
+from leasegate.cli_table import CommandFailed, UsageError
 from leasegate.settings import SettingsError, load
 from leasegate.storage import keys_sql
 from leasegate.storage.backup import NotABackup, backup, restore
@@ -31,6 +34,8 @@ from leasegate.storage.datadir import (
     DataDirUnusable,
     NoDatabase,
     db_path,
+    first_missing,
+    remove_unused,
     require_database,
 )
 from leasegate.storage.durability import StorageNotDurable
@@ -87,11 +92,14 @@ def _parser() -> argparse.ArgumentParser:
                         help="comma-separated sites the key may lease (worker keys only; "
                              "default: all)")
     create.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
+    add_inspect_commands(commands, _data_options)
 
     back = commands.add_parser(
         "backup", help="a consistent copy of the database",
         description="Write a consistent copy of the database (safe while serving).")
-    back.add_argument("--out", type=Path, required=True, help="file to write")
+    back.add_argument("--out", type=Path, required=True,
+                      help="file to write (not one that exists, unless --force)")
+    back.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     back.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
 
     rest = commands.add_parser(
@@ -105,18 +113,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _job_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The groups of commands that act on a running gateway over HTTP (``tasks``,
-    ``queries``, ``sites``): each module adds its commands to a group made once."""
-    groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
+    """The operator's commands on a running gateway (``cli_actions``), added to the
+    ``tasks``, ``queries`` and ``sites`` groups beside ``cli_inspect``'s."""
+    cli_actions.register(lambda name, what: subcommands(commands, name,
+                                                        f"{what} on a running gateway"))
 
-    def group(name: str, what: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
-        if name not in groups:
-            parser = commands.add_parser(name, help=f"{what} on a running gateway")
-            groups[name] = parser.add_subparsers(dest=f"{name}_command", required=True,
-                                                 metavar="COMMAND")
-        return groups[name]
 
-    cli_actions.register(group)
+def _data_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
+    parser.add_argument("--database", metavar="URL", default=None,
+                        help="a postgresql:// URL: that database instead of the SQLite file "
+                             "in --data (default: the environment's LEASEGATE_DATABASE_URL)")
 
 
 def _fail(message: str, status: int = FAILED) -> int:
@@ -169,6 +176,7 @@ def _serve(args: argparse.Namespace) -> int:
     from leasegate.server import Interrupted, StartupError, serve
 
     status, message = 0, ""
+    made = first_missing(args.data)  # what serve creates, removed again if it cannot serve
     try:
         trio.run(lambda: serve(args.data, settings, args.host, args.port,
                                bootstrap=not args.no_bootstrap_keys,
@@ -177,6 +185,8 @@ def _serve(args: argparse.Namespace) -> int:
     except* (StartupError, DataDirBusy, DataDirUnusable, LedgerUnbalanced,
              StorageNotDurable) as group:
         status, message = FAILED, str(_first(group))
+        if isinstance(_first(group), StartupError):  # nothing was served: nothing left
+            remove_unused(args.data, made)
     except* KeyboardInterrupt:
         status, message = 128 + signal.SIGINT, "interrupted"
     except* Interrupted as group:
@@ -192,6 +202,16 @@ def _serve(args: argparse.Namespace) -> int:
     return _fail(message, status) if status else 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    try:
+        status: int = args.run(args)
+        return status
+    except UsageError as exc:
+        return _fail(str(exc), USAGE_ERROR)
+    except CommandFailed as exc:
+        return _fail(str(exc))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
@@ -201,9 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "handler", None) is not None:  # a command on a running gateway
         return cli_actions.run(args)
     try:
+        if getattr(args, "run", None) is not None:  # a command of cli_inspect
+            return _run(args)
         if args.command == "keys":
             return _create_key(args)
         if args.command == "backup":
+            if args.out.exists() and not args.force:
+                return _fail(f"{args.out} exists; --force to overwrite it")
             size = backup(require_database(args.data), args.out)
             print(f"backed up {size} bytes to {args.out}")
             return 0

@@ -288,7 +288,8 @@ async def test_task_results_are_fenced_per_item(gateway: Gateway) -> None:
     assert codes(items) == [None, 6002, None, 6003]
     assert items[0]["task"]["status"] == "succeeded"
     assert items[0]["task"]["billing"]["charged"] == 5
-    assert items[2]["task"]["error"] == {"code": 7, "message": "out of stock"}
+    assert items[2]["task"]["error"] == {"code": 7, "message": "out of stock",
+                                          "type": None, "traceback": None}
     status, b = await call(gateway, "GET", "/v1/tasks/b", "t1")
     assert b["status"] == "running"  # the stale token changed nothing
     # A retry of the whole batch: the accepted results replay, the others still fail.

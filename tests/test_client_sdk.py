@@ -583,7 +583,11 @@ async def test_a_handler_exception_is_reported_as_failed(autojump_clock: Any) ->
     worker = async_worker(gateway, max=2)
     assert await worker.run_once(handler) == 2
     assert gateway.tasks["t1"]["status"] == "failed"
-    assert gateway.tasks["t1"]["error"] == {"message": "ValueError('boom')"}
+    error = gateway.tasks["t1"]["error"]
+    assert (error["type"], error["message"]) == ("ValueError", "boom")
+    assert error["traceback"].startswith("Traceback (most recent call last):\n")
+    assert 'raise ValueError("boom")' in error["traceback"]
+    assert error["traceback"].endswith("ValueError: boom\n")
     assert gateway.tasks["t2"]["error"] == {"message": "out of stock", "code": 17}
 
 
@@ -655,7 +659,10 @@ async def test_queries_lease_handle_and_report(autojump_clock: Any) -> None:
         assert await worker.run_once(handler) == 1
         q2 = await client.get_query("q2")
     assert (q1["status"], q1["result"]) == ("succeeded", {"balance": 42})
-    assert (q2["status"], q2["error"]) == ("failed", {"message": "RuntimeError('site down')"})
+    error = q2["error"]
+    assert error is not None
+    assert (q2["status"], error["type"], error["message"]) == ("failed", "RuntimeError",
+                                                               "site down")
     assert "progress" not in gateway.bodies("POST", "/v1/queries/q1/result")[0]
 
 

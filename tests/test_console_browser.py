@@ -390,6 +390,38 @@ def _luminance(css_colour: str) -> float:
     return 0.2126 * red + 0.7152 * green + 0.0722 * blue
 
 
+def test_a_search_by_text_in_params(admin_tab: Console, gateway: Served) -> None:
+    """The search form finds tasks by text inside their params (and by an id's start);
+    a filter the page does not know is a clear 400, never ignored."""
+    _ok(gateway.client("client").post("/v1/tasks", json={
+        "task_id": "gift-1", "site": "books", "account": "acct-g", "kind": "gift_card",
+        "params": {"recipient": "Ada Lovelace", "amount": 25}}), 201)
+    tab = admin_tab
+    page = tab.page
+    tab.go("/console/tasks")
+    form = page.locator("form.search")
+    form.get_by_label("Text in params or error").fill("lovelace")
+    form.get_by_role("button", name="Search").click()
+    rows = page.locator("table.jobs tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("gift-1")
+    assert "text=lovelace" in page.url
+    expect(page.locator("p.searched")).to_contain_text("all there are")
+    expect(form.get_by_label("Text in params or error")).to_have_value("lovelace")
+    form.get_by_label("Text in params or error").fill('"X1"')  # a value, quotes and all
+    form.get_by_label("Site").fill("shop")
+    form.get_by_role("button", name="Search").click()
+    expect(rows).to_have_count(3)
+    for task_id in ("order-a", "order-b", "order-c"):
+        expect(page.locator(f'table.jobs tr[data-job-id="{task_id}"]')).to_have_count(1)
+    tab.go("/console/tasks?id=order-")  # the start of ids: a list, not a 404
+    expect(rows).to_have_count(3)
+    response = page.goto(tab.url + "/console/tasks?colour=red")
+    assert response is not None and response.status == 400
+    expect(page.locator("main")).to_contain_text("colour: not a filter of this page")
+    tab.errors.clear()  # the 400 page's own load is reported as a console error
+
+
 def test_credit_an_account(admin_tab: Console, gateway: Served) -> None:
     tab = admin_tab
     page = tab.page

@@ -100,7 +100,8 @@ async def test_get_with_wait_returns_when_terminal(gateway: Gateway,
             "error": {"code": 7, "message": "site down"}})
     when, body = seen[0]
     assert when - start == 4
-    assert body["status"] == "failed" and body["error"] == {"code": 7, "message": "site down"}
+    assert body["status"] == "failed" and body["error"] == {"code": 7, "message": "site down",
+                                                             "type": None, "traceback": None}
 
 
 async def test_result_fencing(gateway: Gateway) -> None:

@@ -487,7 +487,8 @@ async def test_cancel_a_running_task_asks_the_worker(gateway: Gateway) -> None:
     # The worker decides how it ends.
     done = await finish(gateway, item, "canceled", error={"message": "stopped before paying"})
     assert (done["status"], done["error"]) == ("canceled", {"code": None,
-                                                            "message": "stopped before paying"})
+                                                            "message": "stopped before paying",
+                                                            "type": None, "traceback": None})
 
 
 # ---- retries after lost responses -------------------------------------------------------
@@ -505,7 +506,8 @@ async def test_retries_with_the_same_token_are_safe(
 
     body = fence(item, outcome="failed", error={"code": 17, "message": "sold out"})
     status, done = await act(gateway, item, "result", body)
-    assert status == 200 and done["error"] == {"code": 17, "message": "sold out"}
+    assert status == 200 and done["error"] == {"code": 17, "message": "sold out",
+                                                        "type": None, "traceback": None}
     await trio.sleep(5)
     assert await act(gateway, item, "result", body) == (200, done)
     status, reply = await act(gateway, item, "result", fence(item, outcome="succeeded"))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from leasegate.storage.engine import Row
+from leasegate.storage.search_sql import Searched
 
 T = TypeVar("T")
 
@@ -35,6 +36,13 @@ class Paged(Generic[T]):
     total: int
     limit: int
     offset: int
+
+
+@dataclass(frozen=True)
+class JobPage(Paged[T]):
+    """A page of a job search; with text, how much the search read (``searched``)."""
+
+    searched: Searched | None = None
 
 
 def paged(found: tuple[int, Sequence[Row]], view: Callable[[Row], T], page: Page) -> Paged[T]:

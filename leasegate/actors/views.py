@@ -38,10 +38,13 @@ def loads(text: str | None) -> Any:
 
 @dataclass(frozen=True)
 class JobError:
-    """Why a job failed: the worker's code (if any) and message."""
+    """Why a job failed: the worker's code (if any) and message; the exception's type
+    and (bounded) traceback when the worker sent them."""
 
     code: int | None
     message: str
+    type: str | None = None
+    traceback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ class Billing:
 def job_error(row: sqlite3.Row) -> JobError | None:
     if row["error_code"] is None and row["error_message"] is None:
         return None
-    return JobError(row["error_code"], row["error_message"] or "")
+    return JobError(row["error_code"], row["error_message"] or "", row["error_type"],
+                    row["error_traceback"])
 
 
 def billing(row: sqlite3.Row) -> Billing | None:

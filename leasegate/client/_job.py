@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Final, Literal, TypeAlias
 
 import anyio
 
+from leasegate.client._exceptions import error_detail
 from leasegate.client._types import JSONObject
 
 log = logging.getLogger("leasegate.client")
@@ -287,8 +288,10 @@ class BaseJob:
         message is truncated, and a WARNING says what changed. One exception: a pause
         whose checkpoint cannot be sent is reported ``failed`` (logged as an ERROR),
         since resuming from an older checkpoint would do work again."""
+        raised: dict[str, str] | None = None
         if isinstance(ending, Exception) and not isinstance(ending, Outcome):
-            ending = Failed(repr(ending))
+            raised = error_detail(ending)
+            ending = Failed(raised["message"])
         if isinstance(ending, Outcome) and self.channel == "queries" and ending.outcome != "failed":
             ending = Failed(f"{ending!r} is not an outcome of a query")
         fixes: list[str] = []
@@ -343,6 +346,8 @@ class BaseJob:
             error: JSONObject = {"message": sent_message}
             if code is not None:
                 error["code"] = code
+            if raised is not None:
+                error["type"], error["traceback"] = raised["type"], raised["traceback"]
             body["error"] = error
         if result is not None:
             body["result"] = result

@@ -25,12 +25,11 @@ from pydantic import (
 
 from leasegate.actors.keys.records import Role
 from leasegate.actors.pages import Page
-from leasegate.actors.queries.reads import QueryStatus
 from leasegate.actors.queries.results import QueryOutcome
+from leasegate.actors.queue.errors import MAX_ERROR_TYPE, MAX_TRACEBACK
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.control import ReclaimAction
 from leasegate.actors.tasks.fenced import TaskOutcome
-from leasegate.actors.tasks.reads import TaskStatus
 from leasegate.http.numbers import ASCII_DIGITS
 from leasegate.ids import ID_PATTERN, RESERVED_JOB_IDS
 from leasegate.settings import MAX_AMOUNT
@@ -117,6 +116,13 @@ class LeaseBody(Strict):
 class ErrorBody(Strict):
     code: Code | None = None
     message: Text = ""
+    type: Annotated[str, StringConstraints(min_length=1, max_length=MAX_ERROR_TYPE),
+                    Field(description="The exception's type, e.g. `KeyError` or "
+                                      "`shop.errors.OutOfStock`.")] | None = None
+    traceback: Annotated[str, StringConstraints(max_length=MAX_TRACEBACK),
+                         Field(description="Where it was raised: at most 8,192 "
+                                           "characters (the SDK cuts a longer one at "
+                                           "a line and says so).")] | None = None
 
 
 class QueryResultBody(Strict):
@@ -257,19 +263,6 @@ def page(args: ListArgs) -> Page:
     return Page(limit=args.limit, offset=args.offset)
 
 
-class QueryListArgs(ListArgs):
-    status: QueryStatus | None = None
-    site: Id | None = None
-    kind: Id | None = None
-
-
-class TaskListArgs(ListArgs):
-    status: TaskStatus | None = None
-    site: Id | None = None
-    account: Id | None = None
-    kind: Id | None = None
-
-
 class WaitArgs(Strict):
     wait_seconds: Annotated[float, Field(ge=0, le=30)] | None = None
 
@@ -302,6 +295,8 @@ class TaskSubmitted(Submitted):
 class JobError(BaseModel):
     code: int | None
     message: str
+    type: str | None
+    traceback: str | None
 
 
 class Billing(BaseModel):
@@ -387,14 +382,6 @@ class TaskLease(BaseModel):
     claim_expires_at: Timestamp
 
 
-class QueryLeases(BaseModel):
-    items: list[QueryLease]
-
-
-class TaskLeases(BaseModel):
-    items: list[TaskLease]
-
-
 class Started(BaseModel):
     task_id: str
     status: str
@@ -460,12 +447,22 @@ class ListPage(BaseModel):
     offset: int
 
 
+class Searched(BaseModel):
+    rows: int = Field(description="How many jobs the text search read (the newest "
+                                  "matching the other filters; at most 10,000).")
+    complete: bool = Field(description="Whether those were all the jobs the other "
+                                       "filters match (else narrow them to reach older "
+                                       "ones).")
+
+
 class QueryPage(ListPage):
     items: list[QueryObject]
+    searched: Searched | None = Field(description="With `text`: how much was read.")
 
 
 class TaskPage(ListPage):
     items: list[TaskObject]
+    searched: Searched | None = Field(description="With `text`: how much was read.")
 
 
 class WorkerObject(BaseModel):

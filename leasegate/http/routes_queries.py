@@ -7,22 +7,24 @@ from typing import Any
 from quart import Blueprint
 from quart_schema import document_response
 
-from leasegate.actors.queries.lease import LeaseQueries, release_message
+from leasegate.actors.queries.lease import (
+    LeaseQueries,
+    LeaseQueriesAfterResults,
+    release_message,
+)
 from leasegate.actors.queries.reads import ListQueries
 from leasegate.actors.queries.results import QueryResult, QueryResults
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
+from leasegate.http.carried import lease_after_results
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import lease_reply, parked
+from leasegate.http.long_poll import parked
 from leasegate.http.models import (
     ErrorEnvelope,
-    LeaseBody,
     QueriesSubmitted,
     QueryItems,
-    QueryLeases,
-    QueryListArgs,
     QueryObject,
     QueryPage,
     QueryResultBody,
@@ -34,8 +36,11 @@ from leasegate.http.models import (
     WaitArgs,
     page,
 )
+from leasegate.http.models_search import QueryListArgs
 from leasegate.http.render import to_json
+from leasegate.http.search import nothing, search_fields
 from leasegate.http.validation import validate_querystring, validate_request
+from leasegate.http.worker_models import QueryLeaseBody, QueryLeaseReply
 
 bp = Blueprint("queries", __name__)
 
@@ -105,24 +110,34 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
 @validate_querystring(QueryListArgs)
 @document_response(QueryPage)
 async def list_queries(query_args: QueryListArgs) -> Any:
-    """Queries, newest first (own tenant; admin: all)."""
+    """Queries, newest first (own tenant; admin: all), that match every filter given."""
     _, tenant = require_tenant("client")
+    fields = search_fields(query_args, tenant, page(query_args))
+    if fields is None:
+        return to_json(nothing(page(query_args)))
     return to_json(await system().jobs.queries.page(ListQueries(
-        tenant=tenant, status=query_args.status, site=query_args.site, kind=query_args.kind,
-        page=page(query_args))))
+        status=query_args.status, **fields)))
 
 
 @bp.post("/v1/queries/lease")
 @allow("worker")
-@validate_request(LeaseBody)
-@document_response(QueryLeases)
-async def lease_queries(data: LeaseBody) -> Any:
-    """Long-poll for up to ``max`` queries (worker)."""
+@validate_request(QueryLeaseBody)
+@document_response(QueryLeaseReply)
+async def lease_queries(data: QueryLeaseBody) -> Any:
+    """Long-poll for up to ``max`` queries (worker).
+
+    ``results``: the outcomes of the worker's previous queries, reported before the
+    lease in the same commit, each answered on its own in the reply's ``results``, as
+    ``POST /v1/queries/results`` would answer it."""
     principal = require("worker")
-    return await lease_reply(system().queries, LeaseQueries(
+    sites = principal.sites
+    results = None if data.results is None else batches.each_body(
+        QueryResultItem, data.results,
+        lambda item, limit: _result_message(item.query_id, data.worker_id, sites, item, limit))
+    return await lease_after_results("query", system().jobs.queries, LeaseQueries(
         worker_id=data.worker_id, sites=worker_sites(principal, data.sites), max=data.max,
-        request_id=data.request_id, wait=data.wait_seconds > 0), data.wait_seconds,
-        release_message)
+        request_id=data.request_id, wait=data.wait_seconds > 0), results,
+        LeaseQueriesAfterResults, data.wait_seconds, release_message)
 
 
 @bp.post("/v1/queries/<query_id>/result")
@@ -146,4 +161,6 @@ def _result_message(query_id: str, worker_id: str, sites: tuple[str, ...] | None
         query_id=query_id, worker_id=worker_id, lease_token=body.lease_token, sites=sites,
         outcome=body.outcome, result=body.result,
         error_code=body.error.code if body.error else None,
-        error_message=body.error.message if body.error else None, cost=body.cost)
+        error_message=body.error.message if body.error else None,
+        error_type=body.error.type if body.error else None,
+        error_traceback=body.error.traceback if body.error else None, cost=body.cost)

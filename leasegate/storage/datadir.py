@@ -105,3 +105,36 @@ class DataDirLock:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+
+def first_missing(data_dir: Path) -> Path | None:
+    """The outermost of ``data_dir`` and its parents that does not exist yet (what
+    serving would create, absolute), or None if ``data_dir`` exists."""
+    missing = None
+    target = data_dir.absolute()
+    for path in (target, *target.parents):
+        if path.exists():
+            break
+        missing = path
+    return missing
+
+
+def remove_unused(data_dir: Path, made: Path | None) -> None:
+    """Remove what serving created when it could not serve: ``data_dir`` holding only
+    its lock file, and the parents made for it up to ``made`` (``first_missing``'s).
+    Nothing else: a directory that held anything more is left as it is."""
+    if made is None:
+        return
+    try:
+        if {p.name for p in data_dir.iterdir()} - {LOCK_NAME}:
+            return
+        (data_dir / LOCK_NAME).unlink(missing_ok=True)
+        path = data_dir.absolute()
+        top = made.absolute()
+        while True:
+            path.rmdir()  # only if empty
+            if path == top:
+                break
+            path = path.parent
+    except OSError:
+        pass  # left behind, as before: never worth failing over

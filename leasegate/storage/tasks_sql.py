@@ -308,6 +308,28 @@ def expire_past_ttl(conn: Connection, now: float, ttl: float) -> list[Row]:
     return rows
 
 
+def expire_paused(conn: Connection, now: float, ttl: float) -> list[Row]:
+    """paused for ``ttl`` (since it last changed: paused, then nothing) → expired."""
+    rows = conn.execute(
+        "SELECT task_id, kind, site, account, updated_at FROM tasks "
+        "WHERE status = 'paused' AND updated_at <= ?", (now - ttl,)
+    ).fetchall()
+    for row in rows:
+        conn.execute(
+            "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
+            "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'paused'",
+            (f"paused for task_ttl ({ttl:g} s) without being resumed", now, now,
+             row["task_id"]),
+        )
+    return rows
+
+
+def next_paused_deadline(conn: Connection, ttl: float) -> float | None:
+    """When the longest-paused task reaches ``ttl`` (the paused are few: their index)."""
+    row = conn.execute("SELECT min(updated_at) FROM tasks WHERE status = 'paused'").fetchone()
+    return None if row[0] is None else float(row[0]) + ttl
+
+
 def not_before_passed(conn: Connection, after: float, now: float) -> bool:
     """A queued task became leasable in ``(after, now]`` because its not_before passed."""
     row = conn.execute(

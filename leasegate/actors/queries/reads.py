@@ -6,16 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.actors.checks import check_choice, check_id, check_int, check_page
-from leasegate.actors.pages import MAX_LIMIT, Page, Paged, paged
+from leasegate.actors.checks import check_choice, check_int, check_page
+from leasegate.actors.pages import MAX_LIMIT, JobPage, Page, Paged, paged
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryCounts, QuerySite, QueryView, query_view
 from leasegate.actors.queue.reads import GetJob, serve_reads
+from leasegate.actors.queue.search import check_search, run_search
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.storage import queries_sql as sql
 from leasegate.storage.engine import Connection
-from leasegate.storage.pages import page_rows
 
 QueryStatus = Literal["queued", "leased", "succeeded", "failed", "expired"]
 
@@ -29,26 +29,29 @@ serve_reads(QUERIES, GetQuery)  # and a query's history, and the ledger's settle
 
 
 @dataclass(frozen=True)
-class ListQueries(Ask[Queries, Paged[QueryView]]):
+class ListQueries(Ask[Queries, JobPage[QueryView]]):
+    """Queries, newest first, that match every filter given (``queue.search``)."""
+
     tenant: str | None = None
     status: QueryStatus | None = None
     site: str | None = None
     kind: str | None = None
+    worker: str | None = None
+    id_prefix: str | None = None
+    since: float | None = None
+    until: float | None = None
+    text: str | None = None
     page: Page = Page()
 
     def check(self) -> None:
         if self.status is not None:
             check_choice("status", self.status, QueryStatus)
-        for name, value in (("tenant", self.tenant), ("site", self.site), ("kind", self.kind)):
-            check_id(name, value, optional=True)
-        check_page(self.page)
+        check_search(self)
 
 
 @QUERIES.on(ListQueries)
-def list_queries(turn: QueryTurn, m: ListQueries) -> Paged[QueryView]:
-    filters = {"tenant": m.tenant, "status": m.status, "site": m.site, "kind": m.kind}
-    return paged(page_rows(turn.conn, "queries", filters, m.page.limit, m.page.offset),
-                 query_view, m.page)
+def list_queries(turn: QueryTurn, m: ListQueries) -> JobPage[QueryView]:
+    return run_search(turn.conn, "queries", "query_id", m, {"status": m.status}, query_view)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryView, query_view
+from leasegate.actors.queue.errors import check_error_detail, detail_digest
 from leasegate.actors.queue.leases import check_site
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
@@ -29,6 +30,7 @@ from leasegate.actors.views import JSONValue
 from leasegate.errors import QueryLeaseInvalid, QueryNotFound
 from leasegate.logs import escape
 from leasegate.storage import queries_sql as sql
+from leasegate.storage.job_errors_sql import record_detail
 
 log = logging.getLogger("leasegate.queries")
 
@@ -46,6 +48,8 @@ class QueryResult(Ask[Queries, QueryView]):
     error_message: str | None = None
     cost: int | None = None
     sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
+    error_type: str | None = None
+    error_traceback: str | None = None
 
     def check(self) -> None:
         check_id("query_id", self.query_id)
@@ -55,6 +59,7 @@ class QueryResult(Ask[Queries, QueryView]):
         check_json("result", self.result)
         check_int("error.code", self.error_code, -INT32 - 1, INT32, optional=True)
         check_text("error.message", self.error_message, optional=True, most=MAX_TEXT)
+        check_error_detail(self.error_type, self.error_traceback)
         check_int("cost", self.cost, 0, MAX_AMOUNT, optional=True)
         check_ids("sites", self.sites)
 
@@ -67,7 +72,8 @@ def result(turn: QueryTurn, m: QueryResult) -> QueryView:
         raise QueryNotFound(f"no query {m.query_id}")
     check_site(row["site"], m.sites)
     given = None if m.result is None else canonical_json(m.result)  # once
-    digest = fingerprint(m.outcome, given, m.error_code, m.error_message, m.cost)
+    digest = fingerprint(m.outcome, given, m.error_code, m.error_message, m.cost,
+                         *detail_digest(m.error_type, m.error_traceback))
     ours = row["lease_owner"] == m.worker_id and row["lease_token"] == m.lease_token
     if row["status"] in sql.TERMINAL:
         if ours and row["outcome_digest"] == digest:
@@ -88,6 +94,9 @@ def result(turn: QueryTurn, m: QueryResult) -> QueryView:
     updated = sql.finish(conn, m.query_id, m.lease_token, m.outcome, now, stored, code,
                          message, m.cost, digest)
     assert updated is not None  # read above, in this turn: leased under this token
+    if m.outcome == "failed" and (m.error_type or m.error_traceback) is not None:
+        record_detail(conn, "queries", m.query_id, m.error_type, m.error_traceback)
+        updated = sql.get(conn, m.query_id) or updated
     turn.history.record(m.query_id, "result", job=updated, outcome=m.outcome, late=False,
                         worker_id=m.worker_id, cost=m.cost)
     turn.settle.ended(updated)

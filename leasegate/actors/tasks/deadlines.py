@@ -23,6 +23,7 @@ def next_wakeup(turn: TaskTurn) -> float | None:
     # A not_before at or before this turn's instant has been handled (no spinning).
     # A throttled site's tokens coming back count too (see queue/sites.py).
     return earliest(sql.next_deadline(turn.conn, turn.settings.task_hard_timeout, turn.now),
+                    sql.next_paused_deadline(turn.conn, turn.settings.task_ttl),
                     turn.sites.next_refill())
 
 
@@ -50,6 +51,13 @@ def on_wakeup(turn: TaskTurn, now: float) -> None:
         log.warning("task expired unstarted: task_id=%s kind=%s site=%s account=%s",
                     escape(row["task_id"]), escape(row["kind"]), escape(row["site"]),
                     escape(row["account"]))
+        turn.history.record(row["task_id"], "expired")
+        turn.settle.ended(sql.get(conn, row["task_id"]))
+    for row in sql.expire_paused(conn, now, turn.settings.task_ttl):
+        # The seed's rule: queued, running and paused work all end at a limit.
+        log.warning("paused task expired, never resumed: task_id=%s kind=%s site=%s "
+                    "paused_since=%s", escape(row["task_id"]), escape(row["kind"]),
+                    escape(row["site"]), iso(row["updated_at"]))
         turn.history.record(row["task_id"], "expired")
         turn.settle.ended(sql.get(conn, row["task_id"]))
     if sql.not_before_passed(conn, turn.not_before_seen, now):

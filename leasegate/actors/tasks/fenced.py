@@ -25,6 +25,7 @@ from leasegate.actors.checks import (
     check_text,
 )
 from leasegate.actors.payloads import canonical_json, fingerprint
+from leasegate.actors.queue.errors import check_error_detail, detail_digest
 from leasegate.actors.queue.leases import check_site, new_work
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
@@ -37,6 +38,7 @@ from leasegate.errors import LeasegateError, StateConflict, TaskLeaseInvalid
 from leasegate.logs import escape
 from leasegate.storage import tasks_sql as sql
 from leasegate.storage.engine import Row
+from leasegate.storage.job_errors_sql import record_detail
 
 log = logging.getLogger("leasegate.tasks")
 
@@ -132,6 +134,17 @@ def renew(turn: TaskTurn, m: RenewTask) -> Renewed:
 
 
 @dataclass(frozen=True)
+class RenewTasks(Batch[Tasks, RenewTask, Renewed]):
+    """Up to 100 renewals (a worker's running tasks in one call), each fenced and
+    answered on its own with the task's cancel and pause requests."""
+
+    item = RenewTask
+
+
+TASKS.each(RenewTasks, renew)
+
+
+@dataclass(frozen=True)
 class TaskResult(Fenced[TaskView]):
     outcome: TaskOutcome
     result: JSONValue = None
@@ -140,6 +153,8 @@ class TaskResult(Fenced[TaskView]):
     cost: int | None = None
     progress: JSONObject | None = None
     sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
+    error_type: str | None = None
+    error_traceback: str | None = None
 
     def check(self) -> None:
         super().check()
@@ -147,6 +162,7 @@ class TaskResult(Fenced[TaskView]):
         check_json("result", self.result)
         check_int("error.code", self.error_code, -INT32 - 1, INT32, optional=True)
         check_text("error.message", self.error_message, optional=True, most=MAX_TEXT)
+        check_error_detail(self.error_type, self.error_traceback)
         check_int("cost", self.cost, 0, MAX_AMOUNT, optional=True)
         check_json("progress", self.progress, object_only=self.progress is not None)
         check_ids("sites", self.sites)
@@ -162,7 +178,8 @@ def result(turn: TaskTurn, m: TaskResult) -> TaskView:
                             "outcome paused is only for batch tasks")
     result = None if m.result is None else canonical_json(m.result)  # once each
     progress = None if m.progress is None else canonical_json(m.progress)
-    digest = fingerprint(m.outcome, result, m.error_code, m.error_message, m.cost, progress)
+    digest = fingerprint(m.outcome, result, m.error_code, m.error_message, m.cost, progress,
+                         *detail_digest(m.error_type, m.error_traceback))
     ours = _holds(row, m.worker_id, m.lease_token)
     status = row["status"]
     if status in sql.TERMINAL or status == "paused":
@@ -191,6 +208,9 @@ def result(turn: TaskTurn, m: TaskResult) -> TaskView:
                       progress=progress, digest=digest, late=late)
     if done is None:
         raise _refuse("result", row, m.worker_id, m.lease_token)
+    if m.outcome != "succeeded" and (m.error_type or m.error_traceback) is not None:
+        record_detail(conn, "tasks", m.task_id, m.error_type, m.error_traceback)
+        done = turn.current(m.task_id)
     if late:
         log.warning("late result accepted for stale task: task_id=%s worker=%s outcome=%s "
                     "stale_reason=%s", escape(m.task_id), escape(m.worker_id), m.outcome,

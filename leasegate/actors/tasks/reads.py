@@ -6,15 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.actors.checks import check_choice, check_id, check_ids, check_page
-from leasegate.actors.pages import Page, Paged, paged
+from leasegate.actors.checks import check_choice, check_id, check_ids
+from leasegate.actors.pages import JobPage, Page
 from leasegate.actors.queue.reads import GetJob, serve_reads
+from leasegate.actors.queue.search import check_search, run_search
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import TaskView, task_view
 from leasegate.storage import tasks_sql as sql
-from leasegate.storage.pages import page_rows
 
 TaskStatus = Literal["queued", "leased", "running", "succeeded", "failed", "canceled",
                      "paused", "stale", "expired"]
@@ -29,29 +29,32 @@ serve_reads(TASKS, GetTask)  # and a task's history, and the ledger's settlement
 
 
 @dataclass(frozen=True)
-class ListTasks(Ask[Tasks, Paged[TaskView]]):
+class ListTasks(Ask[Tasks, JobPage[TaskView]]):
+    """Tasks, newest first, that match every filter given (``queue.search``)."""
+
     tenant: str | None = None
     status: TaskStatus | None = None
     site: str | None = None
     account: str | None = None
     kind: str | None = None
+    worker: str | None = None
+    id_prefix: str | None = None
+    since: float | None = None
+    until: float | None = None
+    text: str | None = None
     page: Page = Page()
 
     def check(self) -> None:
         if self.status is not None:
             check_choice("status", self.status, TaskStatus)
-        for name, value in (("tenant", self.tenant), ("site", self.site),
-                            ("account", self.account), ("kind", self.kind)):
-            check_id(name, value, optional=True)
-        check_page(self.page)
+        check_id("account", self.account, optional=True)
+        check_search(self)
 
 
 @TASKS.on(ListTasks)
-def list_tasks(turn: TaskTurn, m: ListTasks) -> Paged[TaskView]:
-    filters = {"tenant": m.tenant, "status": m.status, "site": m.site, "account": m.account,
-               "kind": m.kind}
-    return paged(page_rows(turn.conn, "tasks", filters, m.page.limit, m.page.offset),
-                 task_view, m.page)
+def list_tasks(turn: TaskTurn, m: ListTasks) -> JobPage[TaskView]:
+    return run_search(turn.conn, "tasks", "task_id", m,
+                      {"status": m.status, "account": m.account}, task_view)
 
 
 @dataclass(frozen=True)

@@ -111,8 +111,10 @@ class ClientBase(SyncHTTPOwner):
                                      extra_timeout=wait_seconds or 0.0)
 
     def list_tasks(self, **filters: str | int | None) -> Page[Task]:
-        """Tasks, newest first; filters: ``status``, ``site``, ``account``, ``kind``,
-        ``limit`` (1–500), ``offset``."""
+        """Tasks, newest first, that match every filter given: ``status``, ``site``,
+        ``account``, ``kind``, ``tenant``, ``worker``, ``id_prefix``, ``since`` and
+        ``until`` (RFC 3339), ``text`` (in params and errors), ``limit`` (1–500),
+        ``offset``; an unknown one raises :class:`InvalidRequest`."""
         return cast(
             Page[Task], self._http.call("GET", path("tasks"), params=given(**filters))
         )
@@ -173,8 +175,8 @@ class ClientBase(SyncHTTPOwner):
         return cast(Query, self._get("queries", query_id, wait_seconds))
 
     def list_queries(self, **filters: str | int | None) -> Page[Query]:
-        """Queries, newest first; filters: ``status``, ``site``, ``kind``, ``limit``,
-        ``offset``."""
+        """Queries, newest first, that match every filter given: as :meth:`list_tasks`
+        (no ``account``)."""
         return cast(
             Page[Query], self._http.call("GET", path("queries"), params=given(**filters))
         )

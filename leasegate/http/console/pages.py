@@ -16,9 +16,11 @@ from leasegate.actors.queries.reads import CountQueries, ListQueries, ListQueryS
 from leasegate.actors.tasks.artifacts import ListArtifacts
 from leasegate.actors.tasks.presence import ListSites, ListWorkers
 from leasegate.actors.tasks.reads import CountTasks, ListTasks, TaskStatus
-from leasegate.errors import InvalidRequest
+from leasegate.errors import InvalidRequest, QueryNotFound, TaskNotFound
 from leasegate.http.console.blueprint import activity, bp, page
+from leasegate.http.console.search import form_search, message_fields
 from leasegate.http.context import system
+from leasegate.http.models_search import QueryListArgs, TaskListArgs
 from leasegate.http.numbers import whole_number
 from leasegate.http.render import to_json
 from leasegate.http.routes_admin import health_report
@@ -105,36 +107,39 @@ async def overview() -> Response:
 @bp.get("/tasks")
 async def tasks() -> Response | Redirect:
     """Stale tasks first (each with what its last lease left and the reclaim form),
-    then a search by id, status, site, account, tenant."""
-    task_id = _arg_id("id")
-    if task_id is not None:
-        return redirect(url_for("console.task", task_id=task_id), 303)
-    status = _arg_choice("status", TASK_STATUSES)
-    filters = {"site": _arg_id("site"), "account": _arg_id("account"),
-               "tenant": _arg_id("tenant")}
+    then a search (``console.search``); an id alone that names a task opens it."""
+    args, shown = form_search(TaskListArgs)
     sys = system()
+    if args.id_prefix is not None and shown.keys() <= {"id"}:
+        try:
+            await sys.jobs.tasks.get(args.id_prefix, None)
+            return redirect(url_for("console.task", task_id=args.id_prefix), 303)
+        except TaskNotFound:
+            pass  # the start of ids: listed below
     stale = await sys.tasks.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
     artifacts = {task.task_id: to_json((await sys.tasks.ask(
         ListArtifacts(task.task_id))).items) for task in stale.items}
-    found = await sys.tasks.ask(ListTasks(
-        status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
+    found = await sys.jobs.tasks.page(ListTasks(
+        status=args.status, account=args.account, **message_fields(args)))
     return await page("tasks.html", live=f"{ALL_EVENTS}?channel=task", stale=to_json(stale),
-                      artifacts=artifacts, found=to_json(found), status=status or "",
-                      statuses=TASK_STATUSES, filters={k: v or "" for k, v in filters.items()})
+                      artifacts=artifacts, found=to_json(found), statuses=TASK_STATUSES,
+                      form=shown)
 
 
 @bp.get("/queries")
 async def queries() -> Response | Redirect:
-    query_id = _arg_id("id")
-    if query_id is not None:
-        return redirect(url_for("console.query", query_id=query_id), 303)
-    status = _arg_choice("status", QUERY_STATUSES)
-    filters = {"site": _arg_id("site"), "tenant": _arg_id("tenant")}
-    found = await system().queries.ask(ListQueries(
-        status=status, page=Page(limit=PAGE_SIZE, offset=_offset()), **filters))
+    args, shown = form_search(QueryListArgs)
+    sys = system()
+    if args.id_prefix is not None and shown.keys() <= {"id"}:
+        try:
+            await sys.jobs.queries.get(args.id_prefix, None)
+            return redirect(url_for("console.query", query_id=args.id_prefix), 303)
+        except QueryNotFound:
+            pass
+    found = await sys.jobs.queries.page(ListQueries(status=args.status,
+                                                    **message_fields(args)))
     return await page("queries.html", live=f"{ALL_EVENTS}?channel=query", found=to_json(found),
-                      status=status or "", statuses=QUERY_STATUSES,
-                      filters={k: v or "" for k, v in filters.items()})
+                      statuses=QUERY_STATUSES, form=shown)
 
 
 @bp.get("/tasks/<task_id>")

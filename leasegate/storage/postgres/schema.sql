@@ -93,6 +93,8 @@ CREATE TABLE tasks (
     reclaim_by       text,
     reclaim_at       double precision,
     rowid            bigint GENERATED ALWAYS AS IDENTITY,
+    error_type       text,
+    error_traceback  text,
     CHECK ((status <> 'leased' AND status <> 'running' AND status <> 'stale')
            OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL)),
     CHECK (status <> 'leased' OR claim_expires_at IS NOT NULL),
@@ -115,6 +117,7 @@ CREATE INDEX tasks_paused ON tasks (created_at) WHERE status = 'paused';
 CREATE INDEX tasks_stale ON tasks (created_at) WHERE status = 'stale';
 CREATE INDEX tasks_completed ON tasks (completed_at) WHERE completed_at IS NOT NULL;
 CREATE INDEX tasks_tenant ON tasks (tenant, created_at);
+CREATE INDEX tasks_created ON tasks (created_at, rowid);
 CREATE INDEX tasks_device ON tasks (tenant, device_id, status) WHERE device_id IS NOT NULL;
 
 -- What is left of a purged task; the trigger makes the database refuse (skip) a task
@@ -354,7 +357,9 @@ CREATE TABLE queries (
     error_message    text,
     cost             bigint,
     outcome_digest   text,
-    rowid            bigint GENERATED ALWAYS AS IDENTITY
+    rowid            bigint GENERATED ALWAYS AS IDENTITY,
+    error_type       text,
+    error_traceback  text
 );
 -- Queued queries in submission order: all of them, or one site's range.
 CREATE INDEX queries_ready ON queries (status, rowid) WHERE status = 'queued';
@@ -365,6 +370,7 @@ CREATE INDEX queries_completed ON queries (completed_at) WHERE completed_at IS N
 CREATE INDEX queries_lease_request ON queries (lease_owner, lease_request_id)
     WHERE status = 'leased';
 CREATE INDEX queries_tenant ON queries (tenant, created_at);
+CREATE INDEX queries_created ON queries (created_at, rowid);
 
 CREATE TABLE query_tombstones (
     query_id    text PRIMARY KEY,
@@ -513,3 +519,4 @@ CREATE TABLE sites (
 
 INSERT INTO schema_version (version, name) VALUES (12, 'baseline');
 INSERT INTO schema_version (version, name) VALUES (13, 'sites');
+INSERT INTO schema_version (version, name) VALUES (15, 'job errors and search');

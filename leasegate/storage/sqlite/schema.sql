@@ -79,6 +79,8 @@ CREATE TABLE tasks (
     reclaim_reason   TEXT,
     reclaim_by       TEXT,
     reclaim_at       REAL,
+    error_type       TEXT,
+    error_traceback  TEXT,
     CHECK ((status <> 'leased' AND status <> 'running' AND status <> 'stale')
            OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL)),
     CHECK (status <> 'leased' OR claim_expires_at IS NOT NULL),
@@ -105,6 +107,7 @@ CREATE INDEX tasks_paused ON tasks (created_at) WHERE status = 'paused';
 CREATE INDEX tasks_stale ON tasks (created_at) WHERE status = 'stale';
 CREATE INDEX tasks_completed ON tasks (completed_at) WHERE completed_at IS NOT NULL;
 CREATE INDEX tasks_tenant ON tasks (tenant, created_at);
+CREATE INDEX tasks_created ON tasks (created_at);
 -- A device's tasks, for the task actor's device-driven pause, resume and cancel.
 CREATE INDEX tasks_device ON tasks (tenant, device_id, status) WHERE device_id IS NOT NULL;
 
@@ -322,7 +325,9 @@ CREATE TABLE queries (
     error_code       INTEGER,
     error_message    TEXT,
     cost             INTEGER,
-    outcome_digest   TEXT
+    outcome_digest   TEXT,
+    error_type       TEXT,
+    error_traceback  TEXT
 );
 -- Queued queries in submission order: all of them (queries_ready), or one site's range
 -- (queries_queued: site, rowid), so that a lease reads only queued rows however many
@@ -335,6 +340,7 @@ CREATE INDEX queries_completed ON queries (completed_at) WHERE completed_at IS N
 CREATE INDEX queries_lease_request ON queries (lease_owner, lease_request_id)
     WHERE status = 'leased';
 CREATE INDEX queries_tenant ON queries (tenant, created_at);
+CREATE INDEX queries_created ON queries (created_at);
 
 -- What is left of a purged query, as for tasks.
 CREATE TABLE query_tombstones (
@@ -475,4 +481,4 @@ CREATE TABLE sites (
 );
 
 
-PRAGMA user_version = 13;
+PRAGMA user_version = 15;

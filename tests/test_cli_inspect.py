@@ -1,0 +1,207 @@
+"""``leasegate tasks|queries list|show`` against a served gateway and ``leasegate keys
+list|revoke`` on its database, each as a table and as ``--json``; ``backup --out``
+that will not overwrite; ``serve`` on a busy port that leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from trio.testing import MockClock
+
+from leasegate.cli import main
+from leasegate.http.auth import VERIFIED_SECONDS
+from tests.conftest import Gateway
+from tests.served import Served, start, stop
+from tests.test_cli import run_cli
+
+
+@pytest.fixture(scope="module")
+def served_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    served = start(tmp_path_factory.mktemp("inspect") / "var")
+    try:
+        client, worker = served.client("client"), served.client("worker")
+        for task_id, params in (("bulk-0", {"iban": "DE44"}), ("bulk-1", {"iban": "FR76"}),
+                                ("other", {"iban": "NL91"})):
+            assert client.post("/v1/tasks", json={
+                "task_id": task_id, "site": "bank", "account": task_id, "kind": "transfer",
+                "params": params}).status_code == 201
+        assert client.post("/v1/queries", json={"query_id": "q-1", "site": "bank",
+                                                "kind": "balance"}).status_code == 201
+        [lease] = worker.post("/v1/tasks/lease", json={
+            "worker_id": "desk-1", "wait_seconds": 0}).json()["items"]
+        fence = {"worker_id": "desk-1", "lease_token": lease["lease_token"]}
+        assert worker.post(f"/v1/tasks/{lease['task_id']}/start", json=fence).status_code == 200
+        assert worker.post(f"/v1/tasks/{lease['task_id']}/result", json={
+            **fence, "outcome": "failed", "error": {
+                "message": "account locked", "type": "bank.Locked",
+                "traceback": "Traceback (most recent call last):\n  File \"w.py\"\n"}}
+        ).status_code == 200
+        served.env["failed"] = lease["task_id"]
+        yield served
+    finally:
+        stop(served)
+
+
+def cli(capsys: pytest.CaptureFixture[str], served: Served, *args: str) -> tuple[int, str]:
+    status = main([*args, "--url", served.url, "--key", served.keys["admin"]])
+    captured = capsys.readouterr()
+    return status, captured.out if status == 0 else captured.err
+
+
+def test_tasks_list_as_a_table_and_as_json(served_gateway: Served,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = cli(capsys, served_gateway, "tasks", "list", "--id", "bulk-")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["TASK", "STATUS", "KIND", "SITE", "ACCOUNT", "TENANT",
+                                "WORKER", "CREATED"]
+    assert [line.split()[0] for line in lines[1:3]] == ["bulk-1", "bulk-0"]
+    assert lines[-1] == "1-2 of 2 tasks, newest first"
+    status, out = cli(capsys, served_gateway, "tasks", "list", "--text", "fr76", "--json")
+    assert status == 0
+    page = json.loads(out)
+    assert [t["task_id"] for t in page["items"]] == ["bulk-1"]
+    assert page["searched"] == {"rows": 3, "complete": True}
+    status, out = cli(capsys, served_gateway, "tasks", "list", "--status", "failed",
+                      "--worker", "desk-1")
+    assert status == 0 and served_gateway.env["failed"] in out and "desk-1" in out
+
+
+def test_tasks_show_as_text_and_as_json(served_gateway: Served,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    failed = served_gateway.env["failed"]
+    status, out = cli(capsys, served_gateway, "tasks", "show", failed)
+    assert status == 0
+    assert any(line.split() == ["task_id", failed] for line in out.splitlines())
+    assert "status" in out and "failed" in out
+    assert "error: bank.Locked: account locked" in out
+    assert '  File "w.py"' in out  # the traceback, indented
+    assert '"iban":' in out
+    status, out = cli(capsys, served_gateway, "tasks", "show", failed, "--json")
+    assert status == 0 and json.loads(out)["error"]["type"] == "bank.Locked"
+
+
+def test_queries_list_and_show(served_gateway: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = cli(capsys, served_gateway, "queries", "list", "--kind", "balance")
+    assert status == 0
+    assert out.splitlines()[0].split()[:3] == ["QUERY", "STATUS", "KIND"]
+    assert "q-1" in out and out.splitlines()[-1] == "1-1 of 1 queries, newest first"
+    status, out = cli(capsys, served_gateway, "queries", "list", "--json", "--site", "nowhere")
+    assert status == 0 and json.loads(out)["items"] == []
+    status, out = cli(capsys, served_gateway, "queries", "show", "q-1")
+    assert status == 0 and "query_id" in out and "queued" in out
+    status, out = cli(capsys, served_gateway, "queries", "show", "q-1", "--json")
+    assert status == 0 and json.loads(out)["query_id"] == "q-1"
+
+
+def test_refusals_are_one_line_with_their_status(served_gateway: Served,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    status, err = cli(capsys, served_gateway, "tasks", "show", "nope")
+    assert status == 1 and err.startswith("leasegate: 404 task_not_found: ")
+    status, err = cli(capsys, served_gateway, "tasks", "list", "--since", "yesterday")
+    assert status == 2 and err.startswith("leasegate: 400 invalid_request: since")
+    assert err.count("\n") == 1
+    assert main(["tasks", "list", "--url", served_gateway.url, "--key", "lg_x_y"]) == 1
+    assert "401" in capsys.readouterr().err
+    assert main(["tasks", "list", "--url", "http://127.0.0.1:9", "--key", "k"]) == 1
+    assert "cannot reach the gateway at http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_keys_list_and_revoke_while_serving(served_gateway: Served,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    data = str(served_gateway.data)
+    assert main(["keys", "create", "--role", "client", "--name", "doomed", "--tenant", "t9",
+                 "--data", data]) == 0
+    key = capsys.readouterr().out.splitlines()[-1]
+    key_id = key.split("_")[1]
+    assert main(["keys", "list", "--data", data]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["KEY", "ROLE", "NAME", "TENANT", "SITES", "CREATED", "REVOKED"]
+    assert out[1].split()[:4] == [key_id, "client", "doomed", "t9"]  # newest first
+    assert out[-1] == "4 keys, 4 live"
+    assert main(["keys", "revoke", key_id, "--data", data]) == 0
+    assert capsys.readouterr().out.startswith(f"revoked client key {key_id} (doomed)")
+    assert main(["keys", "revoke", key_id, "--data", data, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["revoked_at"] is not None
+    assert main(["keys", "list", "--data", data, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["total"] == 4 and listed["items"][0]["key_id"] == key_id
+    assert "secret_hash" not in listed["items"][0]
+    # Never used, so never trusted from the gateway's cache: refused at once.
+    refused = httpx.get(served_gateway.url + "/v1/tasks",
+                        headers={"Authorization": f"Bearer {key}"})
+    assert refused.status_code == 401
+    assert main(["keys", "revoke", "nope", "--data", data]) == 1
+    assert capsys.readouterr().err == "leasegate: no key nope\n"
+
+
+async def test_a_revocation_from_the_shell_reaches_a_running_gateway_within_its_cache_bound(
+        gateway: Gateway, tmp_path: Path, autojump_clock: MockClock) -> None:
+    """The conftest gateway's database is ``tmp_path/leasegate.db``: a data directory."""
+    worker = gateway.keys["worker"]
+    headers = {"Authorization": f"Bearer {worker}"}
+    lease: Any = {"worker_id": "w1", "wait_seconds": 0}
+    assert (await gateway.call("POST", "/v1/queries/lease", json=lease,
+                               headers=headers))[0] == 200  # verified: trusted a while
+    assert main(["keys", "revoke", worker.split("_")[1], "--data", str(tmp_path)]) == 0
+    await trio.sleep(VERIFIED_SECONDS + 1)
+    status, body = await gateway.call("POST", "/v1/queries/lease", json=lease, headers=headers)
+    assert status == 401 and body["error"]["message"] == "this API key was revoked"
+
+
+def test_backup_refuses_an_existing_file_unless_forced(
+        served_gateway: Served, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "copy.db"
+    out.write_text("precious")
+    assert main(["backup", "--out", str(out), "--data", str(served_gateway.data)]) == 1
+    assert capsys.readouterr().err == f"leasegate: {out} exists; --force to overwrite it\n"
+    assert out.read_text() == "precious"
+    assert main(["backup", "--out", str(out), "--data", str(served_gateway.data), "--force"]) == 0
+    assert out.read_bytes().startswith(b"SQLite format 3")
+
+
+@pytest.mark.parametrize("data", ["var", "deep/er/var"])
+def test_serve_on_a_busy_port_leaves_nothing_behind(tmp_path: Path, data: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = run_cli("serve", "--data", str(tmp_path / data), "--port", str(port))
+    assert run.returncode == 1 and run.stderr == f"leasegate: port {port} is in use\n"
+    assert list(tmp_path.iterdir()) == []
+    # An existing data directory is left as it was (its lock file, which it had).
+    (tmp_path / "kept").mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        run = run_cli("serve", "--data", str(tmp_path / "kept"), "--port",
+                      str(taken.getsockname()[1]))
+    assert run.returncode == 1 and (tmp_path / "kept").is_dir()
+
+
+def test_every_keys_create_in_the_readme_is_a_valid_command(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    """The README's examples and the command agree (a client key names its tenant)."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = " ".join(readme.split())  # examples may wrap in prose
+    examples = re.findall(r"`(leasegate keys create [^`\[]*)", text)
+    assert len(examples) >= 3, examples
+    data = tmp_path / "var"
+    served = start(data)
+    stop(served)
+    for example in examples:
+        args = example.split()[1:]
+        assert main([*args, "--data", str(data)]) == 0, (example, capsys.readouterr().err)
+        assert capsys.readouterr().out.splitlines()[-1].startswith("lg_")
+    assert main(["keys", "create", "--role", "client", "--name", "x", "--data", str(data)]) == 2
+    assert "a client key needs a tenant" in capsys.readouterr().err
