@@ -26,6 +26,7 @@ LATEST = MIGRATIONS[-1][0]
 # released (merged), its digest goes here.
 RELEASED = {
     12: "a7e979db7a02b577",  # baseline
+    13: "646bd6e8f86fcca5",  # sites
     15: "e219c873340e04c1",  # job errors and search
 }
 
@@ -54,7 +55,7 @@ def test_the_versions_are_sqlites_from_the_baseline_on() -> None:
 def test_a_fresh_database_is_migrated_once(postgres_url: str) -> None:
     conn = connect(postgres_url)
     assert current_version(conn) == 0
-    assert migrate(conn) == [12, 15]
+    assert migrate(conn) == [12, 13, 15]
     assert migrate(conn) == []
     assert current_version(conn) == LATEST
     assert migrate(connect(postgres_url), upto=11) == []  # nothing is older than 12
@@ -82,9 +83,9 @@ def test_gateways_starting_together_migrate_one_after_the_other(postgres_url: st
     for thread in threads:
         thread.join(timeout=60)
     assert errors == []
-    assert sorted(results) == [[], [], [12, 15]]
+    assert sorted(results) == [[], [], [12, 13, 15]]
     rows = connections[0].execute("SELECT version FROM schema_version").fetchall()
-    assert [r[0] for r in rows] == [12, 15]
+    assert [r[0] for r in rows] == [12, 13, 15]
     for conn in connections:
         conn.close()
 
