@@ -63,7 +63,7 @@ async def test_task_results_on_a_lease_call_mixed_good_and_bad(gateway: Gateway)
     assert reply["results"][0]["task"]["status"] == "succeeded"
     assert reply["results"][0]["task"]["result"] == {"order": 1}
     assert reply["results"][2]["task"]["error"] == {"code": 7, "message": "out of stock",
-                                                     "type": None, "traceback": None}
+                                                    "type": None, "traceback": None}
     # The lane a's result freed is leased in the same call, and all of it is one commit.
     assert [i["task_id"] for i in reply["items"]] == ["a2"]
     assert await actor_commits(gateway, "tasks") == before + read + 1
