@@ -21,6 +21,13 @@ started together. For each: jobs/s (first submit to last result), the
 submit call's p50/p99 as the producers saw it, and the server's CPU per job
 (user + system of the server process, all threads, from /proc).
 
+With ``--database URL --gateways N`` (URL: a PostgreSQL server; each mode gets a
+fresh database on it, dropped after), every mode also runs on PostgreSQL with 1, 2,
+... N gateways (``leasegate serve --database``) beside SQLite, in the same run: the
+producers and consumers are spread over the gateways (process p uses gateway p mod
+N); the CPU per job is the gateways' (all of them), and ``db CPU/job`` that of every
+PostgreSQL server process on the machine.
+
 Beside them, measured in the same run, the figure ``bench/dispatch.py`` calls
 the bare-route baseline: ``POST /v1/queries`` from 32 keep-alive clients
 against leasegate and against ``bench/baseline_app.py`` (a bare Quart-Trio
@@ -48,6 +55,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _gateways import Running, Setup, postgres_cpu_seconds, start_setup, stop_setup
 from _load import (
     LoadResult,
     Served,
@@ -100,12 +108,14 @@ class Outcome:
     done: int = 0
     seconds: float = 0.0
     server_cpu: float = 0.0
+    db_cpu: float = 0.0  # PostgreSQL's server processes (None of it on SQLite)
     others_cpu: float = 0.0
     submit_s: list[float] = field(default_factory=list)  # one per submit call
     calls: Counter[str] = field(default_factory=Counter)  # requests by kind
     failures: Counter[str] = field(default_factory=Counter)
     requests: int = 0  # HTTP requests the server counted (its /metrics), all kinds
     skipped: str | None = None
+    setup: Setup = field(default_factory=Setup)  # SQLite, unless run with --database
 
     @property
     def per_second(self) -> float:
@@ -212,16 +222,17 @@ async def _consume_with_worker(url: str, key: str, mode: Mode, worker_id: str, j
 # ---- one mode against a fresh server ---------------------------------------------------------
 
 
-def batch_endpoints(served: Served, channel: str) -> bool:
+def batch_endpoints(served: Served | Running, channel: str) -> bool:
     """Whether the server has ``POST /v1/{channel}/batch`` (an empty batch is a 400 there)."""
     reply = httpx.post(f"{served.url}/v1/{channel}/batch", json={"items": []},
                        headers={"Authorization": f"Bearer {served.keys['client']}"}, timeout=10)
     return reply.status_code not in (404, 405)
 
 
-def run_mode(mode: Mode, data: Path, jobs: int, procs: int) -> Outcome:
-    outcome = Outcome(mode, jobs)
-    served = start_leasegate(data, ENV)
+def run_mode(mode: Mode, setup: Setup, data: Path, jobs: int, procs: int) -> Outcome:
+    outcome = Outcome(mode, jobs, setup=setup)
+    served = start_setup(setup, data, ENV)
+    urls = served.urls
     try:
         if mode.batched and not batch_endpoints(served, mode.channel):
             outcome.skipped = "batched: endpoint not available"
@@ -232,22 +243,25 @@ def run_mode(mode: Mode, data: Path, jobs: int, procs: int) -> Outcome:
         out: mp.Queue[tuple[str, Any]] = ctx.Queue()
         shares = [jobs // procs + (1 if p < jobs % procs else 0) for p in range(procs)]
         children = [ctx.Process(target=produce, args=(
-            served.url, served.keys["client"], mode, sum(shares[:p]), shares[p], go, out))
-            for p in range(procs)]
+            urls[p % len(urls)], served.keys["client"], mode, sum(shares[:p]), shares[p], go,
+            out)) for p in range(procs)]
         children += [ctx.Process(target=consume, args=(
-            served.url, served.keys["worker"], mode, f"bench-c{p}", jobs, handled, go, out))
-            for p in range(procs)]
+            urls[p % len(urls)], served.keys["worker"], mode, f"bench-c{p}", jobs, handled,
+            go, out)) for p in range(procs)]
         for child in children:
             child.start()
         # The clock starts once every child has imported the SDK and opened its client
         # (8 processes importing on 2 cores take seconds); each waits on ``go`` then.
         _wait_idle(children)
-        cpu0, all0, began = cpu_seconds(served.pid), machine_busy_seconds(), time.perf_counter()
+        db0 = postgres_cpu_seconds() if setup.server else 0.0
+        cpu0, all0, began = served.cpu_seconds(), machine_busy_seconds(), time.perf_counter()
         go.set()
         reports = _collect(out, len(children), began + DEADLINE_SECONDS, outcome)
         outcome.seconds = time.perf_counter() - began
-        outcome.server_cpu = cpu_seconds(served.pid) - cpu0
-        outcome.others_cpu = max(0.0, machine_busy_seconds() - all0 - outcome.server_cpu)
+        outcome.server_cpu = served.cpu_seconds() - cpu0
+        outcome.db_cpu = postgres_cpu_seconds() - db0 if setup.server else 0.0
+        outcome.others_cpu = max(0.0, machine_busy_seconds() - all0 - outcome.server_cpu
+                                 - outcome.db_cpu)
         outcome.done = int(handled.value)
         for child in children:
             child.join(timeout=5)
@@ -255,10 +269,10 @@ def run_mode(mode: Mode, data: Path, jobs: int, procs: int) -> Outcome:
                 child.kill()
         if reports < len(children):
             outcome.failures[f"{len(children) - reports} processes did not finish"] += 1
-        outcome.requests = served_requests(served)
+        outcome.requests = sum(served_requests(s) for s in served.servers)
         return outcome
     finally:
-        stop(served)
+        stop_setup(served)
 
 
 def _wait_idle(children: list[Any], timeout: float = 60.0) -> None:
@@ -358,20 +372,21 @@ def report(outcomes: list[Outcome], baseline: dict[str, LoadResult]) -> None:
     say()
     say("Lifecycle (submit -> lease -> [start] -> result), fresh server per mode, "
         "sqlite_synchronous FULL, rate limiting off")
-    heads = ("mode", "jobs/s", "target", "submit p50/p99 ms", "server CPU/job",
-             "x bare route", "requests/job", "other procs")
+    heads = ("mode", "engine", "jobs/s", "target", "submit p50/p99 ms", "server CPU/job",
+             "x bare route", "db CPU/job", "requests/job", "other procs")
     rows = []
     bare_us = _us(base.server_cpu, base.ok)
     for o in outcomes:
         if o.skipped:
-            rows.append((o.mode.label, o.skipped, "", "", "", "", "", ""))
+            rows.append((o.mode.label, o.setup.label, o.skipped, "", "", "", "", "", "", ""))
             continue
         per_job = _us(o.server_cpu, o.done)
+        db = f"{_us(o.db_cpu, o.done) / 1e3:.2f} ms" if o.setup.server else ""
         rows.append((
-            o.mode.label, f"{o.per_second:,.0f}",
+            o.mode.label, o.setup.label, f"{o.per_second:,.0f}",
             f">= {TARGETS[(o.mode.channel, o.mode.batched)]:,}",
             f"{percentile(o.submit_s, 50) * 1e3:.1f} / {percentile(o.submit_s, 99) * 1e3:.1f}",
-            f"{per_job / 1e3:.2f} ms", f"{per_job / max(bare_us, 1):.1f}",
+            f"{per_job / 1e3:.2f} ms", f"{per_job / max(bare_us, 1):.1f}", db,
             f"{o.requests / max(o.done, 1):.2f}",
             f"{o.others_cpu / max(o.seconds, 1e-9):.2f} cores"))
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
@@ -383,10 +398,11 @@ def report(outcomes: list[Outcome], baseline: dict[str, LoadResult]) -> None:
         if not o.skipped:
             shortfall = "" if o.done >= o.jobs else f"; ONLY {o.done} of {o.jobs} jobs done"
             failures = ", ".join(f"{k}: {n}" for k, n in o.failures.most_common(4)) or "none"
-            say(f"  {o.mode.label}: {o.done} jobs in {o.seconds:.1f} s{shortfall}; "
-                f"failures: {failures}")
+            say(f"  {o.mode.label}, {o.setup.label}: {o.done} jobs in {o.seconds:.1f} s"
+                f"{shortfall}; failures: {failures}")
     say("  (submit p50/p99 is per call: one job unbatched, up to 100 batched; requests/job "
-        "is every request the server counted: submits, leases, starts, results, probes)")
+        "is every request the server counted: submits, leases, starts, results, probes;")
+    say("   server CPU/job is every gateway's, db CPU/job every PostgreSQL process's)")
 
 
 def main() -> int:
@@ -399,9 +415,16 @@ def main() -> int:
                         help="one channel only")
     parser.add_argument("--unbatched", action="store_true", help="skip the batched modes")
     parser.add_argument("--batched", action="store_true", help="skip the unbatched modes")
+    parser.add_argument("--database", metavar="URL", default=None,
+                        help="a PostgreSQL server: run every mode there too, on a fresh "
+                             "database each")
+    parser.add_argument("--gateways", type=int, default=2,
+                        help="with --database: run with 1 to N gateways (default 2)")
     args = parser.parse_args()
-    if args.jobs < 1 or args.procs < 1:
-        parser.error("--jobs and --procs must be at least 1")
+    if args.jobs < 1 or args.procs < 1 or args.gateways < 1:
+        parser.error("--jobs, --procs and --gateways must be at least 1")
+    setups = [Setup()] + ([Setup(args.database, n) for n in range(1, args.gateways + 1)]
+                          if args.database else [])
     began = time.perf_counter()
     say(f"leasegate lifecycle bench: {args.jobs} jobs per mode, {args.procs} producer and "
         f"{args.procs} consumer processes, SDK clients")
@@ -414,11 +437,13 @@ def main() -> int:
         say("measuring the bare-route baseline ...")
         baseline = measure_baseline(Path(tmp) / "baseline")
         for n, mode in enumerate(modes):
-            say(f"{mode.label} ...")
-            outcome = run_mode(mode, Path(tmp) / f"mode-{n}", args.jobs, args.procs)
-            if outcome.skipped:
-                say(f"  {outcome.skipped}")
-            outcomes.append(outcome)
+            for s, setup in enumerate(setups):
+                say(f"{mode.label}, {setup.label} ...")
+                outcome = run_mode(mode, setup, Path(tmp) / f"mode-{n}-{s}", args.jobs,
+                                   args.procs)
+                if outcome.skipped:
+                    say(f"  {outcome.skipped}")
+                outcomes.append(outcome)
     report(outcomes, baseline)
     say(f"\ntotal run time {time.perf_counter() - began:.0f} s")
     return 0

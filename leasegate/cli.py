@@ -1,5 +1,8 @@
 """The leasegate command: serve the gateway, create keys, back up and restore the database.
 
+Every command that opens the database takes --database URL (or the environment's
+LEASEGATE_DATABASE_URL) for a PostgreSQL database; without, the SQLite file in --data.
+
 Exit status: 0 done; 1 it could not be done (port in use, data directory not
 writable or in use, no database, not a backup, storage not durable); 2 a usage error (bad
 arguments or settings); 130 (128 + signal number) when stopped by a second
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sqlite3
 import sys
@@ -24,10 +28,11 @@ from leasegate.allocator import reexec_on_glibc_malloc
 from leasegate.cli_inspect import add_commands as add_inspect_commands
 from leasegate.cli_inspect import subcommands
 from leasegate.cli_table import CommandFailed, UsageError
-from leasegate.settings import SettingsError, load
+from leasegate.settings import SettingsError, check_database_url, load
 from leasegate.storage import keys_sql
 from leasegate.storage.backup import NotABackup, backup, restore
-from leasegate.storage.connection import connect, transaction
+from leasegate.storage.connection import is_storage_failure, transaction
+from leasegate.storage.database import migrate, open_database
 from leasegate.storage.datadir import (
     DataDirBusy,
     DataDirLock,
@@ -39,11 +44,14 @@ from leasegate.storage.datadir import (
     require_database,
 )
 from leasegate.storage.durability import StorageNotDurable
-from leasegate.storage.migrations import migrate
+from leasegate.storage.engine import Connection
 
 USAGE_ERROR = 2
 FAILED = 1
 DATA_HELP = "data directory, holding leasegate.db (default: %(default)s)"
+DATABASE_HELP = ("a postgresql:// URL: use that PostgreSQL database instead of the SQLite "
+                 "file in the data directory (default: the environment's "
+                 "LEASEGATE_DATABASE_URL, else SQLite)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
                     "LEASEGATE_<NAME> environment variables.")
     serve.add_argument("--data", type=Path, default=Path("var"),
                        help=f"{DATA_HELP}; created if missing")
+    serve.add_argument("--database", metavar="URL", default=None, help=DATABASE_HELP)
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default: %(default)s)")
     serve.add_argument("--port", type=int, default=8470,
@@ -92,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="comma-separated sites the key may lease (worker keys only; "
                              "default: all)")
     create.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
+    create.add_argument("--database", metavar="URL", default=None, help=DATABASE_HELP)
     add_inspect_commands(commands, _data_options)
 
     back = commands.add_parser(
@@ -101,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="file to write (not one that exists, unless --force)")
     back.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     back.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
+    back.add_argument("--database", metavar="URL", default=None,
+                      help="a postgresql:// URL (or LEASEGATE_DATABASE_URL): refused, "
+                           "PostgreSQL is backed up with pg_dump")
 
     rest = commands.add_parser(
         "restore", help="replace the database with a backup",
@@ -108,6 +121,9 @@ def _parser() -> argparse.ArgumentParser:
                     "(refused while a server holds the data directory).")
     rest.add_argument("file", type=Path, help="a file written by backup")
     rest.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
+    rest.add_argument("--database", metavar="URL", default=None,
+                      help="a postgresql:// URL (or LEASEGATE_DATABASE_URL): refused, "
+                           "PostgreSQL is restored with pg_restore")
     _job_commands(commands)
     return parser
 
@@ -127,8 +143,22 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _fail(message: str, status: int = FAILED) -> int:
+    message = " ".join(message.split())  # one line (libpq's messages have several)
     print(f"leasegate: {message}", file=sys.stderr)
     return status
+
+
+POSTGRES_BACKUP = ("the database is PostgreSQL: back it up with pg_dump (e.g. pg_dump "
+                   "--format=custom --file=leasegate.dump DBNAME) and restore it with "
+                   "pg_restore; leasegate {command} copies SQLite files only")
+
+
+def _database_url(args: argparse.Namespace) -> str | None:
+    """``--database``, else ``LEASEGATE_DATABASE_URL``, else None (SQLite); raises
+    SettingsError for what is not a PostgreSQL URL."""
+    url = (args.database or os.environ.get("LEASEGATE_DATABASE_URL", "")).strip() or None
+    check_database_url(url)
+    return url
 
 
 def _create_key(args: argparse.Namespace) -> int:
@@ -140,16 +170,24 @@ def _create_key(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
         return _fail(f"invalid key: {reasons}", USAGE_ERROR)
-    # Works with or without a server: WAL lets this write beside it. Always FULL,
-    # whatever the server's sqlite_synchronous: the key printed is on disk.
-    conn = connect(require_database(args.data), synchronous="FULL")
-    try:
+    url = _database_url(args)
+
+    def create(conn: Connection) -> tuple[str, str]:
         migrate(conn)
         with transaction(conn):
-            key_id, key = keys_sql.create(conn, role=body.role, name=body.name,
-                                          tenant=body.tenant, sites=body.sites, now=time.time())
+            return keys_sql.create(conn, role=body.role, name=body.name, tenant=body.tenant,
+                                   sites=body.sites, now=time.time())
+
+    # Works with or without a server: WAL lets this write beside it (and PostgreSQL
+    # beside every gateway). Always FULL, whatever the server's sqlite_synchronous: the
+    # key printed is on disk.
+    if url is None:
+        require_database(args.data)  # never a new empty database from the wrong folder
+    db = open_database(url, args.data, synchronous="FULL", inline=True, name="leasegate keys")
+    try:
+        key_id, key = db.run_sync(create)
     finally:
-        conn.close()
+        db.close()
     print(f"created {body.role} key {key_id} ({body.name})")
     print(key)
     return 0
@@ -170,10 +208,13 @@ def _serve(args: argparse.Namespace) -> int:
         settings = load(args.config)
         if args.unsafe_durability:
             settings = settings.replace(unsafe_durability=True)
+        if args.database:
+            settings = settings.replace(database_url=args.database)
     except SettingsError as exc:
         return _fail(f"settings: {exc}", USAGE_ERROR)
     from leasegate.actors.ledger.audit import LedgerUnbalanced
     from leasegate.server import Interrupted, StartupError, serve
+    from leasegate.storage.postgres.failures import Unreachable
 
     status, message = 0, ""
     made = first_missing(args.data)  # what serve creates, removed again if it cannot serve
@@ -183,7 +224,7 @@ def _serve(args: argparse.Namespace) -> int:
                                allow_unbalanced=args.allow_unbalanced))
     # trio wraps what ends a nursery in exception groups; one line each, no traceback.
     except* (StartupError, DataDirBusy, DataDirUnusable, LedgerUnbalanced,
-             StorageNotDurable) as group:
+             StorageNotDurable, Unreachable) as group:
         status, message = FAILED, str(_first(group))
         if isinstance(_first(group), StartupError):  # nothing was served: nothing left
             remove_unused(args.data, made)
@@ -225,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "keys":
             return _create_key(args)
+        if _database_url(args) is not None:  # backup, restore
+            return _fail(POSTGRES_BACKUP.format(command=args.command))
         if args.command == "backup":
             if args.out.exists() and not args.force:
                 return _fail(f"{args.out} exists; --force to overwrite it")
@@ -242,7 +285,13 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    except SettingsError as exc:
+        return _fail(f"settings: {exc}", USAGE_ERROR)
     except sqlite3.Error as exc:
+        return _fail(f"database: {exc}")
+    except Exception as exc:
+        if not is_storage_failure(exc):  # PostgreSQL unreachable, refusing, failing
+            raise
         return _fail(f"database: {exc}")
     return _fail(f"unknown command {args.command}", USAGE_ERROR)
 

@@ -12,6 +12,7 @@ second signal stops at once: :class:`Interrupted` ends the nursery.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import gc
@@ -19,6 +20,7 @@ import logging
 import math
 import resource
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -27,13 +29,14 @@ import trio
 from hypercorn.config import Config, Sockets
 from hypercorn.utils import wrap_app
 
-from leasegate.actors.keys.records import CountKeys, CreateKey, Role
+from leasegate.actors.keys.records import CreateFirstKeys, CreateKey
 from leasegate.actors.system import System, new_system
 from leasegate.http import expect
 from leasegate.http.app import create_app
 from leasegate.http.listener import ConnectionGate, connection_budget, serve_http
 from leasegate.settings import Settings
-from leasegate.storage.datadir import DataDirLock, db_path
+from leasegate.storage.datadir import DataDirLock, DataDirUnusable, db_path
+from leasegate.storage.durable_files import make_dir_durably
 
 log = logging.getLogger("leasegate.server")
 
@@ -94,16 +97,17 @@ async def bootstrap_keys(system: System, out: TextIO) -> None:
     Fresh means no key was ever created: revoking every key after a leak and
     restarting must not print a new admin key into the logs.
     """
-    if await system.keys.ask(CountKeys()):
+    # One message: of several gateways starting together on a fresh PostgreSQL
+    # database, the one whose turn comes first creates them, the others none.
+    created = await system.keys.ask(CreateFirstKeys((
+        CreateKey("admin", "bootstrap admin"), CreateKey("worker", "bootstrap worker"),
+        CreateKey("client", "bootstrap client", BOOTSTRAP_TENANT))))
+    if not created:
         return
     print("Bootstrap keys (shown once; only their hashes are stored):", file=out)
-    keys: tuple[tuple[Role, str, str | None], ...] = (
-        ("admin", "bootstrap admin", None), ("worker", "bootstrap worker", None),
-        ("client", "bootstrap client", BOOTSTRAP_TENANT))
-    for role, name, tenant in keys:
-        created = await system.keys.ask(CreateKey(role, name, tenant))
-        suffix = f" (tenant {tenant})" if tenant else ""
-        print(f"  {role:<6} {created.key}{suffix}", file=out)
+    for made in created:
+        suffix = f" (tenant {made.tenant})" if made.tenant else ""
+        print(f"  {made.role:<6} {made.key}{suffix}", file=out)
     out.flush()
 
 
@@ -169,12 +173,36 @@ def tune_gc() -> None:
     gc.set_threshold(10_000, 20, 20)
 
 
+def data_dir_held(data_dir: Path, settings: Settings) -> contextlib.AbstractContextManager[object]:
+    """SQLite: the data directory's lock (one server per database file). PostgreSQL:
+    the directory made if missing and nothing held, since every gateway of the database
+    may share it (artifacts); the database itself arbitrates between them."""
+    if settings.database_url is None:
+        return DataDirLock(data_dir)
+    try:
+        make_dir_durably(data_dir)
+    except OSError as exc:
+        raise DataDirUnusable(f"cannot use data directory {data_dir}: "
+                              f"{exc.strerror or exc}") from None
+    return contextlib.nullcontext()
+
+
+def where(data_dir: Path, settings: Settings) -> str:
+    """What the serving line says of the storage (never the URL: it may hold a password)."""
+    if settings.database_url is None:
+        return f"data: {data_dir}"
+    return f"PostgreSQL, gateway {settings.gateway}, data: {data_dir}"
+
+
 async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", port: int = 8470,
                 *, bootstrap: bool = True, out: TextIO = sys.stdout,
                 allow_unbalanced: bool = False) -> None:
-    """Serve until SIGINT/SIGTERM. Raises DataDirBusy if another server holds ``data_dir``,
+    """Serve until SIGINT/SIGTERM, on the SQLite file in ``data_dir`` or the PostgreSQL
+    database of ``settings.database_url``. Raises DataDirBusy if another server holds ``data_dir``,
     DataDirUnusable if it cannot be written, StartupError if the port is taken."""
-    with DataDirLock(data_dir):
+    if settings.gateway is None:
+        settings = settings.replace(gateway=f"{socket.gethostname()}:{port}")
+    with data_dir_held(data_dir, settings):
         config = hypercorn_config(settings, host, port)
         expect.install(settings)  # no 100 Continue for a body that will be refused
         sockets = listen(config, host, port)
@@ -196,7 +224,7 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
                         binds = await http.start(functools.partial(
                             serve_http, app, config, sockets, gate,
                             shutdown_trigger=stop_http.wait))
-                        print(f"leasegate serving {', '.join(binds)} (data: {data_dir})",
+                        print(f"leasegate serving {', '.join(binds)} ({where(data_dir, settings)})",
                               file=out, flush=True)
                     system.close()
                     # The actors finish what is in their inboxes; a stuck one must not

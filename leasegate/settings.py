@@ -99,6 +99,16 @@ class Settings:
     # Unset: the SQLite file in the data directory. A postgresql:// URL: that PostgreSQL
     # database (kept out of repr: a URL may carry a password).
     database_url: str | None = dataclasses.field(default=None, repr=False)
+    # This gateway's name among those of one database (/health, who ran a periodic job);
+    # unset: <hostname>:<port> (serve), <hostname>:<pid> otherwise.
+    gateway: str | None = None
+    # PostgreSQL: how often each queue (tasks, queries, devices) takes a turn when
+    # nothing else makes it, to meet the deadlines other gateways' turns set (the claim
+    # window of a gateway that died).
+    deadline_poll_interval: float = 1.0
+    # Where artifact files live; unset: <data>/artifacts. Several gateways on one
+    # PostgreSQL database must all mount the same directory here.
+    artifacts_dir: str | None = None
     # How often retention purges and bucket sweeps run.
     housekeeping_interval: float = 60.0
     # How long an idle or slow socket may hold a read.
@@ -145,6 +155,7 @@ class Settings:
             "max_artifact_bytes", "max_artifacts_per_task", "max_artifact_bytes_per_task",
             "http_read_timeout", "http_body_timeout",
             "housekeeping_interval", "event_ring_size", "event_max_streams",
+            "deadline_poll_interval",
             "event_keepalive_seconds",
         )  # fmt: skip
         for name in positive:
@@ -172,7 +183,10 @@ class Settings:
         self._check_artifact_limits()
         if self.device_cancel_after <= self.device_pause_after:
             raise SettingsError("device_cancel_after must be greater than device_pause_after")
-        _check_database_url(self.database_url)
+        check_database_url(self.database_url)
+        if self.gateway is not None and not (0 < len(self.gateway) <= 128
+                                             and self.gateway.isprintable()):
+            raise SettingsError("gateway must be 1 to 128 printable characters")
         if self.sqlite_synchronous not in SYNCHRONOUS_MODES:
             raise SettingsError(f"sqlite_synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
         if self.rate_limit_per_second > 0 and self.rate_limit_burst < 1:
@@ -201,7 +215,7 @@ class Settings:
         return load(overrides=changes, base=self)
 
 
-def _check_database_url(url: str | None) -> None:
+def check_database_url(url: str | None) -> None:
     """None, or a PostgreSQL URL; the message never repeats the URL (its password)."""
     if url is None:
         return
@@ -237,8 +251,8 @@ def _coerce(name: str, raw: Any) -> Any:
             if isinstance(raw, bool):
                 raise ValueError(raw)
             return float(raw)
-        if kind == "str | None":  # a URL: as written; empty is unset
-            return str(raw).strip() or None
+        if kind == "str | None":  # a URL, a name, a path: as written; empty is unset
+            return None if raw is None else (str(raw).strip() or None)
         return str(raw).strip().upper()
     except (TypeError, ValueError):
         raise SettingsError(f"{name}: cannot read {raw!r} as {kind}") from None

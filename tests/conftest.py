@@ -13,8 +13,9 @@ import trio
 from leasegate.clock import Clock
 from leasegate.http.render import to_json
 from leasegate.settings import Settings, load
-from leasegate.storage.connection import Database
-from leasegate.storage.migrations import migrate
+from leasegate.storage.connection import Database as SqliteDatabase
+from leasegate.storage.database import Database, migrate
+from leasegate.storage.postgres.database import Database as PostgresDatabase
 from tests import postgres
 from tests.served import Served, start, stop
 
@@ -56,10 +57,61 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"(set {postgres.SERVER_VARIABLE} to require a server)")
 
 
+ENGINES = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "both_engines: run the module's tests on SQLite and on PostgreSQL "
+                   "(through the engine fixture: its gateway, db and settings)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that opens storage through ``engine`` (the fixtures gateway, db,
+    settings, database_url) runs on SQLite; a module marked ``both_engines``
+    (``pytestmark = pytest.mark.both_engines``) runs its tests on PostgreSQL too, each
+    on a database of its own."""
+    if ("engine" in metafunc.fixturenames
+            and metafunc.definition.get_closest_marker("both_engines") is not None):
+        metafunc.parametrize("engine", ENGINES, indirect=True)
+
+
 @pytest.fixture
-def settings() -> Settings:
-    # OFF: tests never meet a power cut, and run faster without fsync.
-    return load(environ={}, overrides={"sqlite_synchronous": "OFF", "unsafe_durability": True})
+def engine(request: pytest.FixtureRequest) -> str:
+    """``sqlite`` or ``postgres``: which engine this run of the test uses."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server: postgres.Server) -> Iterator[str]:
+    """A database migrated once per test process, copied for each test that needs one."""
+    url = postgres_server.migrated_template()
+    yield url
+    postgres_server.drop_database(url)
+
+
+@pytest.fixture
+def database_url(engine: str, request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """None on SQLite (the file in the test's data directory); on PostgreSQL, a fresh
+    migrated database of this test's own, dropped after it."""
+    if engine == "sqlite":
+        yield None
+        return
+    server: postgres.Server = request.getfixturevalue("postgres_server")
+    url = server.create_database(template=request.getfixturevalue("postgres_template"))
+    yield url
+    server.drop_database(url)
+
+
+@pytest.fixture
+def settings(database_url: str | None) -> Settings:
+    # OFF: tests never meet a power cut, and run faster without fsync. On PostgreSQL the
+    # deadline poll (meeting other gateways' deadlines) is an hour: one gateway's turns set
+    # every deadline, and a test that lets virtual days pass would take a turn a second
+    # (the tests of several gateways set it back).
+    return load(environ={}, overrides={"sqlite_synchronous": "OFF", "unsafe_durability": True,
+                                       "database_url": database_url,
+                                       "deadline_poll_interval": 3600})
 
 
 @pytest.fixture
@@ -67,8 +119,14 @@ async def clock() -> Clock:
     return Clock(EPOCH)
 
 
-def open_db(path: Path, *, inline: bool = True) -> Database:
-    db = Database.open(path, synchronous="OFF", inline=inline)
+def open_db(path: Path, *, inline: bool = True, database_url: str | None = None) -> Database:
+    """The test's database, connected and migrated: the SQLite file ``path``, or the
+    PostgreSQL database of ``database_url``."""
+    db: Database
+    if database_url is None:
+        db = SqliteDatabase.open(path, synchronous="OFF", inline=inline)
+    else:
+        db = PostgresDatabase.open(database_url, inline=inline)
     db.run_sync(migrate)
     return db
 
@@ -116,12 +174,14 @@ class Gateway:
 
 
 async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
-                        clock: Clock) -> Gateway:
+                        clock: Clock, *, inline: bool = True) -> Gateway:
+    """A system and its app (``inline``: its storage on the trio thread, for the autojump
+    clock; else each connection on its own thread, as served)."""
     from leasegate.actors.keys.records import CreateKey, Role
     from leasegate.actors.system import new_system
     from leasegate.http.app import create_app
 
-    system = new_system(path, settings, clock=clock, inline_storage=True)
+    system = new_system(path, settings, clock=clock, inline_storage=inline)
     app = create_app(system)
     await nursery.start(system.run)
     gateway = Gateway(system, app)

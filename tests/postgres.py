@@ -37,18 +37,39 @@ class Server:
         return psycopg.connect(make_conninfo(self.url, dbname="postgres"), autocommit=True,
                                connect_timeout=5)
 
-    def create_database(self) -> str:
-        """A new empty database; its URL."""
+    def create_database(self, template: str | None = None) -> str:
+        """A new database, empty or a copy of the database ``template`` (a URL this
+        server gave, with no session on it); its URL."""
         name = f"leasegate_test_{secrets.token_hex(6)}"
+        copy = "" if template is None else f' TEMPLATE "{_name(template)}"'
         with self._admin() as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
+            admin.execute(f'CREATE DATABASE "{name}"{copy}')
         return urlunsplit(urlsplit(self.url)._replace(path=f"/{name}"))
+
+    def migrated_template(self) -> str:
+        """A database migrated to the latest version, to copy (``CREATE DATABASE ...
+        TEMPLATE``: about 0.1 s with its drop, a third of making one and migrating it).
+        Made once per test process; the caller drops it at the end."""
+        from leasegate.storage.postgres.connection import connect
+        from leasegate.storage.postgres.migrations import migrate
+
+        url = self.create_database()
+        conn = connect(url)
+        try:
+            migrate(conn)
+        finally:
+            conn.close()
+        return url
 
     def drop_database(self, url: str) -> None:
         """Drop it, ending whatever sessions a test left on it."""
-        name = urlsplit(url).path.lstrip("/")
+        name = _name(url)
         with self._admin() as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _name(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
 
 
 def find_server() -> tuple[Server | None, str, bool]:

@@ -57,6 +57,8 @@ VALID: dict[type[Any], Any] = {
     key_messages.ListKeys: key_messages.ListKeys(),
     key_messages.RevokeKey: key_messages.RevokeKey("abc"),
     key_messages.CountKeys: key_messages.CountKeys(),
+    key_messages.CreateFirstKeys: key_messages.CreateFirstKeys((
+        key_messages.CreateKey("admin", "a"),)),
     query_submit.SubmitQuery: query_submit.SubmitQuery("ten", "shop", "balance", {}, "q1",
                                                            5),
     query_reads.GetQuery: query_reads.GetQuery("q1", "ten"),

@@ -54,7 +54,7 @@ def test_every_serve_option_is_explained(capsys: pytest.CaptureFixture[str]) -> 
             entries.append(line)
         elif entries and line.startswith("   "):
             entries[-1] += "\n" + line
-    assert len(entries) == 9
+    assert len(entries) == 10
     for entry in entries:
         assert "\n" in entry or re.search(r"\S {2,}\S", entry), f"no help: {entry!r}"
     for shown in ("--data", "(default: var)", "(default: 127.0.0.1)", "(default: 8470)",

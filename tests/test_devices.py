@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -25,6 +26,8 @@ from tests.test_http_tasks import (
     running,
     submit,
 )
+
+pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
 Json = dict[str, Any]
 PAUSE = 90.0

@@ -21,6 +21,8 @@ import trio
 from leasegate.client import AsyncClient, Client, EventsReset, JobEvent
 from tests import served
 
+pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
+
 RING = 5
 MAX_WAIT = 0.5  # seconds a stream lasts
 

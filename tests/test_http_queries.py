@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 
 from tests.conftest import Gateway
+
+pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
 
 async def submit(gw: Gateway, who: str = "t1", **body: object) -> dict[str, Any]:

@@ -23,6 +23,8 @@ import trio.testing
 
 from tests.conftest import Gateway
 
+pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
+
 Json = dict[str, Any]
 
 ORDER: Json = {"site": "shop", "account": "acct-1", "kind": "place_order",
@@ -942,3 +944,26 @@ async def test_health_without_a_key_does_not_name_accounts_or_tasks(
     assert (lane["account"], lane["task_id"]) == ("alice", "secret-order")
     status, client_view = await call(gateway, "GET", "/health", "t1")
     assert (status, client_view) == (200, public)
+
+
+async def test_text_holding_nul_is_a_400_on_both_engines(gateway: Gateway) -> None:
+    """PostgreSQL cannot store NUL in text: refused at the edge on both engines, the
+    same 400 and nothing changed; inside a JSON field it is stored escaped, and kept."""
+    item = await running(gateway, "nul", params={"note": "a\x00b"})
+    assert (await get(gateway, "nul"))["params"] == {"note": "a\x00b"}
+    refusals: list[tuple[str, str, str, Json]] = [
+        ("worker", "POST", "/v1/tasks/nul/result",
+         fence(item, outcome="failed", error={"message": "bad\x00byte"})),
+        ("worker", "POST", "/v1/tasks/nul/renew", {"worker_id": "w1", "lease_token": "t\x00"}),
+        ("admin", "POST", "/v1/tasks/nul/reclaim", {"action": "fail", "reason": "r\x00"}),
+        ("admin", "POST", "/v1/admin/keys", {"role": "admin", "name": "n\x00"}),
+        ("admin", "POST", "/v1/ledger/accounts/t1/credit",
+         {"amount": 5, "ref": "p1", "memo": "m\x00"}),
+    ]
+    for who, method, path, body in refusals:
+        status, reply = await call(gateway, method, path, who, body)
+        assert_error(status, reply, 400, 4000)
+        assert "NUL" in reply["error"]["message"], (path, reply)
+    assert (await get(gateway, "nul"))["status"] == "running"
+    status, keys = await call(gateway, "GET", "/v1/admin/keys", "admin")
+    assert all("\x00" not in key["name"] for key in keys["items"])

@@ -7,7 +7,6 @@ are refunded past 5 h, tasks go stale when their 120 s lease lapses.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from leasegate.client import Client, HandlerResult, IdempotencyConflict, Job, No
 from leasegate.clock import Clock
 from leasegate.http.app import create_app
 from leasegate.settings import Settings
-from tests.conftest import EPOCH, Gateway, start_gateway
+from tests.conftest import EPOCH, Gateway, open_db, start_gateway
 from tests.served import Served
 from tests.test_http_tasks import (
     ORDER,
@@ -32,6 +31,8 @@ from tests.test_http_tasks import (
     running,
     submit,
 )
+
+pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
 Json = dict[str, Any]
 QUERY: Json = {"site": "shop", "kind": "balance", "params": {}}
@@ -320,8 +321,10 @@ async def test_audit_detects_a_tampered_balance_and_start_up_refuses(
     await submit(gateway, task_id="h", max_cost=10)
     assert await audit_ok(gateway)
     path = tmp_path / "leasegate.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE ledger_accounts SET balance = balance + 5 WHERE account = 't1'")
+    tamper = open_db(path, database_url=settings.database_url)
+    tamper.run_sync(lambda conn: conn.execute(
+        "UPDATE ledger_accounts SET balance = balance + 5 WHERE account = 't1'"))
+    tamper.close()
     status, body = await call(gateway, "GET", "/v1/ledger/audit", "admin")
     assert body["ok"] is False
     failing = {c["name"] for c in body["checks"] if not c["ok"]}

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from leasegate.errors import InvalidRequest
 from leasegate.storage.connection import begin, commit, rollback, savepoint, undo
 from leasegate.storage.engine import Spelled, respelled, spelling
 from leasegate.storage.postgres.connection import PgConnection, connect, to_psycopg
@@ -101,3 +102,12 @@ def test_transactions_and_savepoints_as_the_runtime_uses_them(pg: PgConnection) 
     begin(pg)
     assert pg.execute("SHOW transaction_isolation").fetchone()[0] == "read committed"
     rollback(pg)
+
+
+def test_text_holding_nul_is_the_callers_error_not_ours(pg: PgConnection) -> None:
+    """The backstop behind the HTTP models: any text with NUL that reaches PostgreSQL
+    (which cannot store it) is a 400 (InvalidRequest), never a 500."""
+    with pytest.raises(InvalidRequest, match="NUL"):
+        pg.execute("INSERT INTO t (name) VALUES (?)", ("a\x00b",))
+    with pytest.raises(InvalidRequest, match="NUL"):
+        pg.executemany("INSERT INTO t (name) VALUES (?)", [("ok",), ("a\x00b",)])

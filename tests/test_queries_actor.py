@@ -25,6 +25,8 @@ from leasegate.settings import Settings
 from leasegate.storage.connection import Database
 from tests.conftest import EPOCH, parked
 
+pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
+
 QueryActor = Actor[Queries, QueryTurn]
 
 

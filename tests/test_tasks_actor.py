@@ -45,6 +45,8 @@ from leasegate.settings import Settings
 from leasegate.storage.connection import Database
 from tests.conftest import EPOCH, open_db, parked
 
+pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
+
 TaskActor = Actor[Tasks, TaskTurn]
 
 HOUR = 3600.0

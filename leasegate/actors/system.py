@@ -24,6 +24,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
+import secrets
+import socket
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -43,13 +46,15 @@ from leasegate.actors.ledger.ref import Ledger, LedgerRef
 from leasegate.actors.ledger.views import AuditReport
 from leasegate.actors.queries.actor import open_queries
 from leasegate.actors.queries.ref import Queries, QueriesRef
+from leasegate.actors.queue.elsewhere import Elsewhere
 from leasegate.actors.queue.event_hub import EventHub
+from leasegate.actors.queue.history import JobEvent, committed_after
 from leasegate.actors.runtime.actor import Actor, ActorStatistics
+from leasegate.actors.runtime.background import BackgroundJob
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.periodic import (
     JobRecord,
     JobStatistics,
-    run_guarded,
     serve_guarded,
 )
 from leasegate.actors.tasks.actor import open_tasks
@@ -57,19 +62,30 @@ from leasegate.actors.tasks.artifacts import Upload
 from leasegate.actors.tasks.reads import ExistingTasks
 from leasegate.actors.tasks.ref import Tasks, TasksRef
 from leasegate.clock import Clock
-from leasegate.errors import Unavailable
+from leasegate.errors import StateConflict, Unavailable
 from leasegate.logs import Throttled
 from leasegate.settings import Settings
 from leasegate.storage import events_sql
 from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.backup import backup
-from leasegate.storage.connection import Database, is_disk_failure, transaction
+from leasegate.storage.connection import is_disk_failure, transaction
+from leasegate.storage.database import Database, database_at, migrate
 from leasegate.storage.durability import Durability, ReportsDurability, admit
 from leasegate.storage.engine import Connection
-from leasegate.storage.migrations import migrate
 from leasegate.storage.probe import probe_write
+from leasegate.storage.turn_locks import lock_turn
 
 log = logging.getLogger("leasegate.system")
+
+POSTGRES_BACKUP = ("the database is PostgreSQL: back it up with pg_dump (e.g. pg_dump "
+                   "--format=custom --file=leasegate.dump DBNAME) and restore it with "
+                   "pg_restore; leasegate backup copies SQLite files only")
+
+
+def default_gateway_name() -> str:
+    """This process's name among the gateways of one database when the ``gateway``
+    setting is unset (``serve`` names it ``<hostname>:<port>``)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -90,14 +106,6 @@ class BackupMade:
     bytes: int
 
 
-class _BackgroundJob:
-    """A periodic job that owns no tables (the rate-limit sweep, the artifact sweeps)."""
-
-    def __init__(self, record: JobRecord, fn: Callable[[float], Awaitable[object]]) -> None:
-        self.record = record
-        self.fn = fn
-
-
 class System:
     """The running gateway minus HTTP: actors, jobs, the clock, the settings.
 
@@ -106,13 +114,14 @@ class System:
 
     def __init__(self, db_path: Path, settings: Settings, clock: Clock, *,
                  inline_storage: bool = False, allow_unbalanced: bool = False) -> None:
-        self.db_path = db_path
+        self.db_path = db_path  # SQLite's file; its folder is the data directory
         self.settings = settings
+        self.gateway = settings.gateway or default_gateway_name()
         self.clock = clock
         self._inline = inline_storage
         self.allow_unbalanced = allow_unbalanced
         self._databases: list[Database] = []
-        self._setup = self._database()
+        self._setup = self._database("setup")
         # Every inbox first, so that each actor is opened with the refs it tells or
         # asks (the queues tell the ledger; the ledger tells the queues, never asks
         # them; the tracker asks the task actor): nothing is wired afterwards.
@@ -122,30 +131,52 @@ class System:
         self.queries: QueriesRef = queries.ref
         self.ledger: LedgerRef = ledger.ref
         self.devices: DevicesRef = devices.ref
-        # Job events: written by the queues, streamed from here after their commits.
-        self.events = EventHub(settings.event_ring_size, settings.event_max_streams)
-        self.artifacts = ArtifactStore(db_path.parent / "artifacts",
+        # Job events: written by the queues, streamed from here after their commits (on
+        # PostgreSQL, read back from the table: every gateway's, in commit order).
+        shared = settings.database_url is not None
+        self._events_db = self._database("events") if shared else None
+        self.events = EventHub(settings.event_ring_size, settings.event_max_streams,
+                               tail=self._tail_events if shared else None)
+        artifacts_dir = (Path(settings.artifacts_dir) if settings.artifacts_dir
+                         else db_path.parent / "artifacts")
+        self.artifacts = ArtifactStore(artifacts_dir,
                                        error_log_window=settings.error_log_window)
         # The actors themselves: for their statistics, shutdown and tests; everyone
         # else holds their refs.
-        self.key_actor = open_keys(self._database(), clock)
+        self.key_actor = open_keys(self._database("keys"), clock)
         self.keys: KeysRef = self.key_actor.ref
-        self.ledger_actor = open_ledger(self._database(), clock, settings, inbox=ledger,
+        self.ledger_actor = open_ledger(self._database("ledger"), clock, settings, inbox=ledger,
                                         queues={"task": self.tasks, "query": self.queries})
-        self.query_actor = open_queries(self._database(), clock, settings, inbox=queries,
+        self.query_actor = open_queries(self._database("queries"), clock, settings, inbox=queries,
                                         ledger=self.ledger, events=self.events)
-        self.task_actor = open_tasks(self._database(), clock, settings, self.artifacts,
+        self.task_actor = open_tasks(self._database("tasks"), clock, settings, self.artifacts,
                                      inbox=tasks, ledger=self.ledger, events=self.events)
         self.device_actor, self._forwarder = open_devices(
-            self._database(), clock, settings, inbox=devices, tasks=self.tasks)
+            self._database("devices"), clock, settings, inbox=devices, tasks=self.tasks)
+        # Several gateways on one database: wake-ups and events cross between them.
+        self.elsewhere = Elsewhere(f"{self.gateway}/{secrets.token_hex(4)}", {
+            "tasks": self.tasks, "queries": self.queries}, heard_any=self.events.poke)
+        if settings.database_url is not None:
+            self.elsewhere.listen(settings.database_url, f"leasegate listener ({self.gateway})",
+                                  settings.error_log_window, inline=inline_storage)
+            self.task_actor.announce = self.elsewhere.announcer("tasks")
+            self.query_actor.announce = self.elsewhere.announcer("queries")
         # Tasks and queries as routes use them: the submit saga, billing in every view.
         self.jobs = Jobs(tasks=self.tasks, queries=self.queries, ledger=self.ledger,
                          max_wait=settings.max_wait_seconds)
-        self._background: list[_BackgroundJob] = []
+        self._background: list[BackgroundJob] = []
         self.add_background_job("artifacts", "sweep_staging", settings.housekeeping_interval,
-                                self._sweep_staging)
+                                self._sweep_staging, shared=True)
         self.add_background_job("artifacts", "sweep_orphan_dirs",
-                                settings.artifact_orphan_sweep_interval, self._sweep_orphans)
+                                settings.artifact_orphan_sweep_interval, self._sweep_orphans,
+                                shared=True)
+        # Every actor's periodic job is the database's: claimed, run by one gateway.
+        for actor in self.actors:
+            for job in actor.jobs:
+                job.record.gateway = self.gateway
+        if settings.database_url is not None:  # another gateway's turns set deadlines too
+            for timed in (self.task_actor, self.query_actor, self.device_actor):
+                timed.deadline_poll = settings.deadline_poll_interval
         self._deleter = JobRecord("delete_files", owner="artifacts", every=math.inf)
         self._closed = trio.Event()
         self._probed_at = -math.inf
@@ -156,8 +187,16 @@ class System:
         # disk under load must not write a line per request.
         self._disk = Throttled(log, settings.error_log_window)
 
-    def _database(self) -> Database:
-        db = Database(self.db_path, self.settings.sqlite_synchronous, inline=self._inline)
+    async def _tail_events(self, after: int, limit: int) -> list[JobEvent]:
+        assert self._events_db is not None
+        return await self._events_db.run(lambda conn: committed_after(conn, after, limit))
+
+    def _database(self, user: str) -> Database:
+        """A connection of its own for ``user`` (an actor, or the system's set-up), to
+        the SQLite file or to the PostgreSQL database of ``database_url``."""
+        db = database_at(self.settings.database_url, self.db_path,
+                         synchronous=self.settings.sqlite_synchronous, inline=self._inline,
+                         name=f"leasegate {user} ({self.gateway})")
         self._databases.append(db)
         return db
 
@@ -167,9 +206,15 @@ class System:
                 self.device_actor)
 
     def add_background_job(self, owner: str, name: str, every: float,
-                           fn: Callable[[float], Awaitable[object]]) -> None:
-        """Run ``await fn(now)`` every ``every`` seconds once the system runs."""
-        self._background.append(_BackgroundJob(JobRecord(name, owner=owner, every=every), fn))
+                           fn: Callable[[float], Awaitable[object]], *,
+                           shared: bool = False) -> None:
+        """Run ``await fn(now)`` every ``every`` seconds once the system runs; ``shared``:
+        only the runs this gateway claims (see ``periodic_sql``), for work on what every
+        gateway of the database shares. Unshared: this gateway's own (its memory)."""
+        record = JobRecord(name, owner=owner, every=every)
+        if shared:
+            record.gateway = self.gateway
+        self._background.append(BackgroundJob(record, fn, shared))
 
     # ---- what the HTTP layer may use ---------------------------------------------
 
@@ -212,7 +257,10 @@ class System:
         return self.artifacts.path(task_id, name, sha256)
 
     async def backup(self) -> BackupMade:
-        """A consistent online copy of the whole database under ``<data>/backups``."""
+        """A consistent online copy of the whole database under ``<data>/backups``
+        (SQLite; on PostgreSQL, 409: that is pg_dump's job)."""
+        if self.settings.database_url is not None:
+            raise StateConflict(POSTGRES_BACKUP)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock.now()))
         out = self.db_path.parent / "backups" / f"leasegate-{stamp}.db"
         try:
@@ -261,7 +309,7 @@ class System:
                 await db.start()
             await self._admit_storage(self._setup)  # opened as all the others are
             await self._setup.run(migrate)
-            self.events.start(await self._setup.run(events_sql.last_event_id))
+            self.events.start(await self._setup.run(events_sql.committed_last_event_id))
             await self._audit_ledger()
             async with trio.open_nursery() as actors:
                 for actor in self.actors:
@@ -274,10 +322,12 @@ class System:
                 async with trio.open_nursery() as jobs:
                     window = self.settings.error_log_window
                     for bg in self._background:
-                        jobs.start_soon(run_guarded, bg.record, self.clock, window, bg.fn)
+                        jobs.start_soon(bg.runner(self.clock, window, self._setup))
                     jobs.start_soon(serve_guarded, self._deleter, self.clock, window,
                                     self.artifacts.delete_next)
                     jobs.start_soon(self.events.run)
+                    if self.settings.database_url is not None:
+                        jobs.start_soon(self.elsewhere.run)
                     jobs.start_soon(serve_guarded, self._forwarder.record, self.clock, window,
                                     self._forwarder.forward_next)
                     task_status.started()
@@ -302,6 +352,8 @@ class System:
         unless ``allow_unbalanced``; either way /health and /metrics show it."""
         def check(conn: Connection) -> AuditReport:
             with transaction(conn):
+                # Between the ledger's turns on every gateway: one consistent book.
+                lock_turn(conn, self.ledger_actor.name)
                 return audit(conn)
 
         report = await self._setup.run(check)

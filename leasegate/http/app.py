@@ -160,7 +160,8 @@ def create_app(system: System) -> QuartTrio:
     app.extensions["leasegate.metrics"] = metrics
     app.extensions["leasegate.parked"] = ParkedPolls(system.settings.max_parked_per_key,
                                                      system.settings.max_parked_per_address)
-    system.events.listeners.append(metrics.on_job_event)  # outcomes, dispatch latency
+    # Outcomes, dispatch latency: of this gateway's own commits (each counted once).
+    system.events.own_listeners.append(metrics.on_job_event)
     async def sweep_buckets(now: float) -> None:
         authenticator.sweep(now)
 

@@ -1,12 +1,13 @@
 """Job outcomes and dispatch latency, counted from the job events.
 
-The queue actors publish each event after its commit (``EventHub.listeners``),
+The queue actors publish each event after its commit (``EventHub.own_listeners``:
+this gateway's; with several gateways, each counts its own),
 single and batch routes alike, so these figures are what happened to jobs,
 counted without a counter in the actors. The console's charts read the same
 events through :func:`ended` and :func:`first_dispatch_wait`::
 
     families = JobEventMetrics(registry)
-    system.events.listeners.append(families.on_event)
+    system.events.own_listeners.append(families.on_event)
 """
 
 from __future__ import annotations

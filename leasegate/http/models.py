@@ -20,6 +20,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 
@@ -76,10 +77,25 @@ def _object(value: object) -> object:
     return value
 
 
+NUL_REFUSED = "text must not contain NUL (\\u0000)"
+
+
 class Strict(BaseModel):
-    """Unknown fields are an error: a typo must not be silently ignored."""
+    """Unknown fields are an error: a typo must not be silently ignored. No text may
+    hold NUL (``\\u0000``): PostgreSQL cannot store it, so it is a 400 on both engines
+    (inside a JSON field such as ``params`` it is stored escaped, and allowed)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        if type(value) is str:
+            if "\x00" in value:
+                raise ValueError(NUL_REFUSED)
+        elif type(value) is list and any(type(v) is str and "\x00" in v for v in value):
+            raise ValueError(NUL_REFUSED)
+        return value
 
 
 # ---- requests -----------------------------------------------------------------------

@@ -156,6 +156,8 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     report: dict[str, Any] = {"status": "degraded" if degraded else "ok", "checks": checks}
     if detailed:
         report["details"] = {
+            "gateway": sys.gateway,
+            "cross_gateway": _cross_gateway(),
             **_listed(tasks, queries),
             "paused_sites": paused[:LISTED],
             "ledger_failing_checks": [] if audit is None else list(audit.failing()),
@@ -166,6 +168,18 @@ async def health_report(detailed: bool) -> dict[str, Any]:
                                for job in stats.services},
         }
     return report
+
+
+def _cross_gateway() -> dict[str, Any] | None:
+    """Several gateways on PostgreSQL: whether this one hears the others' notices (its
+    long-polls woken by their work, its event stream told of their events); None on
+    SQLite."""
+    elsewhere = system().elsewhere
+    listener = elsewhere.listener
+    if listener is None:
+        return None
+    return {"listening": listener.connected, "connections": listener.connections,
+            "notices_heard": elsewhere.notices}
 
 
 def _listed(tasks: TaskHealthReport, queries: dict[str, QueryCounts]) -> dict[str, Any]:
@@ -193,6 +207,7 @@ def _job(job: JobStatistics, now: float) -> dict[str, Any]:
     periodic = math.isfinite(job.every)
     return {"every": job.every if periodic else None, "runs": job.runs,
             "failures": job.failures, "last_run_at": iso(job.last_run_at),
+            "last_run_by": job.last_run_by,
             "last_failure_at": iso(job.last_failure_at),
             "next_run_at": iso(job.next_run_at) if periodic else None,
             "overdue": job.overdue(now)}

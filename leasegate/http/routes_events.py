@@ -109,6 +109,7 @@ async def job_events(query_args: EventArgs) -> Response:
                 principal.key_id, address, settings.max_wait_seconds) as held:
             if not (counted and held):  # raced past the checks above: end at once
                 return
+            await reader.begin()
             # The id where this stream starts: a reconnect resumes from here even if no
             # event came (an EventSource keeps the last id it was given).
             yield f"id: {reader.cursor}\nretry: {RETRY_MS}\n\n".encode()

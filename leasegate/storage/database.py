@@ -56,6 +56,17 @@ def new_database(database_url: str | None, data_dir: Path, *, synchronous: str =
     return PostgresDatabase(database_url, inline=inline, name=name)
 
 
+def database_at(database_url: str | None, sqlite_file: Path, *, synchronous: str = "FULL",
+                inline: bool = False, name: str = "leasegate") -> Database:
+    """:func:`new_database`, the SQLite file named in full (``sqlite_file``) rather than
+    by its data directory: the system's actors, whose tests name their files."""
+    if database_url is None:
+        return SqliteDatabase(sqlite_file, synchronous, inline=inline)
+    from leasegate.storage.postgres.database import Database as PostgresDatabase
+
+    return PostgresDatabase(database_url, inline=inline, name=name)
+
+
 def open_database(database_url: str | None, data_dir: Path, *, synchronous: str = "FULL",
                   inline: bool = False, name: str = "leasegate") -> Database:
     """:func:`new_database`, connected now (blocking: for the command line and tests)."""

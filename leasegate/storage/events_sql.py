@@ -6,9 +6,19 @@ committed. ``event_id`` is one AUTOINCREMENT sequence for both channels; every
 write transaction takes the database's write lock up front (``BEGIN
 IMMEDIATE``), so ids are handed out in commit order and, since a rolled-back
 insert gives its id back, the committed ids have no holes (the live stream
-relies on both). On PostgreSQL the id comes from an identity: unique, but
-handed out at the insert, not the commit, and not given back by a rollback;
-a stream across gateways cannot rely on either.
+relies on both). On PostgreSQL the id comes from an identity, and the insert
+first takes the transaction advisory lock :data:`EVENTS_LOCK`, held to the
+commit: every gateway's transactions that record events take turns from their
+first event to their commit, so ids are handed out in commit order there too. A
+reader tailing the table by id (:func:`after`, each gateway's live stream) never
+misses a row committed late with a lower id. Holes remain (a rolled-back insert
+keeps its id), so a tailer takes what it reads and waits for no id.
+
+Why a lock and not a commit-time sequence or a snapshot horizon: PostgreSQL has
+neither a sequence drawn at commit nor a way to see the lowest id an open
+transaction holds. The lock serializes only transactions that record events;
+each actor's turns are serialized across gateways anyway, so what it adds is the
+task and query actors taking turns with each other, from an event to a commit.
 
 A job's rows go with the job: triggers delete them when the task or query row
 is deleted (retention purge), in that same transaction, whoever deletes it.
@@ -19,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
-from leasegate.storage.engine import Connection, Row, Spelled
+from leasegate.storage.connection import transaction
+from leasegate.storage.engine import Connection, Row, Spelled, dialect
 
 Channel = Literal["task", "query"]
 JobRow = Row | Mapping[str, Any]  # the job's own columns, as read or as known
@@ -37,8 +48,18 @@ _JOB_ROW: Final = {
 _INSERT_TEXT: Final = (
     "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
     "detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+# The key of the PostgreSQL advisory lock that orders event ids by commit ("lg events").
+EVENTS_LOCK: Final = int.from_bytes(b"lgevents", "big") >> 1
 # PostgreSQL has no lastrowid: its insert returns the id (postgres.connection.Cursor).
-_INSERT: Final = Spelled(_INSERT_TEXT, _INSERT_TEXT + " RETURNING event_id")
+# The lock is taken in the statement (no round trip of its own) before the identity
+# draws the id; taking it again in one transaction costs a lookup in the server's
+# local lock table. Not once per turn: a lock taken inside a savepoint that is rolled
+# back is released with it.
+_INSERT: Final = Spelled(_INSERT_TEXT, (
+    "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
+    "detail) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? "
+    f"FROM (SELECT pg_advisory_xact_lock({EVENTS_LOCK})) AS in_commit_order "
+    "RETURNING event_id"))
 _LAST_ID: Final = Spelled("SELECT seq FROM sqlite_sequence WHERE name = 'job_events'",
                           "SELECT last_value FROM job_events_event_id_seq WHERE is_called")
 
@@ -91,3 +112,29 @@ def last_event_id(conn: Connection) -> int:
     """The last id handed out (0 if none ever was), purged rows included."""
     row = conn.execute(_LAST_ID).fetchone()
     return 0 if row is None else int(row[0])
+
+
+_AFTER: Final = (
+    "SELECT e.event_id, e.channel, e.job_id, e.tenant, e.site, e.device_id, e.kind, "
+    "e.status, e.at, e.detail, coalesce(t.kind, q.kind, '') AS job_kind "
+    "FROM job_events AS e "
+    "LEFT JOIN tasks AS t ON e.channel = 'task' AND t.task_id = e.job_id "
+    "LEFT JOIN queries AS q ON e.channel = 'query' AND q.query_id = e.job_id "
+    "WHERE e.event_id > ? ORDER BY e.event_id LIMIT ?")
+
+
+def after(conn: Connection, event_id: int, limit: int) -> list[Row]:
+    """Up to ``limit`` events after ``event_id``, in id order, each with its job's kind
+    (``job_kind``; '' once the job is purged): what a gateway tails on PostgreSQL."""
+    return conn.execute(_AFTER, (event_id, limit)).fetchall()
+
+
+def committed_last_event_id(conn: Connection) -> int:
+    """The last id handed out, once every transaction that drew one has ended (on
+    PostgreSQL: read under :data:`EVENTS_LOCK`, so no lower id commits later). Where a
+    gateway's tail starts."""
+    if dialect(conn) == "sqlite":
+        return last_event_id(conn)
+    with transaction(conn):
+        conn.execute(f"SELECT pg_advisory_xact_lock({EVENTS_LOCK})")
+        return last_event_id(conn)

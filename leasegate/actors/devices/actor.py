@@ -11,7 +11,7 @@ from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.tasks.ref import TasksRef
 from leasegate.clock import Clock
 from leasegate.settings import Settings
-from leasegate.storage.connection import Database
+from leasegate.storage.database import Database
 
 MODULES = (sightings, timer)
 """What the tracker does, module by module (importing one registers its handlers)."""

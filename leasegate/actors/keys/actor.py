@@ -9,7 +9,7 @@ from leasegate.actors.runtime.actor import Actor
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.turn import Turn
 from leasegate.clock import Clock
-from leasegate.storage.connection import Database
+from leasegate.storage.database import Database
 
 MAILBOX_SIZE = 1024
 MODULES = (records,)

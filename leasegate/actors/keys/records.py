@@ -111,6 +111,28 @@ def count(turn: Turn, m: CountKeys) -> int:
     return sql.count_all(turn.conn)
 
 
+@dataclass(frozen=True)
+class CreateFirstKeys(Ask[Keys, tuple[CreatedKey, ...]]):
+    """Create these keys if no key was ever created, else none (in one turn: of
+    several gateways starting together on a fresh database, one creates them)."""
+
+    keys: tuple[CreateKey, ...]
+
+    def check(self) -> None:
+        if not isinstance(self.keys, tuple) or not all(
+                isinstance(key, CreateKey) for key in self.keys):
+            raise InvalidRequest("keys must be a tuple of CreateKey")
+        for key in self.keys:
+            key.check()
+
+
+@KEYS.on(CreateFirstKeys)
+def create_first(turn: Turn, m: CreateFirstKeys) -> tuple[CreatedKey, ...]:
+    if sql.count_all(turn.conn):
+        return ()
+    return tuple(create(turn, key) for key in m.keys)
+
+
 def _row(conn: Connection, key_id: str) -> Row:
     row = sql.get(conn, key_id)
     if row is None:

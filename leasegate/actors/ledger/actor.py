@@ -13,7 +13,7 @@ from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.turn import Receiver
 from leasegate.clock import Clock
 from leasegate.settings import Settings
-from leasegate.storage.connection import Database
+from leasegate.storage.database import Database
 
 MODULES = (holds, accounts, audit, recovery, rehold)
 """What the ledger does, module by module (importing one registers its handlers)."""

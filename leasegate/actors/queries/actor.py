@@ -11,7 +11,7 @@ from leasegate.actors.runtime.actor import Actor
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.clock import Clock
 from leasegate.settings import Settings
-from leasegate.storage.connection import Database
+from leasegate.storage.database import Database
 
 MODULES = (submit, reads, lease, results, deadlines, operator)
 """What the query actor does, module by module (importing one registers its handlers)."""

@@ -16,6 +16,18 @@ but two actors' after-commit effects may run in either order: an event that
 arrives ahead of its predecessor waits (briefly) for it, so the ring stays in
 order. A hole that does not fill within ``GAP_SECONDS`` (a commit whose
 effects never ran) is skipped.
+
+Several gateways on one PostgreSQL database: the hub is given a ``tail`` (a read of
+the events table after an id) and fills the ring from the table alone, every
+gateway's events in id order, which there is commit order (the events lock in
+``events_sql``): once a row is seen, no lower id can commit later, so a tail never
+skips one, and holes (rolled-back ids) are not waited for. A local commit's
+:meth:`EventHub.publish` only says "read now" (the row comes with the others', never
+twice); another gateway's commit says it through its notification
+(:meth:`EventHub.poke`, from ``elsewhere.Elsewhere``); and every
+``TAIL_FALLBACK_SECONDS`` the hub reads anyway, in case a notification was lost.
+A ``Last-Event-ID`` handed out by another gateway may be ahead of this one's ring
+for a moment: the reader waits for one read of the table before it judges it.
 """
 
 from __future__ import annotations
@@ -24,7 +36,7 @@ import contextlib
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -33,11 +45,20 @@ import trio
 from leasegate.actors.channels import Channel
 from leasegate.actors.queue.history import JobEvent
 from leasegate.errors import Unavailable
+from leasegate.logs import Throttled
+from leasegate.storage.connection import is_storage_failure
 
 log = logging.getLogger("leasegate.events")
 
 GAP_SECONDS: Final = 1.0
 BATCH: Final = 500  # events one read hands a reader at most
+TAIL_BATCH: Final = 1000  # rows one read of the table takes at most
+TAIL_FALLBACK_SECONDS: Final = 2.0  # a tailing hub reads this often, notified or not
+AHEAD_WAIT_SECONDS: Final = 1.0  # the most a reader waits for the tail to judge its id
+
+Tail = Callable[[int, int], Awaitable[list[JobEvent]]]
+"""``tail(after, limit)``: up to ``limit`` committed events with ids above ``after``, in
+id order (``events_sql.after``)."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +89,14 @@ class Reset:
 
 
 class EventHub:
-    def __init__(self, capacity: int, max_readers: int) -> None:
+    def __init__(self, capacity: int, max_readers: int, tail: Tail | None = None) -> None:
         self.capacity = capacity
         self.max_readers = max_readers
-        self._ring: deque[JobEvent] = deque(maxlen=capacity)
+        # One slot per id, from the oldest kept to _end: an id that never came (a hole
+        # skipped, a rolled-back id on PostgreSQL) is None, so an id's slot is found
+        # by arithmetic.
+        self._ring: deque[JobEvent | None] = deque(maxlen=capacity)
+        self._end = 0  # the id of the ring's last slot
         self._last = 0  # the id of the newest event in the ring (or before it)
         self._pending: dict[int, JobEvent] = {}
         self._gap_since: float | None = None
@@ -79,9 +104,22 @@ class EventHub:
         self._hole = trio.Event()  # set when a hole in the ids opens
         self.readers = 0
         self.closed = False
-        # Called with each event as it enters the ring (the console's charts); a
-        # listener must be quick and must not raise.
+        # Called with each event as it enters the ring (the console's charts: every
+        # gateway's events); ``own_listeners`` only with those of this gateway's own
+        # commits (its metrics: summed over gateways, each counted once). A listener
+        # must be quick and must not raise.
         self.listeners: list[Callable[[JobEvent], None]] = []
+        self.own_listeners: list[Callable[[JobEvent], None]] = []
+        # Several gateways: the ring is filled from the table (see the module docstring).
+        self._tail = tail
+        self._own: set[int] = set()  # tailing: ids published here, not read back yet
+        self._poke = trio.Event()
+        self._tailed = trio.Event()  # set once the read under way (or the next) is over
+        self._tail_log = Throttled(log, 600.0)
+
+    @property
+    def tailing(self) -> bool:
+        return self._tail is not None
 
     @property
     def last_event_id(self) -> int:
@@ -89,11 +127,16 @@ class EventHub:
 
     def start(self, last_event_id: int) -> None:
         """Before any event: the last id the database handed out (resumable from)."""
-        self._last = last_event_id
+        self._last = self._end = last_event_id
 
     # ---- the writers' side (after each commit, on the trio thread) ----
 
     def publish(self, event: JobEvent) -> None:
+        if self._tail is not None:  # the table brings it, in order with the others'
+            if event.event_id > self._last:
+                self._own.add(event.event_id)
+            self._poke.set()
+            return
         if event.event_id <= self._last:  # behind a skipped hole: too late for the ring
             log.warning("event %d came after its hole was skipped; not streamed",
                         event.event_id)
@@ -104,11 +147,7 @@ class EventHub:
     def _flush(self) -> None:
         moved = False
         while self._last + 1 in self._pending:
-            self._last += 1
-            event = self._pending.pop(self._last)
-            self._ring.append(event)
-            for listener in self.listeners:
-                listener(event)
+            self._append(self._pending.pop(self._last + 1))
             moved = True
         if not self._pending:
             self._gap_since = None
@@ -116,12 +155,48 @@ class EventHub:
             self._gap_since = trio.current_time()
             self._hole.set()
         if moved:
-            self._changed.set()
-            self._changed = trio.Event()
+            self._moved()
+
+    def _append(self, event: JobEvent) -> None:
+        gap = event.event_id - self._end - 1
+        if gap >= self.capacity:
+            self._ring.clear()
+        elif gap > 0:
+            self._ring.extend(None for _ in range(gap))
+        self._last = self._end = event.event_id
+        self._ring.append(event)
+        for listener in self.listeners:
+            listener(event)
+        if self._tail is None or event.event_id in self._own:
+            self._own.discard(event.event_id)
+            for listener in self.own_listeners:
+                listener(event)
+
+    def _moved(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def poke(self) -> None:
+        """Read the table now (tailing: another gateway committed events)."""
+        self._poke.set()
+
+    async def caught_up(self, wait: float) -> None:
+        """Until a read of the table that begins after this call is over (at most
+        ``wait`` seconds); at once when not tailing."""
+        if self._tail is None:
+            return
+        tailed = self._tailed
+        self._poke.set()
+        with trio.move_on_after(wait):
+            await tailed.wait()
 
     async def run(self) -> None:
         """Skip a hole in the ids that stays open longer than ``GAP_SECONDS``: asleep
-        until a hole opens, then until its deadline (no tick)."""
+        until a hole opens, then until its deadline (no tick). Tailing: read the
+        table whenever poked, and every ``TAIL_FALLBACK_SECONDS``."""
+        if self._tail is not None:
+            await self._run_tail(self._tail)
+            return
         while True:
             since = self._gap_since
             if since is None:
@@ -134,6 +209,33 @@ class EventHub:
                 log.warning("event ids %d..%d never came; skipped", self._last + 1, skipped_to)
                 self._last = skipped_to
                 self._flush()
+
+    async def _run_tail(self, tail: Tail) -> None:
+        while True:
+            with trio.move_on_after(TAIL_FALLBACK_SECONDS):
+                await self._poke.wait()
+            self._poke = trio.Event()
+            tailed, self._tailed = self._tailed, trio.Event()
+            try:
+                while True:
+                    events = await tail(self._last, TAIL_BATCH)
+                    for event in events:
+                        if event.event_id > self._last:
+                            self._append(event)
+                    if events:
+                        self._moved()
+                        # Ours that the table no longer has (purged before read).
+                        self._own = {n for n in self._own if n > self._last}
+                    if len(events) < TAIL_BATCH:
+                        break
+            except Exception as exc:
+                if not is_storage_failure(exc):
+                    raise
+                self._tail_log.warning(trio.current_time(), "live events: cannot read "
+                                       "the events table, trying again: %s", exc)
+            else:
+                self._tail_log.recovered("live events: reading the events table again")
+            tailed.set()
 
     def close(self) -> None:
         """End every stream (the gateway drains); new ones are refused."""
@@ -152,7 +254,7 @@ class EventHub:
         return Reader(self, wanted, after)
 
     def _oldest(self) -> int:
-        return self._ring[0].event_id if self._ring else self._last + 1
+        return self._end - len(self._ring) + 1 if self._ring else self._last + 1
 
     def _after(self, cursor: int) -> list[JobEvent] | None:
         """The ring's events after ``cursor``; None if some already left the ring."""
@@ -160,7 +262,8 @@ class EventHub:
         if cursor < oldest - 1:
             return None
         start = cursor - oldest + 1
-        return [self._ring[i] for i in range(start, len(self._ring))]
+        ring = self._ring
+        return [event for i in range(start, len(ring)) if (event := ring[i]) is not None]
 
 
 class Reader:
@@ -171,16 +274,30 @@ class Reader:
         self.wanted = wanted
         self.cursor = hub.last_event_id
         self._reset: str | None = None
-        if after is not None:
-            oldest = hub._oldest()
-            if after > hub.last_event_id:
-                self._reset = (f"Last-Event-ID {after} was not handed out by this gateway "
-                               f"(the latest is {hub.last_event_id}); re-read")
-            elif after < oldest - 1:
-                self._reset = (f"Last-Event-ID {after} is older than the events kept "
-                               f"(from {oldest}); missed events, re-read")
-            else:
-                self.cursor = after
+        self._after = after
+        if after is not None and not (hub.tailing and after > hub.last_event_id):
+            self._resume(after)
+
+    def _resume(self, after: int) -> None:
+        hub = self.hub
+        self._after = None
+        oldest = hub._oldest()
+        if after > hub.last_event_id:
+            self._reset = (f"Last-Event-ID {after} was not handed out by this gateway "
+                           f"(the latest is {hub.last_event_id}); re-read")
+        elif after < oldest - 1:
+            self._reset = (f"Last-Event-ID {after} is older than the events kept "
+                           f"(from {oldest}); missed events, re-read")
+        else:
+            self.cursor = after
+
+    async def begin(self) -> None:
+        """Before the stream says where it starts: a ``Last-Event-ID`` ahead of this
+        gateway's ring (another gateway handed it out, tailing) is judged after one
+        read of the table."""
+        if self._after is not None:
+            await self.hub.caught_up(AHEAD_WAIT_SECONDS)
+            self._resume(self._after)
 
     @contextlib.contextmanager
     def streaming(self) -> Iterator[bool]:
@@ -199,6 +316,8 @@ class Reader:
     async def next(self, wait: float) -> list[JobEvent] | Reset | None:
         """The next events for this reader, waiting up to ``wait`` seconds for some
         (an empty list when none came); a :class:`Reset`; None once the hub closed."""
+        if self._after is not None:
+            await self.begin()
         deadline = trio.current_time() + wait
         while True:
             if self.hub.closed:

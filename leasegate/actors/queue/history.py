@@ -30,7 +30,7 @@ from leasegate.actors.queue.leases import job_changed
 from leasegate.actors.runtime.turn import Turn
 from leasegate.actors.views import Instant
 from leasegate.storage import events_sql
-from leasegate.storage.engine import Row
+from leasegate.storage.engine import Connection, Row
 
 if TYPE_CHECKING:
     from leasegate.actors.queue.event_hub import EventHub
@@ -115,6 +115,15 @@ class JobHistory:
         return History(tuple(HistoryItem(r["event_id"], r["at"], r["kind"], r["status"],
                                          json.loads(r["detail"]))
                              for r in events_sql.history(self.turn.conn, self.channel, job_id)))
+
+
+def committed_after(conn: Connection, after: int, limit: int) -> list[JobEvent]:
+    """Up to ``limit`` committed events with ids above ``after``, every gateway's, in id
+    order: what a hub tails on PostgreSQL (``event_hub.Tail``, on a database thread)."""
+    return [JobEvent(r["event_id"], r["channel"], r["job_id"], r["tenant"], r["site"],
+                     r["device_id"], r["kind"], r["status"], r["at"], json.loads(r["detail"]),
+                     r["job_kind"])
+            for r in events_sql.after(conn, after, limit)]
 
 
 def _bounded(value: Any) -> Any:

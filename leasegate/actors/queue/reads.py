@@ -16,6 +16,7 @@ from typing import Any, Final, TypeVar
 
 from leasegate.actors.channels import JobQueue, RecordSettled
 from leasegate.actors.checks import check_flag, check_id
+from leasegate.actors.queue.elsewhere import WorkElsewhere, heard
 from leasegate.actors.queue.history import History
 from leasegate.actors.queue.leases import job_wait
 from leasegate.actors.queue.turn import QueueTurn
@@ -92,8 +93,9 @@ def record_settled(turn: QueueTurn[Any], m: RecordSettled) -> None:
 
 def serve_reads(handlers: Handlers[Q, QT], get: type[GetJob[Q, Any]]) -> None:
     """Register on a queue's ``handlers`` what every queue does the same way: read one
-    job (``get``, its channel's :class:`GetJob`), read a job's history, and record
-    the ledger's settlement."""
+    job (``get``, its channel's :class:`GetJob`), read a job's history, record the
+    ledger's settlement, and offer another gateway's work to the parked messages."""
     handlers.parks(get, WAIT_FOR_JOB)(get_job)
     handlers.on(GetHistory)(read_history)
     handlers.on(RecordSettled)(record_settled)
+    handlers.on(WorkElsewhere)(heard)  # another gateway's work (several gateways)

@@ -1,7 +1,7 @@
 """The actor runtime: one trio task that owns its state and tables, group commit.
 
 An :class:`Actor` serves its inbox. Each turn it takes every message already
-waiting (up to ``batch_limit``), applies them in one SQLite transaction with a
+waiting (up to ``batch_limit``), applies them in one transaction with a
 savepoint per message (each by the handler registered for its type, see
 :mod:`leasegate.actors.runtime.handlers`), runs the periodic jobs that are due
 in the same transaction, commits once, and only then replies to all (durable
@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -39,27 +38,26 @@ from typing import Any, Final, Generic, TypeVar
 import outcome
 import trio
 
-from leasegate.actors.runtime.applied import JobRun, Served, TurnBatch
+from leasegate.actors.runtime.applied import Served, TurnBatch, polled, run_job
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Tell
-from leasegate.actors.runtime.parking import PARK, PARK_OUTCOME, Wait
+from leasegate.actors.runtime.parking import PARK, PARK_OUTCOME, Wait, WakesOnly
 from leasegate.actors.runtime.periodic import JobRecord, JobStatistics, PeriodicJob
 from leasegate.actors.runtime.turn import Turn
 from leasegate.clock import Clock
 from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.logs import Throttled
 from leasegate.storage.connection import (
-    Database,
     begin,
     commit,
     is_storage_failure,
-    release,
     rollback,
-    savepoint,
     transaction,
 )
+from leasegate.storage.database import Database
 from leasegate.storage.engine import Connection
+from leasegate.storage.turn_locks import lock_turn
 
 A = TypeVar("A")
 C = TypeVar("C", bound=Turn)
@@ -113,7 +111,11 @@ class Actor(Generic[A, C]):
         self._retry_at = -math.inf
         self._commits = 0
         self._internal_errors = 0
+        self.deadline_poll: float | None = None  # see applied.polled
         self._storage_log = Throttled(log, error_log_window)
+        # Called in each turn's transaction just before its commit (several gateways on
+        # one database: tells the others what the turn's writes woke; None: nobody).
+        self.announce: Callable[[C], None] | None = None
         turn.now = clock.now()
 
     @property
@@ -168,6 +170,7 @@ class Actor(Generic[A, C]):
             turn.begin(conn, now)
             try:
                 with transaction(conn):
+                    lock_turn(conn, self.name)
                     behaviour.start(turn)
                     return behaviour.next_wakeup(turn)
             finally:
@@ -176,7 +179,7 @@ class Actor(Generic[A, C]):
 
         started: list[Callable[[], None]] = []
         now = self.clock.now()
-        self._next_wakeup = await self.db.run(start)
+        self._next_wakeup = polled(await self.db.run(start), now, self.deadline_poll)
         for effect in started:  # committed: the transaction above did not raise
             effect()
 
@@ -207,8 +210,26 @@ class Actor(Generic[A, C]):
                 break
         return envelopes
 
+    def _wakes_nobody(self, envelopes: list[Envelope[Any]], now: float) -> bool:
+        """The messages only wake parked ones (``wakes_only``: another gateway's work),
+        none of them waits on what they wake, and nothing of our own is due: no turn.
+        (Deadlines another gateway set are met by the actor's deadline poll.)"""
+        if self._internal or not all(getattr(env.message, "wakes_only", False)
+                                     for env in envelopes):
+            return False
+        if (self._next_wakeup is not None and now >= self._next_wakeup) or any(
+                job.record.next_at is not None and job.record.next_at <= now
+                for job in self.jobs):
+            return False
+        heard = [m for env in envelopes if isinstance(m := env.message, WakesOnly)]
+        if any(m.everything for m in heard):
+            return not self._parking.waits_on(None)
+        return not self._parking.waits_on({t for m in heard for t in m.topics})
+
     async def _turn(self, envelopes: list[Envelope[Any]]) -> None:
         now = self.clock.now()
+        if envelopes and self._wakes_nobody(envelopes, now):
+            return
         internal, self._internal = self._internal, []
         envelopes = [Envelope[Any](m) for m in internal] + envelopes
         due_jobs = [job for job in self.jobs
@@ -239,14 +260,16 @@ class Actor(Generic[A, C]):
         if batch.wrote > 0:  # a read commits on a full disk too: it proves nothing
             self._storage_log.recovered(f"{self.name}: storage works again")
         self._commits += 1
-        self._next_wakeup = wake
+        self._next_wakeup = polled(wake, now, self.deadline_poll)
         self._after(batch, now)
 
     def _after(self, batch: TurnBatch, now: float) -> None:
         """After the commit, on the trio thread: jobs' records, bugs, effects, replies."""
         for run in batch.job_runs:
             record = run.job.record
-            if run.stack is None:
+            if run.skipped:
+                record.ran_elsewhere(run.elsewhere)
+            elif run.stack is None:
                 record.succeeded(now, more=run.more)
             else:
                 record.failed(now, self.error_log_window, run.stack)
@@ -275,6 +298,7 @@ class Actor(Generic[A, C]):
         begin(conn)
         changes = conn.total_changes
         try:
+            lock_turn(conn, self.name)  # this actor's turns, one at a time on every gateway
             turn.begin(conn, now)
             turn.bugs = batch.internal_errors
             # Deadlines first, so every message sees the state as of `now`; only
@@ -288,9 +312,11 @@ class Actor(Generic[A, C]):
                     wait = self._parks[type(env.message)].wait(env.message)
                     batch.newcomers.append((env, wait or Wait(queue=env)))
             for job in batch.jobs:
-                batch.job_runs.append(self._run_job(job, now))
+                batch.job_runs.append(run_job(turn, job, now))
             self._offer_parked(batch.served, batch.newcomers)
             wake = behaviour.next_wakeup(turn)
+            if self.announce is not None and (turn.announce or turn.announce_all):
+                self.announce(turn)
             batch.effects = turn.effects
             commit(conn)
             batch.wrote = conn.total_changes - changes - turn.undone
@@ -325,20 +351,6 @@ class Actor(Generic[A, C]):
             parked: outcome.Outcome[Any] = PARK_OUTCOME
             return parked
         return outcome.Value(reply) if env.reply is not None else None
-
-    def _run_job(self, job: PeriodicJob[C], now: float) -> JobRun:
-        turn = self.turn
-        mark = turn.mark()
-        savepoint(turn.conn, "job")
-        try:
-            more = job.run(turn, now)
-        except Exception as exc:
-            if is_storage_failure(exc):
-                raise  # fails the turn; SQLite may have rolled back already
-            turn.undo("job", mark)
-            return JobRun(job, stack=traceback.format_exc())
-        release(turn.conn, "job")
-        return JobRun(job, more=more is True)
 
     # ---- parked requests ----------------------------------------------------------
 

@@ -31,7 +31,7 @@ import heapq
 import math
 from collections.abc import Callable, Collection, Hashable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 import outcome
 
@@ -54,6 +54,16 @@ class Wait:
 
     queue: Hashable
     topics: tuple[Hashable, ...] = ()
+
+
+@runtime_checkable
+class WakesOnly(Protocol):
+    """A message that only offers work to parked envelopes (``wakes_only`` true): the
+    actor skips its turn when nothing parked waits on ``topics`` (``everything``: on
+    anything)."""
+
+    topics: frozenset[Hashable]
+    everything: bool
 
 
 _Head = tuple[int, Hashable, Envelope[Any], Iterator[tuple[Envelope[Any], int]]]
@@ -156,6 +166,12 @@ class Parking:
         for env in left:
             if env.queue is not NOT_PARKED:
                 self._unlink(env)
+
+    def waits_on(self, topics: Collection[Hashable] | None) -> bool:
+        """Whether an offer of ``topics`` (None: all) could reach a parked envelope."""
+        if self._count == 0:
+            return False
+        return topics is None or any(topic in self._topics for topic in topics)
 
     def everyone(self) -> list[Envelope[Any]]:
         """Every parked envelope still waited for, oldest first."""

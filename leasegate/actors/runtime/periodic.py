@@ -21,6 +21,7 @@ deleter, or data-driven timers) are never overdue.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import traceback
@@ -52,6 +53,7 @@ class JobStatistics:
     last_failure_at: float | None
     next_run_at: float | None
     started_at: float | None
+    last_run_by: str | None = None  # the gateway that ran it last (this one or another)
 
     def overdue(self, now: float) -> bool:
         """Whether no run has succeeded for three intervals (see the module docstring)."""
@@ -75,13 +77,32 @@ class JobRecord:
         self.last_run_at: float | None = None
         self.last_failure_at: float | None = None
         self.more = False  # the last run said it has more to do (a purge behind)
+        # Set by the system: this gateway's name, for a job whose runs are claimed in
+        # the database so that one gateway among those of the database runs each.
+        self.gateway: str | None = None
+        self.last_run_by: str | None = None
         self._logged_at = -math.inf
         self._unlogged = 0
+
+    @property
+    def key(self) -> str:
+        """The job's name among every gateway's (``periodic_runs.job``)."""
+        return f"{self.owner}.{self.name}"
 
     def succeeded(self, now: float, *, more: bool = False) -> None:
         self.runs += 1
         self.last_run_at = now
+        self.last_run_by = self.gateway
         self.more = more
+
+    def ran_elsewhere(self, last: tuple[str, float] | None) -> None:
+        """Another gateway had claimed this run: it was ``last = (gateway, when)``. Not
+        a run of ours, but the job is not overdue for it."""
+        self.more = False
+        if last is not None:
+            by, at = last
+            if self.last_run_at is None or at >= self.last_run_at:
+                self.last_run_at, self.last_run_by = at, by
 
     def failed(self, now: float, window: float, stack: str) -> None:
         """Count a failure; log it, with ``stack``'s tail, at most once per ``window``."""
@@ -98,7 +119,7 @@ class JobRecord:
     def statistics(self) -> JobStatistics:
         return JobStatistics(self.owner, self.name, self.every, self.runs, self.failures,
                              self.last_run_at, self.last_failure_at, self.next_at,
-                             self.started_at)
+                             self.started_at, self.last_run_by)
 
 
 @dataclass
@@ -121,18 +142,35 @@ class PeriodicJob(Generic[C]):
         return self.record.name
 
 
+Claim = Callable[[float], Awaitable[bool | tuple[str, float] | None]]
+"""``await claim(now)``: True when the run due at ``now`` is this gateway's to run, else
+who ran it last (``(gateway, when)`` or None); see ``periodic_sql.claim``."""
+
+
 async def run_guarded(job: JobRecord, clock: Clock, window: float,
-                      fn: Callable[[float], Awaitable[object]]) -> None:
+                      fn: Callable[[float], Awaitable[object]], *,
+                      claim: Claim | None = None,
+                      give_back: Callable[[float], Awaitable[None]] | None = None) -> None:
     """Run ``await fn(now)`` every ``job.every`` seconds, forever; a failure is the
-    job's alone. Cancellation: stops between or during runs (a run holds nothing
+    job's alone. With ``claim``, only the runs this gateway claims (the others are
+    another gateway's); a failed run is given back (``give_back(now)``) for another
+    gateway to run. Cancellation: stops between or during runs (a run holds nothing
     that must finish)."""
     while True:
         job.next_at = clock.now() + job.every
         await trio.sleep_until(clock.deadline(job.next_at))
         try:
+            if claim is not None:
+                claimed = await claim(clock.now())
+                if claimed is not True:
+                    job.ran_elsewhere(claimed or None)
+                    continue
             await fn(clock.now())
         except Exception:
             job.failed(clock.now(), window, traceback.format_exc())
+            if give_back is not None:
+                with contextlib.suppress(Exception):  # the storage failing: it stays due
+                    await give_back(clock.now())
         else:
             job.succeeded(clock.now())  # when it completed: a hung run is no run
 

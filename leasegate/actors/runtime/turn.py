@@ -72,6 +72,9 @@ class Turn:
         self.bugs: list[tuple[str, str | None, str]] = []
         self.wake: set[Hashable] = set()
         self.wake_all = False
+        # What this turn's own writes woke, for other gateways (see heard_elsewhere).
+        self.announce: set[Hashable] = set()
+        self.announce_all = False
         self.request_id: str | None = None  # of the message being applied
         self.undone = 0  # rows this turn's undone savepoints had changed
         self.retried = 0  # batches of this turn undone to be applied again item by item
@@ -79,6 +82,16 @@ class Turn:
     def work_may_be_available(self, *topics: Hashable) -> None:
         """Offer the messages parked on any of ``topics`` another try in this
         transaction; no topics: every parked message."""
+        if topics:
+            self.wake.update(topics)
+            self.announce.update(topics)
+        else:
+            self.wake_all = self.announce_all = True
+
+    def heard_elsewhere(self, *topics: Hashable) -> None:
+        """As :meth:`work_may_be_available`, for work another gateway made (its
+        notification): offered to the parked messages here, never announced again
+        (which would echo between gateways)."""
         if topics:
             self.wake.update(topics)
         else:
@@ -199,3 +212,4 @@ class Turn:
         self.undone = 0
         self.retried = 0
         self.wake_all, self.wake = False, set()
+        self.announce_all, self.announce = False, set()

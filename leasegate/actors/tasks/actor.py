@@ -23,7 +23,7 @@ from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from leasegate.storage.artifacts import ArtifactStore
-from leasegate.storage.connection import Database
+from leasegate.storage.database import Database
 
 MODULES = (submit, reads, lease, fenced, control, device_actions, artifacts, presence,
            deadlines, operator)

@@ -26,6 +26,7 @@ from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import RowMaker
 
+from leasegate.errors import InvalidRequest
 from leasegate.storage import engine
 from leasegate.storage.connection import BUSY_TIMEOUT_MS
 from leasegate.storage.engine import Spelled
@@ -158,6 +159,15 @@ def _statement(sql: str) -> str:
     return to_psycopg(sql.postgresql if isinstance(sql, Spelled) else sql)
 
 
+def _refuse_nul(exc: psycopg.DataError) -> None:
+    """Text holding NUL, which PostgreSQL cannot store (psycopg refuses it before
+    sending): the caller's bad input, a 400, not a bug of ours. The HTTP models refuse
+    it first on both engines; this is the backstop for any text they do not see."""
+    if "NUL" in str(exc):
+        raise InvalidRequest("text must not contain NUL (\\u0000): the database "
+                             "cannot store it") from exc
+
+
 class PgConnection:
     """A psycopg connection in leasegate's use (``engine.Connection``); ``raw`` is
     psycopg's own, for what only PostgreSQL does (migrations, durability)."""
@@ -176,6 +186,9 @@ class PgConnection:
         except psycopg.errors.FeatureNotSupported as exc:
             self._replace_if_stale(exc)
             raise
+        except psycopg.DataError as exc:
+            _refuse_nul(exc)
+            raise
         self._count_changes(cursor)
         return cursor
 
@@ -185,6 +198,9 @@ class PgConnection:
             cursor.executemany(_statement(sql), parameters)
         except psycopg.errors.FeatureNotSupported as exc:
             self._replace_if_stale(exc)
+            raise
+        except psycopg.DataError as exc:
+            _refuse_nul(exc)
             raise
         self._count_changes(cursor)
         return cursor

@@ -517,6 +517,17 @@ CREATE TABLE sites (
 );
 
 
+-- ---- Periodic runs (every actor's jobs and the system's) -----------------------------
+
+CREATE TABLE periodic_runs (
+    job    text PRIMARY KEY,
+    due_at double precision NOT NULL,
+    run_by text NOT NULL,
+    run_at double precision NOT NULL
+);
+
+
 INSERT INTO schema_version (version, name) VALUES (12, 'baseline');
 INSERT INTO schema_version (version, name) VALUES (13, 'sites');
+INSERT INTO schema_version (version, name) VALUES (14, 'periodic runs');
 INSERT INTO schema_version (version, name) VALUES (15, 'job errors and search');

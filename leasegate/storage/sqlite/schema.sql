@@ -481,4 +481,16 @@ CREATE TABLE sites (
 );
 
 
+-- ---- Periodic runs (every actor's jobs and the system's) -----------------------------
+-- Who claimed each periodic job's last run, and when its next one is due: among the
+-- gateways of one database, one runs each due run.
+
+CREATE TABLE periodic_runs (
+    job    TEXT PRIMARY KEY,
+    due_at REAL NOT NULL,
+    run_by TEXT NOT NULL,
+    run_at REAL NOT NULL
+) WITHOUT ROWID;
+
+
 PRAGMA user_version = 15;

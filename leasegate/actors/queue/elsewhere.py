@@ -1,0 +1,228 @@
+"""Wake-ups across gateways: what one gateway's writes tell the others' parked requests.
+
+Several gateways on one PostgreSQL database each park their own long-polls (a worker's
+lease, a client's ``GET ?wait_seconds``). A queue actor's turn that makes work
+available calls ``turn.work_may_be_available(topics)`` as on one gateway; with
+:class:`Elsewhere` wired in, the actor's :meth:`Elsewhere.announcer` also sends those
+topics to the other gateways (``NOTIFY``, in the turn's transaction, so they are
+delivered only once it commits). Each gateway's listener hands the notices to
+:meth:`Elsewhere.deliver`, which tells the named actor :class:`WorkElsewhere` through
+its ref; the actor offers the work to its parked messages in a turn of its own, as if
+its own write had woken them, and that turn also recomputes its timers (a claim made
+on another gateway has a deadline here too). A notice never echoes back: what a
+:class:`WorkElsewhere` wakes is not announced again (``turn.heard_elsewhere``).
+
+A payload is small JSON, ``{"g": gateway, "a": actor, "t": [[topic...], ...]}`` (``"t":
+"*"``: everything), split under PostgreSQL's 8000-byte limit, a handful per turn at
+most (past that one ``"*"``). Notices of one actor are coalesced while its inbox is
+busy: one message carries every topic heard since the last, so a burst costs a turn,
+not a turn per notice. After the listener (re)connects, notices may have been lost:
+:meth:`Elsewhere.resync` wakes everything once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
+
+import trio
+
+from leasegate.actors.channels import JobQueue
+from leasegate.actors.runtime.mailbox import Tell
+from leasegate.actors.runtime.turn import Turn
+from leasegate.errors import LeasegateError
+from leasegate.storage.notices_sql import MAX_PAYLOAD, notify
+
+if TYPE_CHECKING:
+    from leasegate.storage.postgres.listener import Listener
+
+log = logging.getLogger("leasegate.gateways")
+
+MAX_NOTICES: Final = 8  # per turn; a turn that woke more says "everything" once
+
+
+@dataclass(frozen=True)
+class WorkElsewhere(Tell[JobQueue]):
+    """Another gateway's commit may have made work for ``topics`` (``everything``: any
+    parked message); offer it to the parked messages here."""
+
+    topics: frozenset[Hashable] = frozenset()
+    everything: bool = False
+    # The runtime applies no turn for it when nothing parked waits on its topics.
+    wakes_only: ClassVar[bool] = True
+
+
+def heard(turn: Turn, m: WorkElsewhere) -> None:
+    if m.everything:
+        turn.heard_elsewhere()
+    elif m.topics:
+        turn.heard_elsewhere(*m.topics)
+
+
+@dataclass(frozen=True)
+class Notice:
+    gateway: str
+    actor: str
+    topics: tuple[tuple[str, ...], ...]
+    everything: bool
+
+
+def payloads(gateway: str, actor: str, topics: Collection[Hashable],
+             everything: bool) -> list[str]:
+    """The notices that carry ``topics`` (each a tuple of strings; anything else, or too
+    many, is said as everything)."""
+    head = json.dumps({"g": gateway, "a": actor}, separators=(",", ":"))[:-1]
+    whole = [f'{head},"t":"*"}}']
+    if everything or not all(_is_plain(topic) for topic in topics):
+        return whole
+    out: list[str] = []
+    room = MAX_PAYLOAD - len(head.encode()) - len(',"t":[]}')
+    part: list[str] = []
+    used = 0
+    for topic in topics:
+        text = json.dumps(topic, separators=(",", ":"))
+        size = len(text.encode()) + 1
+        if size > room:
+            return whole
+        if used + size > room:
+            out.append(f'{head},"t":[{",".join(part)}]}}')
+            part, used = [], 0
+            if len(out) == MAX_NOTICES:
+                return whole
+        part.append(text)
+        used += size
+    if part:
+        out.append(f'{head},"t":[{",".join(part)}]}}')
+    return out
+
+
+def _is_plain(topic: Hashable) -> bool:
+    return isinstance(topic, tuple) and all(isinstance(part, str) for part in topic)
+
+
+def decode(payload: str) -> Notice | None:
+    """A notice, or None for a payload that is not one (another program's, or a newer
+    gateway's we do not read)."""
+    try:
+        data: Any = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    gateway, actor, topics = data.get("g"), data.get("a"), data.get("t")
+    if not (isinstance(gateway, str) and isinstance(actor, str)):
+        return None
+    if topics == "*":
+        return Notice(gateway, actor, (), True)
+    if not (isinstance(topics, list) and all(
+            isinstance(t, list) and all(isinstance(p, str) for p in t) for t in topics)):
+        return None
+    return Notice(gateway, actor, tuple(tuple(t) for t in topics), False)
+
+
+class Teller(Protocol):
+    """A queue actor's ref, as far as this module uses it."""
+
+    async def tell(self, message: WorkElsewhere, /) -> None: ...
+
+
+@dataclass
+class _Pending:
+    topics: set[Hashable] = field(default_factory=set)
+    everything: bool = False
+    ready: trio.Event = field(default_factory=trio.Event)
+
+    def take(self) -> WorkElsewhere:
+        message = WorkElsewhere(frozenset(self.topics), self.everything)
+        self.topics, self.everything, self.ready = set(), False, trio.Event()
+        return message
+
+
+class Elsewhere:
+    """This gateway's side of the wake-ups between gateways (see the module docstring).
+
+    ``gateway``: this gateway's id (its own notices are skipped); ``queues``: the
+    actors that take :class:`WorkElsewhere`, by name; ``heard_any``: called on the trio
+    thread for every batch of other gateways' notices, and at a resync (the live event
+    stream tails the events table then)."""
+
+    def __init__(self, gateway: str, queues: Mapping[str, Teller],
+                 heard_any: Callable[[], None] = lambda: None) -> None:
+        self.gateway = gateway
+        self._queues = dict(queues)
+        self._pending = {name: _Pending() for name in queues}
+        self._heard_any = heard_any
+        self.notices = 0  # other gateways' notices heard
+        self.resyncs = 0
+        self._listen: Callable[[], Awaitable[None]] | None = None
+        self.listener: Listener | None = None
+
+    def listen(self, url: str, name: str, error_log_window: float,
+               inline: bool = False) -> None:
+        """Hear the notices on the PostgreSQL database ``url`` (a connection of its own,
+        named ``name`` there) while :meth:`run` runs (``inline``: connecting on the trio
+        thread, as inline storage does)."""
+        from leasegate.storage.postgres.listener import Listener
+
+        listener = Listener(url, deliver=self.deliver, resync=self.resync, name=name,
+                            error_log_window=error_log_window, inline=inline)
+        self.listener = listener
+        self._listen = listener.run
+
+    def announcer(self, actor: str) -> Callable[[Turn], None]:
+        """What the actor ``actor`` calls before each commit (``Actor.announce``)."""
+        gateway = self.gateway
+
+        def announce(turn: Turn) -> None:
+            notify(turn.conn, payloads(gateway, actor, turn.announce, turn.announce_all))
+
+        return announce
+
+    def deliver(self, raw: list[str]) -> None:
+        """The listener's batch of payloads (on the trio thread)."""
+        heard_any = False
+        for payload in raw:
+            notice = decode(payload)
+            if notice is None or notice.gateway == self.gateway:
+                continue
+            heard_any = True
+            self.notices += 1
+            pending = self._pending.get(notice.actor)
+            if pending is None:
+                continue  # an actor that parks nothing here
+            if notice.everything:
+                pending.everything = True
+            else:
+                pending.topics.update(notice.topics)
+            pending.ready.set()
+        if heard_any:
+            self._heard_any()
+
+    def resync(self) -> None:
+        """Notices may have been lost (the listener (re)connected): wake everything."""
+        self.resyncs += 1
+        for pending in self._pending.values():
+            pending.everything = True
+            pending.ready.set()
+        self._heard_any()
+
+    async def run(self) -> None:
+        """Forward what was heard to each actor, one message at a time per actor (the
+        rest coalesces meanwhile), until cancelled."""
+        async with trio.open_nursery() as nursery:
+            for name, ref in self._queues.items():
+                nursery.start_soon(self._forward, ref, self._pending[name])
+            if self._listen is not None:
+                nursery.start_soon(self._listen)
+
+    @staticmethod
+    async def _forward(ref: Teller, pending: _Pending) -> None:
+        while True:
+            await pending.ready.wait()
+            try:
+                await ref.tell(pending.take())  # waits while the inbox is full
+            except LeasegateError:  # the actor stopped: the gateway is shutting down
+                return

@@ -1,0 +1,51 @@
+"""The system's background jobs: periodic work that owns no tables (the rate-limit
+sweep, the artifact sweeps), run by :func:`~leasegate.actors.runtime.periodic.run_guarded`.
+
+A *shared* one works on what every gateway of the database shares (the artifact
+directory): only the runs this gateway claims in the database (``periodic_sql``), so
+that one gateway among them runs each due run; a run that fails is given back, due at
+once, for any gateway. An unshared one works on this gateway's memory and runs here
+every time.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+
+from leasegate.actors.runtime.periodic import JobRecord, run_guarded
+from leasegate.clock import Clock
+from leasegate.storage import periodic_sql
+from leasegate.storage.database import Database
+from leasegate.storage.engine import Connection
+
+
+class BackgroundJob:
+    def __init__(self, record: JobRecord, fn: Callable[[float], Awaitable[object]],
+                 shared: bool) -> None:
+        self.record = record
+        self.fn = fn
+        self.shared = shared
+
+    def runner(self, clock: Clock, window: float,
+               db: Database) -> Callable[[], Awaitable[None]]:
+        """The job's loop, forever (``db``: where a shared job claims its runs)."""
+        if not self.shared:
+            return functools.partial(run_guarded, self.record, clock, window, self.fn)
+        record = self.record
+        gateway = record.gateway
+        assert gateway is not None, "a shared job names its gateway"
+
+        async def claim(now: float) -> bool | tuple[str, float] | None:
+            def step(conn: Connection) -> bool | tuple[str, float] | None:
+                if periodic_sql.claim(conn, record.key, gateway, now, record.every):
+                    return True
+                return periodic_sql.last_run(conn, record.key)
+
+            return await db.run(step)
+
+        async def give_back(now: float) -> None:
+            await db.run(lambda conn: periodic_sql.due_again(conn, record.key, now))
+
+        return functools.partial(run_guarded, record, clock, window, self.fn, claim=claim,
+                                 give_back=give_back)

@@ -1,0 +1,11 @@
+-- Migration 14: periodic jobs run once among the gateways of one database, not once per
+-- gateway. A gateway claims a job's due run by moving its due_at past now (an upsert
+-- conditional on due_at <= now, which PostgreSQL re-checks on the row it locked): the
+-- one whose upsert changed the row runs it; the others see who did.
+
+CREATE TABLE periodic_runs (
+    job    text PRIMARY KEY,           -- '<owner>.<name>', e.g. 'tasks.purge'
+    due_at double precision NOT NULL,  -- when the next run is due (wall seconds)
+    run_by text NOT NULL,              -- the gateway that claimed the last run
+    run_at double precision NOT NULL   -- when it claimed it
+);

@@ -1,0 +1,149 @@
+"""Several gateways on one database, in one process: what each promises holds for all.
+
+Each gateway is a whole system and app of its own (its actors, connections, caches,
+timers) on the one database of the test: two PostgreSQL gateways as deployed behind a
+load balancer; on SQLite, two systems on one file (not how SQLite is served, but the
+same rules hold). Time is virtual (autojump).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from leasegate.actors.keys.records import CreateKey
+from leasegate.clock import Clock
+from leasegate.http.auth import VERIFIED_SECONDS
+from leasegate.settings import Settings
+from tests.conftest import Gateway, start_gateway
+from tests.test_http_tasks import fence, get, lease, lease_one, start, submit
+
+pytestmark = pytest.mark.both_engines
+
+Json = dict[str, Any]
+HOUSEKEEPING = 5.0  # short: on PostgreSQL each actor also takes a turn every second
+
+
+async def two(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
+              clock: Clock) -> tuple[Gateway, Gateway]:
+    settings = settings.replace(housekeeping_interval=HOUSEKEEPING)
+    a = await start_gateway(nursery, tmp_path / "leasegate.db",
+                            settings.replace(gateway="gw-a"), clock)
+    b = await start_gateway(nursery, tmp_path / "leasegate.db",
+                            settings.replace(gateway="gw-b"), clock)
+    return a, b
+
+
+async def health(gw: Gateway) -> Json:
+    status, report = await gw.call("GET", "/health", "admin")
+    assert status == 200, report
+    details: Json = report["details"]
+    return details
+
+
+async def test_each_periodic_run_is_run_by_one_gateway(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        autojump_clock: trio.testing.MockClock) -> None:
+    a, b = await two(nursery, tmp_path, settings, clock)
+    await trio.sleep(10 * HOUSEKEEPING + 1)
+    reports = {"gw-a": await health(a), "gw-b": await health(b)}
+    assert {name: report["gateway"] for name, report in reports.items()} == {
+        "gw-a": "gw-a", "gw-b": "gw-b"}
+    for job in ("tasks.purge_tasks", "queries.purge_queries", "ledger.purge_settled_holds",
+                "devices.device_presence", "artifacts.sweep_staging"):
+        runs = {name: report["jobs"][job]["runs"] for name, report in reports.items()}
+        # Ten intervals: ten runs among both, not ten each.
+        assert 9 <= sum(runs.values()) <= 11, (job, runs)
+        for report in reports.values():
+            entry = report["jobs"][job]
+            assert entry["last_run_by"] in ("gw-a", "gw-b"), (job, entry)
+            assert not entry["overdue"], (job, entry)
+    # This gateway's own memory: swept by each gateway, every interval.
+    for report in reports.values():
+        assert report["jobs"]["http.rate_limit_buckets"]["runs"] >= 9
+
+
+async def test_a_revocation_on_one_gateway_is_honoured_by_all_within_the_cache_bound(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        autojump_clock: trio.testing.MockClock) -> None:
+    a, b = await two(nursery, tmp_path, settings, clock)
+    made = await a.system.keys.ask(CreateKey("client", "shared", "t1"))
+    key = {"Authorization": f"Bearer {made.key}"}
+    status, _ = await b.call("GET", "/v1/tasks", headers=key)
+    assert status == 200  # B verified it, and keeps it for VERIFIED_SECONDS
+    status, _ = await a.call("DELETE", f"/v1/admin/keys/{made.key_id}", "admin")
+    assert status == 200
+    status, _ = await a.call("GET", "/v1/tasks", headers=key)
+    assert status == 401  # the gateway that revoked it: at once
+    await trio.sleep(VERIFIED_SECONDS + 1)
+    status, body = await b.call("GET", "/v1/tasks", headers=key)
+    assert status == 401, body  # every other gateway: within the cache's bound
+    assert body["error"]["message"] == "this API key was revoked"
+
+
+async def test_a_gateway_starting_takes_no_live_claim_and_fencing_holds_across(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        autojump_clock: trio.testing.MockClock) -> None:
+    a = await start_gateway(nursery, tmp_path / "leasegate.db",
+                            settings.replace(gateway="gw-a"), clock)
+    await submit(a, task_id="t1", account="x")
+    await submit(a, task_id="t2", account="x")  # same lane: waits behind t1
+    item = await lease_one(a)
+    # B starts (migrations, its start-up audit and recovery) while A's claim is live.
+    b = await start_gateway(nursery, tmp_path / "leasegate.db",
+                            settings.replace(gateway="gw-b"), clock)
+    assert await lease(b, "w2") == []  # the lane is A's worker's
+    await start(b, item)  # started through B with A's lease: one database, one fence
+    await trio.sleep(settings.task_claim_window + 5)  # past the claim window: started
+    assert (await get(a, "t1"))["status"] == "running"
+    status, reply = await b.call("POST", "/v1/tasks/t1/renew", "worker",
+                                 json=fence(item, worker_id="w9"))
+    assert status == 409, reply  # another worker's id: fenced on B as on A
+    status, reply = await b.call("POST", "/v1/tasks/t1/result", "worker",
+                                 json=fence(item, outcome="succeeded"))
+    assert status == 200, reply
+    assert [i["task_id"] for i in await lease(a)] == ["t2"]
+
+
+async def test_the_claims_of_a_gateway_that_died_go_back_to_the_queue_on_another(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        engine: str, autojump_clock: trio.testing.MockClock) -> None:
+    if engine == "sqlite":
+        pytest.skip("one gateway per SQLite file: its own turns set every deadline")
+    settings = settings.replace(deadline_poll_interval=1)  # as served
+    b = await start_gateway(nursery, tmp_path / "leasegate.db",
+                            settings.replace(gateway="gw-b"), clock)
+    async with trio.open_nursery() as doomed:
+        a = await start_gateway(doomed, tmp_path / "leasegate.db",
+                                settings.replace(gateway="gw-a"), clock)
+        await submit(a, task_id="t1")
+        item = await lease_one(a)
+        doomed.cancel_scope.cancel()  # A dies: its claim was never started
+    await trio.sleep(settings.task_claim_window + 3)  # B is idle: no call comes to it
+    task = await get(b, "t1")
+    assert task["status"] == "queued", task
+    again = await lease_one(b, "w2")
+    assert again["task_id"] == "t1" and again["lease_token"] != item["lease_token"]
+
+
+async def test_an_artifact_uploaded_through_one_gateway_is_read_through_another(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock) -> None:
+    shared = tmp_path / "mounted-by-both"
+    a, b = await two(nursery, tmp_path, settings.replace(artifacts_dir=str(shared)), clock)
+    assert a.system.artifacts.root == b.system.artifacts.root == shared
+    await submit(a, task_id="t1")
+    item = await lease_one(a)
+    await start(a, item)
+    data = b"report " * 1000
+    response = await a.client.put(
+        "/v1/tasks/t1/artifacts/report.txt", data=data,
+        headers={**a.auth("worker"), "X-Worker-Id": "w1", "X-Lease-Token": item["lease_token"]})
+    assert response.status_code == 201
+    response = await b.client.get("/v1/tasks/t1/artifacts/report.txt", headers=b.auth("t1"))
+    assert response.status_code == 200 and await response.get_data() == data
+    assert [p.name for p in shared.rglob("report.txt@*")]  # in the shared directory
+    assert not (tmp_path / "artifacts").exists()

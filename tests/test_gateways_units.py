@@ -1,0 +1,191 @@
+"""The pieces of "several gateways on one database" that need no database (autojump
+clock): what a turn announces and how another gateway's notices reach its actors, and
+the live events' hub filled from the events table (every gateway's events, in id order,
+none twice, a hole never waited for)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from functools import partial
+
+import trio
+import trio.testing
+
+from leasegate.actors.queue.elsewhere import (
+    MAX_NOTICES,
+    Elsewhere,
+    WorkElsewhere,
+    decode,
+    payloads,
+)
+from leasegate.actors.queue.event_hub import (
+    TAIL_FALLBACK_SECONDS,
+    EventFilter,
+    EventHub,
+    Reset,
+)
+from leasegate.actors.queue.history import JobEvent
+from leasegate.storage.notices_sql import MAX_PAYLOAD
+from tests.conftest import Gateway
+from tests.test_http_tasks import lease
+
+
+def test_a_turns_topics_travel_in_notices_under_the_payload_limit() -> None:
+    topics: set[Hashable] = {("site", "shop"), ("site", "*")}
+    topics |= {("job", f"t{n:04d}") for n in range(600)}
+    sent = payloads("gw-a", "tasks", topics, everything=False)
+    assert 1 < len(sent) <= MAX_NOTICES
+    assert all(len(p.encode()) <= MAX_PAYLOAD for p in sent)
+    notices = [decode(p) for p in sent]
+    assert all(n is not None and n.gateway == "gw-a" and n.actor == "tasks"
+               for n in notices)
+    assert {t for n in notices if n is not None for t in n.topics} == topics
+    # Too many for a handful of notices, or not plain strings: one "everything".
+    many = {("job", f"t{n:06d}") for n in range(5000)}
+    for said in (payloads("gw-a", "tasks", many, everything=False),
+                 payloads("gw-a", "tasks", {("site", 1)}, everything=False),
+                 payloads("gw-a", "tasks", (), everything=True)):
+        assert len(said) == 1 and decode(said[0]) == decode(
+            '{"g": "gw-a", "a": "tasks", "t": "*"}')
+    for junk in ("", "[]", "{}", '{"g": 1, "a": "tasks", "t": "*"}',
+                 '{"g": "x", "a": "tasks", "t": [[1]]}', "not json"):
+        assert decode(junk) is None
+
+
+class FakeQueue:
+    def __init__(self) -> None:
+        self.told: list[WorkElsewhere] = []
+        self.gate = trio.Event()  # the actor is busy until set
+
+    async def tell(self, message: WorkElsewhere, /) -> None:
+        await self.gate.wait()
+        self.told.append(message)
+
+
+async def test_other_gateways_notices_reach_the_named_actor_coalesced_and_never_our_own(
+        autojump_clock: trio.testing.MockClock) -> None:
+    tasks, queries = FakeQueue(), FakeQueue()
+    pokes: list[int] = []
+    here = Elsewhere("gw-b", {"tasks": tasks, "queries": queries},
+                     heard_any=lambda: pokes.append(1))
+    mine = payloads("gw-b", "tasks", {("site", "own")}, everything=False)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(here.run)
+        here.deliver(mine)  # our own commit's notice: nothing to do
+        await trio.testing.wait_all_tasks_blocked()
+        assert pokes == [] and here.notices == 0
+        here.deliver(payloads("gw-a", "tasks", {("site", "shop")}, everything=False))
+        await trio.testing.wait_all_tasks_blocked()  # the forwarder waits on a busy inbox
+        here.deliver(payloads("gw-a", "tasks", {("job", "t1")}, everything=False)
+                     + payloads("gw-c", "queries", {("site", "eu")}, everything=False))
+        tasks.gate.set()
+        queries.gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert [m.topics for m in tasks.told] == [frozenset({("site", "shop")}),
+                                                   frozenset({("job", "t1")})]
+        assert queries.told == [WorkElsewhere(frozenset({("site", "eu")}))]
+        assert len(pokes) == 2 and here.notices == 3
+        here.resync()  # the listener reconnected: notices may have been lost
+        await trio.testing.wait_all_tasks_blocked()
+        assert tasks.told[-1].everything and queries.told[-1].everything
+        nursery.cancel_scope.cancel()
+
+
+def _event(event_id: int, tenant: str = "acme") -> JobEvent:
+    return JobEvent(event_id, "task", f"t{event_id}", tenant, "shop", None, "submitted",
+                    "queued", 1_800_000_000.0, {}, "echo")
+
+
+class Table:
+    """The events table as every gateway's commits left it."""
+
+    def __init__(self) -> None:
+        self.rows: list[JobEvent] = []
+        self.reads = 0
+
+    async def after(self, event_id: int, limit: int) -> list[JobEvent]:
+        self.reads += 1
+        await trio.sleep(0.001)  # a database round trip
+        return [e for e in self.rows if e.event_id > event_id][:limit]
+
+
+async def test_a_tailing_hub_streams_every_gateways_events_in_id_order_once(
+        autojump_clock: trio.testing.MockClock) -> None:
+    table = Table()
+    hub = EventHub(capacity=100, max_readers=10, tail=table.after)
+    hub.start(3)
+    every: list[int] = []
+    ours: list[int] = []
+    hub.listeners.append(lambda e: every.append(e.event_id))  # the console's charts
+    hub.own_listeners.append(lambda e: ours.append(e.event_id))  # this gateway's metrics
+    reader = hub.subscribe(EventFilter(), after=None)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.run)
+        # Another gateway committed 4 and 5; ours committed 7 (6 rolled back: a hole).
+        table.rows += [_event(4), _event(5), _event(7)]
+        hub.publish(_event(7))  # our own commit: only "read now"
+        got = await reader.next(1)
+        assert isinstance(got, list) and [e.event_id for e in got] == [4, 5, 7]
+        table.rows.append(_event(8))
+        hub.poke()  # another gateway's notification
+        got = await reader.next(1)
+        assert isinstance(got, list) and [e.event_id for e in got] == [8]
+        table.rows.append(_event(9))  # its notification was lost: the slow timer reads
+        began = trio.current_time()
+        got = await reader.next(TAIL_FALLBACK_SECONDS * 2)
+        assert isinstance(got, list) and [e.event_id for e in got] == [9]
+        assert trio.current_time() - began <= TAIL_FALLBACK_SECONDS + 0.1
+        assert await reader.next(0.5) == []  # nothing twice
+        assert (every, ours) == ([4, 5, 7, 8, 9], [7])
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_last_event_id_from_another_gateway_resumes_once_the_table_is_read(
+        autojump_clock: trio.testing.MockClock) -> None:
+    table = Table()
+    hub = EventHub(capacity=100, max_readers=10, tail=table.after)
+    hub.start(10)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.run)
+        # A client saw 12 on gateway A, then reconnects here before this hub read it.
+        table.rows += [_event(11), _event(12), _event(13)]
+        resumed = hub.subscribe(EventFilter(), after=12)
+        await resumed.begin()
+        assert resumed.cursor == 12
+        got = await resumed.next(1)
+        assert isinstance(got, list) and [e.event_id for e in got] == [13]
+        unknown = hub.subscribe(EventFilter(), after=99)  # no gateway handed it out
+        reset = await unknown.next(1)
+        assert isinstance(reset, Reset) and reset.event_id == 13
+        assert "not handed out" in reset.reason
+        nursery.cancel_scope.cancel()
+
+
+def test_a_notice_is_small_json() -> None:
+    (one,) = payloads("gw-a", "queries", {("site", "shop")}, everything=False)
+    assert json.loads(one) == {"g": "gw-a", "a": "queries", "t": [["site", "shop"]]}
+
+
+async def test_another_gateways_work_costs_a_turn_only_where_something_waits_for_it(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    """A notice wakes the parked leases of its sites; with none parked there, the actor
+    takes no turn for it (its own deadline poll meets other gateways' deadlines)."""
+    actor = gateway.system.task_actor
+    await trio.testing.wait_all_tasks_blocked()
+    before = actor.statistics().commits
+    await gateway.system.tasks.tell(WorkElsewhere(frozenset({("site", "shop")})))
+    await trio.testing.wait_all_tasks_blocked()
+    assert actor.statistics().commits == before  # nobody parked: no turn
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(lease, gateway, "w1", wait_seconds=20, sites=["shop"]))
+        await trio.testing.wait_all_tasks_blocked()
+        assert actor.statistics().parked == 1
+        parked_at = actor.statistics().commits
+        await gateway.system.tasks.tell(WorkElsewhere(frozenset({("site", "elsewhere")})))
+        await trio.testing.wait_all_tasks_blocked()
+        assert actor.statistics().commits == parked_at  # not its site
+        await gateway.system.tasks.tell(WorkElsewhere(frozenset({("site", "shop")})))
+        await trio.testing.wait_all_tasks_blocked()
+        assert actor.statistics().commits == parked_at + 1  # offered: nothing there yet
+        nursery.cancel_scope.cancel()
