@@ -277,6 +277,50 @@ async def test_recovery_refunds_an_orphan_hold_past_max_age_and_never_a_live_job
         "ghost": "settled", "live": "open", "stale": "open"}
 
 
+async def test_an_orphan_hold_left_by_a_crash_waits_its_max_age_after_the_restart(
+        tmp_path: Path, settings: Settings, clock: Clock,
+        autojump_clock: trio.testing.MockClock) -> None:
+    """A caller cannot retry while the gateway is down: a hold a crash left without its
+    job is refunded only once the restarted gateway has served ``ledger_orphan_max_age``,
+    so a retry right after a long outage still creates the job on that hold."""
+    path = tmp_path / "lg.db"
+    async with trio.open_nursery() as first:
+        gw = await start_gateway(first, path, settings, clock)
+        await credit(gw, "t1", 100, "p")
+        await gw.system.ledger.ask(PlaceHold("task", "cut-short", "t1", 10))
+        gw.system.close()
+    await trio.sleep(6 * 3600)  # down for longer than ledger_orphan_max_age (5 h)
+    async with trio.open_nursery() as second:
+        gw = await start_gateway(second, path, settings, clock)
+        await trio.sleep(4 * 3600)
+        assert {h["ref"]: h["status"] for h in await holds(gw)} == {"cut-short": "open"}
+        await trio.sleep(3600 + 120)  # the restarted gateway has served 5 h: refunded
+        assert {h["ref"]: h["status"] for h in await holds(gw)} == {"cut-short": "settled"}
+        assert money(await account(gw)) == (100, 0, 100)
+        gw.system.close()
+
+
+async def test_a_retry_after_a_long_outage_creates_the_job_on_its_hold(
+        tmp_path: Path, settings: Settings, clock: Clock,
+        autojump_clock: trio.testing.MockClock) -> None:
+    path = tmp_path / "lg.db"
+    async with trio.open_nursery() as first:
+        gw = await start_gateway(first, path, settings, clock)
+        await credit(gw, "t1", 100, "p")
+        await gw.system.ledger.ask(PlaceHold("task", "cut-short", "t1", 10))
+        gw.system.close()
+    await trio.sleep(6 * 3600)
+    async with trio.open_nursery() as second:
+        gw = await start_gateway(second, path, settings, clock)
+        await trio.sleep(120)  # recovery has run since the restart
+        status, body = await call(gw, "POST", "/v1/tasks", "t1",
+                                  {**ORDER, "task_id": "cut-short", "max_cost": 10})
+        assert (status, body["created"]) == (201, True)
+        assert money(await account(gw)) == (90, 10, 100)
+        assert await audit_ok(gw)
+        gw.system.close()
+
+
 # ---- retention ---------------------------------------------------------------------
 
 async def test_a_settled_job_id_is_never_held_again_after_retention(

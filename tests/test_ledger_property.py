@@ -157,6 +157,7 @@ class Host:
             nursery.cancel_scope.cancel()
 
     async def _boot(self) -> None:
+        self.booted_at = self.now()  # the ledger counts an orphan's age from here at most
         system = new_system(self.path, SETTINGS, clock=self.clock, inline_storage=True)
         scope = trio.CancelScope()
         done = trio.Event()
@@ -496,6 +497,9 @@ class LedgerMachine(RuleBasedStateMachine):
             await trio.sleep(RECOVER_EVERY + 1)
 
         self.host.call(action)
+        # An orphan waits ORPHAN_AGE after a (re)start too: its caller's window to retry.
+        orphan_cut = (before - ORPHAN_AGE if before - ORPHAN_AGE >= self.host.booted_at
+                      else -math.inf)
         for channel, table, key in (("task", "tasks", "task_id"),
                                     ("query", "queries", "query_id")):
             own = (f"(j.{key} IS NOT NULL AND j.tenant = h.account "
@@ -505,7 +509,7 @@ class LedgerMachine(RuleBasedStateMachine):
                 f"LEFT JOIN {table} j ON j.{key} = h.job_id "
                 f"WHERE h.channel = ? AND h.status = 'open' AND "
                 f"((NOT {own} AND h.created_at < ?) OR ({own} AND j.completed_at < ?))",
-                channel, before - ORPHAN_AGE, before)
+                channel, orphan_cut, before)
             assert left == [], [dict(r) for r in left]
 
     # ---- invariants ----

@@ -27,6 +27,7 @@ def open_ledger(db: Database, clock: Clock, settings: Settings, *,
     actor = Actor("ledger", inbox or Inbox(Ledger), db, clock,
                   LedgerTurn(settings, queues or {}), LEDGER,
                   error_log_window=settings.error_log_window)
+    actor.turn.up_since = clock.now()
     actor.add_job("recover_holds", settings.ledger_recover_interval, recovery.recover)
     actor.add_job("purge_settled_holds", settings.housekeeping_interval, recovery.purge)
     actor.add_job("audit", settings.ledger_audit_interval, audit.audit_job)

@@ -22,9 +22,16 @@ CHANNELS: Final[tuple[Channel, ...]] = ("task", "query")
 def recover(turn: LedgerTurn, now: float) -> bool:
     """Settle open holds whose own job is terminal (a settle was lost); refund those
     whose job does not exist or is not theirs, past ``ledger_orphan_max_age``. The
-    holds of live and stale jobs are never among them."""
+    holds of live and stale jobs are never among them.
+
+    An orphan is refunded only once this gateway has served for
+    ``ledger_orphan_max_age`` too: a hold left by a crash waits that long after the
+    restart, the window its caller had to retry the submit (else a retry after a slow
+    restart would meet 6004 for a job it was never told of)."""
     more = False
     orphan_before = now - turn.settings.ledger_orphan_max_age
+    if orphan_before < turn.up_since:
+        orphan_before = 0.0  # every orphan older than that predates this start: wait
     for channel in CHANNELS:
         rows = sql.recoverable(turn.conn, channel, orphan_before, RECOVER_BATCH)
         for row in rows:

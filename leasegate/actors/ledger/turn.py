@@ -24,6 +24,10 @@ class LedgerTurn(Turn):
         self.settings = settings
         self.queues = queues  # channel → the queue actor that records a settlement
         self.last_audit: AuditReport | None = None  # set on the trio thread only
+        # When this gateway began serving (wall seconds; set at open). A caller cannot
+        # retry a submit while the gateway is down, so an orphan hold's age counts only
+        # from then: a crash never shortens a caller's window to retry.
+        self.up_since = 0.0
 
     def settled(self, channel: Channel, job_id: str, outcome: str, charged: int,
                 refunded: int) -> None:
