@@ -304,15 +304,14 @@ def consume_leasegate(url: str, key: str, mode: Mode, index: int, jobs: int, han
 async def _leasegate_worker(url: str, key: str, mode: Mode, index: int, jobs: int,
                             handled: Any, finished: MPEvent, go: MPEvent,
                             calls: Counter[str]) -> float:
-    """The SDK's AsyncWorker as ``lifecycle.py`` sets it (lease max 10; batched:
+    """The SDK's AsyncWorker as ``lifecycle.py`` sets it (``batch=10``; batched:
     ``batch=100``) until every job was handled; the time its run returned (every result
     of its jobs answered)."""
     from leasegate.client import AsyncJob, AsyncWorker
 
     worker = AsyncWorker(url, key, f"bench-c{index}", channel=mode.channel,  # type: ignore[arg-type]
                          wait_seconds=WAIT_SECONDS, timeout=30,
-                         max=1 if mode.batched else LEASE_MAX,
-                         batch=BATCH if mode.batched else 1)
+                         batch=BATCH if mode.batched else LEASE_MAX)
 
     async def handler(job: AsyncJob) -> dict[str, Any]:
         calls["handled"] += 1

@@ -4,11 +4,11 @@ One run (``.venv/bin/python bench/lifecycle.py``, a few minutes at the default
 10,000 jobs; ``--jobs 1000`` for a quick look) prints, for each mode:
 
 * queries, unbatched: ``--procs`` producer processes submit with
-  ``Client.submit_query``, as many consumer processes run an ``AsyncWorker``
-  (lease ``max`` 10, one result call per query);
+  ``Client.submit_query``, as many consumer processes run an
+  ``AsyncWorker(batch=10)`` (leases of up to 10, results on the next lease call);
 * tasks, unbatched: the same with ``Client.submit_task`` (spread over
-  ``LANES`` accounts: one task in flight per lane) and a start and a result
-  call per task;
+  ``LANES`` accounts: one task in flight per lane), the tasks of a lease call
+  started in one call;
 * queries and tasks, batched: producers submit 100 jobs a call with
   ``Client.submit_many_queries`` / ``submit_many_tasks``, consumers run an
   ``AsyncWorker(batch=100)`` (leases of up to 100, the tasks started in one
@@ -182,14 +182,14 @@ def _count(handled: Any, n: int) -> int:
 async def _consume_with_worker(url: str, key: str, mode: Mode, worker_id: str, jobs: int,
                                handled: Any, go: MPEvent, calls: Counter[str],
                                failures: Counter[str]) -> None:
-    """The SDK's AsyncWorker, lease max 10 (batched: ``batch=100``); stopped once
+    """The SDK's AsyncWorker, ``batch=10`` (batched: ``batch=100``): leases of up to 10,
+    the tasks started in one call, the results on the next lease call; stopped once
     every job was handled."""
     from leasegate.client import AsyncJob, AsyncWorker
 
     worker = AsyncWorker(url, key, worker_id, channel=mode.channel,  # type: ignore[arg-type]
                          wait_seconds=WAIT_SECONDS, timeout=30,
-                         max=1 if mode.batched else LEASE_MAX,
-                         batch=BATCH if mode.batched else 1)
+                         batch=BATCH if mode.batched else LEASE_MAX)
 
     async def handler(job: AsyncJob) -> dict[str, Any]:
         calls["handled"] += 1

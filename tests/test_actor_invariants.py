@@ -70,6 +70,9 @@ VALID: dict[type[Any], Any] = {
         query_submit.SubmitQuery("ten", "shop", "balance", {}, "q2"),)),
     results.QueryResults: results.QueryResults((
         results.QueryResult("q1", "w1", "tok", "succeeded"),)),
+    query_lease.LeaseQueriesAfterResults: query_lease.LeaseQueriesAfterResults(
+        (results.QueryResult("q1", "w1", "tok", "succeeded"),),
+        query_lease.LeaseQueries("w1", ("shop",), 2, "r2")),
     task_submit.SubmitTask: task_submit.SubmitTask(
         "ten", "shop", "order", {}, "t1", "acct", 3, 1.8e9, "dev", 5, 7),
     task_reads.GetTask: task_reads.GetTask("t1", "ten"),
@@ -78,6 +81,10 @@ VALID: dict[type[Any], Any] = {
     task_lease.LeaseTasks: task_lease.LeaseTasks("w1", ("shop",), 2, "r1"),
     fenced.StartTask: fenced.StartTask("t1", "w1", "tok", ("shop",)),
     fenced.RenewTask: fenced.RenewTask("t1", "w1", "tok", {}, ("shop",)),
+    fenced.RenewTasks: fenced.RenewTasks((fenced.RenewTask("t1", "w1", "tok"),)),
+    task_lease.LeaseTasksAfterResults: task_lease.LeaseTasksAfterResults(
+        (fenced.TaskResult("t1", "w1", "tok", "failed"),),
+        task_lease.LeaseTasks("w1", ("shop",), 2, "r2")),
     fenced.TaskResult: fenced.TaskResult("t1", "w1", "tok", "failed", {}, 1, "m",
                                                        3, {}, ("shop",)),
     control.ReclaimTask: control.ReclaimTask("t1", "failed", "why", "admin", {}, 2),

@@ -23,7 +23,7 @@ from leasegate.client._types import JSONObject
 
 MAX_BATCH: Final = 100
 """The most items the gateway takes in one batch call."""
-DEFAULT_LINGER: Final = 0.05
+DEFAULT_LINGER: Final = 0.02
 """How long a finished result waits for others to share its call (seconds)."""
 LEASE_MARGIN: Final = 2.0
 """A result is sent at the latest this long before its lease runs out."""

@@ -398,14 +398,6 @@ class TaskLease(BaseModel):
     claim_expires_at: Timestamp
 
 
-class QueryLeases(BaseModel):
-    items: list[QueryLease]
-
-
-class TaskLeases(BaseModel):
-    items: list[TaskLease]
-
-
 class Started(BaseModel):
     task_id: str
     status: str

@@ -7,21 +7,24 @@ from typing import Any
 from quart import Blueprint
 from quart_schema import document_response
 
-from leasegate.actors.queries.lease import LeaseQueries, release_message
+from leasegate.actors.queries.lease import (
+    LeaseQueries,
+    LeaseQueriesAfterResults,
+    release_message,
+)
 from leasegate.actors.queries.reads import ListQueries
 from leasegate.actors.queries.results import QueryResult, QueryResults
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
+from leasegate.http.carried import lease_after_results
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import lease_reply, parked
+from leasegate.http.long_poll import parked
 from leasegate.http.models import (
     ErrorEnvelope,
-    LeaseBody,
     QueriesSubmitted,
     QueryItems,
-    QueryLeases,
     QueryObject,
     QueryPage,
     QueryResultBody,
@@ -37,6 +40,7 @@ from leasegate.http.models_search import QueryListArgs
 from leasegate.http.render import to_json
 from leasegate.http.search import nothing, search_fields
 from leasegate.http.validation import validate_querystring, validate_request
+from leasegate.http.worker_models import QueryLeaseBody, QueryLeaseReply
 
 bp = Blueprint("queries", __name__)
 
@@ -117,15 +121,23 @@ async def list_queries(query_args: QueryListArgs) -> Any:
 
 @bp.post("/v1/queries/lease")
 @allow("worker")
-@validate_request(LeaseBody)
-@document_response(QueryLeases)
-async def lease_queries(data: LeaseBody) -> Any:
-    """Long-poll for up to ``max`` queries (worker)."""
+@validate_request(QueryLeaseBody)
+@document_response(QueryLeaseReply)
+async def lease_queries(data: QueryLeaseBody) -> Any:
+    """Long-poll for up to ``max`` queries (worker).
+
+    ``results``: the outcomes of the worker's previous queries, reported before the
+    lease in the same commit, each answered on its own in the reply's ``results``, as
+    ``POST /v1/queries/results`` would answer it."""
     principal = require("worker")
-    return await lease_reply(system().queries, LeaseQueries(
+    sites = principal.sites
+    results = None if data.results is None else batches.each_body(
+        QueryResultItem, data.results,
+        lambda item, limit: _result_message(item.query_id, data.worker_id, sites, item, limit))
+    return await lease_after_results("query", system().jobs.queries, LeaseQueries(
         worker_id=data.worker_id, sites=worker_sites(principal, data.sites), max=data.max,
-        request_id=data.request_id, wait=data.wait_seconds > 0), data.wait_seconds,
-        release_message)
+        request_id=data.request_id, wait=data.wait_seconds > 0), results,
+        LeaseQueriesAfterResults, data.wait_seconds, release_message)
 
 
 @bp.post("/v1/queries/<query_id>/result")

@@ -11,20 +11,27 @@ from quart_schema import document_response
 from leasegate.actors.devices.forwarder import see_device
 from leasegate.actors.runtime.batches import ask_each
 from leasegate.actors.tasks.control import ControlAction, ControlTask, ReclaimTask
-from leasegate.actors.tasks.fenced import RenewTask, StartTask, StartTasks, TaskResult, TaskResults
-from leasegate.actors.tasks.lease import LeaseTasks, release_message
+from leasegate.actors.tasks.fenced import (
+    RenewTask,
+    RenewTasks,
+    StartTask,
+    StartTasks,
+    TaskResult,
+    TaskResults,
+)
+from leasegate.actors.tasks.lease import LeaseTasks, LeaseTasksAfterResults, release_message
 from leasegate.actors.tasks.reads import ListTasks
 from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.errors import DeviceLimit, LeasegateError
 from leasegate.http import batches
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
+from leasegate.http.carried import lease_after_results
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import lease_reply, parked
+from leasegate.http.long_poll import parked
 from leasegate.http.models import (
     ErrorEnvelope,
     FencedBody,
-    LeaseBody,
     ReclaimBody,
     RenewBody,
     Renewed,
@@ -34,7 +41,6 @@ from leasegate.http.models import (
     SubmitTaskBody,
     SubmitTasksBody,
     TaskItems,
-    TaskLeases,
     TaskObject,
     TaskPage,
     TaskResultBody,
@@ -50,6 +56,13 @@ from leasegate.http.models_search import TaskListArgs
 from leasegate.http.render import to_json
 from leasegate.http.search import nothing, search_fields
 from leasegate.http.validation import validate_querystring, validate_request
+from leasegate.http.worker_models import (
+    RenewItem,
+    RenewTasksBody,
+    TaskLeaseBody,
+    TaskLeaseReply,
+    TasksRenewed,
+)
 
 bp = Blueprint("tasks", __name__)
 
@@ -170,15 +183,23 @@ _control_route("resume", "Resume a paused batch task from its checkpoint (back t
 
 @bp.post("/v1/tasks/lease")
 @allow("worker")
-@validate_request(LeaseBody)
-@document_response(TaskLeases)
-async def lease_tasks(data: LeaseBody) -> Any:
-    """Long-poll for up to ``max`` tasks on distinct lanes (worker)."""
+@validate_request(TaskLeaseBody)
+@document_response(TaskLeaseReply)
+async def lease_tasks(data: TaskLeaseBody) -> Any:
+    """Long-poll for up to ``max`` tasks on distinct lanes (worker).
+
+    ``results``: the outcomes of the worker's previous tasks, reported before the lease
+    in the same commit, each answered on its own in the reply's ``results``, as
+    ``POST /v1/tasks/results`` would answer it."""
     principal = require("worker")
-    return await lease_reply(system().tasks, LeaseTasks(
+    sites = principal.sites
+    results = None if data.results is None else batches.each_body(
+        TaskResultItem, data.results,
+        lambda item, limit: _result_message(item.task_id, data.worker_id, sites, item, limit))
+    return await lease_after_results("task", system().jobs.tasks, LeaseTasks(
         worker_id=data.worker_id, sites=worker_sites(principal, data.sites), max=data.max,
         request_id=data.request_id, wait=data.wait_seconds > 0, key_id=principal.key_id),
-        data.wait_seconds, release_message)
+        results, LeaseTasksAfterResults, data.wait_seconds, release_message)
 
 
 @bp.post("/v1/tasks/start")
@@ -193,6 +214,25 @@ async def start_tasks(data: StartTasksBody) -> Any:
     starts = batches.each_item(StartItem, data.items, lambda item: StartTask(
         item.task_id, data.worker_id, item.lease_token, principal.sites))
     return batches.reply("task", await ask_each(system().tasks, StartTasks, starts))
+
+
+@bp.post("/v1/tasks/renew")
+@allow("worker")
+@validate_request(RenewTasksBody)
+@document_response(TasksRenewed)
+async def renew_tasks(data: RenewTasksBody) -> Any:
+    """Renew 1–100 running leases (worker) in one call, each fenced and answered on its
+    own with its new ``lease_expires_at`` and the task's cancel and pause requests."""
+    principal = require("worker")
+    renewals = batches.each_body(RenewItem, data.items, lambda item, limit: _renewal(
+        item, data.worker_id, principal.sites, limit))
+    return batches.reply("task", await ask_each(system().tasks, RenewTasks, renewals))
+
+
+def _renewal(item: RenewItem, worker_id: str, sites: tuple[str, ...] | None,
+             limit: int) -> RenewTask:
+    check_json_field("progress", item.progress, limit)
+    return RenewTask(item.task_id, worker_id, item.lease_token, item.progress, sites=sites)
 
 
 @bp.post("/v1/tasks/results")

@@ -223,7 +223,10 @@ class JobChannel(Generic[A, Sub, V]):
         """A batch's answers (``runtime.batches.ask_each``), each job view billed (one
         ask of the ledger for the batch); the errors as they are. The settles were told
         after the queue's commit, so they are ahead of this ask in the ledger's inbox."""
-        answers = await ask_each(self.queue, batch, items)
+        return await self.billed_each(await ask_each(self.queue, batch, items))
+
+    async def billed_each(self, answers: list[V | LeasegateError]) -> list[V | LeasegateError]:
+        """A batch's answers, each job view billed (one ask of the ledger for them all)."""
         holds = await self._holds([a for a in answers if not isinstance(a, LeasegateError)])
         if not holds:
             return answers

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries.results import QueryResult, result
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
-from leasegate.actors.queries.views import QueryLease, query_lease
+from leasegate.actors.queries.views import QueryLease, QueryView, query_lease
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.leasing import (
+    LeaseAfterResults,
     LeaseCall,
     Leasing,
     ReleaseLeases,
@@ -19,7 +21,7 @@ from leasegate.actors.queue.leasing import (
     waiting_for_work,
 )
 from leasegate.actors.runtime.parking import PARK, Park
-from leasegate.errors import Unavailable
+from leasegate.errors import LeasegateError, Unavailable
 from leasegate.storage import queries_sql as sql
 
 
@@ -68,3 +70,23 @@ def lease_or_wait(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...] | 
     if not leases and m.wait:
         return PARK
     return leases
+
+
+@dataclass(frozen=True)
+class LeaseQueriesAfterResults(LeaseAfterResults[Queries, QueryResult, QueryView, QueryLease]):
+    """``POST /v1/queries/lease`` with ``results``: the results, then the lease, in one
+    turn (see ``LeaseAfterResults``)."""
+
+    item = QueryResult
+    lease_kind = LeaseQueries
+
+
+@QUERIES.on(LeaseQueriesAfterResults)
+def lease_after_results(turn: QueryTurn, m: LeaseQueriesAfterResults,
+                        ) -> tuple[tuple[QueryView | LeasegateError, ...], tuple[QueryLease, ...]]:
+    answers = turn.each(m.results, result)
+    if turn.draining:  # the results are taken; no new work while shutting down
+        return answers, ()
+    leases = lease_or_wait(turn, m.lease)
+    assert not isinstance(leases, Park)  # checked: a lease that carries results never waits
+    return answers, leases

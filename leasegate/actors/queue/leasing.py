@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
 from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, check_leases
 from leasegate.actors.queue.leases import lease_wait, new_lease_token
 from leasegate.actors.queue.turn import QueueTurn
-from leasegate.actors.runtime.batches import MAX_BATCH
+from leasegate.actors.runtime.batches import MAX_BATCH, check_batch_size
 from leasegate.actors.runtime.handlers import Parks
-from leasegate.actors.runtime.mailbox import Ask, Tell
+from leasegate.actors.runtime.mailbox import Ask, Message, Tell
+from leasegate.errors import InvalidRequest, LeasegateError
 from leasegate.storage.engine import Connection, Row
 
 A_contra = TypeVar("A_contra", contravariant=True)
@@ -28,6 +29,8 @@ L_co = TypeVar("L_co", covariant=True)
 T = TypeVar("T", bound=Tell[Any])
 QT = TypeVar("QT", bound=QueueTurn[Any])
 LA = TypeVar("LA", bound="LeaseCall[Any, Any]")
+M = TypeVar("M", bound=Message)
+V_co = TypeVar("V_co", covariant=True)
 
 MAX_LEASES: Final = MAX_BATCH
 
@@ -50,6 +53,36 @@ class LeaseCall(Ask[A_contra, tuple[L_co, ...]]):
         check_int("max", self.max, 1, MAX_LEASES)
         check_id("request_id", self.request_id, optional=True)
         check_flag("wait", self.wait)
+
+
+@dataclass(frozen=True)
+class LeaseAfterResults(Ask[A_contra, tuple[tuple[V_co | LeasegateError, ...], tuple[L_co, ...]]],
+                        Generic[A_contra, M, V_co, L_co]):
+    """A lease call that carries the outcomes of the worker's previous jobs: one
+    message, so one turn and one commit. Each result is applied first, in a savepoint
+    of its own, exactly as the result route applies it (its answer or its error, in
+    order); then the lease, which never waits here (``lease.wait`` is False: the route
+    parks a second, plain lease call when this one found nothing). Results first: the
+    lanes they free are leased in the same call."""
+
+    results: tuple[M, ...]
+    lease: LeaseCall[A_contra, L_co]
+    item: ClassVar[type[Message]] = Message  # what every result must be
+    lease_kind: ClassVar[type[Message]] = Message  # what the lease must be
+
+    def check(self) -> None:
+        if not isinstance(self.results, tuple):
+            raise InvalidRequest("results must be a tuple of messages")
+        check_batch_size(len(self.results))
+        for result in self.results:
+            if not isinstance(result, self.item):
+                raise InvalidRequest(f"every result must be a {self.item.__name__}, "
+                                     f"not {type(result).__name__}")
+        if not isinstance(self.lease, self.lease_kind):
+            raise InvalidRequest(f"lease must be a {self.lease_kind.__name__}")
+        self.lease.check()
+        if self.lease.wait:
+            raise InvalidRequest("a lease that carries results does not wait")
 
 
 class Lease(Protocol):

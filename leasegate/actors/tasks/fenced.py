@@ -134,6 +134,17 @@ def renew(turn: TaskTurn, m: RenewTask) -> Renewed:
 
 
 @dataclass(frozen=True)
+class RenewTasks(Batch[Tasks, RenewTask, Renewed]):
+    """Up to 100 renewals (a worker's running tasks in one call), each fenced and
+    answered on its own with the task's cancel and pause requests."""
+
+    item = RenewTask
+
+
+TASKS.each(RenewTasks, renew)
+
+
+@dataclass(frozen=True)
 class TaskResult(Fenced[TaskView]):
     outcome: TaskOutcome
     result: JSONValue = None

@@ -14,6 +14,7 @@ from typing import Final
 from leasegate.actors.checks import check_id
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.leasing import (
+    LeaseAfterResults,
     LeaseCall,
     Leasing,
     ReleaseLeases,
@@ -23,10 +24,11 @@ from leasegate.actors.queue.leasing import (
 )
 from leasegate.actors.runtime.parking import PARK, Park
 from leasegate.actors.tasks import presence
+from leasegate.actors.tasks.fenced import TaskResult, result
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
-from leasegate.actors.tasks.views import TaskLease, task_lease
-from leasegate.errors import Unavailable
+from leasegate.actors.tasks.views import TaskLease, TaskView, task_lease
+from leasegate.errors import LeasegateError, Unavailable
 from leasegate.logs import escape
 from leasegate.storage import tasks_sql as sql
 
@@ -104,3 +106,23 @@ def lease_or_wait(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...] | Park
     if not leases and m.wait:
         return PARK
     return leases
+
+
+@dataclass(frozen=True)
+class LeaseTasksAfterResults(LeaseAfterResults[Tasks, TaskResult, TaskView, TaskLease]):
+    """``POST /v1/tasks/lease`` with ``results``: the results, then the lease, in one
+    turn (see ``LeaseAfterResults``)."""
+
+    item = TaskResult
+    lease_kind = LeaseTasks
+
+
+@TASKS.on(LeaseTasksAfterResults)
+def lease_after_results(turn: TaskTurn, m: LeaseTasksAfterResults,
+                        ) -> tuple[tuple[TaskView | LeasegateError, ...], tuple[TaskLease, ...]]:
+    answers = turn.each(m.results, result)
+    if turn.draining:  # the results are taken; no new work while shutting down
+        return answers, ()
+    leases = lease_or_wait(turn, m.lease)
+    assert not isinstance(leases, Park)  # checked: a lease that carries results never waits
+    return answers, leases

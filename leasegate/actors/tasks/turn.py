@@ -41,7 +41,7 @@ class TaskTurn(QueueTurn[TaskView]):
                  ledger: LedgerRef | None = None, events: EventHub | None = None) -> None:
         super().__init__(TASK_KIND, settings, ledger=ledger, events=events)
         self.artifacts = artifacts
-        self.seen_in_turn: tuple[int, set[str]] = (-1, set())
+        self.seen_in_turn: tuple[tuple[int, int], set[str]] = ((-1, 0), set())
         self.not_before_seen = -math.inf
         # The exact timer of on_wakeup (claims, leases, hard timeouts, task_ttl): runs
         # when the data says, so it is listed with the on-demand jobs (never overdue).
@@ -64,10 +64,11 @@ class TaskTurn(QueueTurn[TaskView]):
         # Once a turn per worker: a batch of 100 starts or results is one sighting.
         # (Presence is a hint: should the item that wrote it be rolled back, the
         # worker's next call writes it.)
+        # A batch undone to be applied again item by item (``Turn.each``) sees again.
         turn, seen = self.seen_in_turn
-        if turn != self.number:
+        if turn != (self.number, self.retried):
             seen = set()
-            self.seen_in_turn = (self.number, seen)
+            self.seen_in_turn = ((self.number, self.retried), seen)
         if worker_id in seen:
             return
         seen.add(worker_id)

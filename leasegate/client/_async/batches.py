@@ -115,6 +115,12 @@ class BatchedCall:
         """The next results to send, once due; None when all are answered."""
         with self._changed:
             while self._outbox.running > 0 or self._outbox.pending:
+                if (self._outbox.running <= 0 and self._outbox.pending
+                        and not self._worker._carry and self._worker._carries()):
+                    # Every job has ended and the worker leases again at once: the
+                    # next lease call carries these (as much as one results call would).
+                    self._worker._carry.extend(self._outbox.next_batch(math.inf) or ())
+                    continue
                 batch = self._outbox.next_batch(current_time())
                 if batch is not None:
                     return batch

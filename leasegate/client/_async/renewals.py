@@ -6,6 +6,7 @@ import math
 
 from leasegate.client._async.backend import CancelScope, TaskGroup, Wakeup, current_time
 from leasegate.client._async.http import AsyncHTTP
+from leasegate.client._batch import submitted
 from leasegate.client._http import path
 from leasegate.client._job import AsyncJob
 from leasegate.client._protocol import _WorkerBase
@@ -65,9 +66,13 @@ class Renewals:
         with self._changed:
             while self._live:
                 now = current_time()
-                for job in [job for job, at in self._due.items() if at <= now]:
+                due = [job for job, at in self._due.items() if at <= now]
+                for job in due:
                     del self._due[job]
-                    self._group.start_soon(self._renew, job, name=f"renew {job.id}")
+                if len(due) == 1:
+                    self._group.start_soon(self._renew, due[0], name=f"renew {due[0].id}")
+                elif due:  # jobs started together come due together: one call for all
+                    self._group.start_soon(self._renew_many, due, name="renew many")
                 self._wake_at = min(self._due.values(), default=math.inf)
                 await self._changed.wait_until(self._wake_at)
             self._running = False
@@ -98,3 +103,29 @@ class Renewals:
         except Exception as error:
             delay = self._worker._renew_retry(job, error)
             return None if delay is None else current_time() + delay
+
+    async def _renew_many(self, jobs: list[AsyncJob]) -> None:
+        """Renew several leases in one call (``POST /v1/tasks/renew``), each answered on
+        its own. Not abandoned when a handler ends: its answer is then ignored."""
+        body = {"worker_id": self._worker.worker_id, "items": [
+            {"task_id": job.id, **{name: value for name, value in job._renew_body().items()
+                                   if name != "worker_id"}} for job in jobs]}
+        try:
+            reply, server_time = await self._http.call_dated(
+                "POST", path("tasks", "renew"), json=body, attempts=1
+            )
+            answers = submitted(reply, "task", len(jobs))
+        except Exception as error:
+            answers, server_time = [error] * len(jobs), None
+        with self._changed:
+            now = current_time()
+            for job, answer in zip(jobs, answers, strict=True):
+                if job not in self._live:  # the handler ended meanwhile
+                    continue
+                if isinstance(answer, Exception):
+                    delay = self._worker._renew_retry(job, answer)
+                    if delay is not None:
+                        self._schedule(job, now + delay)
+                else:
+                    self._schedule(job, now + self._worker._next_renewal(job, answer,
+                                                                          server_time))

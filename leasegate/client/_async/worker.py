@@ -23,9 +23,10 @@ from leasegate.client._async.backend import (
     run_each,
 )
 from leasegate.client._async.batches import BatchedCall
+from leasegate.client._async.carried import carried_answered, carried_items, send_alone
 from leasegate.client._async.http import AsyncHTTP, AsyncHTTPOwner
 from leasegate.client._async.renewals import Renewals
-from leasegate.client._batch import DEFAULT_LINGER
+from leasegate.client._batch import DEFAULT_LINGER, Pending
 from leasegate.client._errors import LeasegateError, TransportError
 from leasegate.client._http import DEFAULT_TIMEOUT, Retry, path
 from leasegate.client._job import (
@@ -101,6 +102,9 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
     with the tasks started in one call and the results reported together once each
     has waited at most ``linger`` seconds (never past its lease); every per-job rule
     above holds for each job.
+
+    ``run`` sends the results of the jobs that end last on the lease call that
+    follows at once (``results``), not in a call of their own (see ``carried``).
     """
 
     def __init__(
@@ -130,6 +134,8 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
         self._wall_clock = wall_clock
         self._epoch: float | None = None
         self._stopper = Stopper()
+        self._carry: list[Pending] = []  # results for the next lease call (see carried)
+        self._carrying = False  # run(): a lease call follows the jobs' end at once
 
     async def run(self, handler: AsyncHandler) -> None:
         """Lease and handle jobs until :meth:`stop` (or cancellation). A gateway that
@@ -143,8 +149,9 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
             while not self._stopper.stopped:
                 began = current_time()
                 handled = await self._run_once(handler, forever=True)
-                if self._idle(handled, current_time() - began):
+                if self._idle(handled, current_time() - began) and not self._carry:
                     await self._stopper.wait(IDLE_PAUSE)
+            await send_alone(self, self._take_carry())  # stopped: no lease call to carry them
         except BaseException as error:
             if not interrupted(error):
                 raise
@@ -173,7 +180,17 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
             self._epoch = time.time() - current_time()
         return self._epoch + current_time()
 
+    def _carries(self) -> bool:
+        """Whether the results of jobs that end now go with the next lease call: only
+        when one follows at once (``run``, not stopped)."""
+        return self._carrying and not self._stopper.stopped
+
+    def _take_carry(self) -> list[Pending]:
+        carried, self._carry = self._carry, []
+        return carried
+
     async def _run_once(self, handler: AsyncHandler, *, forever: bool) -> int:
+        self._carrying = forever
         leases, server_time = await self._lease(forever=forever)
         if not leases:
             return 0
@@ -188,25 +205,51 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
         return sum(handled)
 
     async def _lease(self, *, forever: bool) -> tuple[Sequence[Lease], float | None]:
-        """A lease call's leases and its ``Date``; none if :meth:`stop` ended it."""
+        """A lease call's leases and its ``Date``; none if :meth:`stop` ended it. It
+        carries the results of the jobs that ended last (see ``carried``)."""
+        carried = self._take_carry()
+        body = self._lease_body()
+        if carried:
+            body["results"] = carried_items(self.channel, carried)
+        reply: Any = None
+        server_time: float | None = None
         try:
             with self._stopper.interruptible():
                 reply, server_time = await self._http.call_dated(
-                    "POST", path(self.channel, "lease"), json=self._lease_body(),
+                    "POST", path(self.channel, "lease"), json=body,
                     extra_timeout=self.wait_seconds, forever=forever,
                     pause=self._stopper.sleep,
                 )  # fmt: skip
-                return cast(Sequence[Lease], reply["items"]), server_time
         except Stopped:
             pass
-        return [], None
+        except (LeasegateError, TransportError):
+            await send_alone(self, carried)
+            raise
+        if reply is None:  # stopped: the results go alone (a retry, if they arrived)
+            await send_alone(self, carried)
+            return [], None
+        if carried:
+            await carried_answered(self, carried, reply)
+        return cast(Sequence[Lease], reply["items"]), server_time
 
     async def _run_alone(self, group: TaskGroup, renewals: Renewals, leases: Sequence[Lease],
                          handler: AsyncHandler, handled: list[int]) -> None:
         """The jobs of a lease call at once, each started and reported on its own."""
 
+        unreported = [len(leases)]
+
+        async def report(job: AsyncJob, ending: HandlerResult | Exception) -> None:
+            unreported[0] -= 1
+            if unreported[0] == 0 and self._carries():  # the last: the lease call carries it
+                body = self._result_body(job, ending)
+                if body is not None:
+                    now = current_time()
+                    self._carry.append(Pending(job, body, now, now))
+                return
+            await self._report(job, ending)
+
         async def handle(lease: Lease) -> None:
-            handled.append(await self._handle(lease, handler, renewals, self._report))
+            handled.append(await self._handle(lease, handler, renewals, report))
 
         await run_each(group, handle, leases)
 

@@ -1,0 +1,196 @@
+"""The SDK workers carry their results on the next lease call: a busy worker makes
+about one request per lease call, and no result waits longer than ``linger`` (20 ms)
+for company, nor past its lease (autojump clock, the gateway in-process)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import trio
+
+from leasegate.client import AsyncJob, AsyncWorker, HandlerResult
+from leasegate.client._batch import DEFAULT_LINGER
+from tests.conftest import Gateway
+from tests.test_batch_sdk import AppTransport, client, worker
+
+Json = dict[str, Any]
+
+
+class Recording(AppTransport):
+    """:class:`AppTransport` that also keeps, per lease call, the ids of the results it
+    carried, and the time each call was sent."""
+
+    def __init__(self, gateway: Gateway, nursery: trio.Nursery) -> None:
+        super().__init__(gateway, nursery)
+        self.carried: list[tuple[float, list[str]]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/lease"):
+            body = json.loads(await request.aread())
+            ids = [item.get("task_id") or item.get("query_id")
+                   for item in body.get("results", ())]
+            if ids:
+                self.carried.append((trio.current_time(), ids))
+        return await super().handle_async_request(request)
+
+
+async def run_until_done(gateway: Gateway, transport: AppTransport, batched: AsyncWorker,
+                         handler: Any, channel: str, count: int) -> None:
+    async with client(gateway, transport) as upstream, trio.open_nursery() as nursery:
+        nursery.start_soon(batched.run, handler)
+        while True:
+            await trio.sleep(0.5)
+            page = await (upstream.list_queries(status="succeeded", limit=1)
+                          if channel == "queries" else
+                          upstream.list_tasks(status="succeeded", limit=1))
+            if page["total"] == count:
+                break
+        batched.stop()
+
+
+def requests(transport: AppTransport, channel: str) -> int:
+    return sum(n for call, n in transport.calls.items() if call.startswith(f"POST /v1/{channel}/")
+               and not call.endswith(("/batch", f"/v1/{channel}")))
+
+
+async def test_a_busy_query_worker_sends_about_one_request_per_ten_jobs(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+    transport = Recording(gateway, nursery)
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_queries(
+            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(100)])
+
+    async def handler(job: AsyncJob) -> HandlerResult:
+        await trio.sleep(0.001)
+        return {"balance": job.id}
+
+    batched = worker(gateway, transport, channel="queries", batch=10)
+    await run_until_done(gateway, transport, batched, handler, "queries", 100)
+    await batched.aclose()
+    assert transport.calls["POST /v1/queries/results"] == 0  # every result rode a lease
+    assert sum(len(ids) for _, ids in transport.carried) == 100
+    assert requests(transport, "queries") <= 100 / 10 + 2, transport.calls
+
+
+async def test_the_default_task_worker_reports_with_its_next_lease_call(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+    transport = Recording(gateway, nursery)
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_tasks(
+            [{"site": "shop", "kind": "order", "params": {}, "account": f"lane-{n}",
+              "task_id": f"t{n}"} for n in range(3)])
+
+    async def handler(job: AsyncJob) -> HandlerResult:
+        return {"order": job.id}
+
+    single = worker(gateway, transport)  # max 1, no batch: the defaults
+    await run_until_done(gateway, transport, single, handler, "tasks", 3)
+    await single.aclose()
+    assert not any(call.endswith(("/result", "/results")) for call in transport.calls)
+    assert [ids for _, ids in transport.carried] == [["t0"], ["t1"], ["t2"]]
+    assert transport.calls["POST /v1/tasks/start"] == 0  # single starts, per task
+    assert sum(n for call, n in transport.calls.items() if call.endswith("/start")) == 3
+
+
+async def test_a_result_never_waits_past_its_linger(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+    """q0 ends at once, q1 ten seconds later: q0's result goes out within the linger
+    (a results call), q1's with the lease call that follows it at once."""
+    transport = Recording(gateway, nursery)
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_queries(
+            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(2)])
+    ended: dict[str, float] = {}
+
+    async def handler(job: AsyncJob) -> HandlerResult:
+        if job.id == "q1":
+            await trio.sleep(10)
+        ended[job.id] = trio.current_time()
+        return {"balance": job.id}
+
+    batched = worker(gateway, transport, channel="queries", batch=2)
+    await run_until_done(gateway, transport, batched, handler, "queries", 2)
+    await batched.aclose()
+    assert DEFAULT_LINGER == 0.02
+    results = [when for call, _, when in transport.sent if call == "POST /v1/queries/results"]
+    assert len(results) == 1
+    assert ended["q0"] <= results[0] <= ended["q0"] + DEFAULT_LINGER
+    carried_at, ids = transport.carried[0]
+    assert ids == ["q1"]
+    assert ended["q1"] <= carried_at <= ended["q1"] + DEFAULT_LINGER
+
+
+async def test_a_stopped_worker_sends_what_it_carried(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+    transport = Recording(gateway, nursery)
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_queries([{"site": "shop", "kind": "balance",
+                                             "query_id": "q0"}])
+        single = worker(gateway, transport, channel="queries")
+
+        async def handler(job: AsyncJob) -> HandlerResult:
+            single.stop()  # no lease call follows: the result goes alone
+            return {"balance": 1}
+
+        await single.run(handler)
+        await single.aclose()
+        assert (await upstream.get_query("q0"))["status"] == "succeeded"
+    assert transport.calls["POST /v1/queries/q0/result"] == 1
+    assert transport.carried == []
+
+
+async def test_a_batch_worker_renews_its_tasks_in_one_call(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+    transport = Recording(gateway, nursery)
+    flags: dict[str, tuple[bool, bool]] = {}
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_tasks(
+            [{"site": "shop", "kind": "order", "params": {}, "account": f"lane-{n}",
+              "task_id": f"t{n}"} for n in range(3)])
+
+        async def handler(job: AsyncJob) -> HandlerResult:
+            if job.id == "t1":
+                await upstream.cancel_task("t1")  # running: cancel_requested
+            ttl = gateway.system.settings.task_lease_ttl
+            await trio.sleep(ttl * 1.5)  # renewed on the way, or the lease would lapse
+            flags[job.id] = (job.cancel_requested, job.lease_lost)
+            return {"order": job.id}
+
+        # The in-process gateway sends no Date header: the worker reads its clock.
+        assert await worker(gateway, transport, batch=3,
+                            wall_clock=gateway.system.clock.now).run_once(handler) == 3
+        tasks = {t: (await upstream.get_task(t))["status"] for t in ("t0", "t1", "t2")}
+    assert tasks == {"t0": "succeeded", "t1": "succeeded", "t2": "succeeded"}
+    assert flags == {"t0": (False, False), "t1": (True, False), "t2": (False, False)}
+    # Started together, renewed together: every third of the lease, one call for all.
+    assert 2 <= transport.calls["POST /v1/tasks/renew"] <= 1.5 * 3 + 1
+    assert not any(call.endswith("/renew") and call != "POST /v1/tasks/renew"
+                   for call in transport.calls), transport.calls
+
+
+async def test_a_worker_stopped_in_a_long_poll_that_carried_results_sends_them_once_more(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+    """The lease call took the results (committed before it waits); stopped, the worker
+    cannot read its answers, so it sends them again in one results call: retries."""
+    transport = Recording(gateway, nursery)
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_queries(
+            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(5)])
+        polling = worker(gateway, transport, channel="queries", batch=5)
+        polling.wait_seconds = 20
+
+        async def handler(job: AsyncJob) -> HandlerResult:
+            return {"balance": 1}
+
+        async with trio.open_nursery() as inner:
+            inner.start_soon(polling.run, handler)
+            await trio.sleep(5)  # the second lease call waits, carrying the five results
+            done = await upstream.list_queries(status="succeeded", limit=10)
+            assert done["total"] == 5
+            polling.stop()
+        await polling.aclose()
+    assert [len(ids) for _, ids in transport.carried] == [5]
+    assert transport.calls["POST /v1/queries/results"] == 1
+    assert not any(call.endswith("/result") for call in transport.calls)
