@@ -9,6 +9,8 @@ sent both ways is a retry of the same result.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -192,13 +194,18 @@ async def test_the_worker_calls_are_in_the_openapi_document(gateway: Gateway) ->
         "title"] == "TasksRenewed"
 
 
+def _trace(conn: Any, to: Callable[[str], object] | None) -> None:
+    assert isinstance(conn, sqlite3.Connection)  # this module's gateway is SQLite's
+    conn.set_trace_callback(to)
+
+
 async def test_a_batch_takes_a_savepoint_per_item_only_when_one_fails(
         gateway: Gateway) -> None:
     """All items in one savepoint; one that fails undoes them, and the batch is applied
     again item by item: the answers are the same either way."""
     statements: list[str] = []
     db = gateway.system.task_actor.db
-    await db.run(lambda conn: conn.set_trace_callback(statements.append))
+    await db.run(lambda conn: _trace(conn, statements.append))
     good = await batch(gateway, "/v1/tasks/batch", "t1", {"items": [
         {"site": "shop", "kind": "k", "account": f"a{n}", "task_id": f"g{n}"}
         for n in range(50)]})
@@ -209,7 +216,7 @@ async def test_a_batch_takes_a_savepoint_per_item_only_when_one_fails(
          "params": {"n": n}} for n in range(3)] + [
         {"site": "shop", "kind": "k", "task_id": "g0", "params": {"other": 1}}]})  # 409
     retried = sum(s.startswith("SAVEPOINT") for s in statements)
-    await db.run(lambda conn: conn.set_trace_callback(None))
+    await db.run(lambda conn: _trace(conn, None))
     assert statuses(good) == [201] * 50
     assert savepoints == 2  # the message's and its items', not 50 more
     assert statuses(mixed) == [201, 201, 201, 409]
