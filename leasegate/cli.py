@@ -23,8 +23,10 @@ from pathlib import Path
 import trio
 from pydantic import ValidationError
 
+from leasegate import cli_actions
 from leasegate.allocator import reexec_on_glibc_malloc
 from leasegate.cli_inspect import add_commands as add_inspect_commands
+from leasegate.cli_inspect import subcommands
 from leasegate.cli_table import CommandFailed, UsageError
 from leasegate.settings import SettingsError, check_database_url, load
 from leasegate.storage import keys_sql
@@ -122,7 +124,15 @@ def _parser() -> argparse.ArgumentParser:
     rest.add_argument("--database", metavar="URL", default=None,
                       help="a postgresql:// URL (or LEASEGATE_DATABASE_URL): refused, "
                            "PostgreSQL is restored with pg_restore")
+    _job_commands(commands)
     return parser
+
+
+def _job_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The operator's commands on a running gateway (``cli_actions``), added to the
+    ``tasks``, ``queries`` and ``sites`` groups beside ``cli_inspect``'s."""
+    cli_actions.register(lambda name, what: subcommands(commands, name,
+                                                        f"{what} on a running gateway"))
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:
@@ -249,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:  # the command line itself, not a call from Python
             reexec_on_glibc_malloc()
         return _serve(args)
+    if getattr(args, "handler", None) is not None:  # a command on a running gateway
+        return cli_actions.run(args)
     try:
         if getattr(args, "run", None) is not None:  # a command of cli_inspect
             return _run(args)

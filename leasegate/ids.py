@@ -20,7 +20,7 @@ ARTIFACT_NAME_PATTERN: Final = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$"
 ID_RULE: Final = "1-64 of [A-Za-z0-9._:@-]"
 # Task and query ids that name routes (/v1/tasks/lease, /v1/queries/batch, ...): a job
 # called so could never be read (GET /v1/tasks/lease is the lease route's 405).
-RESERVED_JOB_IDS: Final = ("batch", "lease", "results", "start")
+RESERVED_JOB_IDS: Final = ("batch", "lease", "redrive", "results", "start")
 ARTIFACT_NAME_RULE: Final = "1-128 of [A-Za-z0-9._-], not starting with a dot"
 
 _ID: Final = re.compile(r"[A-Za-z0-9._:@-]{1,64}")

@@ -19,19 +19,22 @@ from leasegate.actors.devices import actor as devices_actor
 from leasegate.actors.devices import sightings
 from leasegate.actors.keys import actor as keys_actor
 from leasegate.actors.keys import records as key_messages
-from leasegate.actors.ledger import accounts, audit, holds
+from leasegate.actors.ledger import accounts, audit, holds, rehold
 from leasegate.actors.ledger import actor as ledger_actor
 from leasegate.actors.pages import Page
 from leasegate.actors.queries import actor as queries_actor
 from leasegate.actors.queries import lease as query_lease
+from leasegate.actors.queries import operator as query_operator
 from leasegate.actors.queries import reads as query_reads
 from leasegate.actors.queries import results
 from leasegate.actors.queries import submit as query_submit
+from leasegate.actors.queue.sites import SiteControl
 from leasegate.actors.runtime.mailbox import Ask, Message, Ref, Tell
 from leasegate.actors.system import System, new_system
 from leasegate.actors.tasks import actor as tasks_actor
 from leasegate.actors.tasks import artifacts, control, device_actions, fenced, presence
 from leasegate.actors.tasks import lease as task_lease
+from leasegate.actors.tasks import operator as task_operator
 from leasegate.actors.tasks import reads as task_reads
 from leasegate.actors.tasks import submit as task_submit
 from leasegate.clock import Clock
@@ -121,6 +124,24 @@ VALID: dict[type[Any], Any] = {
     sightings.ActionDone: sightings.ActionDone("ten", "dev", 3),
     sightings.ListDevices: sightings.ListDevices("ten"),
     sightings.CountDevices: sightings.CountDevices(),
+    task_operator.RetryTask: task_operator.RetryTask("t1", "why", "ops (k1)"),
+    task_operator.RetryTasks: task_operator.RetryTasks((
+        task_operator.RetryTask("t2", "why", "ops (k1)"),)),
+    task_operator.FindRetryableTasks: task_operator.FindRetryableTasks(
+        "failed", "shop", "k", "ten", 0.0, 1e9, 10),
+    task_operator.SetSite: task_operator.SetSite("shop", "pause", "ops (k1)", "why"),
+    task_operator.ListSiteControls: task_operator.ListSiteControls(),
+    task_operator.TasksQueuedAt: task_operator.TasksQueuedAt(("shop",)),
+    query_operator.RetryQuery: query_operator.RetryQuery("q1", "why", "ops (k1)"),
+    query_operator.RetryQueries: query_operator.RetryQueries((
+        query_operator.RetryQuery("q2", "why", "ops (k1)"),)),
+    query_operator.FindRetryableQueries: query_operator.FindRetryableQueries(
+        "expired", "shop", "k", "ten", 0.0, 1e9, 10),
+    query_operator.ApplySiteControls: query_operator.ApplySiteControls((
+        SiteControl("shop", True, 2.0, "why", "ops (k1)", 1.0),)),
+    query_operator.QueriesQueuedAt: query_operator.QueriesQueuedAt(("shop",)),
+    rehold.HoldAgain: rehold.HoldAgain("task", "t1", "ten", 5),
+    rehold.HoldsAgain: rehold.HoldsAgain((rehold.HoldAgain("query", "q3", "ten", 5),)),
 }
 
 # Values each named field must refuse (400), whatever the rest of the message says.

@@ -235,13 +235,19 @@ def test_a_stale_task_is_found_and_reclaimed_with_a_reason(admin_tab: Console,
     # The artifact downloads with the console's cookie alone.
     download = page.request.get(tab.url + str(receipt.get_attribute("href")))
     assert (download.status, download.body()) == (200, b"order 1234 paid")
+    # No outcome is chosen for the operator: without one, nothing is sent.
+    for outcome in ("requeue", "succeeded", "failed"):
+        expect(card.get_by_label(outcome)).not_to_be_checked()
+    card.get_by_role("button", name="Reclaim").click()
+    assert page.evaluate("document.activeElement.name") == "action"
+    card.get_by_label("requeue").check()
     # The reason is required: an empty one is not sent.
     card.get_by_role("button", name="Reclaim").click()
     assert page.evaluate("document.activeElement.name") == "reason"
     card.get_by_label("Reason").fill("checked the shop: no order was placed")
-    card.get_by_label("requeue").check()
     card.get_by_role("button", name="Reclaim").click()
-    expect(page.locator(".notice-ok")).to_contain_text("task order-a: requeue → queued")
+    expect(page.locator(".notice-ok")).to_contain_text(
+        "task order-a: stale → queued (reclaimed: requeue)")
     expect(page.locator('article.stale[data-job-id="order-a"]')).to_have_count(0)
     task = _ok(gateway.client("admin").get("/v1/tasks/order-a"))
     assert task["status"] == "queued"
@@ -456,6 +462,11 @@ def test_create_and_revoke_keys(admin_tab: Console, gateway: Served, browser: Br
         expect(second.page.get_by_role("heading", name=re.compile("^Overview"))).to_be_visible()
         for name in ("doomed", "temp operator"):
             page.get_by_role("button", name=re.compile(f"^Revoke key {name} ")).click()
+            # It asks first; nothing is revoked until the operator confirms.
+            expect(page.get_by_role("heading", name=re.compile("^Revoke key"))).to_be_visible()
+            if name == "doomed":
+                assert doomed.get("/v1/tasks").status_code == 200
+            page.get_by_role("button", name="Revoke").click()
             expect(page.locator(".notice-ok")).to_contain_text("revoked")
         expect(page.locator("tr", has_text="doomed")).to_contain_text("revoked")
         assert doomed.get("/v1/tasks").status_code == 401
@@ -496,3 +507,115 @@ def test_a_post_without_the_csrf_token_is_refused(gateway: Served) -> None:
         assert 'data-events="/v1/events?job_id=order-a"' in job_page
         browser_like.post("/console/sign-out", data={})  # no token: refused, still signed in
         assert browser_like.get("/console/keys").status_code == 200
+
+
+# ---- an operator's actions ------------------------------------------------------------------
+
+def _history(served: Served, task_id: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = _ok(served.client("admin").get(
+        f"/v1/tasks/{task_id}/events"))["items"]
+    return items
+
+
+def _fail_on(served: Served, site: str, task_ids: list[str]) -> None:
+    """Tasks of ``site`` leased, started and reported failed by w9."""
+    client, worker = served.client("client"), served.client("worker")
+    for task_id in task_ids:
+        _ok(client.post("/v1/tasks", json={"task_id": task_id, "site": site,
+                                           "account": task_id, "kind": "sync"}), 201)
+    leases = _ok(worker.post("/v1/tasks/lease", json={
+        "worker_id": "w9", "wait_seconds": 0, "max": 10, "sites": [site]}))["items"]
+    assert {item["task_id"] for item in leases} == set(task_ids)
+    for item in leases:
+        fence = {"worker_id": "w9", "lease_token": item["lease_token"]}
+        _ok(worker.post(f"/v1/tasks/{item['task_id']}/start", json=fence))
+        _ok(worker.post(f"/v1/tasks/{item['task_id']}/result",
+                        json={**fence, "outcome": "failed", "error": {"message": "503"}}))
+
+
+def test_resume_cancel_and_retry_one_task(admin_tab: Console, gateway: Served) -> None:
+    client = gateway.client("client")
+    _ok(client.post("/v1/tasks", json={"task_id": "ops-1", "site": "ops", "kind": "export",
+                                       "batch_total": 10}), 201)
+    _ok(client.post("/v1/tasks/ops-1/pause"))
+    tab = admin_tab
+    page = tab.page
+    tab.go("/console/tasks/ops-1")
+    actions = page.locator("section.actions")
+    expect(actions.get_by_role("button")).to_have_text(["Resume", "Cancel"])
+    actions.get_by_role("button", name="Resume").click()  # a reason is required
+    assert page.evaluate("document.activeElement.name") == "reason"
+    actions.get_by_label(re.compile("^Resume")).fill("the user is back")
+    actions.get_by_role("button", name="Resume").click()
+    expect(page.locator(".notice-ok")).to_contain_text("task ops-1: paused → queued")
+    actions.get_by_label(re.compile("^Cancel")).fill("the customer withdrew it")
+    actions.get_by_role("button", name="Cancel").click()
+    expect(page.locator(".notice-ok")).to_contain_text("task ops-1: queued → canceled")
+    expect(actions.get_by_role("button")).to_have_text(["Retry"])
+    actions.get_by_label(re.compile("^Retry")).fill("the customer wants it after all")
+    actions.get_by_role("button", name="Retry").click()
+    expect(page.locator(".notice-ok")).to_contain_text("task ops-1: retried, queued")
+    timeline = page.locator(".timeline")
+    for kind in ("resumed", "canceled", "retried"):
+        expect(timeline).to_contain_text(kind)
+    events = {e["kind"]: e["detail"] for e in _history(gateway, "ops-1")}
+    assert events["retried"]["reason"] == "the customer wants it after all"
+    assert events["canceled"]["reason"] == "the customer withdrew it"
+    for kind in ("resumed", "canceled", "retried"):
+        assert events[kind]["by"].startswith("bootstrap admin ("), events[kind]
+    _ok(gateway.client("admin").post("/v1/tasks/ops-1/cancel"))  # leave no queued work
+
+
+def test_a_bulk_retry_previews_and_asks_before_it_runs(admin_tab: Console,
+                                                       gateway: Served) -> None:
+    failed = ["bulk-1", "bulk-2", "bulk-3"]
+    _fail_on(gateway, "bulk", failed)
+    tab = admin_tab
+    page = tab.page
+    tab.go("/console/tasks")
+    page.get_by_role("link", name="Retry failed tasks in bulk…").click()
+    page.get_by_label("Site").fill("bulk")
+    page.get_by_label("Reason").fill("the site's outage is over")
+    page.get_by_role("button", name="Preview").click()
+    expect(page.locator(".preview")).to_contain_text("3 failed tasks match")
+    for task_id in failed:  # a preview changes nothing
+        assert _ok(gateway.client("admin").get(f"/v1/tasks/{task_id}"))["status"] == "failed"
+    page.get_by_role("button", name="Retry 3 tasks").click()
+    expect(page.locator(".notice-ok")).to_contain_text("redrive: 3 of 3 failed tasks requeued")
+    for task_id in failed:
+        assert _ok(gateway.client("admin").get(f"/v1/tasks/{task_id}"))["status"] == "queued"
+        assert _history(gateway, task_id)[-1]["detail"]["reason"] == "the site's outage is over"
+        _ok(gateway.client("admin").post(f"/v1/tasks/{task_id}/cancel"))
+
+
+def test_pausing_a_site_stops_its_leases_until_it_resumes(admin_tab: Console,
+                                                          gateway: Served) -> None:
+    client, worker = gateway.client("client"), gateway.client("worker")
+    _ok(client.post("/v1/tasks", json={"task_id": "pz-1", "site": "pausable", "kind": "k"}),
+        201)
+    lease = {"worker_id": "w8", "wait_seconds": 0, "sites": ["pausable"]}
+    tab = admin_tab
+    page = tab.page
+    tab.go("/console/sites")
+    row = page.locator('tr[data-site="pausable"]')
+    expect(row).to_contain_text("leasing")
+    row.get_by_label("Why pause pausable").fill("the site is down for maintenance")
+    row.get_by_role("button", name="Pause").click()
+    expect(page.locator(".notice-ok")).to_contain_text("site pausable: paused")
+    expect(row).to_contain_text("paused")
+    expect(row).to_contain_text("the site is down for maintenance")
+    assert _ok(worker.post("/v1/tasks/lease", json=lease))["items"] == []
+    health = _ok(gateway.client("admin").get("/health"))
+    assert "pausable" in health["details"]["paused_sites"]
+    row.get_by_label("Leases a second for pausable").fill("2")
+    row.get_by_role("button", name="Set").click()
+    expect(page.locator(".notice-ok")).to_contain_text("at most 2 leases a second")
+    row.get_by_label("Why resume pausable").fill("maintenance is over")
+    row.get_by_role("button", name="Resume").click()
+    expect(page.locator(".notice-ok")).to_contain_text("site pausable: resumed")
+    expect(row).to_contain_text("≤ 2/s")
+    (item,) = _ok(worker.post("/v1/tasks/lease", json=lease))["items"]
+    assert item["task_id"] == "pz-1"
+    row.get_by_label("Leases a second for pausable").fill("")
+    row.get_by_role("button", name="Set").click()
+    expect(page.locator(".notice-ok")).to_contain_text("no throttle")

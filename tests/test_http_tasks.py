@@ -199,10 +199,10 @@ async def test_submit_replay_and_conflict(gateway: Gateway) -> None:
     assert listed["total"] == 1
 
 
-@pytest.mark.parametrize("name", ["lease", "batch", "start", "results"])
+@pytest.mark.parametrize("name", ["lease", "batch", "start", "results", "redrive"])
 async def test_route_names_are_no_job_ids(gateway: Gateway, name: str) -> None:
     # GET /v1/tasks/lease is the lease route's path (405): a job named so could never be
-    # read. So are batch, start and results, on either channel.
+    # read. So are batch, start, results and redrive, on either channel.
     for path, body in (("/v1/tasks", {**ORDER, "task_id": name}),
                        ("/v1/queries", {"site": "shop", "kind": "k", "query_id": name})):
         status, reply = await gateway.call("POST", path, "t1", json=body)

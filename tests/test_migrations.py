@@ -38,6 +38,7 @@ RELEASED = {
     10: "898ea12ce4ef6cf6",  # job events
     11: "35664b40d2aa4a56",  # task lanes refreshed by index seeks
     12: "671800a6ae5672ab",  # status checks spelled as comparisons
+    13: "7673c4c3f43cdc34",  # sites
     14: "36ac19a875f1eefc",  # periodic runs
     15: "d116c49663fe311f",  # job errors and search
 }

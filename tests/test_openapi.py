@@ -229,7 +229,7 @@ async def test_the_document_says_the_rules_the_server_enforces(
     assert parameter(ops[("post", "/v1/ledger/accounts/{account}/credit")], "account")[
         "pattern"].startswith("^[A-Za-z0-9._:-]")  # no "@" first: a system account
     # A job id that names a route is no job id: not submitted, not read.
-    reserved = {"not": {"enum": ["batch", "lease", "results", "start"]}}
+    reserved = {"not": {"enum": ["batch", "lease", "redrive", "results", "start"]}}
     for key in (("get", "/v1/tasks/{task_id}"), ("get", "/v1/queries/{query_id}")):
         read = ops[key]
         assert parameter(read, key[1].split("{")[1][:-1]).items() >= reserved.items()

@@ -26,6 +26,7 @@ LATEST = MIGRATIONS[-1][0]
 # released (merged), its digest goes here.
 RELEASED = {
     12: "a7e979db7a02b577",  # baseline
+    13: "646bd6e8f86fcca5",  # sites
     14: "dc8e7becfea931e4",  # periodic runs
     15: "e219c873340e04c1",  # job errors and search
 }

@@ -317,7 +317,7 @@ async def test_start_just_after_the_claim_expired_is_refused(
     await trio.sleep(30)  # the start arrives at the very deadline
     with pytest.raises(TaskLeaseInvalid):
         await start(queue, got)
-    assert "queued again" in caplog.records[-1].getMessage()
+    assert "is queued and holds none" in caplog.records[-1].getMessage()
     # The task was re-leasable at once, and the other worker's start works.
     other = await lease_one(queue, "w2")
     assert (await start(queue, other, "w2"))["status"] == "running"

@@ -295,6 +295,7 @@ class System:
             async with trio.open_nursery() as actors:
                 for actor in self.actors:
                     await actors.start(actor.run)
+                await self.jobs.sites.start()  # paused sites stay paused on both channels
                 # A job that has never run is overdue three intervals after this.
                 started = self.clock.now()
                 for record in self._job_records():

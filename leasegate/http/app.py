@@ -30,6 +30,7 @@ from leasegate.http import (
     routes_devices,
     routes_events,
     routes_ledger,
+    routes_operator,
     routes_queries,
     routes_tasks,
 )
@@ -167,7 +168,7 @@ def create_app(system: System) -> QuartTrio:
                               system.settings.housekeeping_interval, sweep_buckets)
 
     for blueprint in (routes_queries.bp, routes_tasks.bp, routes_artifacts.bp, routes_admin.bp,
-                      routes_ledger.bp, routes_events.bp, routes_devices.bp):
+                      routes_ledger.bp, routes_events.bp, routes_devices.bp, routes_operator.bp):
         app.register_blueprint(blueprint)
     errors.install(app)
     docs.install(app)

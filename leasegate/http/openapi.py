@@ -43,7 +43,7 @@ from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN, RESERVED_JOB_IDS
 ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
 BINARY = {"type": "string", "format": "binary"}
 ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN}
-PATH_IDS = ("task_id", "query_id", "key_id", "device_id", "account")
+PATH_IDS = ("task_id", "query_id", "key_id", "device_id", "account", "site")
 # A tenant's account, the one a credit may go to: an id not starting with "@".
 TENANT_ACCOUNT = {"type": "string", "pattern": r"^[A-Za-z0-9._:-][A-Za-z0-9._:@-]{0,63}$"}
 # GET /v1/tasks/lease is the lease route's 405, not a read of a task called "lease".
@@ -91,6 +91,7 @@ BAD_PATH = {
     "device_id": "a `device_id` outside its pattern",
     "name": "an artifact name outside its pattern",
     "account": "an `account` outside its pattern (or, to credit, a system account `@...`)",
+    "site": "a `site` outside its pattern",
 }
 BAD_OTHERWISE = {
     ("post", "/v1/admin/keys"): "a client key without a tenant, sites on a key that is not "

@@ -28,7 +28,7 @@ from leasegate.http import docs, errors
 from leasegate.http.auth import Authenticator
 from leasegate.ids import ID_RULE, is_id
 
-ID_ARGS = ("task_id", "query_id", "key_id", "device_id")
+ID_ARGS = ("task_id", "query_id", "key_id", "device_id", "site")
 PUBLIC_ENDPOINTS = {"admin.health", "openapi", *docs.ENDPOINTS}
 CONSOLE_BLUEPRINT = "console"
 

@@ -135,6 +135,7 @@ async def health_report(detailed: bool) -> dict[str, Any]:
     failing_jobs = sum(1 for job in every_job if job.last_failure_at is not None
                        and (job.last_run_at is None or job.last_failure_at > job.last_run_at))
     overdue_jobs = sum(1 for job in stats.jobs if job.overdue(now))
+    paused = await sys.jobs.sites.paused()
     checks = {
         "storage_writable": writable,
         "stale_tasks": tasks.stale,
@@ -146,6 +147,7 @@ async def health_report(detailed: bool) -> dict[str, Any]:
         "failing_jobs": failing_jobs,
         "overdue_jobs": overdue_jobs,
         "draining": stats.draining,
+        "paused_sites": len(paused),  # an operator's choice: not degraded
         "ledger_ok": ledger_ok,
         "durable": sys.durable,
     }
@@ -156,6 +158,7 @@ async def health_report(detailed: bool) -> dict[str, Any]:
         report["details"] = {
             "gateway": sys.gateway,
             **_listed(tasks, queries),
+            "paused_sites": paused[:LISTED],
             "ledger_failing_checks": [] if audit is None else list(audit.failing()),
             "durability_weakened_by": ([] if sys.durability is None
                                        else list(sys.durability.weakened_by)),

@@ -54,6 +54,7 @@ from leasegate.http.models import (
 )
 from leasegate.http.models_search import TaskListArgs
 from leasegate.http.render import to_json
+from leasegate.http.routes_operator import optional_reason
 from leasegate.http.search import nothing, search_fields
 from leasegate.http.validation import validate_querystring, validate_request
 from leasegate.http.worker_models import (
@@ -166,8 +167,11 @@ def _control_route(action: ControlAction, doc: str) -> None:
     written once."""
 
     async def control(task_id: str) -> Any:
-        _, tenant = require_tenant("client")
-        return to_json(await system().jobs.tasks.ask(ControlTask(task_id, action, tenant)))
+        principal, tenant = require_tenant("client")
+        reason = await optional_reason()
+        by = f"{principal.name} ({principal.key_id})" if principal.role == "admin" else None
+        return to_json(await system().jobs.tasks.ask(ControlTask(
+            task_id, action, tenant, by=by, reason=reason)))
 
     control.__name__ = f"{action}_task"
     control.__doc__ = doc

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, respelled
@@ -70,7 +70,7 @@ def _key(row: Row) -> tuple[Any, ...]:
 
 
 def next_leasable(conn: Connection, sites: list[str] | None, now: float,
-                  limit: int) -> list[Row]:
+                  limit: int, *, admit: Callable[[str], bool] | None = None) -> list[Row]:
     """The best leasable task of up to ``limit`` free lanes, best first.
 
     Leasable: queued, ``not_before`` passed, within its TTL, on an allowed site,
@@ -78,7 +78,9 @@ def next_leasable(conn: Connection, sites: list[str] | None, now: float,
     lanes in head order and handing out a candidate once no later lane can
     beat it (its key <= the current head) gives the exact order of a full scan
     while reading, when heads are leasable, one lane per task handed out. A
-    head waiting for its ``not_before`` costs a seek into its lane.
+    head waiting for its ``not_before`` costs a seek into its lane. ``admit(site)``
+    is asked of each task about to be picked (a paused or throttled site's is passed
+    over; a True may use up one of the site's tokens).
     """
     if sites is None:
         lanes = free_lanes(conn, None, limit)
@@ -101,9 +103,13 @@ def next_leasable(conn: Connection, sites: list[str] | None, now: float,
             heapq.heappush(waiting, (_key(candidate), next(tie), candidate))
         bound = _key(lane)
         while waiting and waiting[0][0] <= bound:
-            picked.append(heapq.heappop(waiting)[2])
+            row = heapq.heappop(waiting)[2]
+            if admit is None or admit(row["site"]):
+                picked.append(row)
             if len(picked) >= limit:
                 return picked
     while waiting and len(picked) < limit:
-        picked.append(heapq.heappop(waiting)[2])
+        row = heapq.heappop(waiting)[2]
+        if admit is None or admit(row["site"]):
+            picked.append(row)
     return picked

@@ -98,6 +98,7 @@ MIGRATIONS: list[Migration] = [
     frozen(10, "job events"),
     frozen(11, "task lanes refreshed by index seeks"),
     (12, "status checks spelled as comparisons", _respell_checks),
+    frozen(13, "sites"),
     frozen(14, "periodic runs"),
     frozen(15, "job errors and search"),
 ]

@@ -7,6 +7,7 @@ Times are wall seconds (REAL). A lease is valid strictly before
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, respelled
@@ -47,7 +48,7 @@ def insert(conn: Connection, **values: Any) -> bool:
 
 
 def next_queued(conn: Connection, sites: list[str] | None, now: float,
-                limit: int) -> list[Row]:
+                limit: int, *, admit: Callable[[str], bool] | None = None) -> list[Row]:
     """Oldest first; a query past its TTL is never handed out.
 
     Each stream is an index range of queued rows only (``queries_ready``, or
@@ -64,6 +65,8 @@ def next_queued(conn: Connection, sites: list[str] | None, now: float,
         by_site = f"site = ? AND {live}"
         rows = merged((ordered(conn, _SITE_QUEUED, by_site, [site, now], _ORDER, page)
                        for site in distinct), key=lambda row: (row["rowid"],))
+    if admit is not None:  # asked lazily: only of the rows taken (a token each)
+        rows = (row for row in rows if admit(row["site"]))
     return list(itertools.islice(rows, limit))
 
 

@@ -15,6 +15,7 @@ per lane (site + account) is enforced by the partial unique index
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from leasegate.storage import lanes_sql
@@ -88,14 +89,14 @@ def insert(conn: Connection, **values: Any) -> bool:
 
 
 def next_queued(conn: Connection, sites: list[str] | None, now: float,
-                limit: int) -> list[Row]:
+                limit: int, *, admit: Callable[[str], bool] | None = None) -> list[Row]:
     """The best leasable task of up to ``limit`` distinct free lanes, best first
     (highest priority, then oldest); rows of ``task_id``, ``site``, ``account``.
 
     It walks the free lanes (the ``task_lanes`` table), never the queue itself,
     so a backlog behind a blocked lane or deep in a taken one costs nothing.
     """
-    return lanes_sql.next_leasable(conn, sites, now, limit)
+    return lanes_sql.next_leasable(conn, sites, now, limit, admit=admit)
 
 
 def leased_by_request(conn: Connection, worker_id: str, request_id: str,

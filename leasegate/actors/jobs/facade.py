@@ -8,12 +8,16 @@
 from __future__ import annotations
 
 from leasegate.actors.jobs.channel import JobChannel
+from leasegate.actors.jobs.operator import OperatorActions
+from leasegate.actors.jobs.sites import Sites
 from leasegate.actors.ledger.ref import LedgerRef
+from leasegate.actors.queries.operator import FindRetryableQueries, RetryQueries, RetryQuery
 from leasegate.actors.queries.reads import GetQuery
 from leasegate.actors.queries.ref import Queries, QueriesRef
 from leasegate.actors.queries.submit import SubmitQueries
 from leasegate.actors.queries.turn import QUERY_KIND
 from leasegate.actors.queries.views import QuerySubmitted, QueryView
+from leasegate.actors.tasks.operator import FindRetryableTasks, RetryTask, RetryTasks
 from leasegate.actors.tasks.reads import GetTask
 from leasegate.actors.tasks.ref import Tasks, TasksRef
 from leasegate.actors.tasks.submit import SubmitTasks
@@ -31,3 +35,11 @@ class Jobs:
         self.queries: JobChannel[Queries, QuerySubmitted, QueryView] = JobChannel(
             QUERY_KIND, queries, ledger, max_wait=max_wait, get=GetQuery,
             submit_many=SubmitQueries)
+        # An operator's retries and redrives, and the sites' dispatch controls.
+        self.task_actions: OperatorActions[Tasks, TaskView] = OperatorActions(
+            self.tasks, retry=RetryTask, retry_many=RetryTasks, find=FindRetryableTasks,
+            get=GetTask)
+        self.query_actions: OperatorActions[Queries, QueryView] = OperatorActions(
+            self.queries, retry=RetryQuery, retry_many=RetryQueries,
+            find=FindRetryableQueries, get=GetQuery)
+        self.sites = Sites(tasks=tasks, queries=queries)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from leasegate.actors.ledger.ref import LedgerRef
-from leasegate.actors.queries import deadlines, lease, reads, results, submit
+from leasegate.actors.queries import deadlines, lease, operator, reads, results, submit
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QUERY_KIND, QueryTurn
 from leasegate.actors.queue.event_hub import EventHub
@@ -13,7 +13,7 @@ from leasegate.clock import Clock
 from leasegate.settings import Settings
 from leasegate.storage.database import Database
 
-MODULES = (submit, reads, lease, results, deadlines)
+MODULES = (submit, reads, lease, results, deadlines, operator)
 """What the query actor does, module by module (importing one registers its handlers)."""
 
 

@@ -6,6 +6,7 @@ import logging
 
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queue.leases import new_work
+from leasegate.actors.queue.sites import earliest
 from leasegate.logs import escape
 from leasegate.storage import queries_sql as sql
 
@@ -15,11 +16,13 @@ PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second
 
 
 def next_wakeup(turn: QueryTurn) -> float | None:
-    return sql.next_deadline(turn.conn)
+    # A throttled site's tokens coming back count too (see queue/sites.py).
+    return earliest(sql.next_deadline(turn.conn), turn.sites.next_refill())
 
 
 def on_wakeup(turn: QueryTurn, now: float) -> None:
     conn = turn.conn
+    turn.sites.wake_refilled(turn, now)
     # TTL first: a query past its TTL is pointless to rerun.
     for row in sql.expire_past_ttl(conn, now):
         log.warning("query expired: query_id=%s kind=%s", escape(row["query_id"]),

@@ -103,11 +103,13 @@ class JobHistory:
                              row["device_id"], kind, row["status"], at, kept, row["kind"])
             turn.after_commit(lambda: hub.publish(event))
 
-    def controlled(self, action: str, before: Row, after: Row, by: str | None = None) -> None:
-        """Record what a cancel, pause or resume changed (nothing: no event)."""
+    def controlled(self, action: str, before: Row, after: Row, by: str | None = None,
+                   reason: str | None = None) -> None:
+        """Record what a cancel, pause or resume changed (nothing: no event), and who
+        did it and why when an operator says."""
         kind = _control_kind(action, before, after)
         if kind is not None:
-            self.record(after[self.id_column], kind, by=by)
+            self.record(after[self.id_column], kind, by=by, reason=reason)
 
     def read(self, job_id: str) -> History:
         return History(tuple(HistoryItem(r["event_id"], r["at"], r["kind"], r["status"],

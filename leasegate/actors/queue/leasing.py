@@ -55,6 +55,14 @@ class LeaseCall(Ask[A_contra, tuple[L_co, ...]]):
         check_flag("wait", self.wait)
 
 
+class Queued(Protocol):
+    """A channel's next leasable jobs: of ``sites`` (None: all), up to ``limit``, each
+    of a site ``admit`` lets through (None: every site)."""
+
+    def __call__(self, conn: Connection, sites: list[str] | None, now: float, limit: int,
+                 *, admit: Callable[[str], bool] | None = None) -> Sequence[Row]: ...
+
+
 @dataclass(frozen=True)
 class LeaseAfterResults(Ask[A_contra, tuple[tuple[V_co | LeasegateError, ...], tuple[L_co, ...]]],
                         Generic[A_contra, M, V_co, L_co]):
@@ -111,7 +119,7 @@ class Leasing(Generic[L]):
     its row the attempt a lease is and since when the job waited for it."""
 
     replay: Callable[[Connection, str, str, list[str] | None, int], Sequence[Row]]
-    queued: Callable[[Connection, list[str] | None, float, int], Sequence[Row]]
+    queued: Queued
     take: Callable[[Connection, str, str, str, str | None, float, float], Row | None]
     view: Callable[[Row], L]
     attempt: Callable[[Row], int]
@@ -131,7 +139,13 @@ def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L
             return tuple(leasing.view(row) for row in replay)
     leases = []
     id_column = turn.kind.id_column
-    for row in leasing.queued(conn, sites, now, m.max):
+    gate = turn.sites
+    if gate.idle:
+        queued = leasing.queued(conn, sites, now, m.max)
+    else:  # a paused site is never leased, a throttled one as its tokens allow
+        queued = leasing.queued(conn, gate.unpaused(m.sites), now, m.max,
+                                admit=gate.admitter(now))
+    for row in queued:
         job_id = row[id_column]
         leased = leasing.take(conn, job_id, m.worker_id, new_lease_token(), m.request_id,
                               expires_at, now)

@@ -11,6 +11,7 @@ from leasegate.actors.channels import Channel
 from leasegate.actors.queue.history import JobHistory
 from leasegate.actors.queue.leases import DryFilters
 from leasegate.actors.queue.settle import SettleNotices
+from leasegate.actors.queue.sites import SiteGate
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import LeasegateError
 from leasegate.settings import Settings
@@ -54,6 +55,7 @@ class QueueTurn(Turn, Generic[V]):
         # A job with max_cost that ends is settled by the ledger after the commit.
         self.settle = SettleNotices(self, kind, ledger)
         self.dry = DryFilters()
+        self.sites = SiteGate()  # paused and throttled sites (see queue/sites.py)
 
     def visible(self, job_id: str, tenant: str | None) -> Row:
         """The job, if it exists and the tenant (None: any, the admin) may see it."""

@@ -13,6 +13,7 @@ from leasegate.actors.tasks import (
     device_actions,
     fenced,
     lease,
+    operator,
     presence,
     reads,
     submit,
@@ -25,7 +26,7 @@ from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.database import Database
 
 MODULES = (submit, reads, lease, fenced, control, device_actions, artifacts, presence,
-           deadlines)
+           deadlines, operator)
 """What the task actor does, module by module (importing one registers its handlers)."""
 
 

@@ -42,16 +42,21 @@ ReclaimAction = Literal["requeue", "succeeded", "failed"]
 
 @dataclass(frozen=True)
 class ControlTask(Ask[Tasks, TaskView]):
-    """A client's (or an admin's) cancel, pause or resume of one task."""
+    """A client's (or an admin's) cancel, pause or resume of one task; an operator's
+    says who (``by``: the key) and may say why (recorded in its history)."""
 
     task_id: str
     action: ControlAction
     tenant: str | None = None
+    by: str | None = None
+    reason: str | None = None
 
     def check(self) -> None:
         check_id("task_id", self.task_id)
         check_choice("action", self.action, ControlAction)
         check_id("tenant", self.tenant, optional=True)
+        check_text("by", self.by, optional=True, most=MAX_TEXT, empty=False)
+        check_text("reason", self.reason, optional=True, most=500, empty=False)
 
 
 @TASKS.on(ControlTask)
@@ -61,14 +66,14 @@ def control(turn: TaskTurn, m: ControlTask) -> TaskView:
     if m.action != "cancel" and row["batch_total"] is None:
         raise StateConflict(f"task {m.task_id} is not a batch task (no batch_total): "
                             "only batch tasks pause and resume")
-    changed = apply_control(turn, m.action, row)
+    changed = apply_control(turn, m.action, row, by=m.by, reason=m.reason)
     if changed is None:
         raise StateConflict(f"task {m.task_id} changed concurrently; try again")
     return task_view(changed)
 
 
 def apply_control(turn: TaskTurn, action: ControlAction, row: Row, *,
-                  by: str | None = None) -> Row | None:
+                  by: str | None = None, reason: str | None = None) -> Row | None:
     """One cancel, pause or resume, by a client, an operator or a device: the task
     as it is now, or None when it had changed meanwhile. Written to its history,
     its waiting readers woken, its hold settled when it ended."""
@@ -76,7 +81,7 @@ def apply_control(turn: TaskTurn, action: ControlAction, row: Row, *,
     if not act(turn, row):
         return None
     changed = turn.current(row["task_id"])
-    turn.history.controlled(action, row, changed, by=by)
+    turn.history.controlled(action, row, changed, by=by, reason=reason)
     turn.settle.ended(changed)  # a cancel of an unstarted task
     return changed
 

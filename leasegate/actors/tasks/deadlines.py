@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from leasegate.actors.queue.leases import new_work
+from leasegate.actors.queue.sites import earliest
 from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
 from leasegate.clock import iso
 from leasegate.logs import escape
@@ -20,13 +21,15 @@ PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second
 
 def next_wakeup(turn: TaskTurn) -> float | None:
     # A not_before at or before this turn's instant has been handled (no spinning).
-    deadlines = (sql.next_deadline(turn.conn, turn.settings.task_hard_timeout, turn.now),
-                 sql.next_paused_deadline(turn.conn, turn.settings.task_ttl))
-    return min((d for d in deadlines if d is not None), default=None)
+    # A throttled site's tokens coming back count too (see queue/sites.py).
+    return earliest(sql.next_deadline(turn.conn, turn.settings.task_hard_timeout, turn.now),
+                    sql.next_paused_deadline(turn.conn, turn.settings.task_ttl),
+                    turn.sites.next_refill())
 
 
 def on_wakeup(turn: TaskTurn, now: float) -> None:
     conn = turn.conn
+    turn.sites.wake_refilled(turn, now)
     for row in sql.lapsed_claims(conn, now):
         # Never started, so provably never executed: back to the queue, silently.
         to = requeue_status(row)

@@ -242,7 +242,9 @@ def _refuse(call: str, row: Row, worker_id: str, token: str,
     status = row["status"]
     if reason is None:
         if status == "queued":
-            reason = "the task is queued again: its claim expired or was given back"
+            # Not "queued again": the token may be another task's, this one never leased.
+            reason = ("the lease token is not this task's lease: the task is queued and "
+                      "holds none (a claim of it ends when it expires or is given back)")
         elif row["lease_token"] != token:
             reason = (f"the task is {status} under another lease" if row["lease_token"]
                       else f"the task is {status} and holds no lease")

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from quart import request, url_for
+from quart import Response, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
 from leasegate.actors.keys.records import CreateKey, RevokeKey
 from leasegate.actors.ledger.accounts import Credit
 from leasegate.actors.tasks.control import ReclaimTask
 from leasegate.errors import InvalidRequest
-from leasegate.http.console.blueprint import authenticator, back_to, bp, principal, session
+from leasegate.http.console.blueprint import (
+    authenticator,
+    back_to,
+    bp,
+    page,
+    principal,
+    session,
+)
 from leasegate.http.context import system
 from leasegate.http.numbers import whole_number
 from leasegate.settings import MAX_AMOUNT
@@ -52,7 +59,9 @@ async def reclaim(task_id: str) -> Redirect:
     done = await system().tasks.ask(ReclaimTask(
         task_id, _field(form, "action"), _field(form, "reason"),  # type: ignore[arg-type]
         by=f"{who.name} ({who.key_id})"))
-    session().notify("ok", f"task {task_id}: {form.get('action')} → {done.status}")
+    # From where it was (stale) to where it is: "succeeded → succeeded" said nothing.
+    session().notify("ok", f"task {task_id}: stale → {done.status} (reclaimed: "
+                           f"{form.get('action')})")
     return back_to(form, url_for("console.task", task_id=task_id))
 
 
@@ -83,8 +92,16 @@ async def create_key() -> Redirect:
 
 
 @bp.post("/keys/<key_id>/revoke")
-async def revoke_key(key_id: str) -> Redirect:
+async def revoke_key(key_id: str) -> Response | Redirect:
+    """Asks first (a page with the button that revokes): a revoked key is refused from
+    its next request on, and cannot be brought back."""
     form = await request.form
+    if form.get("confirm") != "yes":
+        return await page("confirm.html", title=f"Revoke key {key_id}?", message=(
+            f"Every caller using key {key_id} is refused from its next request on; a "
+            "revoked key cannot be brought back."), action=url_for(
+                "console.revoke_key", key_id=key_id), fields={"back": form.get("back", "")},
+            button="Revoke", back=url_for("console.keys"))
     revoked = await system().keys.ask(RevokeKey(key_id))
     authenticator().forget(key_id)
     session().notify("ok", f"key {revoked.name} ({key_id}) revoked")

@@ -189,7 +189,9 @@ async def sites() -> Response:
     at = Page(limit=PAGE_SIZE, offset=_offset())
     found = (await sys.tasks.ask(ListSites(at, unserved)) if channel == "task"
              else await sys.queries.ask(ListQuerySites(at)))
-    return await page("sites.html", found=to_json(found), channel=channel, unserved=unserved)
+    controls = await sys.jobs.sites.page(Page(limit=PAGE_SIZE))  # pause, throttle
+    return await page("sites.html", found=to_json(found), channel=channel, unserved=unserved,
+                      controls=to_json(controls))
 
 
 @bp.get("/workers")

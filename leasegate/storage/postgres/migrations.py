@@ -39,6 +39,7 @@ BOOKKEEPING = ("CREATE TABLE IF NOT EXISTS schema_version (\n"
 # Append only: a released entry, and the file it names, never change.
 MIGRATIONS: list[tuple[int, str, str]] = [
     frozen(12, "baseline", FROZEN),
+    frozen(13, "sites", FROZEN),
     frozen(14, "periodic runs", FROZEN),
     frozen(15, "job errors and search", FROZEN),
 ]

@@ -504,6 +504,19 @@ CREATE INDEX devices_state_seen ON devices (state, last_seen_at);
 CREATE INDEX devices_pending ON devices (pending) WHERE pending = 1;
 
 
+-- ---- Sites (the task actor's; dispatch controls) ------------------------------------
+
+CREATE TABLE sites (
+    site              text PRIMARY KEY,
+    paused            integer NOT NULL DEFAULT 0 CHECK (paused = 0 OR paused = 1),
+    reason            text,
+    changed_by        text,
+    leases_per_second double precision
+        CHECK (leases_per_second IS NULL OR leases_per_second > 0),
+    updated_at        double precision NOT NULL
+);
+
+
 -- ---- Periodic runs (every actor's jobs and the system's) -----------------------------
 
 CREATE TABLE periodic_runs (
@@ -515,5 +528,6 @@ CREATE TABLE periodic_runs (
 
 
 INSERT INTO schema_version (version, name) VALUES (12, 'baseline');
+INSERT INTO schema_version (version, name) VALUES (13, 'sites');
 INSERT INTO schema_version (version, name) VALUES (14, 'periodic runs');
 INSERT INTO schema_version (version, name) VALUES (15, 'job errors and search');

@@ -465,6 +465,22 @@ CREATE INDEX devices_state_seen ON devices (state, last_seen_at);
 CREATE INDEX devices_pending ON devices (pending) WHERE pending = 1;
 
 
+-- ---- Sites (the task actor's; dispatch controls) ------------------------------------
+-- Set by an operator at run time: a paused site is leased on neither channel (its work
+-- still queues); leases_per_second bounds how fast its jobs are leased (a token bucket
+-- per site in each queue's lease path). A site with neither control has no row. The
+-- query actor is given the controls by the task actor (at start-up and on each change).
+
+CREATE TABLE sites (
+    site              TEXT PRIMARY KEY,
+    paused            INTEGER NOT NULL DEFAULT 0 CHECK (paused = 0 OR paused = 1),
+    reason            TEXT,
+    changed_by        TEXT,
+    leases_per_second REAL CHECK (leases_per_second IS NULL OR leases_per_second > 0),
+    updated_at        REAL NOT NULL
+);
+
+
 -- ---- Periodic runs (every actor's jobs and the system's) -----------------------------
 -- Who claimed each periodic job's last run, and when its next one is due: among the
 -- gateways of one database, one runs each due run.

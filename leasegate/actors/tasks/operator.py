@@ -1,0 +1,142 @@
+"""An operator's actions on tasks and sites, each message followed by its handler:
+retry one task, find what a redrive retries, and the sites' dispatch controls
+(the task actor owns the ``sites`` table; the query actor is handed each change).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from leasegate.actors.checks import MAX_TEXT, check_choice, check_id, check_text
+from leasegate.actors.queue.leases import new_work
+from leasegate.actors.queue.retry import (
+    FindRetryable,
+    Retryable,
+    RetryJob,
+    find_retryable,
+    retry_job,
+)
+from leasegate.actors.queue.sites import (
+    QueuedAt,
+    SiteControl,
+    check_rate,
+    check_reason,
+    site_control,
+)
+from leasegate.actors.runtime.batches import Batch
+from leasegate.actors.runtime.mailbox import Ask
+from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks.turn import TASKS, TaskTurn
+from leasegate.actors.tasks.views import TaskView, task_view
+from leasegate.logs import escape
+from leasegate.storage import operator_sql as sql
+
+log = logging.getLogger("leasegate.operator")
+
+RETRYABLE = ("failed", "expired", "canceled")
+SiteAction = Literal["pause", "resume", "throttle"]
+
+
+@dataclass(frozen=True)
+class RetryTask(RetryJob[Tasks, TaskView]):
+    """A failed, expired or canceled task back to ``queued``, a new attempt."""
+
+
+@TASKS.on(RetryTask)
+def retry(turn: TaskTurn, m: RetryTask) -> TaskView:
+    return task_view(retry_job(turn, m, RETRYABLE,
+                               lambda row: turn.ttl_deadline(row["not_before"]),
+                               sql.retry_task))
+
+
+@dataclass(frozen=True)
+class RetryTasks(Batch[Tasks, RetryTask, TaskView]):
+    """A redrive's retries (up to 100 a message), each on its own."""
+
+    item = RetryTask
+
+
+TASKS.each(RetryTasks, retry)
+
+
+@dataclass(frozen=True)
+class FindRetryableTasks(FindRetryable[Tasks]):
+    statuses: ClassVar[tuple[str, ...]] = RETRYABLE
+
+
+@TASKS.on(FindRetryableTasks)
+def retryable(turn: TaskTurn, m: FindRetryableTasks) -> Retryable:
+    return find_retryable(turn, m)
+
+
+# ---- sites ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SetSite(Ask[Tasks, SiteControl]):
+    """Pause or resume a site (with why), or set its lease rate (None lifts it)."""
+
+    site: str
+    action: SiteAction
+    by: str
+    reason: str | None = None
+    leases_per_second: float | None = None
+
+    def check(self) -> None:
+        check_id("site", self.site)
+        check_choice("action", self.action, SiteAction)
+        check_text("by", self.by, empty=False, most=MAX_TEXT)
+        if self.action == "throttle":
+            check_rate(self.leases_per_second)
+            check_text("reason", self.reason, optional=True, most=500)
+        else:
+            check_reason(self.reason)
+
+
+@TASKS.on(SetSite)
+def set_site(turn: TaskTurn, m: SetSite) -> SiteControl:
+    row = sql.site_control(turn.conn, m.site)
+    old = SiteControl(m.site) if row is None else site_control(row)
+    paused, rate, reason = old.paused, old.leases_per_second, old.reason
+    if m.action == "throttle":
+        rate = m.leases_per_second
+    else:
+        paused, reason = m.action == "pause", m.reason
+    sql.set_site(turn.conn, m.site, paused=paused, reason=reason, by=m.by,
+                 leases_per_second=rate, now=turn.now)
+    control = SiteControl(m.site, paused, rate, reason, m.by, turn.now)
+    if turn.sites.apply(control, turn.now):
+        turn.work_may_be_available(*new_work(m.site))
+    log.warning("site %s: %s by %s (paused=%s leases_per_second=%s reason=%s)",
+                escape(m.site), m.action, escape(m.by), paused, rate, escape(reason or "-"))
+    return control
+
+
+@dataclass(frozen=True)
+class ListSiteControls(Ask[Tasks, tuple[SiteControl, ...]]):
+    """Every site an operator paused or throttled."""
+
+
+@TASKS.on(ListSiteControls)
+def site_controls(turn: TaskTurn, m: ListSiteControls) -> tuple[SiteControl, ...]:
+    return tuple(site_control(row) for row in sql.site_controls(turn.conn))
+
+
+def load_sites(turn: TaskTurn) -> None:
+    """At start-up: the controls kept in the database."""
+    turn.sites.load((site_control(row) for row in sql.site_controls(turn.conn)), turn.now)
+
+
+TASKS.on_start(load_sites)
+
+
+@dataclass(frozen=True)
+class TasksQueuedAt(QueuedAt[Tasks]):
+    """Queued tasks of each of these sites."""
+
+
+@TASKS.on(TasksQueuedAt)
+def queued_at(turn: TaskTurn, m: TasksQueuedAt) -> tuple[tuple[str, int], ...]:
+    counts = sql.queued_by_site(turn.conn, "task", list(m.sites))
+    return tuple((site, counts.get(site, 0)) for site in m.sites)

@@ -1,0 +1,236 @@
+"""The operator's commands that act on a running gateway through its HTTP API (the
+actors are the only writers): cancel, retry, reclaim and redrive jobs; list, pause,
+resume and throttle sites. Human tables by default, ``--json`` for the reply as is.
+
+    leasegate tasks retry t-1 --reason "site fixed"
+    leasegate tasks redrive --status failed --site shop --reason "outage over" --dry-run
+    leasegate sites throttle shop --rate 2 --json
+
+Every command takes ``--url`` (default ``$LEASEGATE_URL`` or http://127.0.0.1:8470)
+and ``--key`` (default ``$LEASEGATE_ADMIN_KEY``): an admin key. Exit status: 0 done;
+1 the gateway refused or could not be reached (one line on stderr, with its code);
+2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+USAGE_ERROR = 2
+FAILED = 1
+DEFAULT_URL = "http://127.0.0.1:8470"
+Groups = Callable[[str, str], "argparse._SubParsersAction[argparse.ArgumentParser]"]
+
+
+class Refused(Exception):
+    """The gateway answered with an error, or could not be reached."""
+
+
+def _common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--url", default=os.environ.get("LEASEGATE_URL", DEFAULT_URL),
+                        help="the gateway (default: $LEASEGATE_URL or %(default)s)")
+    parser.add_argument("--key", default=None,
+                        help="an admin key (default: $LEASEGATE_ADMIN_KEY)")
+    parser.add_argument("--json", action="store_true", help="print the reply as JSON")
+    return parser
+
+
+def _reason(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    parser.add_argument("--reason", required=required,
+                        help="why (1-500 characters; recorded with who did it)")
+
+
+def register(group: Groups) -> None:
+    """Add the commands to the ``tasks``, ``queries`` and ``sites`` groups."""
+    tasks, queries = group("tasks", "tasks"), group("queries", "queries")
+    sites = group("sites", "sites' dispatch controls")
+
+    cancel = _common(tasks.add_parser("cancel", help="cancel a task"))
+    cancel.add_argument("task_id")
+    _reason(cancel, required=False)
+    cancel.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{a.task_id}/cancel",
+                                                _maybe_reason(a), _job))
+    for name, noun, parser_group in (("tasks", "task", tasks), ("queries", "query", queries)):
+        retry = _common(parser_group.add_parser(
+            "retry", help=f"retry a failed or expired {noun} as a new attempt"))
+        retry.add_argument("job_id", metavar=f"{noun}_id")
+        _reason(retry)
+        retry.set_defaults(handler=lambda a, name=name: _post(
+            a, f"/v1/{name}/{a.job_id}/retry", {"reason": a.reason}, _job))
+        redrive = _common(parser_group.add_parser(
+            "redrive", help=f"retry every {noun} of a status that the filters match"))
+        redrive.add_argument("--status", required=True,
+                             choices=("failed", "expired", "canceled") if noun == "task"
+                             else ("failed", "expired"))
+        _reason(redrive)
+        for option in ("site", "kind", "tenant"):
+            redrive.add_argument(f"--{option}", default=None, help=f"only this {option}")
+        redrive.add_argument("--since", default=None, help="ended at or after (RFC 3339)")
+        redrive.add_argument("--until", default=None, help="ended before (RFC 3339)")
+        redrive.add_argument("--limit", type=int, default=1000,
+                             help="the oldest this many (1-10000, default %(default)s)")
+        redrive.add_argument("--dry-run", action="store_true",
+                             help="count what would be retried, retry nothing")
+        redrive.set_defaults(handler=lambda a, name=name: _post(
+            a, f"/v1/{name}/redrive", _redrive_body(a), _redriven))
+
+    reclaim = _common(tasks.add_parser("reclaim", help="resolve a stale task"))
+    reclaim.add_argument("task_id")
+    reclaim.add_argument("--action", required=True, choices=("requeue", "succeeded", "failed"))
+    _reason(reclaim)
+    reclaim.add_argument("--result", default=None, help="the result, as JSON")
+    reclaim.add_argument("--cost", type=int, default=None, help="what was delivered")
+    reclaim.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{a.task_id}/reclaim",
+                                                 _reclaim_body(a), _job))
+
+    listing = _common(sites.add_parser("list", help="paused, throttled and busy sites"))
+    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--offset", type=int, default=0)
+    listing.set_defaults(handler=_list_sites)
+    for action, doc in (("pause", "lease nothing of a site (its work still queues)"),
+                        ("resume", "lease a paused site's work again")):
+        parser = _common(sites.add_parser(action, help=doc))
+        parser.add_argument("site")
+        _reason(parser)
+        parser.set_defaults(handler=lambda a, action=action: _post(
+            a, f"/v1/sites/{a.site}/{action}", {"reason": a.reason}, _site))
+    throttle = _common(sites.add_parser(
+        "throttle", help="at most N leases a second of a site's jobs"))
+    throttle.add_argument("site")
+    rate = throttle.add_mutually_exclusive_group(required=True)
+    rate.add_argument("--rate", type=float, help="leases a second (> 0)")
+    rate.add_argument("--off", action="store_true", help="lift the throttle")
+    throttle.set_defaults(handler=lambda a: _send(
+        a, "PUT", f"/v1/sites/{a.site}/throttle",
+        {"leases_per_second": None if a.off else a.rate}, _site))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command ``args`` names (its ``handler``)."""
+    if not (args.key or os.environ.get("LEASEGATE_ADMIN_KEY")):
+        print("leasegate: an admin key is needed: --key or LEASEGATE_ADMIN_KEY",
+              file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        code: int = args.handler(args)
+    except Refused as exc:
+        print(f"leasegate: {exc}", file=sys.stderr)
+        return FAILED
+    return code
+
+
+# ---- requests -------------------------------------------------------------------------
+
+def _request(args: argparse.Namespace, method: str, path: str,
+             body: dict[str, Any] | None = None,
+             params: dict[str, Any] | None = None) -> Any:
+    import httpx  # here: `leasegate serve` starts without it
+
+    key = args.key or os.environ.get("LEASEGATE_ADMIN_KEY", "")
+    try:
+        response = httpx.request(method, args.url.rstrip("/") + path, json=body,
+                                 params=params, timeout=30,
+                                 headers={"Authorization": f"Bearer {key}"})
+    except httpx.HTTPError as exc:
+        raise Refused(f"cannot reach {args.url}: {exc}") from None
+    try:
+        reply = response.json()
+    except ValueError:
+        reply = None
+    if response.status_code >= 400:
+        error = reply.get("error", {}) if isinstance(reply, dict) else {}
+        raise Refused(f"{response.status_code} {error.get('type', 'error')} "
+                      f"({error.get('code', '-')}): {error.get('message', response.text)}")
+    return reply
+
+
+def _send(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None,
+          show: Callable[[Any], str]) -> int:
+    reply = _request(args, method, path, body)
+    print(json.dumps(reply, indent=2) if args.json else show(reply))
+    return 0
+
+
+def _post(args: argparse.Namespace, path: str, body: dict[str, Any] | None,
+          show: Callable[[Any], str]) -> int:
+    return _send(args, "POST", path, body, show)
+
+
+def _maybe_reason(args: argparse.Namespace) -> dict[str, Any] | None:
+    return None if args.reason is None else {"reason": args.reason}
+
+
+def _redrive_body(args: argparse.Namespace) -> dict[str, Any]:
+    body = {"reason": args.reason, "status": args.status, "limit": args.limit,
+            "dry_run": args.dry_run}
+    for name in ("site", "kind", "tenant", "since", "until"):
+        if getattr(args, name) is not None:
+            body[name] = getattr(args, name)
+    return body
+
+
+def _reclaim_body(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {"action": args.action, "reason": args.reason}
+    if args.result is not None:
+        try:
+            body["result"] = json.loads(args.result)
+        except ValueError as exc:
+            raise Refused(f"--result is not JSON: {exc}") from None
+    if args.cost is not None:
+        body["cost"] = args.cost
+    return body
+
+
+def _list_sites(args: argparse.Namespace) -> int:
+    reply = _request(args, "GET", "/v1/sites", params={"limit": args.limit,
+                                                        "offset": args.offset})
+    if args.json:
+        print(json.dumps(reply, indent=2))
+        return 0
+    rows = [[s["site"], "paused" if s["paused"] else "-",
+             "-" if s["leases_per_second"] is None else f"{s['leases_per_second']:g}/s",
+             str(s["queued_tasks"]), str(s["queued_queries"]), s["reason"] or ""]
+            for s in reply["items"]]
+    print(table(["SITE", "PAUSED", "RATE", "TASKS", "QUERIES", "REASON"], rows))
+    print(f"{len(rows)} of {reply['total']} sites")
+    return 0
+
+
+# ---- human output ---------------------------------------------------------------------
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """Columns padded to their widest cell."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths,
+                                                                         strict=True)).rstrip()
+                     for row in (header, *rows))
+
+
+def _job(job: dict[str, Any]) -> str:
+    job_id = job.get("task_id") or job.get("query_id")
+    error = job.get("error") or {}
+    rows = [["status", job["status"]], ["site", job["site"]], ["kind", job["kind"]],
+            ["attempts", str(job["attempts"])], ["updated", job["updated_at"]]]
+    if error:
+        rows.append(["error", str(error.get("message"))])
+    return f"{'task' if 'task_id' in job else 'query'} {job_id}\n" + table(
+        ["FIELD", "VALUE"], rows)
+
+
+def _redriven(reply: dict[str, Any]) -> str:
+    if reply["requeued"] == 0 and reply["matched"]:
+        return f"matched {reply['matched']}, requeued 0 (a dry run changes nothing)"
+    return f"matched {reply['matched']}, requeued {reply['requeued']}"
+
+
+def _site(site: dict[str, Any]) -> str:
+    rate = site["leases_per_second"]
+    return table(["SITE", "PAUSED", "RATE", "TASKS", "QUERIES", "REASON"], [[
+        site["site"], "paused" if site["paused"] else "-",
+        "-" if rate is None else f"{rate:g}/s", str(site["queued_tasks"]),
+        str(site["queued_queries"]), site["reason"] or ""]])

@@ -1,0 +1,175 @@
+"""The console's operator actions (POST forms, and the bulk retry's page): cancel,
+resume and retry one job, redrive with a preview and a confirmation, pause, resume
+and throttle a site. Each sends what its ``/v1`` route sends, with the signed-in key
+as who did it; success redirects (303) back with a notice, a refusal is the error
+page with the domain error's status."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from quart import Response, request, url_for
+from werkzeug.wrappers import Response as Redirect
+
+from leasegate.actors.jobs.operator import OperatorActions, Redrive
+from leasegate.actors.tasks.control import ControlTask
+from leasegate.errors import InvalidRequest
+from leasegate.http.console.actions import _field
+from leasegate.http.console.blueprint import back_to, bp, page, principal, session
+from leasegate.http.context import system
+from leasegate.http.numbers import whole_number
+from leasegate.http.render import to_json
+from leasegate.ids import ID_RULE, is_id
+
+CHANNELS = {"task": ("tasks", ("failed", "expired", "canceled")),
+            "query": ("queries", ("failed", "expired"))}
+
+
+def _by() -> str:
+    who = principal()
+    return f"{who.name} ({who.key_id})"
+
+
+def _actions(channel: str) -> OperatorActions[Any, Any]:
+    jobs = system().jobs
+    return jobs.task_actions if channel == "task" else jobs.query_actions
+
+
+def _job_page(channel: str, job_id: str) -> str:
+    if channel == "task":
+        return url_for("console.task", task_id=job_id)
+    return url_for("console.query", query_id=job_id)
+
+
+@bp.post("/tasks/<task_id>/<any(cancel, resume):action>")
+async def control_task(task_id: str, action: str) -> Redirect:
+    """Cancel (queued, leased, paused; running: asked to stop) or resume (paused) a
+    task, with why."""
+    form = await request.form
+    before = (await system().jobs.tasks.get(task_id, None)).status
+    done = await system().jobs.tasks.ask(ControlTask(
+        task_id, "cancel" if action == "cancel" else "resume", None, by=_by(),
+        reason=_field(form, "reason")))
+    asked = " (the worker is asked to stop)" if done.cancel_requested and action == "cancel" \
+        else ""
+    session().notify("ok", f"task {task_id}: {before} → {done.status}{asked}")
+    return back_to(form, url_for("console.task", task_id=task_id))
+
+
+@bp.post("/<any(tasks, queries):plural>/<job_id>/retry")
+async def retry_job(plural: str, job_id: str) -> Redirect:
+    """A failed, expired (or canceled task) back in line as a new attempt, with why."""
+    form = await request.form
+    channel = "task" if plural == "tasks" else "query"
+    done = await _actions(channel).retry(job_id, reason=_field(form, "reason") or "",
+                                         by=_by())
+    session().notify("ok", f"{channel} {job_id}: retried, {done.status} (attempt "
+                           f"{done.attempts + 1} next)")
+    return back_to(form, _job_page(channel, job_id))
+
+
+# ---- redrive: a form, a preview with a confirmation, the run -------------------------
+
+def _channel(value: str | None) -> str:
+    if value not in CHANNELS:
+        raise InvalidRequest("channel must be task or query")
+    return value
+
+
+@bp.get("/redrive")
+async def redrive_form() -> Response:
+    channel = _channel(request.args.get("channel", "task"))
+    return await page("redrive.html", channel=channel, statuses=CHANNELS[channel][1],
+                      fields={name: request.args.get(name, "") for name in (
+                          "status", "site", "kind", "tenant", "since", "until", "limit",
+                          "reason")}, preview=None)
+
+
+def _when(form: Any, name: str) -> float | None:
+    text = _field(form, name, required=False)
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidRequest(f"{name} must be a date-time such as 2026-12-01T08:00:00Z") \
+            from None
+    if when.tzinfo is None:
+        raise InvalidRequest(f"{name} needs its offset (Z for UTC)")
+    return when.timestamp()
+
+
+def _selection(form: Any, channel: str) -> Redrive:
+    status = _field(form, "status") or ""
+    if status not in CHANNELS[channel][1]:
+        raise InvalidRequest(f"status must be one of {', '.join(CHANNELS[channel][1])}")
+    filters: dict[str, str | None] = {}
+    for name in ("site", "kind", "tenant"):
+        value = _field(form, name, required=False)
+        if value is not None and not is_id(value):
+            raise InvalidRequest(f"{name} must be {ID_RULE}")
+        filters[name] = value
+    limit_text = _field(form, "limit", required=False)
+    limit = 1000 if limit_text is None else whole_number(limit_text, 10_000)
+    if limit is None or limit < 1:
+        raise InvalidRequest("limit must be a whole number 1-10000")
+    return Redrive(status, filters["site"], filters["kind"], filters["tenant"],
+                   _when(form, "since"), _when(form, "until"), limit)
+
+
+@bp.post("/redrive")
+async def redrive() -> Response | Redirect:
+    """Without ``confirm``: a dry run, shown as a preview with the button that runs it;
+    with it: the retries, and a notice of how many."""
+    form = await request.form
+    channel = _channel(form.get("channel"))
+    selection = _selection(form, channel)
+    reason = _field(form, "reason") or ""
+    actions = _actions(channel)
+    if form.get("confirm") != "yes":
+        preview = await actions.redrive(selection, reason=reason, by=_by(), dry_run=True)
+        return await page("redrive.html", channel=channel, statuses=CHANNELS[channel][1],
+                          fields={k: str(form.get(k, "")) for k in (
+                              "status", "site", "kind", "tenant", "since", "until",
+                              "limit", "reason")},
+                          preview=to_json(preview), will=min(preview.matched,
+                                                              selection.limit))
+    done = await actions.redrive(selection, reason=reason, by=_by(), dry_run=False)
+    plural = CHANNELS[channel][0]
+    session().notify("ok", f"redrive: {done.requeued} of {done.matched} {selection.status} "
+                           f"{plural} requeued")
+    return back_to(form, url_for(f"console.{plural}", status="queued"))
+
+
+# ---- sites ---------------------------------------------------------------------------
+
+@bp.post("/sites/<site>/<any(pause, resume):action>")
+async def control_site(site: str, action: str) -> Redirect:
+    form = await request.form
+    done = await system().jobs.sites.set(site, "pause" if action == "pause" else "resume",
+                                         by=_by(), reason=_field(form, "reason"))
+    session().notify("ok", f"site {site}: {'paused' if done.paused else 'resumed'}")
+    return back_to(form, url_for("console.sites"))
+
+
+@bp.post("/sites/<site>/throttle")
+async def throttle_site(site: str) -> Redirect:
+    """A rate in leases a second (a number > 0); empty lifts the throttle."""
+    form = await request.form
+    text = _field(form, "leases_per_second", required=False)
+    rate = None
+    if text is not None:
+        try:
+            rate = float(text)
+        except ValueError:
+            rate = math.nan
+        if not (math.isfinite(rate) and rate > 0) or not text.isascii():
+            raise InvalidRequest("leases_per_second must be a number > 0, or empty to lift "
+                                 "the throttle")
+    done = await system().jobs.sites.set(site, "throttle", by=_by(), leases_per_second=rate)
+    shown = "no throttle" if done.leases_per_second is None else \
+        f"at most {done.leases_per_second:g} leases a second"
+    session().notify("ok", f"site {site}: {shown}")
+    return back_to(form, url_for("console.sites"))

@@ -1,0 +1,142 @@
+"""An operator's actions (admin): retry and redrive jobs, pause, resume and throttle
+sites. Each says who did it (the admin key's name and id) and, where it changes a
+job, why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from quart import Blueprint, request
+from quart_schema import document_response
+
+from leasegate.actors.jobs.operator import OperatorActions, Redrive
+from leasegate.actors.tasks.operator import SiteAction
+from leasegate.errors import InvalidRequest
+from leasegate.http.auth import allow, require
+from leasegate.http.context import system
+from leasegate.http.models import ErrorEnvelope, ListArgs, QueryObject, TaskObject, page
+from leasegate.http.models_operator import (
+    CancelBody,
+    QueryRedriveBody,
+    ReasonBody,
+    RedriveBody,
+    Redriven,
+    SiteObject,
+    SitePage,
+    ThrottleBody,
+)
+from leasegate.http.render import to_json
+from leasegate.http.validation import validate_querystring, validate_request
+
+bp = Blueprint("operator", __name__)
+
+
+def operator() -> str:
+    """Who: the admin key's name and id, as the history records it."""
+    principal = require("admin")
+    return f"{principal.name} ({principal.key_id})"
+
+
+async def optional_reason() -> str | None:
+    """The ``{"reason"}`` a cancel, pause or resume may carry (an empty body: none)."""
+    body = (await request.get_data(as_text=False)).strip()
+    if body in (b"", b"null"):
+        return None
+    try:
+        return CancelBody.model_validate_json(body).reason
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise InvalidRequest(f"{where}: {first['msg']}") from None
+
+
+def _actions(channel: str) -> OperatorActions[Any, Any]:
+    jobs = system().jobs
+    return jobs.task_actions if channel == "tasks" else jobs.query_actions
+
+
+@bp.post("/v1/tasks/<task_id>/retry")
+@allow("admin")
+@validate_request(ReasonBody)
+@document_response(TaskObject)
+@document_response(ErrorEnvelope, 402)
+@document_response(ErrorEnvelope, 409)
+async def retry_task(task_id: str, data: ReasonBody) -> Any:
+    """A failed, expired or canceled task back to ``queued`` as a new attempt (its
+    history kept; a billed task's hold placed again, 402 if short). Other states: 409."""
+    by = operator()
+    return to_json(await _actions("tasks").retry(task_id, reason=data.reason, by=by))
+
+
+@bp.post("/v1/queries/<query_id>/retry")
+@allow("admin")
+@validate_request(ReasonBody)
+@document_response(QueryObject)
+@document_response(ErrorEnvelope, 402)
+@document_response(ErrorEnvelope, 409)
+async def retry_query(query_id: str, data: ReasonBody) -> Any:
+    """A failed or expired query back to ``queued``, its attempts counted afresh."""
+    by = operator()
+    return to_json(await _actions("queries").retry(query_id, reason=data.reason, by=by))
+
+
+def _redrive_route(channel: str, body: type[RedriveBody]) -> None:
+    async def redrive(data: RedriveBody) -> Any:
+        by = operator()
+        selection = Redrive(
+            data.status, data.site, data.kind, data.tenant,
+            data.since.timestamp() if data.since else None,
+            data.until.timestamp() if data.until else None, data.limit)
+        return to_json(await _actions(channel).redrive(selection, reason=data.reason, by=by,
+                                                       dry_run=data.dry_run))
+
+    noun = channel[:-1] if channel == "tasks" else "query"
+    redrive.__name__ = f"redrive_{channel}"
+    redrive.__doc__ = (f"Retry every {noun} of ``status`` that the filters match (the "
+                       "oldest ``limit``); ``dry_run``: count them only.")
+    view = document_response(Redriven)(validate_request(body)(redrive))
+    bp.post(f"/v1/{channel}/redrive")(allow("admin")(view))
+
+
+_redrive_route("tasks", RedriveBody)
+_redrive_route("queries", QueryRedriveBody)
+
+
+@bp.get("/v1/sites")
+@allow("admin")
+@validate_querystring(ListArgs)
+@document_response(SitePage)
+async def list_sites(query_args: ListArgs) -> Any:
+    """Every paused or throttled site and those with queued work (the 500 busiest of
+    each channel), by name: controls and queued counts."""
+    return to_json(await system().jobs.sites.page(page(query_args)))
+
+
+def _site_route(action: SiteAction, doc: str) -> None:
+    async def control(site: str, data: ReasonBody) -> Any:
+        by = operator()
+        return to_json(await system().jobs.sites.set(site, action, by=by, reason=data.reason))
+
+    control.__name__ = f"{action}_site"
+    control.__doc__ = doc
+    view = document_response(SiteObject)(validate_request(ReasonBody)(control))
+    bp.post(f"/v1/sites/<site>/{action}")(allow("admin")(view))
+
+
+_site_route("pause", "Pause a site: nothing of it is leased, on either channel; submits "
+                     "still queue. Kept in the database.")
+_site_route("resume", "Resume a paused site: its work is leased again.")
+
+
+@bp.put("/v1/sites/<site>/throttle")
+@allow("admin")
+@validate_request(ThrottleBody)
+@document_response(SiteObject)
+async def throttle_site(site: str, data: ThrottleBody) -> Any:
+    """At most ``leases_per_second`` leases a second of the site's jobs, on each channel,
+    whichever workers ask (null lifts it). Kept in the database."""
+    by = operator()
+    rate = None if data.leases_per_second is None else float(data.leases_per_second)
+    return to_json(await system().jobs.sites.set(site, "throttle", by=by,
+                                                 leases_per_second=rate))

@@ -1,0 +1,124 @@
+"""SQL of the operators' actions on jobs (retry, redrive) and of the sites table.
+
+Retry puts a finished job back in line as a new attempt: its outcome (result, error,
+cost) is cleared, its history and progress are kept. Each is a conditional UPDATE on
+the status, like every transition (``tasks_sql``). ``sites`` holds the dispatch
+controls an operator set per site (paused, a lease rate); it is the task actor's, and
+the query actor gets its controls from the task actor at start-up and on each change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasegate.storage.engine import Connection, Row
+from leasegate.storage.rows import marks
+
+_TABLES = {"task": ("tasks", "task_id"), "query": ("queries", "query_id")}
+
+
+def retry_task(conn: Connection, task_id: str, from_status: str, expires_at: float,
+               now: float) -> bool:
+    """failed / expired / canceled → queued (a new attempt; progress kept)."""
+    cur = conn.execute(
+        "UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
+        "lease_request_id = NULL, claim_expires_at = NULL, lease_expires_at = NULL, "
+        "renewed_at = NULL, cancel_requested = 0, pause_requested = 0, result = NULL, "
+        "error_code = NULL, error_message = NULL, cost = NULL, outcome_digest = NULL, "
+        "late_result = 0, completed_at = NULL, expires_at = ?, updated_at = ? "
+        "WHERE task_id = ? AND status = ?",
+        (expires_at, now, task_id, from_status))
+    return cur.rowcount == 1
+
+
+def retry_query(conn: Connection, query_id: str, from_status: str, expires_at: float,
+                now: float) -> bool:
+    """failed / expired → queued with its attempts counted afresh."""
+    cur = conn.execute(
+        "UPDATE queries SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
+        "lease_request_id = NULL, lease_expires_at = NULL, attempts = 0, result = NULL, "
+        "error_code = NULL, error_message = NULL, cost = NULL, outcome_digest = NULL, "
+        "completed_at = NULL, expires_at = ?, updated_at = ? "
+        "WHERE query_id = ? AND status = ?",
+        (expires_at, now, query_id, from_status))
+    return cur.rowcount == 1
+
+
+def redrive_candidates(conn: Connection, channel: str, status: str,
+                       filters: dict[str, Any], since: float | None, until: float | None,
+                       limit: int) -> tuple[int, list[Row]]:
+    """``(matched, rows)``: how many jobs of ``status`` match (``filters``: column →
+    value, None off; ``since``/``until``: when they ended), and the oldest ``limit`` of
+    them (id, tenant, max_cost)."""
+    table, key = _TABLES[channel]
+    where = ["status = ?"]
+    args: list[Any] = [status]
+    for column, value in filters.items():
+        if value is not None:
+            assert column in ("site", "kind", "tenant")
+            where.append(f"{column} = ?")
+            args.append(value)
+    if since is not None:
+        where.append("completed_at >= ?")
+        args.append(since)
+    if until is not None:
+        where.append("completed_at < ?")
+        args.append(until)
+    clause = " AND ".join(where)
+    matched = int(conn.execute(f"SELECT count(*) FROM {table} WHERE {clause}",
+                               args).fetchone()[0])
+    rows = conn.execute(f"SELECT {key} AS job_id, tenant, max_cost FROM {table} "
+                        f"WHERE {clause} ORDER BY completed_at, {key} LIMIT ?",
+                        [*args, limit]).fetchall()
+    return matched, rows
+
+
+# ---- sites ---------------------------------------------------------------------------
+
+def site_controls(conn: Connection) -> list[Row]:
+    """Every site an operator paused or throttled."""
+    return conn.execute("SELECT * FROM sites ORDER BY site").fetchall()
+
+
+def site_control(conn: Connection, site: str) -> Row | None:
+    row: Row | None = conn.execute("SELECT * FROM sites WHERE site = ?",
+                                   (site,)).fetchone()
+    return row
+
+
+def set_site(conn: Connection, site: str, *, paused: bool, reason: str | None,
+             by: str | None, leases_per_second: float | None, now: float) -> None:
+    """Write a site's controls; a site with neither control left has no row."""
+    if not paused and leases_per_second is None:
+        conn.execute("DELETE FROM sites WHERE site = ?", (site,))
+        return
+    conn.execute(
+        "INSERT INTO sites (site, paused, reason, changed_by, leases_per_second, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (site) DO UPDATE SET paused = excluded.paused, "
+        "reason = excluded.reason, changed_by = excluded.changed_by, "
+        "leases_per_second = excluded.leases_per_second, updated_at = excluded.updated_at",
+        (site, int(paused), reason, by, leases_per_second, now))
+
+
+def queued_by_site(conn: Connection, channel: str, sites: list[str]) -> dict[str, int]:
+    """Queued jobs of each of ``sites`` (on the queued-by-site indexes)."""
+    if not sites:
+        return {}
+    table, _ = _TABLES[channel]
+    rows = conn.execute(f"SELECT site, count(*) FROM {table} WHERE status = 'queued' "
+                        f"AND site IN ({marks(sites)}) GROUP BY site", sites).fetchall()
+    return {row[0]: int(row[1]) for row in rows}
+
+
+# ---- the ledger's: a retried job's hold ---------------------------------------------
+
+def reopen_hold(conn: Connection, channel: str, job_id: str, account: str, amount: int,
+                now: float) -> None:
+    """The job's hold open again (its settled row, if retention kept it, is reused) and
+    its id no longer settled: the retry's settle resolves it, once."""
+    conn.execute("DELETE FROM ledger_holds WHERE channel = ? AND job_id = ?", (channel, job_id))
+    conn.execute("DELETE FROM ledger_settled_jobs WHERE channel = ? AND job_id = ?",
+                 (channel, job_id))
+    conn.execute("INSERT INTO ledger_holds (channel, job_id, account, amount, status, "
+                 "created_at) VALUES (?, ?, ?, ?, 'open', ?)",
+                 (channel, job_id, account, amount, now))

@@ -1,0 +1,91 @@
+"""The console's operator forms over HTTP, without a browser: a query's retry, a bulk
+retry that runs only once confirmed, a site's throttle, and the refusals (400 pages,
+nothing changed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import Gateway
+
+
+async def signed_in(gateway: Gateway) -> str:
+    """Sign in as the admin; the session's CSRF token."""
+    response = await gateway.client.post("/console/sign-in", form={
+        "key": gateway.keys["admin"], "next": "/console/"})
+    assert response.status_code == 303
+    html: str = await (await gateway.client.get("/console/sites")).get_data(as_text=True)
+    return html.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+
+
+async def post(gateway: Gateway, path: str, form: dict[str, str]) -> tuple[int, str]:
+    response = await gateway.client.post(path, form=form)
+    html: str = await response.get_data(as_text=True)
+    return response.status_code, html
+
+
+async def failed_query(gateway: Gateway, query_id: str) -> None:
+    status, _ = await gateway.call("POST", "/v1/queries", "t1", json={
+        "query_id": query_id, "site": "shop", "kind": "k", "params": {}})
+    assert status == 201
+    _, leased = await gateway.call("POST", "/v1/queries/lease", "worker", json={
+        "worker_id": "w1", "wait_seconds": 0})
+    (item,) = leased["items"]
+    await gateway.call("POST", f"/v1/queries/{query_id}/result", "worker", json={
+        "worker_id": "w1", "lease_token": item["lease_token"], "outcome": "failed"})
+
+
+async def job(gateway: Gateway, path: str) -> Any:
+    _, found = await gateway.call("GET", path, "admin")
+    return found
+
+
+async def test_a_query_is_retried_from_its_page(gateway: Gateway) -> None:
+    csrf = await signed_in(gateway)
+    await failed_query(gateway, "cq1")
+    html = await (await gateway.client.get("/console/queries/cq1")).get_data(as_text=True)
+    assert 'action="/console/queries/cq1/retry"' in html and "/cancel" not in html
+    status, _ = await post(gateway, "/console/queries/cq1/retry", {"csrf": csrf, "reason": ""})
+    assert status == 400 and (await job(gateway, "/v1/queries/cq1"))["status"] == "failed"
+    status, _ = await post(gateway, "/console/queries/cq1/retry",
+                           {"csrf": csrf, "reason": "the shop is up"})
+    assert status == 303 and (await job(gateway, "/v1/queries/cq1"))["status"] == "queued"
+
+
+async def test_a_bulk_retry_runs_only_once_confirmed(gateway: Gateway) -> None:
+    csrf = await signed_in(gateway)
+    await failed_query(gateway, "bq1")
+    form = {"csrf": csrf, "channel": "query", "status": "failed", "site": "shop",
+            "reason": "bulk", "limit": "", "kind": "", "tenant": "", "since": "",
+            "until": ""}
+    status, html = await post(gateway, "/console/redrive", form)
+    assert status == 200 and "1</strong> failed queries match" in html
+    assert 'name="confirm" value="yes"' in html
+    assert (await job(gateway, "/v1/queries/bq1"))["status"] == "failed"
+    status, _ = await post(gateway, "/console/redrive", {**form, "confirm": "yes"})
+    assert status == 303 and (await job(gateway, "/v1/queries/bq1"))["status"] == "queued"
+    for bad in ({"status": "canceled"}, {"limit": "0"}, {"limit": "５"},
+                {"since": "yesterday"}, {"since": "2026-12-01T08:00:00"}, {"site": "a b"},
+                {"channel": "devices"}, {"reason": ""}):
+        status, _ = await post(gateway, "/console/redrive", {**form, **bad})
+        assert status == 400, bad
+
+
+async def test_a_site_is_throttled_and_refusals_change_nothing(gateway: Gateway) -> None:
+    csrf = await signed_in(gateway)
+    status, _ = await post(gateway, "/console/sites/shop/throttle",
+                           {"csrf": csrf, "leases_per_second": "1.5"})
+    assert status == 303
+    _, sites = await gateway.call("GET", "/v1/sites", "admin")
+    assert sites["items"][0]["leases_per_second"] == 1.5
+    for bad in ("0", "-1", "nan", "inf", "fast", "１"):
+        status, _ = await post(gateway, "/console/sites/shop/throttle",
+                               {"csrf": csrf, "leases_per_second": bad})
+        assert status == 400, bad
+    status, _ = await post(gateway, "/console/sites/shop/pause", {"csrf": csrf, "reason": ""})
+    assert status == 400
+    status, _ = await post(gateway, "/console/sites/shop/pause", {"reason": "no csrf"})
+    assert status == 403
+    _, sites = await gateway.call("GET", "/v1/sites", "admin")
+    assert (sites["items"][0]["paused"], sites["items"][0]["leases_per_second"]) == (False,
+                                                                                     1.5)
