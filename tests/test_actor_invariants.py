@@ -131,6 +131,7 @@ VALID: dict[type[Any], Any] = {
         "failed", "shop", "k", "ten", 0.0, 1e9, 10),
     task_operator.SetSite: task_operator.SetSite("shop", "pause", "ops (k1)", "why"),
     task_operator.ListSiteControls: task_operator.ListSiteControls(),
+    task_operator.ReloadSiteControls: task_operator.ReloadSiteControls(),
     task_operator.TasksQueuedAt: task_operator.TasksQueuedAt(("shop",)),
     query_operator.RetryQuery: query_operator.RetryQuery("q1", "why", "ops (k1)"),
     query_operator.RetryQueries: query_operator.RetryQueries((

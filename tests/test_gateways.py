@@ -149,3 +149,29 @@ async def test_an_artifact_uploaded_through_one_gateway_is_read_through_another(
     assert response.status_code == 200 and await response.get_data() == data
     assert [p.name for p in shared.rglob("report.txt@*")]  # in the shared directory
     assert not (tmp_path / "artifacts").exists()
+
+
+async def test_a_site_paused_through_one_gateway_is_not_leased_through_another(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        engine: str, autojump_clock: trio.testing.MockClock) -> None:
+    if engine == "sqlite":
+        pytest.skip("one gateway per SQLite file: its own actors hold every control")
+    a, b = await two(nursery, tmp_path, settings.replace(deadline_poll_interval=1), clock)
+    await submit(b, task_id="t1")
+    status, reply = await b.call("POST", "/v1/queries", "t1",
+                                 json={"query_id": "q1", "site": "shop", "kind": "k",
+                                       "params": {}})
+    assert status == 201, reply
+    status, _ = await a.call("POST", "/v1/sites/shop/pause", "admin",
+                             json={"reason": "maintenance"})
+    assert status == 200
+    await trio.sleep(1.5)  # one deadline_poll_interval: B has reloaded the controls
+    assert await lease(b) == []
+    status, queries = await b.call("POST", "/v1/queries/lease", "worker",
+                                   json={"worker_id": "w1", "wait_seconds": 0})
+    assert (status, queries["items"]) == (200, [])
+    status, _ = await a.call("POST", "/v1/sites/shop/resume", "admin",
+                             json={"reason": "done"})
+    assert status == 200
+    await trio.sleep(1.5)
+    assert (await lease_one(b))["task_id"] == "t1"

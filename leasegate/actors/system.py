@@ -177,6 +177,9 @@ class System:
         if settings.database_url is not None:  # another gateway's turns set deadlines too
             for timed in (self.task_actor, self.query_actor, self.device_actor):
                 timed.deadline_poll = settings.deadline_poll_interval
+            # Site controls another gateway set: this gateway's memory, so each its own.
+            self.add_background_job("sites", "reload_site_controls",
+                                    settings.deadline_poll_interval, self.jobs.sites.reload)
         self._deleter = JobRecord("delete_files", owner="artifacts", every=math.inf)
         self._closed = trio.Event()
         self._probed_at = -math.inf

@@ -5,7 +5,9 @@
 
 The task actor keeps the controls (the ``sites`` table) and applies them to its own
 leases; the query actor is handed each change before the call answers, so that when
-an operator reads "paused" neither channel leases the site any more.
+an operator reads "paused" neither channel leases the site any more. With several
+gateways on one PostgreSQL database, each gateway reloads the table every
+``deadline_poll_interval`` (``reload``): a change made through one is followed by all.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from leasegate.actors.queries.reads import ListQuerySites
 from leasegate.actors.queries.ref import QueriesRef
 from leasegate.actors.queue.sites import SiteControl
 from leasegate.actors.runtime.batches import MAX_BATCH
-from leasegate.actors.tasks.operator import ListSiteControls, SetSite, SiteAction, TasksQueuedAt
+from leasegate.actors.tasks.operator import (
+    ListSiteControls,
+    ReloadSiteControls,
+    SetSite,
+    SiteAction,
+    TasksQueuedAt,
+)
 from leasegate.actors.tasks.presence import ListSites
 from leasegate.actors.tasks.ref import TasksRef
 from leasegate.actors.views import Instant
@@ -47,6 +55,14 @@ class Sites:
     async def start(self) -> None:
         """At start-up, before anything is served: the query actor gets every control."""
         controls = await self.tasks.ask(ListSiteControls())
+        if controls:
+            await self.queries.ask(ApplySiteControls(controls))
+
+    async def reload(self, now: float) -> None:
+        """Take what another gateway of the database set (PostgreSQL): both channels of
+        this gateway follow a pause, resume or throttle made anywhere within
+        ``deadline_poll_interval``."""
+        controls = await self.tasks.ask(ReloadSiteControls())
         if controls:
             await self.queries.ask(ApplySiteControls(controls))
 
