@@ -277,6 +277,17 @@ async def test_recovery_refunds_an_orphan_hold_past_max_age_and_never_a_live_job
         "ghost": "settled", "live": "open", "stale": "open"}
 
 
+async def crash_with_an_orphan_hold(path: Path, settings: Settings, clock: Clock) -> None:
+    """A gateway that placed the hold of "cut-short" and died before its job, then six
+    hours down (longer than ``ledger_orphan_max_age``)."""
+    async with trio.open_nursery() as first:
+        gw = await start_gateway(first, path, settings, clock)
+        await credit(gw, "t1", 100, "p")
+        await gw.system.ledger.ask(PlaceHold("task", "cut-short", "t1", 10))
+        gw.system.close()
+    await trio.sleep(6 * 3600)
+
+
 async def test_an_orphan_hold_left_by_a_crash_waits_its_max_age_after_the_restart(
         tmp_path: Path, settings: Settings, clock: Clock,
         autojump_clock: trio.testing.MockClock) -> None:
@@ -284,12 +295,7 @@ async def test_an_orphan_hold_left_by_a_crash_waits_its_max_age_after_the_restar
     job is refunded only once the restarted gateway has served ``ledger_orphan_max_age``,
     so a retry right after a long outage still creates the job on that hold."""
     path = tmp_path / "lg.db"
-    async with trio.open_nursery() as first:
-        gw = await start_gateway(first, path, settings, clock)
-        await credit(gw, "t1", 100, "p")
-        await gw.system.ledger.ask(PlaceHold("task", "cut-short", "t1", 10))
-        gw.system.close()
-    await trio.sleep(6 * 3600)  # down for longer than ledger_orphan_max_age (5 h)
+    await crash_with_an_orphan_hold(path, settings, clock)
     async with trio.open_nursery() as second:
         gw = await start_gateway(second, path, settings, clock)
         await trio.sleep(4 * 3600)
@@ -304,12 +310,7 @@ async def test_a_retry_after_a_long_outage_creates_the_job_on_its_hold(
         tmp_path: Path, settings: Settings, clock: Clock,
         autojump_clock: trio.testing.MockClock) -> None:
     path = tmp_path / "lg.db"
-    async with trio.open_nursery() as first:
-        gw = await start_gateway(first, path, settings, clock)
-        await credit(gw, "t1", 100, "p")
-        await gw.system.ledger.ask(PlaceHold("task", "cut-short", "t1", 10))
-        gw.system.close()
-    await trio.sleep(6 * 3600)
+    await crash_with_an_orphan_hold(path, settings, clock)
     async with trio.open_nursery() as second:
         gw = await start_gateway(second, path, settings, clock)
         await trio.sleep(120)  # recovery has run since the restart
