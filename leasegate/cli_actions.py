@@ -21,6 +21,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from leasegate.cli_table import print_json, table
+
+SITE_COLUMNS = (("site", "SITE"), ("paused", "PAUSED"), ("rate", "RATE"),
+                ("queued_tasks", "TASKS"), ("queued_queries", "QUERIES"), ("reason", "REASON"))
 USAGE_ERROR = 2
 FAILED = 1
 DEFAULT_URL = "http://127.0.0.1:8470"
@@ -150,14 +154,17 @@ def _request(args: argparse.Namespace, method: str, path: str,
 
 
 def _send(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None,
-          show: Callable[[Any], str]) -> int:
+          show: Callable[[Any], None]) -> int:
     reply = _request(args, method, path, body)
-    print(json.dumps(reply, indent=2) if args.json else show(reply))
+    if args.json:
+        print_json(reply)
+    else:
+        show(reply)
     return 0
 
 
 def _post(args: argparse.Namespace, path: str, body: dict[str, Any] | None,
-          show: Callable[[Any], str]) -> int:
+          show: Callable[[Any], None]) -> int:
     return _send(args, "POST", path, body, show)
 
 
@@ -190,47 +197,39 @@ def _list_sites(args: argparse.Namespace) -> int:
     reply = _request(args, "GET", "/v1/sites", params={"limit": args.limit,
                                                         "offset": args.offset})
     if args.json:
-        print(json.dumps(reply, indent=2))
+        print_json(reply)
         return 0
-    rows = [[s["site"], "paused" if s["paused"] else "-",
-             "-" if s["leases_per_second"] is None else f"{s['leases_per_second']:g}/s",
-             str(s["queued_tasks"]), str(s["queued_queries"]), s["reason"] or ""]
-            for s in reply["items"]]
-    print(table(["SITE", "PAUSED", "RATE", "TASKS", "QUERIES", "REASON"], rows))
-    print(f"{len(rows)} of {reply['total']} sites")
+    table([_site_row(site) for site in reply["items"]], SITE_COLUMNS)
+    print(f"{len(reply['items'])} of {reply['total']} sites")
     return 0
 
 
-# ---- human output ---------------------------------------------------------------------
+# ---- human output (cli_table's tables, as the inspecting commands print them) ---------
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    """Columns padded to their widest cell."""
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths,
-                                                                         strict=True)).rstrip()
-                     for row in (header, *rows))
-
-
-def _job(job: dict[str, Any]) -> str:
+def _job(job: dict[str, Any]) -> None:
     job_id = job.get("task_id") or job.get("query_id")
     error = job.get("error") or {}
-    rows = [["status", job["status"]], ["site", job["site"]], ["kind", job["kind"]],
-            ["attempts", str(job["attempts"])], ["updated", job["updated_at"]]]
+    rows = [("status", job["status"]), ("site", job["site"]), ("kind", job["kind"]),
+            ("attempts", job["attempts"]), ("updated", job["updated_at"])]
     if error:
-        rows.append(["error", str(error.get("message"))])
-    return f"{'task' if 'task_id' in job else 'query'} {job_id}\n" + table(
-        ["FIELD", "VALUE"], rows)
+        rows.append(("error", error.get("message")))
+    print(f"{'task' if 'task_id' in job else 'query'} {job_id}")
+    table([{"field": field, "value": value} for field, value in rows],
+          (("field", "FIELD"), ("value", "VALUE")))
 
 
-def _redriven(reply: dict[str, Any]) -> str:
+def _redriven(reply: dict[str, Any]) -> None:
     if reply["requeued"] == 0 and reply["matched"]:
-        return f"matched {reply['matched']}, requeued 0 (a dry run changes nothing)"
-    return f"matched {reply['matched']}, requeued {reply['requeued']}"
+        print(f"matched {reply['matched']}, requeued 0 (a dry run changes nothing)")
+    else:
+        print(f"matched {reply['matched']}, requeued {reply['requeued']}")
 
 
-def _site(site: dict[str, Any]) -> str:
+def _site_row(site: dict[str, Any]) -> dict[str, Any]:
     rate = site["leases_per_second"]
-    return table(["SITE", "PAUSED", "RATE", "TASKS", "QUERIES", "REASON"], [[
-        site["site"], "paused" if site["paused"] else "-",
-        "-" if rate is None else f"{rate:g}/s", str(site["queued_tasks"]),
-        str(site["queued_queries"]), site["reason"] or ""]])
+    return {**site, "paused": "paused" if site["paused"] else "-",
+            "rate": "-" if rate is None else f"{rate:g}/s"}
+
+
+def _site(site: dict[str, Any]) -> None:
+    table([_site_row(site)], SITE_COLUMNS)
