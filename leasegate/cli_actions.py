@@ -21,27 +21,17 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from leasegate.cli_table import print_json, table
+from leasegate.cli_table import gateway_options, print_json, table
 
 SITE_COLUMNS = (("site", "SITE"), ("paused", "PAUSED"), ("rate", "RATE"),
                 ("queued_tasks", "TASKS"), ("queued_queries", "QUERIES"), ("reason", "REASON"))
 USAGE_ERROR = 2
 FAILED = 1
-DEFAULT_URL = "http://127.0.0.1:8470"
 Groups = Callable[[str, str], "argparse._SubParsersAction[argparse.ArgumentParser]"]
 
 
 class Refused(Exception):
     """The gateway answered with an error, or could not be reached."""
-
-
-def _common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--url", default=os.environ.get("LEASEGATE_URL", DEFAULT_URL),
-                        help="the gateway (default: $LEASEGATE_URL or %(default)s)")
-    parser.add_argument("--key", default=None,
-                        help="an admin key (default: $LEASEGATE_ADMIN_KEY)")
-    parser.add_argument("--json", action="store_true", help="print the reply as JSON")
-    return parser
 
 
 def _reason(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -54,19 +44,19 @@ def register(group: Groups) -> None:
     tasks, queries = group("tasks", "tasks"), group("queries", "queries")
     sites = group("sites", "sites' dispatch controls")
 
-    cancel = _common(tasks.add_parser("cancel", help="cancel a task"))
+    cancel = gateway_options(tasks.add_parser("cancel", help="cancel a task"))
     cancel.add_argument("task_id")
     _reason(cancel, required=False)
     cancel.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{a.task_id}/cancel",
                                                 _maybe_reason(a), _job))
     for name, noun, parser_group in (("tasks", "task", tasks), ("queries", "query", queries)):
-        retry = _common(parser_group.add_parser(
+        retry = gateway_options(parser_group.add_parser(
             "retry", help=f"retry a failed or expired {noun} as a new attempt"))
         retry.add_argument("job_id", metavar=f"{noun}_id")
         _reason(retry)
         retry.set_defaults(handler=lambda a, name=name: _post(
             a, f"/v1/{name}/{a.job_id}/retry", {"reason": a.reason}, _job))
-        redrive = _common(parser_group.add_parser(
+        redrive = gateway_options(parser_group.add_parser(
             "redrive", help=f"retry every {noun} of a status that the filters match"))
         redrive.add_argument("--status", required=True,
                              choices=("failed", "expired", "canceled") if noun == "task"
@@ -83,7 +73,7 @@ def register(group: Groups) -> None:
         redrive.set_defaults(handler=lambda a, name=name: _post(
             a, f"/v1/{name}/redrive", _redrive_body(a), _redriven))
 
-    reclaim = _common(tasks.add_parser("reclaim", help="resolve a stale task"))
+    reclaim = gateway_options(tasks.add_parser("reclaim", help="resolve a stale task"))
     reclaim.add_argument("task_id")
     reclaim.add_argument("--action", required=True, choices=("requeue", "succeeded", "failed"))
     _reason(reclaim)
@@ -92,18 +82,18 @@ def register(group: Groups) -> None:
     reclaim.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{a.task_id}/reclaim",
                                                  _reclaim_body(a), _job))
 
-    listing = _common(sites.add_parser("list", help="paused, throttled and busy sites"))
+    listing = gateway_options(sites.add_parser("list", help="paused, throttled and busy sites"))
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--offset", type=int, default=0)
     listing.set_defaults(handler=_list_sites)
     for action, doc in (("pause", "lease nothing of a site (its work still queues)"),
                         ("resume", "lease a paused site's work again")):
-        parser = _common(sites.add_parser(action, help=doc))
+        parser = gateway_options(sites.add_parser(action, help=doc))
         parser.add_argument("site")
         _reason(parser)
         parser.set_defaults(handler=lambda a, action=action: _post(
             a, f"/v1/sites/{a.site}/{action}", {"reason": a.reason}, _site))
-    throttle = _common(sites.add_parser(
+    throttle = gateway_options(sites.add_parser(
         "throttle", help="at most N leases a second of a site's jobs"))
     throttle.add_argument("site")
     rate = throttle.add_mutually_exclusive_group(required=True)

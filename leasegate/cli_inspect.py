@@ -22,9 +22,15 @@ from typing import Any
 
 import httpx
 
-from leasegate.cli_table import CommandFailed, UsageError, print_json, table, when
+from leasegate.cli_table import (
+    CommandFailed,
+    UsageError,
+    gateway_options,
+    print_json,
+    table,
+    when,
+)
 
-DEFAULT_URL = "http://127.0.0.1:8470"
 KEY_VARIABLE = "LEASEGATE_ADMIN_KEY"
 TASK_COLUMNS = (("task_id", "TASK"), ("status", "STATUS"), ("kind", "KIND"), ("site", "SITE"),
                 ("account", "ACCOUNT"), ("tenant", "TENANT"), ("lease_owner", "WORKER"),
@@ -44,14 +50,6 @@ def subcommands(commands: Any, name: str, help: str) -> Any:
         if isinstance(action, argparse._SubParsersAction):
             return action
     return parser.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND")
-
-
-def _gateway_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=DEFAULT_URL,
-                        help="the running gateway (default: %(default)s)")
-    parser.add_argument("--key", default=None,
-                        help=f"an admin key (default: the environment's {KEY_VARIABLE})")
-    parser.add_argument("--json", action="store_true", help="print the API's JSON reply")
 
 
 def _search_options(parser: argparse.ArgumentParser, *, accounts: bool) -> None:
@@ -84,12 +82,12 @@ def add_commands(commands: Any, data_options: Callable[[argparse.ArgumentParser]
             "list", help=f"{channel}, newest first, that match every filter given",
             description=f"List {channel} through the gateway's GET /v1/{channel}.")
         _search_options(listing, accounts=channel == "tasks")
-        _gateway_options(listing)
+        gateway_options(listing)
         listing.set_defaults(run=_lister(channel, columns))
         show = group.add_parser("show", help=f"one {noun}, all of it",
                                 description=f"Show one {noun} (GET /v1/{channel}/ID).")
         show.add_argument("job_id", metavar="ID", help=f"the {noun}'s id")
-        _gateway_options(show)
+        gateway_options(show)
         show.set_defaults(run=_shower(channel))
     keys = subcommands(commands, "keys", "manage API keys")
     listing = keys.add_parser("list", help="every key, newest first (no secrets)",
