@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from leasegate.cli_table import gateway_options, print_json, table
+from leasegate.cli_table import gateway_options, path_id, print_json, table
 
 SITE_COLUMNS = (("site", "SITE"), ("paused", "PAUSED"), ("rate", "RATE"),
                 ("queued_tasks", "TASKS"), ("queued_queries", "QUERIES"), ("reason", "REASON"))
@@ -47,7 +47,7 @@ def register(group: Groups) -> None:
     cancel = gateway_options(tasks.add_parser("cancel", help="cancel a task"))
     cancel.add_argument("task_id")
     _reason(cancel, required=False)
-    cancel.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{a.task_id}/cancel",
+    cancel.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{path_id(a.task_id)}/cancel",
                                                 _maybe_reason(a), _job))
     for name, noun, parser_group in (("tasks", "task", tasks), ("queries", "query", queries)):
         retry = gateway_options(parser_group.add_parser(
@@ -55,7 +55,7 @@ def register(group: Groups) -> None:
         retry.add_argument("job_id", metavar=f"{noun}_id")
         _reason(retry)
         retry.set_defaults(handler=lambda a, name=name: _post(
-            a, f"/v1/{name}/{a.job_id}/retry", {"reason": a.reason}, _job))
+            a, f"/v1/{name}/{path_id(a.job_id)}/retry", {"reason": a.reason}, _job))
         redrive = gateway_options(parser_group.add_parser(
             "redrive", help=f"retry every {noun} of a status that the filters match"))
         redrive.add_argument("--status", required=True,
@@ -79,7 +79,7 @@ def register(group: Groups) -> None:
     _reason(reclaim)
     reclaim.add_argument("--result", default=None, help="the result, as JSON")
     reclaim.add_argument("--cost", type=int, default=None, help="what was delivered")
-    reclaim.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{a.task_id}/reclaim",
+    reclaim.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{path_id(a.task_id)}/reclaim",
                                                  _reclaim_body(a), _job))
 
     listing = gateway_options(sites.add_parser("list", help="paused, throttled and busy sites"))
@@ -92,7 +92,7 @@ def register(group: Groups) -> None:
         parser.add_argument("site")
         _reason(parser)
         parser.set_defaults(handler=lambda a, action=action: _post(
-            a, f"/v1/sites/{a.site}/{action}", {"reason": a.reason}, _site))
+            a, f"/v1/sites/{path_id(a.site)}/{action}", {"reason": a.reason}, _site))
     throttle = gateway_options(sites.add_parser(
         "throttle", help="at most N leases a second of a site's jobs"))
     throttle.add_argument("site")
@@ -100,7 +100,7 @@ def register(group: Groups) -> None:
     rate.add_argument("--rate", type=float, help="leases a second (> 0)")
     rate.add_argument("--off", action="store_true", help="lift the throttle")
     throttle.set_defaults(handler=lambda a: _send(
-        a, "PUT", f"/v1/sites/{a.site}/throttle",
+        a, "PUT", f"/v1/sites/{path_id(a.site)}/throttle",
         {"leases_per_second": None if a.off else a.rate}, _site))
 
 

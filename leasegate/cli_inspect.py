@@ -26,6 +26,7 @@ from leasegate.cli_table import (
     CommandFailed,
     UsageError,
     gateway_options,
+    path_id,
     print_json,
     table,
     when,
@@ -156,7 +157,7 @@ def _lister(channel: str, columns: Sequence[tuple[str, str]]
 
 def _shower(channel: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        job = _get(args, f"/v1/{channel}/{_path_id(args.job_id)}")
+        job = _get(args, f"/v1/{channel}/{path_id(args.job_id)}")
         if args.json:
             print_json(job)
             return 0
@@ -164,12 +165,6 @@ def _shower(channel: str) -> Callable[[argparse.Namespace], int]:
         return 0
 
     return run
-
-
-def _path_id(job_id: str) -> str:
-    from urllib.parse import quote
-
-    return quote(job_id, safe="")
 
 
 def _print_job(job: dict[str, Any]) -> None:

@@ -31,6 +31,13 @@ def gateway_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+def path_id(name: str) -> str:
+    """An id or site as one path segment (``/``, ``?`` and ``#`` escaped)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
 def when(value: Any) -> str:
     """An API timestamp as a table shows it: ``2026-11-30 08:00:00`` (UTC)."""
     if not isinstance(value, str):
