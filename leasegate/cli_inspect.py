@@ -191,20 +191,24 @@ def _print_job(job: dict[str, Any]) -> None:
 # ---- keys, in the database ----------------------------------------------------------------
 
 def _open(args: argparse.Namespace) -> Any:
+    from leasegate.settings import check_database_url
     from leasegate.storage.database import open_database
     from leasegate.storage.datadir import require_database
 
     url = (getattr(args, "database", None) or os.environ.get("LEASEGATE_DATABASE_URL", "")
            ).strip() or None
-    if url is not None and not url.startswith(("postgresql://", "postgres://")):
-        raise UsageError("--database must be a postgresql:// URL")
+    check_database_url(url)  # SettingsError: a usage error
     if url is None:
-        require_database(Path(args.data))  # never a new empty database
+        require_database(Path(args.data))  # never a new empty database from the wrong folder
+    # Always FULL, whatever the server's sqlite_synchronous: what is printed is on disk.
     return open_database(url, Path(args.data), synchronous="FULL", inline=True,
                          name="leasegate keys")
 
 
-def _with_keys(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
+def with_keys(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
+    """``work(conn)`` in one transaction on the database of ``--data``/``--database``,
+    with the server running or not (WAL lets this write beside it, and PostgreSQL
+    beside every gateway): ``keys create``, ``list`` and ``revoke``."""
     from leasegate.storage.connection import transaction
     from leasegate.storage.database import migrate
 
@@ -239,7 +243,7 @@ def _list_keys(args: argparse.Namespace) -> int:
             if not rows or len(found) >= total:
                 return found
 
-    keys: list[dict[str, Any]] = _with_keys(args, every_key)
+    keys: list[dict[str, Any]] = with_keys(args, every_key)
     if args.json:
         print_json({"items": keys, "total": len(keys)})
         return 0
@@ -257,7 +261,7 @@ def _revoke_key(args: argparse.Namespace) -> int:
         done = keys_sql.revoke(conn, args.key_id, time.time())
         return keys_sql.get(conn, args.key_id), done
 
-    row, done = _with_keys(args, revoke)
+    row, done = with_keys(args, revoke)
     if row is None:
         raise CommandFailed(f"no key {args.key_id}")
     key = _key_json(row)
