@@ -86,6 +86,8 @@ def check_text(name: str, value: object, *, optional: bool = False, most: int = 
         return
     if not isinstance(value, str) or len(value) > most or (not empty and not value):
         raise InvalidRequest(f"{name} must be text of {0 if empty else 1}-{most} characters")
+    if "\x00" in value:  # PostgreSQL cannot store it; the same refusal on both engines
+        raise InvalidRequest(f"{name} must not hold a NUL character")
     if not value.isascii():
         try:
             value.encode()

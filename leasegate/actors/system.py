@@ -136,7 +136,8 @@ class System:
         shared = settings.database_url is not None
         self._events_db = self._database("events") if shared else None
         self.events = EventHub(settings.event_ring_size, settings.event_max_streams,
-                               tail=self._tail_events if shared else None)
+                               tail=self._tail_events if shared else None,
+                               error_log_window=settings.error_log_window)
         artifacts_dir = (Path(settings.artifacts_dir) if settings.artifacts_dir
                          else db_path.parent / "artifacts")
         self.artifacts = ArtifactStore(artifacts_dir,

@@ -11,6 +11,7 @@ from quart import Blueprint, request
 from quart_schema import document_response
 
 from leasegate.actors.jobs.operator import OperatorActions, Redrive
+from leasegate.actors.keys.views import Principal
 from leasegate.actors.tasks.operator import SiteAction
 from leasegate.errors import InvalidRequest
 from leasegate.http.auth import allow, require
@@ -32,10 +33,15 @@ from leasegate.http.validation import validate_querystring, validate_request
 bp = Blueprint("operator", __name__)
 
 
-def operator() -> str:
-    """Who: the admin key's name and id, as the history records it."""
-    principal = require("admin")
+def signed(principal: Principal) -> str:
+    """Who did an action: the key's name and id, as the history records it (one
+    spelling for the API's routes and the console's forms)."""
     return f"{principal.name} ({principal.key_id})"
+
+
+def operator() -> str:
+    """Who: the admin key, signed."""
+    return signed(require("admin"))
 
 
 async def optional_reason() -> str | None:

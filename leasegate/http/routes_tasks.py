@@ -54,7 +54,7 @@ from leasegate.http.models import (
 )
 from leasegate.http.models_search import TaskListArgs
 from leasegate.http.render import to_json
-from leasegate.http.routes_operator import optional_reason
+from leasegate.http.routes_operator import optional_reason, signed
 from leasegate.http.search import nothing, search_fields
 from leasegate.http.validation import validate_querystring, validate_request
 from leasegate.http.worker_models import (
@@ -169,7 +169,7 @@ def _control_route(action: ControlAction, doc: str) -> None:
     async def control(task_id: str) -> Any:
         principal, tenant = require_tenant("client")
         reason = await optional_reason()
-        by = f"{principal.name} ({principal.key_id})" if principal.role == "admin" else None
+        by = signed(principal) if principal.role == "admin" else None
         return to_json(await system().jobs.tasks.ask(ControlTask(
             task_id, action, tenant, by=by, reason=reason)))
 
@@ -314,5 +314,5 @@ async def reclaim_task(task_id: str, data: ReclaimBody) -> Any:
     principal = require("admin")
     check_json_field("result", data.result)
     return to_json(await system().jobs.tasks.ask(ReclaimTask(
-        task_id, data.action, data.reason, by=f"{principal.name} ({principal.key_id})",
+        task_id, data.action, data.reason, by=signed(principal),
         result=data.result, cost=data.cost)))

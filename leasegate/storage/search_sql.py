@@ -121,19 +121,15 @@ def search_page(conn: Connection, table: str, id_column: str, search: Search,
         rows = conn.execute(f"SELECT * FROM {table}{clause} {NEWEST_FIRST} LIMIT ? OFFSET ?",
                             [*args, limit, offset]).fetchall()
         return int(total), rows, None
-    window = (f"SELECT rowid FROM {table}{clause} {NEWEST_FIRST} LIMIT {TEXT_WINDOW}")
-    read = int(conn.execute(f"SELECT count(*) FROM ({window}) AS w", args).fetchone()[0])
+    newest = f"SELECT rowid FROM {table}{clause} {NEWEST_FIRST} LIMIT"
+    window = f"{newest} {TEXT_WINDOW}"
+    # One row past the window says whether it held every row: one read, not a second.
+    seen = int(conn.execute(f"SELECT count(*) FROM ({newest} {TEXT_WINDOW + 1}) AS w",
+                            args).fetchone()[0])
+    read = min(seen, TEXT_WINDOW)
     found, text_args = _text_filter(conn, search.text, text_columns)
     matching = f"FROM {table} WHERE rowid IN ({window}) AND {found}"
     total = conn.execute(f"SELECT count(*) {matching}", [*args, *text_args]).fetchone()[0]
     rows = conn.execute(f"SELECT * {matching} {NEWEST_FIRST} LIMIT ? OFFSET ?",
                         [*args, *text_args, limit, offset]).fetchall()
-    complete = read < TEXT_WINDOW or _nothing_older(conn, table, clause, args)
-    return int(total), rows, Searched(read, complete)
-
-
-def _nothing_older(conn: Connection, table: str, clause: str, args: list[Any]) -> bool:
-    """Whether the window of exactly TEXT_WINDOW rows was every row (one row more?)."""
-    more = conn.execute(f"SELECT 1 FROM {table}{clause} {NEWEST_FIRST} LIMIT 1 OFFSET "
-                        f"{TEXT_WINDOW}", args).fetchone()
-    return more is None
+    return int(total), rows, Searched(read, complete=seen <= TEXT_WINDOW)

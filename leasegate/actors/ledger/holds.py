@@ -9,6 +9,7 @@ the system's (``@world``, ``@holds``, ``@revenue``): no credit or hold names one
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,6 +31,7 @@ from leasegate.actors.runtime.mailbox import Ask, Tell
 from leasegate.errors import IdempotencyConflict, InsufficientFunds, InvalidRequest
 from leasegate.logs import escape
 from leasegate.storage import ledger_sql as sql
+from leasegate.storage.engine import Connection
 
 log = logging.getLogger("leasegate.ledger")
 
@@ -46,12 +48,9 @@ def check_tenant_account(name: str, value: object) -> None:
 
 
 @dataclass(frozen=True)
-class PlaceHold(Ask[Ledger, HoldPlaced]):
-    """``account -> @holds`` for a job about to be submitted. 6007 when the account's
-    available balance is short, 6010 past ``ledger_max_amount``; idempotent by the job
-    (another account or amount under the same job is 6004); a job id settled before is
-    never held again, and is 6004 when no job with it exists (its hold was refunded as
-    an orphan)."""
+class JobHold(Ask[Ledger, HoldPlaced]):
+    """A job's hold as the messages that place one name it: the job's channel and id,
+    the tenant's account and the amount (``PlaceHold``, ``rehold.HoldAgain``)."""
 
     channel: Channel
     job_id: str
@@ -65,9 +64,42 @@ class PlaceHold(Ask[Ledger, HoldPlaced]):
         check_int("amount", self.amount, 0, MAX_AMOUNT)
 
 
+OpenRow = Callable[[Connection, str, str, str, int, float], None]
+
+
+def hold_money(turn: LedgerTurn, m: JobHold, open_row: OpenRow, *,
+               retried: bool = False) -> HoldPlaced:
+    """``account -> @holds`` for ``m`` now, its row made by ``open_row``: 6010 past
+    ``ledger_max_amount``, 6007 when the account's available balance is short."""
+    conn, now = turn.conn, turn.now
+    turn.within_max_amount("max_cost", m.amount)
+    found = sql.account(conn, m.account)
+    available = 0 if found is None else int(found["balance"])
+    if available < m.amount:
+        raise InsufficientFunds(f"account {m.account} has {available} available; "
+                                f"max_cost {m.amount} cannot be held"
+                                + (" for the retry" if retried else ""))
+    open_row(conn, m.channel, m.job_id, m.account, m.amount, now)
+    sql.add_held(conn, m.account, m.amount, now)
+    if m.amount:
+        memo = f"hold for {m.channel} {m.job_id}" + (" (retried)" if retried else "")
+        sql.post(conn, "hold", m.job_id, memo, now,
+                 [(m.account, -m.amount), ("@holds", m.amount)])
+    return HoldPlaced(m.job_id, "open", created=True)
+
+
+@dataclass(frozen=True)
+class PlaceHold(JobHold):
+    """``account -> @holds`` for a job about to be submitted. 6007 when the account's
+    available balance is short, 6010 past ``ledger_max_amount``; idempotent by the job
+    (another account or amount under the same job is 6004); a job id settled before is
+    never held again, and is 6004 when no job with it exists (its hold was refunded as
+    an orphan)."""
+
+
 @LEDGER.on(PlaceHold)
 def hold(turn: LedgerTurn, m: PlaceHold) -> HoldPlaced:
-    conn, now = turn.conn, turn.now
+    conn = turn.conn
     row = sql.hold(conn, m.channel, m.job_id)
     if row is not None and (row["account"] != m.account or row["amount"] != m.amount):
         raise IdempotencyConflict(f"{m.channel} {m.job_id} is held with another "
@@ -82,18 +114,7 @@ def hold(turn: LedgerTurn, m: PlaceHold) -> HoldPlaced:
         return HoldPlaced(m.job_id, row["status"], created=False)
     if settled:
         return HoldPlaced(m.job_id, "settled", created=False)  # never held again
-    turn.within_max_amount("max_cost", m.amount)
-    found = sql.account(conn, m.account)
-    available = 0 if found is None else int(found["balance"])
-    if available < m.amount:
-        raise InsufficientFunds(f"account {m.account} has {available} available; "
-                                f"max_cost {m.amount} cannot be held")
-    sql.open_hold(conn, m.channel, m.job_id, m.account, m.amount, now)
-    sql.add_held(conn, m.account, m.amount, now)
-    if m.amount:
-        sql.post(conn, "hold", m.job_id, f"hold for {m.channel} {m.job_id}", now,
-                 [(m.account, -m.amount), ("@holds", m.amount)])
-    return HoldPlaced(m.job_id, "open", created=True)
+    return hold_money(turn, m, sql.open_hold)
 
 
 @dataclass(frozen=True)

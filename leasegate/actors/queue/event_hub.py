@@ -89,7 +89,8 @@ class Reset:
 
 
 class EventHub:
-    def __init__(self, capacity: int, max_readers: int, tail: Tail | None = None) -> None:
+    def __init__(self, capacity: int, max_readers: int, tail: Tail | None = None, *,
+                 error_log_window: float = 600.0) -> None:
         self.capacity = capacity
         self.max_readers = max_readers
         # One slot per id, from the oldest kept to _end: an id that never came (a hole
@@ -115,7 +116,7 @@ class EventHub:
         self._own: set[int] = set()  # tailing: ids published here, not read back yet
         self._poke = trio.Event()
         self._tailed = trio.Event()  # set once the read under way (or the next) is over
-        self._tail_log = Throttled(log, 600.0)
+        self._tail_log = Throttled(log, error_log_window)
 
     @property
     def tailing(self) -> bool:

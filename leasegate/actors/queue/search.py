@@ -9,7 +9,6 @@ from typing import Any, Final, Protocol, TypeVar
 
 from leasegate.actors.checks import check_id, check_number, check_page, check_text
 from leasegate.actors.pages import JobPage, Page
-from leasegate.errors import InvalidRequest
 from leasegate.storage import search_sql
 from leasegate.storage.engine import Connection, Row
 
@@ -52,8 +51,6 @@ def check_search(m: SearchFields) -> None:
     check_number("since", m.since, -LAST_INSTANT, LAST_INSTANT, optional=True)
     check_number("until", m.until, -LAST_INSTANT, LAST_INSTANT, optional=True)
     check_text("text", m.text, optional=True, most=MAX_SEARCH_TEXT, empty=False)
-    if m.text is not None and "\x00" in m.text:
-        raise InvalidRequest("text must not hold a NUL character")
     check_page(m.page)
 
 

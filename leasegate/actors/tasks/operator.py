@@ -126,19 +126,23 @@ def site_controls(turn: TaskTurn, m: ListSiteControls) -> tuple[SiteControl, ...
 @dataclass(frozen=True)
 class ReloadSiteControls(Ask[Tasks, tuple[SiteControl, ...]]):
     """Take the controls as the database has them now (another gateway of a PostgreSQL
-    database may have changed them); every control, for the query actor."""
+    database may have changed them); the ones that changed, for the query actor."""
 
 
 @TASKS.on(ReloadSiteControls)
 def reload_site_controls(turn: TaskTurn, m: ReloadSiteControls) -> tuple[SiteControl, ...]:
+    gate = turn.sites
     kept = {row["site"]: site_control(row) for row in sql.site_controls(turn.conn)}
     # A site resumed and unthrottled has no row: it is controlled no more.
-    lifted = (turn.sites.paused | set(turn.sites.rates)) - set(kept)
-    controls = (*kept.values(), *(SiteControl(site) for site in sorted(lifted)))
-    for control in controls:  # an unchanged control changes nothing (its bucket is kept)
-        if turn.sites.apply(control, turn.now):
+    lifted = (gate.paused | set(gate.rates)) - set(kept)
+    changed = tuple(
+        control for control in (*kept.values(), *(SiteControl(site) for site in sorted(lifted)))
+        if (control.paused, control.leases_per_second)
+        != (control.site in gate.paused, gate.rates.get(control.site)))
+    for control in changed:
+        if gate.apply(control, turn.now):
             turn.work_may_be_available(*new_work(control.site))
-    return controls
+    return changed
 
 
 def load_sites(turn: TaskTurn) -> None:

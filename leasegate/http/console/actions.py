@@ -27,6 +27,7 @@ from leasegate.http.console.blueprint import (
 )
 from leasegate.http.context import system
 from leasegate.http.numbers import whole_number
+from leasegate.http.routes_operator import signed
 from leasegate.settings import MAX_AMOUNT
 
 MAX_FIELD_CHARS = 2000
@@ -58,7 +59,7 @@ async def reclaim(task_id: str) -> Redirect:
     who = principal()
     done = await system().tasks.ask(ReclaimTask(
         task_id, _field(form, "action"), _field(form, "reason"),  # type: ignore[arg-type]
-        by=f"{who.name} ({who.key_id})"))
+        by=signed(who)))
     # From where it was (stale) to where it is: "succeeded → succeeded" said nothing.
     session().notify("ok", f"task {task_id}: stale → {done.status} (reclaimed: "
                            f"{form.get('action')})")

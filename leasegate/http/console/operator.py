@@ -21,6 +21,7 @@ from leasegate.http.console.blueprint import back_to, bp, page, principal, sessi
 from leasegate.http.context import system
 from leasegate.http.numbers import whole_number
 from leasegate.http.render import to_json
+from leasegate.http.routes_operator import signed
 from leasegate.ids import ID_RULE, is_id
 
 CHANNELS = {"task": ("tasks", ("failed", "expired", "canceled")),
@@ -28,8 +29,7 @@ CHANNELS = {"task": ("tasks", ("failed", "expired", "canceled")),
 
 
 def _by() -> str:
-    who = principal()
-    return f"{who.name} ({who.key_id})"
+    return signed(principal())
 
 
 def _actions(channel: str) -> OperatorActions[Any, Any]:

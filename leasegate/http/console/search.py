@@ -54,26 +54,22 @@ def form_search(model: type[A]) -> tuple[A, dict[str, str]]:
     try:
         return model.model_validate({"limit": PAGE_SIZE, **args}), shown
     except ValidationError as exc:
-        raise InvalidRequest(_described(exc)) from None
+        raise InvalidRequest(_described(exc, model)) from None
 
 
-def _described(error: ValidationError) -> str:
+def _described(error: ValidationError, model: type[SearchArgs]) -> str:
     parts = []
     for item in error.errors()[:5]:
         where = ".".join(str(p) for p in item.get("loc", ())) or "search"
         if item.get("type") == "extra_forbidden":
             parts.append(f"{where}: not a filter of this page (it takes "
-                         f"{', '.join(_known_filters())})")
+                         f"{', '.join(_known_filters(model))})")
         else:
             parts.append(f"{where}: {item.get('msg', 'invalid')}")
     return "; ".join(parts)
 
 
-def _known_filters() -> list[str]:
-    endpoint = request.endpoint or ""
-    from leasegate.http.models_search import QueryListArgs, TaskListArgs
-
-    model = TaskListArgs if endpoint.endswith("tasks") else QueryListArgs
+def _known_filters(model: type[SearchArgs]) -> list[str]:
     return ["id", *sorted(set(model.model_fields) - {"id_prefix"})]
 
 
