@@ -26,13 +26,12 @@ from pydantic import ValidationError
 from leasegate import cli_actions
 from leasegate.allocator import reexec_on_glibc_malloc
 from leasegate.cli_inspect import add_commands as add_inspect_commands
-from leasegate.cli_inspect import subcommands
+from leasegate.cli_inspect import subcommands, with_keys
 from leasegate.cli_table import CommandFailed, UsageError
 from leasegate.settings import SettingsError, check_database_url, load
 from leasegate.storage import keys_sql
 from leasegate.storage.backup import NotABackup, backup, restore
-from leasegate.storage.connection import is_storage_failure, transaction
-from leasegate.storage.database import migrate, open_database
+from leasegate.storage.connection import is_storage_failure
 from leasegate.storage.datadir import (
     DataDirBusy,
     DataDirLock,
@@ -170,24 +169,11 @@ def _create_key(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
         return _fail(f"invalid key: {reasons}", USAGE_ERROR)
-    url = _database_url(args)
-
     def create(conn: Connection) -> tuple[str, str]:
-        migrate(conn)
-        with transaction(conn):
-            return keys_sql.create(conn, role=body.role, name=body.name, tenant=body.tenant,
-                                   sites=body.sites, now=time.time())
+        return keys_sql.create(conn, role=body.role, name=body.name, tenant=body.tenant,
+                               sites=body.sites, now=time.time())
 
-    # Works with or without a server: WAL lets this write beside it (and PostgreSQL
-    # beside every gateway). Always FULL, whatever the server's sqlite_synchronous: the
-    # key printed is on disk.
-    if url is None:
-        require_database(args.data)  # never a new empty database from the wrong folder
-    db = open_database(url, args.data, synchronous="FULL", inline=True, name="leasegate keys")
-    try:
-        key_id, key = db.run_sync(create)
-    finally:
-        db.close()
+    key_id, key = with_keys(args, create)
     print(f"created {body.role} key {key_id} ({body.name})")
     print(key)
     return 0

@@ -21,23 +21,17 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from leasegate.cli_table import gateway_options, path_id, print_json, table
+
+SITE_COLUMNS = (("site", "SITE"), ("paused", "PAUSED"), ("rate", "RATE"),
+                ("queued_tasks", "TASKS"), ("queued_queries", "QUERIES"), ("reason", "REASON"))
 USAGE_ERROR = 2
 FAILED = 1
-DEFAULT_URL = "http://127.0.0.1:8470"
 Groups = Callable[[str, str], "argparse._SubParsersAction[argparse.ArgumentParser]"]
 
 
 class Refused(Exception):
     """The gateway answered with an error, or could not be reached."""
-
-
-def _common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--url", default=os.environ.get("LEASEGATE_URL", DEFAULT_URL),
-                        help="the gateway (default: $LEASEGATE_URL or %(default)s)")
-    parser.add_argument("--key", default=None,
-                        help="an admin key (default: $LEASEGATE_ADMIN_KEY)")
-    parser.add_argument("--json", action="store_true", help="print the reply as JSON")
-    return parser
 
 
 def _reason(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -50,19 +44,19 @@ def register(group: Groups) -> None:
     tasks, queries = group("tasks", "tasks"), group("queries", "queries")
     sites = group("sites", "sites' dispatch controls")
 
-    cancel = _common(tasks.add_parser("cancel", help="cancel a task"))
+    cancel = gateway_options(tasks.add_parser("cancel", help="cancel a task"))
     cancel.add_argument("task_id")
     _reason(cancel, required=False)
-    cancel.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{a.task_id}/cancel",
+    cancel.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{path_id(a.task_id)}/cancel",
                                                 _maybe_reason(a), _job))
     for name, noun, parser_group in (("tasks", "task", tasks), ("queries", "query", queries)):
-        retry = _common(parser_group.add_parser(
+        retry = gateway_options(parser_group.add_parser(
             "retry", help=f"retry a failed or expired {noun} as a new attempt"))
         retry.add_argument("job_id", metavar=f"{noun}_id")
         _reason(retry)
         retry.set_defaults(handler=lambda a, name=name: _post(
-            a, f"/v1/{name}/{a.job_id}/retry", {"reason": a.reason}, _job))
-        redrive = _common(parser_group.add_parser(
+            a, f"/v1/{name}/{path_id(a.job_id)}/retry", {"reason": a.reason}, _job))
+        redrive = gateway_options(parser_group.add_parser(
             "redrive", help=f"retry every {noun} of a status that the filters match"))
         redrive.add_argument("--status", required=True,
                              choices=("failed", "expired", "canceled") if noun == "task"
@@ -79,34 +73,34 @@ def register(group: Groups) -> None:
         redrive.set_defaults(handler=lambda a, name=name: _post(
             a, f"/v1/{name}/redrive", _redrive_body(a), _redriven))
 
-    reclaim = _common(tasks.add_parser("reclaim", help="resolve a stale task"))
+    reclaim = gateway_options(tasks.add_parser("reclaim", help="resolve a stale task"))
     reclaim.add_argument("task_id")
     reclaim.add_argument("--action", required=True, choices=("requeue", "succeeded", "failed"))
     _reason(reclaim)
     reclaim.add_argument("--result", default=None, help="the result, as JSON")
     reclaim.add_argument("--cost", type=int, default=None, help="what was delivered")
-    reclaim.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{a.task_id}/reclaim",
+    reclaim.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{path_id(a.task_id)}/reclaim",
                                                  _reclaim_body(a), _job))
 
-    listing = _common(sites.add_parser("list", help="paused, throttled and busy sites"))
+    listing = gateway_options(sites.add_parser("list", help="paused, throttled and busy sites"))
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--offset", type=int, default=0)
     listing.set_defaults(handler=_list_sites)
     for action, doc in (("pause", "lease nothing of a site (its work still queues)"),
                         ("resume", "lease a paused site's work again")):
-        parser = _common(sites.add_parser(action, help=doc))
+        parser = gateway_options(sites.add_parser(action, help=doc))
         parser.add_argument("site")
         _reason(parser)
         parser.set_defaults(handler=lambda a, action=action: _post(
-            a, f"/v1/sites/{a.site}/{action}", {"reason": a.reason}, _site))
-    throttle = _common(sites.add_parser(
+            a, f"/v1/sites/{path_id(a.site)}/{action}", {"reason": a.reason}, _site))
+    throttle = gateway_options(sites.add_parser(
         "throttle", help="at most N leases a second of a site's jobs"))
     throttle.add_argument("site")
     rate = throttle.add_mutually_exclusive_group(required=True)
     rate.add_argument("--rate", type=float, help="leases a second (> 0)")
     rate.add_argument("--off", action="store_true", help="lift the throttle")
     throttle.set_defaults(handler=lambda a: _send(
-        a, "PUT", f"/v1/sites/{a.site}/throttle",
+        a, "PUT", f"/v1/sites/{path_id(a.site)}/throttle",
         {"leases_per_second": None if a.off else a.rate}, _site))
 
 
@@ -150,14 +144,17 @@ def _request(args: argparse.Namespace, method: str, path: str,
 
 
 def _send(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None,
-          show: Callable[[Any], str]) -> int:
+          show: Callable[[Any], None]) -> int:
     reply = _request(args, method, path, body)
-    print(json.dumps(reply, indent=2) if args.json else show(reply))
+    if args.json:
+        print_json(reply)
+    else:
+        show(reply)
     return 0
 
 
 def _post(args: argparse.Namespace, path: str, body: dict[str, Any] | None,
-          show: Callable[[Any], str]) -> int:
+          show: Callable[[Any], None]) -> int:
     return _send(args, "POST", path, body, show)
 
 
@@ -190,47 +187,39 @@ def _list_sites(args: argparse.Namespace) -> int:
     reply = _request(args, "GET", "/v1/sites", params={"limit": args.limit,
                                                         "offset": args.offset})
     if args.json:
-        print(json.dumps(reply, indent=2))
+        print_json(reply)
         return 0
-    rows = [[s["site"], "paused" if s["paused"] else "-",
-             "-" if s["leases_per_second"] is None else f"{s['leases_per_second']:g}/s",
-             str(s["queued_tasks"]), str(s["queued_queries"]), s["reason"] or ""]
-            for s in reply["items"]]
-    print(table(["SITE", "PAUSED", "RATE", "TASKS", "QUERIES", "REASON"], rows))
-    print(f"{len(rows)} of {reply['total']} sites")
+    table([_site_row(site) for site in reply["items"]], SITE_COLUMNS)
+    print(f"{len(reply['items'])} of {reply['total']} sites")
     return 0
 
 
-# ---- human output ---------------------------------------------------------------------
+# ---- human output (cli_table's tables, as the inspecting commands print them) ---------
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    """Columns padded to their widest cell."""
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths,
-                                                                         strict=True)).rstrip()
-                     for row in (header, *rows))
-
-
-def _job(job: dict[str, Any]) -> str:
+def _job(job: dict[str, Any]) -> None:
     job_id = job.get("task_id") or job.get("query_id")
     error = job.get("error") or {}
-    rows = [["status", job["status"]], ["site", job["site"]], ["kind", job["kind"]],
-            ["attempts", str(job["attempts"])], ["updated", job["updated_at"]]]
+    rows = [("status", job["status"]), ("site", job["site"]), ("kind", job["kind"]),
+            ("attempts", job["attempts"]), ("updated", job["updated_at"])]
     if error:
-        rows.append(["error", str(error.get("message"))])
-    return f"{'task' if 'task_id' in job else 'query'} {job_id}\n" + table(
-        ["FIELD", "VALUE"], rows)
+        rows.append(("error", error.get("message")))
+    print(f"{'task' if 'task_id' in job else 'query'} {job_id}")
+    table([{"field": field, "value": value} for field, value in rows],
+          (("field", "FIELD"), ("value", "VALUE")))
 
 
-def _redriven(reply: dict[str, Any]) -> str:
+def _redriven(reply: dict[str, Any]) -> None:
     if reply["requeued"] == 0 and reply["matched"]:
-        return f"matched {reply['matched']}, requeued 0 (a dry run changes nothing)"
-    return f"matched {reply['matched']}, requeued {reply['requeued']}"
+        print(f"matched {reply['matched']}, requeued 0 (a dry run changes nothing)")
+    else:
+        print(f"matched {reply['matched']}, requeued {reply['requeued']}")
 
 
-def _site(site: dict[str, Any]) -> str:
+def _site_row(site: dict[str, Any]) -> dict[str, Any]:
     rate = site["leases_per_second"]
-    return table(["SITE", "PAUSED", "RATE", "TASKS", "QUERIES", "REASON"], [[
-        site["site"], "paused" if site["paused"] else "-",
-        "-" if rate is None else f"{rate:g}/s", str(site["queued_tasks"]),
-        str(site["queued_queries"]), site["reason"] or ""]])
+    return {**site, "paused": "paused" if site["paused"] else "-",
+            "rate": "-" if rate is None else f"{rate:g}/s"}
+
+
+def _site(site: dict[str, Any]) -> None:
+    table([_site_row(site)], SITE_COLUMNS)

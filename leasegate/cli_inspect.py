@@ -22,9 +22,16 @@ from typing import Any
 
 import httpx
 
-from leasegate.cli_table import CommandFailed, UsageError, print_json, table, when
+from leasegate.cli_table import (
+    CommandFailed,
+    UsageError,
+    gateway_options,
+    path_id,
+    print_json,
+    table,
+    when,
+)
 
-DEFAULT_URL = "http://127.0.0.1:8470"
 KEY_VARIABLE = "LEASEGATE_ADMIN_KEY"
 TASK_COLUMNS = (("task_id", "TASK"), ("status", "STATUS"), ("kind", "KIND"), ("site", "SITE"),
                 ("account", "ACCOUNT"), ("tenant", "TENANT"), ("lease_owner", "WORKER"),
@@ -44,14 +51,6 @@ def subcommands(commands: Any, name: str, help: str) -> Any:
         if isinstance(action, argparse._SubParsersAction):
             return action
     return parser.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND")
-
-
-def _gateway_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=DEFAULT_URL,
-                        help="the running gateway (default: %(default)s)")
-    parser.add_argument("--key", default=None,
-                        help=f"an admin key (default: the environment's {KEY_VARIABLE})")
-    parser.add_argument("--json", action="store_true", help="print the API's JSON reply")
 
 
 def _search_options(parser: argparse.ArgumentParser, *, accounts: bool) -> None:
@@ -84,12 +83,12 @@ def add_commands(commands: Any, data_options: Callable[[argparse.ArgumentParser]
             "list", help=f"{channel}, newest first, that match every filter given",
             description=f"List {channel} through the gateway's GET /v1/{channel}.")
         _search_options(listing, accounts=channel == "tasks")
-        _gateway_options(listing)
+        gateway_options(listing)
         listing.set_defaults(run=_lister(channel, columns))
         show = group.add_parser("show", help=f"one {noun}, all of it",
                                 description=f"Show one {noun} (GET /v1/{channel}/ID).")
         show.add_argument("job_id", metavar="ID", help=f"the {noun}'s id")
-        _gateway_options(show)
+        gateway_options(show)
         show.set_defaults(run=_shower(channel))
     keys = subcommands(commands, "keys", "manage API keys")
     listing = keys.add_parser("list", help="every key, newest first (no secrets)",
@@ -158,7 +157,7 @@ def _lister(channel: str, columns: Sequence[tuple[str, str]]
 
 def _shower(channel: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        job = _get(args, f"/v1/{channel}/{_path_id(args.job_id)}")
+        job = _get(args, f"/v1/{channel}/{path_id(args.job_id)}")
         if args.json:
             print_json(job)
             return 0
@@ -166,12 +165,6 @@ def _shower(channel: str) -> Callable[[argparse.Namespace], int]:
         return 0
 
     return run
-
-
-def _path_id(job_id: str) -> str:
-    from urllib.parse import quote
-
-    return quote(job_id, safe="")
 
 
 def _print_job(job: dict[str, Any]) -> None:
@@ -198,20 +191,24 @@ def _print_job(job: dict[str, Any]) -> None:
 # ---- keys, in the database ----------------------------------------------------------------
 
 def _open(args: argparse.Namespace) -> Any:
+    from leasegate.settings import check_database_url
     from leasegate.storage.database import open_database
     from leasegate.storage.datadir import require_database
 
     url = (getattr(args, "database", None) or os.environ.get("LEASEGATE_DATABASE_URL", "")
            ).strip() or None
-    if url is not None and not url.startswith(("postgresql://", "postgres://")):
-        raise UsageError("--database must be a postgresql:// URL")
+    check_database_url(url)  # SettingsError: a usage error
     if url is None:
-        require_database(Path(args.data))  # never a new empty database
+        require_database(Path(args.data))  # never a new empty database from the wrong folder
+    # Always FULL, whatever the server's sqlite_synchronous: what is printed is on disk.
     return open_database(url, Path(args.data), synchronous="FULL", inline=True,
                          name="leasegate keys")
 
 
-def _with_keys(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
+def with_keys(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
+    """``work(conn)`` in one transaction on the database of ``--data``/``--database``,
+    with the server running or not (WAL lets this write beside it, and PostgreSQL
+    beside every gateway): ``keys create``, ``list`` and ``revoke``."""
     from leasegate.storage.connection import transaction
     from leasegate.storage.database import migrate
 
@@ -246,7 +243,7 @@ def _list_keys(args: argparse.Namespace) -> int:
             if not rows or len(found) >= total:
                 return found
 
-    keys: list[dict[str, Any]] = _with_keys(args, every_key)
+    keys: list[dict[str, Any]] = with_keys(args, every_key)
     if args.json:
         print_json({"items": keys, "total": len(keys)})
         return 0
@@ -264,7 +261,7 @@ def _revoke_key(args: argparse.Namespace) -> int:
         done = keys_sql.revoke(conn, args.key_id, time.time())
         return keys_sql.get(conn, args.key_id), done
 
-    row, done = _with_keys(args, revoke)
+    row, done = with_keys(args, revoke)
     if row is None:
         raise CommandFailed(f"no key {args.key_id}")
     key = _key_json(row)

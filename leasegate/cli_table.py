@@ -3,10 +3,13 @@ scripts, and the two ways a command ends badly."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+DEFAULT_URL = "http://127.0.0.1:8470"
 MAX_CELL = 40  # a table cell's most characters (the whole value: ``show`` or ``--json``)
 
 
@@ -16,6 +19,23 @@ class UsageError(Exception):
 
 class CommandFailed(Exception):
     """It could not be done (exit status 1)."""
+
+
+def gateway_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``--url``, ``--key`` and ``--json`` of every command on a running gateway."""
+    parser.add_argument("--url", default=os.environ.get("LEASEGATE_URL", DEFAULT_URL),
+                        help="the gateway (default: $LEASEGATE_URL or %(default)s)")
+    parser.add_argument("--key", default=None,
+                        help="an admin key (default: $LEASEGATE_ADMIN_KEY)")
+    parser.add_argument("--json", action="store_true", help="print the reply as JSON")
+    return parser
+
+
+def path_id(name: str) -> str:
+    """An id or site as one path segment (``/``, ``?`` and ``#`` escaped)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="")
 
 
 def when(value: Any) -> str:

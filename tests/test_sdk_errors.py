@@ -51,3 +51,12 @@ def test_an_exception_without_a_message_is_named_by_its_type() -> None:
         detail = error_detail(raised)
     assert (detail["type"], detail["message"]) == ("NotImplementedError",
                                                    "raised without a message")
+
+
+def test_a_traceback_of_one_long_line_or_a_long_first_line_is_bounded_too() -> None:
+    for text in ("E: " + "x" * 20_000, "E: " + "é" * 20_000 + "\n  more\nE: y\n"):
+        cut = bounded(text)
+        assert len(cut.encode()) <= MAX_TRACEBACK_BYTES
+        assert cut.endswith(("x…\n", "E: y\n")) and "E: " in cut
+    detail = error_detail(ValueError("x" * 20_000))  # made, never raised: no traceback
+    assert len(detail["traceback"].encode()) <= MAX_TRACEBACK_BYTES

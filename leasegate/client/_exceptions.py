@@ -31,7 +31,11 @@ def bounded(text: str, limit: int = MAX_TRACEBACK_BYTES) -> str:
     if len(text.encode()) <= limit:
         return text
     lines = text.splitlines(keepends=True)
-    head, rest = lines[0], lines[1:]
+    # One line (an exception never raised has no traceback) is all tail; a first line
+    # as long as the limit keeps its start.
+    head, rest = (lines[0], lines[1:]) if len(lines) > 1 else ("", lines)
+    if len(head.encode()) > limit // 2:
+        head = head.encode()[:limit // 2].decode(errors="ignore") + "…\n"
     kept: list[str] = []
     room = limit - len(head.encode()) - 120  # the note's own room
     for line in reversed(rest):
