@@ -20,8 +20,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from leasegate.cli_table import (
     CommandFailed,
     UsageError,
@@ -115,6 +113,8 @@ def _get(args: argparse.Namespace, path: str, params: dict[str, Any] | None = No
     key = args.key or os.environ.get(KEY_VARIABLE, "")
     if not key:
         raise UsageError(f"an admin key is needed: --key or {KEY_VARIABLE}")
+    import httpx  # here, as in cli_actions: `leasegate serve` starts without it
+
     try:
         response = httpx.get(args.url.rstrip("/") + path, params=params, timeout=30,
                              headers={"Authorization": f"Bearer {key}"})
