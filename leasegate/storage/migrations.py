@@ -101,6 +101,7 @@ MIGRATIONS: list[Migration] = [
     frozen(13, "sites"),
     frozen(14, "periodic runs"),
     frozen(15, "job errors and search"),
+    frozen(16, "site tokens"),
 ]
 
 

@@ -5,13 +5,16 @@ cost) is cleared, its history and progress are kept. Each is a conditional UPDAT
 the status, like every transition (``tasks_sql``). ``sites`` holds the dispatch
 controls an operator set per site (paused, a lease rate); it is the task actor's, and
 the query actor gets its controls from the task actor at start-up and on each change.
+A throttled site's token bucket (``tokens`` as of ``refilled_at``) is the one row both
+queue actors write, of every gateway: always under :func:`hold_site_tokens`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from leasegate.storage.engine import Connection, Row
+from leasegate.storage.engine import Connection, Row, dialect
+from leasegate.storage.events_sql import EVENTS_LOCK
 from leasegate.storage.rows import marks
 
 _TABLES = {"task": ("tasks", "task_id"), "query": ("queries", "query_id")}
@@ -88,7 +91,10 @@ def site_control(conn: Connection, site: str) -> Row | None:
 
 def set_site(conn: Connection, site: str, *, paused: bool, reason: str | None,
              by: str | None, leases_per_second: float | None, now: float) -> None:
-    """Write a site's controls; a site with neither control left has no row."""
+    """Write a site's controls; a site with neither control left has no row. A new or
+    changed rate starts a new bucket (tokens NULL: one token at its first draw); a pause or
+    resume keeps the tokens."""
+    hold_site_tokens(conn)
     if not paused and leases_per_second is None:
         conn.execute("DELETE FROM sites WHERE site = ?", (site,))
         return
@@ -96,8 +102,37 @@ def set_site(conn: Connection, site: str, *, paused: bool, reason: str | None,
         "INSERT INTO sites (site, paused, reason, changed_by, leases_per_second, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (site) DO UPDATE SET paused = excluded.paused, "
         "reason = excluded.reason, changed_by = excluded.changed_by, "
-        "leases_per_second = excluded.leases_per_second, updated_at = excluded.updated_at",
+        "leases_per_second = excluded.leases_per_second, updated_at = excluded.updated_at, "
+        "tokens = CASE WHEN sites.leases_per_second = excluded.leases_per_second "
+        "THEN sites.tokens END, "
+        "refilled_at = CASE WHEN sites.leases_per_second = excluded.leases_per_second "
+        "THEN sites.refilled_at END",
         (site, int(paused), reason, by, leases_per_second, now))
+
+
+def hold_site_tokens(conn: Connection) -> None:
+    """Before reading or writing a site's tokens: on PostgreSQL, wait for every other
+    transaction that may write them (either queue actor, any gateway) to end. Not a lock
+    of its own but the job history's (``events_sql.EVENTS_LOCK``), which every lease
+    takes anyway to record it: a second lock taken in either order beside it could
+    deadlock the two actors' turns. Held to the commit (or the savepoint's rollback:
+    then again at the next draw). SQLite's write lock already does it."""
+    if dialect(conn) == "postgresql":
+        conn.execute(f"SELECT pg_advisory_xact_lock({EVENTS_LOCK})")
+
+
+def site_bucket(conn: Connection, site: str) -> Row | None:
+    """A site's rate and its tokens as of ``refilled_at`` (None: no row), under
+    :func:`hold_site_tokens`."""
+    row: Row | None = conn.execute(
+        "SELECT leases_per_second, tokens, refilled_at FROM sites WHERE site = ?",
+        (site,)).fetchone()
+    return row
+
+
+def save_tokens(conn: Connection, buckets: list[tuple[float, float, str]]) -> None:
+    """``(tokens, refilled_at, site)`` of the buckets a lease drew from."""
+    conn.executemany("UPDATE sites SET tokens = ?, refilled_at = ? WHERE site = ?", buckets)
 
 
 def queued_by_site(conn: Connection, channel: str, sites: list[str]) -> dict[str, int]:

@@ -143,8 +143,9 @@ def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L
     if gate.idle:
         queued = leasing.queued(conn, sites, now, m.max)
     else:  # a paused site is never leased, a throttled one as its tokens allow
-        queued = leasing.queued(conn, gate.unpaused(m.sites), now, m.max,
-                                admit=gate.admitter(now))
+        admit = gate.admission(conn, now)
+        queued = leasing.queued(conn, gate.unpaused(m.sites), now, m.max, admit=admit)
+        admit.spend()
     for row in queued:
         job_id = row[id_column]
         leased = leasing.take(conn, job_id, m.worker_id, new_lease_token(), m.request_id,

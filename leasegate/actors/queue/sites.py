@@ -1,26 +1,39 @@
 """Per-site dispatch control, the same on both channels: a paused site is leased on
-neither, and a throttled one no faster than its ``leases_per_second``.
+neither, and a throttled one no faster than its ``leases_per_second``, counting the
+leases of both channels on every gateway of the database.
 
 Each queue actor keeps a :class:`SiteGate` in its turn and asks it in the lease path::
 
     if not turn.sites.idle:                 # no control anywhere: nothing to ask
         sites = turn.sites.unpaused(sites)  # a worker's sites filter, paused ones out
-        rows = queued(..., admit=turn.sites.admitter(now))   # one token per lease
+        admit = turn.sites.admission(conn, now)
+        rows = queued(..., admit=admit)     # one token per lease
+        admit.spend()                       # the tokens drawn, written back
 
 The controls are kept in the ``sites`` table, which the task actor owns; the query
 actor is handed every change (and all of them at start-up) as :class:`SiteControl`
-values. A throttle is a token bucket per site (memory for throttled sites only),
-holding a tenth of a second's leases (at least one), so that no second sees more than
-the rate and that tenth. Each actor has its own bucket: the rate holds per channel. A
-lease that found a site's bucket empty makes the actor wake when it refills
-(:meth:`SiteGate.next_refill`, from the actor's deadline timer), so parked leases get
-the site's work as soon as the rate allows.
+values, and another gateway's changes reach both within ``deadline_poll_interval``.
+
+A throttle is a token bucket per site, holding a tenth of a second's leases (at least
+one), so that no second sees more than the rate and that tenth. The bucket is the
+site's row (``tokens`` as of ``refilled_at``, wall time: the same for every gateway),
+not an actor's memory: each lease call of either actor reads it, draws a token per
+job it leases and writes it back, in its own turn's transaction, under the lock that
+orders those transactions (``operator_sql.hold_site_tokens``). So the rate holds for
+tasks and queries together, whichever gateway they ask. That row is the one the query
+actor writes of the task actor's table, and only these two columns, on purpose.
+
+A lease that found a site's bucket empty makes its actor wake when a token is due
+(:meth:`SiteGate.next_refill`, from the actor's deadline timer) and offer the site's
+work to its parked leases again: if the other channel (or gateway) took that token
+first, they find the bucket empty and wait for the next one; if it left the token
+unused, they take it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -28,7 +41,8 @@ from leasegate.actors.checks import MAX_TEXT, check_flag, check_id, check_ids, c
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.errors import InvalidRequest
-from leasegate.storage.engine import Row
+from leasegate.storage import operator_sql
+from leasegate.storage.engine import Connection, Row
 
 if TYPE_CHECKING:
     from leasegate.actors.runtime.turn import Turn
@@ -74,41 +88,87 @@ def check_rate(rate: object) -> None:
                              f"{MAX_RATE:g}, or null (got {rate!r:.40})")
 
 
-class _Bucket:
-    """A token bucket: ``rate`` a second, ``capacity`` at most."""
+FIRST_TOKENS = 1.0  # a new bucket: one lease at once, then the rate
+EARLY = 1e-6  # seconds: a token due this soon counts (float wall times are exact to ~0.3 us)
 
-    __slots__ = ("capacity", "last", "rate", "starved_until", "tokens")
 
-    def __init__(self, rate: float, now: float) -> None:
-        self.rate = rate
-        self.capacity = max(1.0, rate / 10)
-        self.tokens = 1.0  # one lease at once, then the rate
-        self.last = now
-        self.starved_until: float | None = None
+def refilled(rate: float, tokens: float | None, refilled_at: float | None,
+             now: float) -> tuple[float, float]:
+    """A bucket's tokens and their instant at ``now``: ``rate`` a second since
+    ``refilled_at``, at most a tenth of a second's (at least one). None: a new bucket.
+    A gateway whose clock is behind the last draw's adds nothing (never refills twice)."""
+    if tokens is None or refilled_at is None:
+        return FIRST_TOKENS, now
+    if now <= refilled_at:
+        return tokens, refilled_at
+    return min(max(1.0, rate / 10), tokens + (now - refilled_at) * rate), now
 
-    def take(self, now: float) -> bool:
-        if now > self.last:
-            self.tokens = min(self.capacity, self.tokens + (now - self.last) * self.rate)
-            self.last = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
+
+class Admission:
+    """One lease call's admission of sites (see the module docstring): a callable
+    that says whether a job of a site may be leased, drawing a token of a throttled
+    one; :meth:`spend` writes back the buckets it drew from."""
+
+    def __init__(self, gate: SiteGate, conn: Connection, now: float) -> None:
+        self._gate, self._conn, self._now = gate, conn, now
+        self._held = False
+        # site -> [rate, tokens, refilled_at], None: not throttled in the database
+        self._buckets: dict[str, list[float] | None] = {}
+        self._drawn: set[str] = set()
+
+    def __call__(self, site: str) -> bool:
+        gate = self._gate
+        if site in gate.paused:
+            return False
+        if site not in gate.rates:
             return True
-        self.starved_until = now + (1.0 - self.tokens) / self.rate
+        bucket = self._buckets[site] if site in self._buckets else self._read(site)
+        if bucket is None:
+            return True
+        rate, tokens, _ = bucket
+        if tokens + rate * EARLY >= 1.0:
+            bucket[1] = tokens - 1.0
+            self._drawn.add(site)
+            return True
+        gate.starved(site, self._now + (1.0 - tokens) / rate)
         return False
+
+    def _read(self, site: str) -> list[float] | None:
+        if not self._held:
+            operator_sql.hold_site_tokens(self._conn)
+            self._held = True
+        row = operator_sql.site_bucket(self._conn, site)
+        bucket = None
+        # The database's rate: another gateway may have changed it since this one heard.
+        if row is not None and (rate := row["leases_per_second"]) is not None:
+            tokens, at = refilled(rate, row["tokens"], row["refilled_at"], self._now)
+            bucket = [rate, tokens, at]
+        self._buckets[site] = bucket
+        return bucket
+
+    def spend(self) -> None:
+        """Write back the tokens left in the buckets this call drew from."""
+        drawn = [(b[1], b[2], site) for site in sorted(self._drawn)
+                 if (b := self._buckets[site]) is not None]
+        if drawn:
+            operator_sql.save_tokens(self._conn, drawn)
+        self._drawn.clear()
 
 
 class SiteGate:
-    """One queue actor's view of the site controls (see the module docstring)."""
+    """One queue actor's view of the site controls (see the module docstring): which
+    sites are paused and throttled, and when the tokens its leases found missing come
+    back. The buckets themselves are rows, never here."""
 
     def __init__(self) -> None:
         self.paused: set[str] = set()
         self.rates: dict[str, float] = {}
-        self._buckets: dict[str, _Bucket] = {}
+        self._starved: dict[str, float] = {}  # site -> when its next token is due
 
     @property
     def idle(self) -> bool:
         """No site is paused or throttled: the lease path asks nothing."""
-        return not self.paused and not self._buckets
+        return not self.paused and not self.rates
 
     def load(self, controls: Iterable[SiteControl], now: float) -> None:
         for control in controls:
@@ -126,10 +186,10 @@ class SiteGate:
         rate = control.leases_per_second
         if rate is None:
             self.rates.pop(site, None)
-            self._buckets.pop(site, None)
-        elif rate != old_rate:
+        else:
             self.rates[site] = rate
-            self._buckets[site] = _Bucket(rate, now)
+        if rate != old_rate:
+            self._starved.pop(site, None)
         return not control.paused and (was_paused or rate != old_rate)
 
     def unpaused(self, sites: tuple[str, ...] | None) -> list[str] | None:
@@ -138,29 +198,24 @@ class SiteGate:
             return None
         return [site for site in sites if site not in self.paused]
 
-    def admitter(self, now: float) -> Callable[[str], bool]:
-        """Whether a job of a site may be leased now; True takes one of its tokens."""
-        paused, buckets = self.paused, self._buckets
+    def admission(self, conn: Connection, now: float) -> Admission:
+        """What admits the jobs of one lease call, in its turn (see :class:`Admission`)."""
+        return Admission(self, conn, now)
 
-        def admit(site: str) -> bool:
-            if site in paused:
-                return False
-            bucket = buckets.get(site)
-            return bucket is None or bucket.take(now)
-
-        return admit
+    def starved(self, site: str, until: float) -> None:
+        """A lease found no token of ``site``: offer its work again at ``until``."""
+        self._starved[site] = until
 
     def next_refill(self) -> float | None:
         """When the first site a lease found without tokens has one again."""
-        due = [b.starved_until for b in self._buckets.values() if b.starved_until is not None]
-        return min(due) if due else None
+        return min(self._starved.values()) if self._starved else None
 
     def wake_refilled(self, turn: Turn, now: float) -> None:
         """Offer parked leases the sites whose tokens have come back."""
-        for site, bucket in self._buckets.items():
-            if bucket.starved_until is not None and bucket.starved_until <= now:
-                bucket.starved_until = None
-                turn.work_may_be_available(*new_work(site))
+        due = [site for site, at in self._starved.items() if at <= now + EARLY]
+        for site in due:
+            del self._starved[site]
+            turn.work_may_be_available(*new_work(site))
 
 
 def earliest(*times: float | None) -> float | None:

@@ -42,6 +42,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     frozen(13, "sites", FROZEN),
     frozen(14, "periodic runs", FROZEN),
     frozen(15, "job errors and search", FROZEN),
+    frozen(16, "site tokens", FROZEN),
 ]
 
 

@@ -513,7 +513,9 @@ CREATE TABLE sites (
     changed_by        text,
     leases_per_second double precision
         CHECK (leases_per_second IS NULL OR leases_per_second > 0),
-    updated_at        double precision NOT NULL
+    updated_at        double precision NOT NULL,
+    tokens            double precision,  -- the bucket both channels draw (sqlite/schema.sql)
+    refilled_at       double precision
 );
 
 
@@ -531,3 +533,4 @@ INSERT INTO schema_version (version, name) VALUES (12, 'baseline');
 INSERT INTO schema_version (version, name) VALUES (13, 'sites');
 INSERT INTO schema_version (version, name) VALUES (14, 'periodic runs');
 INSERT INTO schema_version (version, name) VALUES (15, 'job errors and search');
+INSERT INTO schema_version (version, name) VALUES (16, 'site tokens');

@@ -467,9 +467,11 @@ CREATE INDEX devices_pending ON devices (pending) WHERE pending = 1;
 
 -- ---- Sites (the task actor's; dispatch controls) ------------------------------------
 -- Set by an operator at run time: a paused site is leased on neither channel (its work
--- still queues); leases_per_second bounds how fast its jobs are leased (a token bucket
--- per site in each queue's lease path). A site with neither control has no row. The
--- query actor is given the controls by the task actor (at start-up and on each change).
+-- still queues); leases_per_second bounds how fast its jobs are leased, on both
+-- channels together: tokens as of refilled_at (wall seconds; NULL: one token at its first
+-- draw) is its bucket, drawn by either queue actor's lease in its own transaction. A
+-- site with neither control has no row. The query actor is given the controls by the
+-- task actor (at start-up and on each change).
 
 CREATE TABLE sites (
     site              TEXT PRIMARY KEY,
@@ -477,7 +479,9 @@ CREATE TABLE sites (
     reason            TEXT,
     changed_by        TEXT,
     leases_per_second REAL CHECK (leases_per_second IS NULL OR leases_per_second > 0),
-    updated_at        REAL NOT NULL
+    updated_at        REAL NOT NULL,
+    tokens            REAL,
+    refilled_at       REAL
 );
 
 
@@ -493,4 +497,4 @@ CREATE TABLE periodic_runs (
 ) WITHOUT ROWID;
 
 
-PRAGMA user_version = 15;
+PRAGMA user_version = 16;
