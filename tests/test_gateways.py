@@ -175,3 +175,56 @@ async def test_a_site_paused_through_one_gateway_is_not_leased_through_another(
     assert status == 200
     await trio.sleep(1.5)
     assert (await lease_one(b))["task_id"] == "t1"
+
+
+async def test_a_throttle_set_through_one_gateway_is_one_budget_for_all_and_both_channels(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        engine: str, autojump_clock: trio.testing.MockClock) -> None:
+    if engine == "sqlite":
+        pytest.skip("one gateway per SQLite file: its own actors hold every control")
+    a, b = await two(nursery, tmp_path, settings.replace(deadline_poll_interval=1), clock)
+    for n in range(12):
+        await submit(a, task_id=f"t{n}", account=f"a{n}")
+        status, reply = await b.call("POST", "/v1/queries", "t1", json={
+            "query_id": f"q{n}", "site": "shop", "kind": "k", "params": {}})
+        assert status == 201, reply
+    status, _ = await a.call("PUT", "/v1/sites/shop/throttle", "admin",
+                             json={"leases_per_second": 2})
+    assert status == 200
+    await trio.sleep(1.5)  # one deadline_poll_interval: B has reloaded the controls
+
+    async def lease_queries(gw: Gateway, **fields: Any) -> list[Json]:
+        status, reply = await gw.call("POST", "/v1/queries/lease", "worker", json={
+            "worker_id": "w2", "wait_seconds": 0, "max": 10, **fields})
+        assert status == 200, reply
+        items: list[Json] = reply["items"]
+        return items
+
+    # The first token, taken by a task through A, is gone for a query through B too.
+    assert len(await lease(a, max=10)) == 1
+    assert await lease_queries(b) == [] and await lease(b, max=10) == []
+    await trio.sleep(0.5)
+    assert len(await lease_queries(b)) == 1
+    assert await lease_queries(a) == [] and await lease(a, max=10) == []
+    # Parked workers of both channels on both gateways: one lease every half second
+    # among them all, exactly when the next token is due, the channels in turn (the one
+    # that drew last lets the other go first: queries drew last above).
+    start, got = trio.current_time(), list[tuple[float, str, str | None]]()
+
+    async def worker(gw: Gateway, channel: str) -> None:
+        while len(got) < 6:
+            status, reply = await gw.call("POST", f"/v1/{channel}/lease", "worker", json={
+                "worker_id": f"w-{channel}", "wait_seconds": 5, "max": 10})
+            assert status == 200, reply
+            got.extend((trio.current_time() - start, channel, gw.system.settings.gateway)
+                       for _ in reply["items"])
+        workers.cancel_scope.cancel()
+
+    async with trio.open_nursery() as workers:
+        for gw in (a, b):
+            for channel in ("tasks", "queries"):
+                workers.start_soon(worker, gw, channel)
+    assert [when for when, _, _ in got] == pytest.approx([0.5 * n for n in range(1, 7)],
+                                                          abs=1e-6)
+    assert [channel for _, channel, _ in got] == ["tasks", "queries"] * 3
+    assert {gateway for _, _, gateway in got} == {"gw-a", "gw-b"}, got

@@ -114,3 +114,37 @@ async def test_gateways_starting_together_on_a_fresh_database_print_one_set_of_k
     assert sorted(text.count("lg_") for text in printed) == [0, 3], printed
     for system in systems:
         system.close()
+
+
+async def test_a_throttle_holds_for_both_channels_leased_at_once_on_two_gateways(
+        nursery: trio.Nursery, tmp_path: Path, postgres_url: str) -> None:
+    a, b = await two(nursery, tmp_path, postgres_url)
+    for n in range(40):
+        for gw, channel, job in ((a, "tasks", {"task_id": f"t{n}", "account": f"a{n}"}),
+                                 (b, "queries", {"query_id": f"q{n}"})):
+            status, _ = await gw.call("POST", f"/v1/{channel}", "t1", json={
+                **job, "site": "slow", "kind": "k", "params": {}})
+            assert status == 201
+    for gw in (a, b):  # B told too, not left to its reload: the rate as it stands keeps
+        status, _ = await gw.call("PUT", "/v1/sites/slow/throttle", "admin",  # the bucket
+                                  json={"leases_per_second": 4})
+        assert status == 200
+    got: list[tuple[str, str]] = []
+    start = trio.current_time()
+
+    async def worker(gw: Gateway, name: str, channel: str) -> None:
+        while trio.current_time() < start + 3.0:
+            status, reply = await gw.call("POST", f"/v1/{channel}/lease", "worker", json={
+                "worker_id": f"{name}-{channel}", "wait_seconds": 1, "max": 10})
+            assert status == 200, reply  # no turn failed (a deadlock would be a 503)
+            got.extend((name, channel) for _ in reply["items"])
+
+    async with trio.open_nursery() as workers:
+        for gw, name in ((a, "a"), (b, "b")):
+            for channel in ("tasks", "queries", "tasks", "queries"):
+                workers.start_soon(worker, gw, name, channel)
+    elapsed = trio.current_time() - start
+    # One bucket among eight workers, two channels, two gateways: one at once, then 4 a
+    # second (four buckets, one per gateway and channel, would give four times that).
+    assert 4 * 3.0 - 2 <= len(got) <= 1 + 4 * elapsed, (len(got), elapsed, got)
+    assert {channel for _, channel in got} == {"tasks", "queries"}, got  # both get some

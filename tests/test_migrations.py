@@ -41,7 +41,7 @@ RELEASED = {
     13: "7673c4c3f43cdc34",  # sites
     14: "36ac19a875f1eefc",  # periodic runs
     15: "d116c49663fe311f",  # job errors and search
-    16: "e7407e3ff28a1303",  # site tokens
+    16: "2492f16e8b758cc6",  # site tokens
 }
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
+import trio.testing
 
 from tests.conftest import Gateway
 
@@ -240,7 +242,8 @@ async def test_a_parked_lease_gets_the_work_of_a_resumed_site(gateway: Gateway) 
     assert [i["task_id"] for i in got[0]] == ["w1"]
 
 
-async def test_a_throttled_site_is_leased_at_its_rate(gateway: Gateway) -> None:
+async def test_a_throttled_site_is_leased_at_its_rate(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
     for n in range(6):
         await submit(gateway, f"t{n}", account=f"a{n}")
     status, site = await call(gateway, "PUT", "/v1/sites/shop/throttle",
@@ -264,6 +267,37 @@ async def test_a_throttled_site_is_leased_at_its_rate(gateway: Gateway) -> None:
     assert len(await lease(gateway, max=10)) == 3
     status, page = await call(gateway, "GET", "/v1/sites")
     assert page["items"] == [] or page["items"][0]["leases_per_second"] is None
+
+
+async def test_a_throttle_is_one_budget_for_tasks_and_queries(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    for n in range(6):
+        await submit(gateway, f"t{n}", account=f"a{n}")
+        await call(gateway, "POST", "/v1/queries", "t1", {**QUERY, "query_id": f"q{n}"})
+    await call(gateway, "PUT", "/v1/sites/shop/throttle", body={"leases_per_second": 2})
+
+    async def parked(channel: str) -> float:
+        """How long a parked lease of ``channel`` waits for its one lease."""
+        start = trio.current_time()
+        assert len(await lease(gateway, channel, max=10, wait_seconds=5)) == 1
+        return trio.current_time() - start
+
+    assert len(await lease(gateway, "tasks", max=10)) == 1  # the first token
+    assert await lease(gateway, "queries", max=10) == []  # gone for queries too
+    # Tokens the task channel leaves unused go to a parked query as they come...
+    assert await parked("queries") == pytest.approx(0.5, abs=1e-6)
+    assert await lease(gateway, "tasks", max=10) == []
+    assert await parked("tasks") == pytest.approx(0.5, abs=1e-6)
+    # ...and the channel that drew last waits a hundredth of a second past the next
+    # token's due time (courtesy), in which the other channel would take it first.
+    assert await parked("tasks") == pytest.approx(0.51, abs=1e-6)
+    # A pause keeps the bucket (empty now); a new rate starts a new one: one token.
+    await call(gateway, "POST", "/v1/sites/shop/pause", body={"reason": "a moment"})
+    await call(gateway, "POST", "/v1/sites/shop/resume", body={"reason": "back"})
+    assert await lease(gateway, "queries", max=10) == []
+    await call(gateway, "PUT", "/v1/sites/shop/throttle", body={"leases_per_second": 1})
+    assert len(await lease(gateway, "queries", max=10)) == 1
+    assert await lease(gateway, "tasks", max=10) == []
 
 
 async def test_site_routes_are_the_admins(gateway: Gateway) -> None:

@@ -29,7 +29,7 @@ RELEASED = {
     13: "646bd6e8f86fcca5",  # sites
     14: "dc8e7becfea931e4",  # periodic runs
     15: "e219c873340e04c1",  # job errors and search
-    16: "a9bd166834427073",  # site tokens
+    16: "4436b7730b3acc48",  # site tokens
 }
 
 

@@ -140,8 +140,9 @@ _site_route("resume", "Resume a paused site: its work is leased again.")
 @validate_request(ThrottleBody)
 @document_response(SiteObject)
 async def throttle_site(site: str, data: ThrottleBody) -> Any:
-    """At most ``leases_per_second`` leases a second of the site's jobs, on each channel,
-    whichever workers ask (null lifts it). Kept in the database."""
+    """At most ``leases_per_second`` leases a second of the site's jobs, tasks and
+    queries together, whichever workers and gateways ask (null lifts it). Kept in the
+    database, bucket included."""
     by = operator()
     rate = None if data.leases_per_second is None else float(data.leases_per_second)
     return to_json(await system().jobs.sites.set(site, "throttle", by=by,

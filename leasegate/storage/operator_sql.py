@@ -11,6 +11,7 @@ queue actors write, of every gateway: always under :func:`hold_site_tokens`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, dialect
@@ -125,14 +126,16 @@ def site_bucket(conn: Connection, site: str) -> Row | None:
     """A site's rate and its tokens as of ``refilled_at`` (None: no row), under
     :func:`hold_site_tokens`."""
     row: Row | None = conn.execute(
-        "SELECT leases_per_second, tokens, refilled_at FROM sites WHERE site = ?",
+        "SELECT leases_per_second, tokens, refilled_at, drawn_by FROM sites WHERE site = ?",
         (site,)).fetchone()
     return row
 
 
-def save_tokens(conn: Connection, buckets: list[tuple[float, float, str]]) -> None:
-    """``(tokens, refilled_at, site)`` of the buckets a lease drew from."""
-    conn.executemany("UPDATE sites SET tokens = ?, refilled_at = ? WHERE site = ?", buckets)
+def save_tokens(conn: Connection, buckets: Sequence[tuple[float, float, str, str]]) -> None:
+    """``(tokens, refilled_at, drawn_by, site)`` of the buckets a lease drew from
+    (``drawn_by``: its channel)."""
+    conn.executemany("UPDATE sites SET tokens = ?, refilled_at = ?, drawn_by = ? "
+                     "WHERE site = ?", buckets)
 
 
 def queued_by_site(conn: Connection, channel: str, sites: list[str]) -> dict[str, int]:

@@ -55,7 +55,7 @@ class QueueTurn(Turn, Generic[V]):
         # A job with max_cost that ends is settled by the ledger after the commit.
         self.settle = SettleNotices(self, kind, ledger)
         self.dry = DryFilters()
-        self.sites = SiteGate()  # paused and throttled sites (see queue/sites.py)
+        self.sites = SiteGate(kind.channel)  # paused and throttled sites (see queue/sites.py)
 
     def visible(self, job_id: str, tenant: str | None) -> Row:
         """The job, if it exists and the tenant (None: any, the admin) may see it."""

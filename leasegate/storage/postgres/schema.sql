@@ -515,7 +515,8 @@ CREATE TABLE sites (
         CHECK (leases_per_second IS NULL OR leases_per_second > 0),
     updated_at        double precision NOT NULL,
     tokens            double precision,  -- the bucket both channels draw (sqlite/schema.sql)
-    refilled_at       double precision
+    refilled_at       double precision,
+    drawn_by          text
 );
 
 

@@ -469,7 +469,8 @@ CREATE INDEX devices_pending ON devices (pending) WHERE pending = 1;
 -- Set by an operator at run time: a paused site is leased on neither channel (its work
 -- still queues); leases_per_second bounds how fast its jobs are leased, on both
 -- channels together: tokens as of refilled_at (wall seconds; NULL: one token at its first
--- draw) is its bucket, drawn by either queue actor's lease in its own transaction. A
+-- draw) is its bucket, drawn by either queue actor's lease in its own transaction
+-- (drawn_by: the channel of the last draw, which lets the other go first). A
 -- site with neither control has no row. The query actor is given the controls by the
 -- task actor (at start-up and on each change).
 
@@ -481,7 +482,8 @@ CREATE TABLE sites (
     leases_per_second REAL CHECK (leases_per_second IS NULL OR leases_per_second > 0),
     updated_at        REAL NOT NULL,
     tokens            REAL,
-    refilled_at       REAL
+    refilled_at       REAL,
+    drawn_by          TEXT
 );
 
 
