@@ -21,13 +21,14 @@ not an actor's memory: each lease call of either actor reads it, draws a token p
 job it leases and writes it back, in its own turn's transaction, under the lock that
 orders those transactions (``operator_sql.hold_site_tokens``). So the rate holds for
 tasks and queries together, whichever gateway they ask. That row is the one the query
-actor writes of the task actor's table, and only these two columns, on purpose.
+actor writes of the task actor's table, and only its bucket's columns, on purpose.
 
 A lease that found a site's bucket empty makes its actor wake when a token is due
 (:meth:`SiteGate.next_refill`, from the actor's deadline timer) and offer the site's
 work to its parked leases again: if the other channel (or gateway) took that token
 first, they find the bucket empty and wait for the next one; if it left the token
-unused, they take it.
+unused, they take it. The channel that drew last (``drawn_by``) wakes a moment later
+(:func:`courtesy`), so that while both wait they take the tokens in turn.
 """
 
 from __future__ import annotations
