@@ -1,5 +1,5 @@
 """The operator's commands that act on a running gateway through its HTTP API (the
-actors are the only writers): cancel, retry, reclaim and redrive jobs; list, pause,
+actors are the only writers): cancel, resume, retry, reclaim and redrive jobs; list, pause,
 resume and throttle sites. Human tables by default, ``--json`` for the reply as is.
 
     leasegate tasks retry t-1 --reason "site fixed"
@@ -44,11 +44,13 @@ def register(group: Groups) -> None:
     tasks, queries = group("tasks", "tasks"), group("queries", "queries")
     sites = group("sites", "sites' dispatch controls")
 
-    cancel = gateway_options(tasks.add_parser("cancel", help="cancel a task"))
-    cancel.add_argument("task_id")
-    _reason(cancel, required=False)
-    cancel.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{path_id(a.task_id)}/cancel",
-                                                _maybe_reason(a), _job))
+    for action, doc in (("cancel", "cancel a task"),
+                        ("resume", "resume a paused task (back to the queue)")):
+        control = gateway_options(tasks.add_parser(action, help=doc))
+        control.add_argument("task_id")
+        _reason(control, required=False)
+        control.set_defaults(handler=lambda a, action=action: _post(
+            a, f"/v1/tasks/{path_id(a.task_id)}/{action}", _maybe_reason(a), _job))
     for name, noun, parser_group in (("tasks", "task", tasks), ("queries", "query", queries)):
         retry = gateway_options(parser_group.add_parser(
             "retry", help=f"retry a failed or expired {noun} as a new attempt"))

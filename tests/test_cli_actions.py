@@ -77,6 +77,21 @@ def test_tasks_cancel(gateway: served.Served, capsys: pytest.CaptureFixture[str]
     assert err.startswith("leasegate: 409 state_conflict (6003): ")
 
 
+def test_tasks_resume(gateway: served.Served, capsys: pytest.CaptureFixture[str]) -> None:
+    with gateway.client("client") as c, gateway.client("admin") as admin:
+        for task_id in ("rs1", "rs2"):  # batch tasks, paused while queued
+            r = c.post("/v1/tasks", json={"task_id": task_id, "site": "resume-site",
+                                          "account": task_id, "kind": "k", "params": {},
+                                          "batch_total": 10})
+            assert r.status_code == 201, r.text
+            assert admin.post(f"/v1/tasks/{task_id}/pause").json()["status"] == "paused"
+    out = cli(gateway, capsys, "tasks", "resume", "rs1", "--reason", "go on")
+    assert out.startswith("task rs1\n") and "status    queued" in out
+    assert cli_json(gateway, capsys, "tasks", "resume", "rs2")["status"] == "queued"
+    err = cli(gateway, capsys, "tasks", "resume", "no-such-task", status=1)
+    assert err.startswith("leasegate: 404 ")
+
+
 def test_tasks_retry(gateway: served.Served, capsys: pytest.CaptureFixture[str]) -> None:
     fail(gateway, "rt1", "retry-site")
     out = cli(gateway, capsys, "tasks", "retry", "rt1", "--reason", "fixed")
