@@ -151,12 +151,18 @@ async def test_an_artifact_uploaded_through_one_gateway_is_read_through_another(
     assert not (tmp_path / "artifacts").exists()
 
 
+async def two_sharing_sites(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
+                            clock: Clock, engine: str) -> tuple[Gateway, Gateway]:
+    """Two PostgreSQL gateways, each reading the site controls again every second."""
+    if engine == "sqlite":
+        pytest.skip("one gateway per SQLite file: its own actors hold every control")
+    return await two(nursery, tmp_path, settings.replace(deadline_poll_interval=1), clock)
+
+
 async def test_a_site_paused_through_one_gateway_is_not_leased_through_another(
         nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
         engine: str, autojump_clock: trio.testing.MockClock) -> None:
-    if engine == "sqlite":
-        pytest.skip("one gateway per SQLite file: its own actors hold every control")
-    a, b = await two(nursery, tmp_path, settings.replace(deadline_poll_interval=1), clock)
+    a, b = await two_sharing_sites(nursery, tmp_path, settings, clock, engine)
     await submit(b, task_id="t1")
     status, reply = await b.call("POST", "/v1/queries", "t1",
                                  json={"query_id": "q1", "site": "shop", "kind": "k",
@@ -180,9 +186,7 @@ async def test_a_site_paused_through_one_gateway_is_not_leased_through_another(
 async def test_a_throttle_set_through_one_gateway_is_one_budget_for_all_and_both_channels(
         nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
         engine: str, autojump_clock: trio.testing.MockClock) -> None:
-    if engine == "sqlite":
-        pytest.skip("one gateway per SQLite file: its own actors hold every control")
-    a, b = await two(nursery, tmp_path, settings.replace(deadline_poll_interval=1), clock)
+    a, b = await two_sharing_sites(nursery, tmp_path, settings, clock, engine)
     for n in range(12):
         await submit(a, task_id=f"t{n}", account=f"a{n}")
         status, reply = await b.call("POST", "/v1/queries", "t1", json={
