@@ -35,8 +35,7 @@ class RetryQuery(RetryJob[Queries, QueryView]):
 @QUERIES.on(RetryQuery)
 def retry(turn: QueryTurn, m: RetryQuery) -> QueryView:
     return query_view(retry_job(turn, m, RETRYABLE,
-                                lambda row: turn.now + turn.settings.query_ttl,
-                                sql.retry_query))
+                                lambda row: turn.now + turn.settings.query_ttl))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from leasegate.actors.runtime.mailbox import Ask
 from leasegate.errors import InvalidRequest, StateConflict
 from leasegate.logs import escape
 from leasegate.storage import operator_sql
-from leasegate.storage.engine import Connection, Row
+from leasegate.storage.engine import Row
 
 A_contra = TypeVar("A_contra", contravariant=True)
 V_co = TypeVar("V_co", covariant=True)
@@ -86,17 +86,17 @@ class FindRetryable(Ask[A_contra, Retryable]):
 
 
 def retry_job(turn: QueueTurn[Any], m: RetryJob[Any, Any],
-              statuses: tuple[str, ...], expires_at: Callable[[Row], float],
-              requeue: Callable[[Connection, str, str, float, float], bool]) -> Row:
-    """``m``'s job requeued by ``requeue`` if it is in one of ``statuses`` (else 6003),
-    recorded as ``retried`` with who and why; its row after."""
+              statuses: tuple[str, ...], expires_at: Callable[[Row], float]) -> Row:
+    """``m``'s job requeued if it is in one of ``statuses`` (else 6003), to expire at
+    ``expires_at(row)``, recorded as ``retried`` with who and why; its row after."""
     kind = turn.kind
     row = turn.visible(m.job_id, None)
     status = row["status"]
     if status not in statuses:
         raise StateConflict(f"{kind.noun} {m.job_id} is {status}; only a "
                             f"{' or '.join(statuses)} {kind.noun} can be retried")
-    if not requeue(turn.conn, m.job_id, status, expires_at(row), turn.now):
+    if not operator_sql.retry(turn.conn, kind.channel, m.job_id, status, expires_at(row),
+                              turn.now):
         raise StateConflict(f"{kind.noun} {m.job_id} changed concurrently; try again")
     log.warning("%s retried by an operator: %s=%s was=%s by=%s reason=%s", kind.noun,
                 kind.id_column, escape(m.job_id), status, escape(m.by), escape(m.reason))

@@ -47,8 +47,7 @@ class RetryTask(RetryJob[Tasks, TaskView]):
 @TASKS.on(RetryTask)
 def retry(turn: TaskTurn, m: RetryTask) -> TaskView:
     return task_view(retry_job(turn, m, RETRYABLE,
-                               lambda row: turn.ttl_deadline(row["not_before"]),
-                               sql.retry_task))
+                               lambda row: turn.ttl_deadline(row["not_before"])))
 
 
 @dataclass(frozen=True)
