@@ -29,7 +29,8 @@ _RETRY_CLEARS = {
 
 def retry(conn: Connection, channel: str, job_id: str, from_status: str,
           expires_at: float, now: float) -> bool:
-    """A finished job (``from_status``) → queued, a new attempt; progress kept."""
+    """A finished job (``from_status``) → queued, a new attempt (a task keeps its
+    progress)."""
     table, key = _TABLES[channel]
     cur = conn.execute(
         f"UPDATE {table} SET status = 'queued', lease_owner = NULL, lease_token = NULL, "

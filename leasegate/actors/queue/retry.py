@@ -3,9 +3,9 @@ canceled) job back in line as a new attempt, its history kept; and the selection
 bulk retry ("redrive") works on.
 
 Each channel names its messages (``RetryTask`` derives from :class:`RetryJob`), says
-which statuses it retries and registers them with :func:`serve_retries` (its turn says
-when a retried job expires); the money (a billed job's hold,
-placed again before the retry) is the jobs facade's business, as at submit.
+which statuses it retries, and registers them with :func:`serve_retries`; its turn
+says when a retried job expires. The money (a billed job's hold, placed again before
+the retry) is the jobs facade's business, as at submit.
 """
 
 from __future__ import annotations

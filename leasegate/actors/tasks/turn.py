@@ -53,6 +53,7 @@ class TaskTurn(QueueTurn[TaskView]):
         return start + self.settings.task_ttl
 
     def retry_expiry(self, row: Row) -> float:
+        """``task_ttl`` from now, or from the task's ``not_before`` if that is later."""
         return self.ttl_deadline(row["not_before"])
 
     def seen(self, worker_id: str, *, sites: tuple[str, ...] | None = None,
