@@ -21,30 +21,28 @@ from leasegate.storage.rows import marks
 _TABLES = {"task": ("tasks", "task_id"), "query": ("queries", "query_id")}
 
 
-def retry_task(conn: Connection, task_id: str, from_status: str, expires_at: float,
-               now: float) -> bool:
-    """failed / expired / canceled → queued (a new attempt; progress kept)."""
-    cur = conn.execute(
-        "UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
-        "lease_request_id = NULL, claim_expires_at = NULL, lease_expires_at = NULL, "
-        "renewed_at = NULL, cancel_requested = 0, pause_requested = 0, result = NULL, "
-        "error_code = NULL, error_message = NULL, cost = NULL, outcome_digest = NULL, "
-        "late_result = 0, completed_at = NULL, expires_at = ?, updated_at = ? "
-        "WHERE task_id = ? AND status = ?",
-        (expires_at, now, task_id, from_status))
-    return cur.rowcount == 1
+# What a retry clears beyond the lease and the outcome, per channel: a task's claim,
+# renewal, requests and late flag (its attempts go on counting: at most once each);
+# a query's attempts, counted afresh (it is redelivered until it succeeds).
+_RETRY_CLEARS = {
+    "task": "claim_expires_at = NULL, renewed_at = NULL, cancel_requested = 0, "
+            "pause_requested = 0, late_result = 0",
+    "query": "attempts = 0",
+}
 
 
-def retry_query(conn: Connection, query_id: str, from_status: str, expires_at: float,
-                now: float) -> bool:
-    """failed / expired → queued with its attempts counted afresh."""
+def retry(conn: Connection, channel: str, job_id: str, from_status: str,
+          expires_at: float, now: float) -> bool:
+    """A finished job (``from_status``) → queued, a new attempt (a task keeps its
+    progress)."""
+    table, key = _TABLES[channel]
     cur = conn.execute(
-        "UPDATE queries SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
-        "lease_request_id = NULL, lease_expires_at = NULL, attempts = 0, result = NULL, "
-        "error_code = NULL, error_message = NULL, cost = NULL, outcome_digest = NULL, "
-        "completed_at = NULL, expires_at = ?, updated_at = ? "
-        "WHERE query_id = ? AND status = ?",
-        (expires_at, now, query_id, from_status))
+        f"UPDATE {table} SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
+        f"lease_request_id = NULL, lease_expires_at = NULL, {_RETRY_CLEARS[channel]}, "
+        "result = NULL, error_code = NULL, error_message = NULL, cost = NULL, "
+        "outcome_digest = NULL, completed_at = NULL, expires_at = ?, updated_at = ? "
+        f"WHERE {key} = ? AND status = ?",
+        (expires_at, now, job_id, from_status))
     return cur.rowcount == 1
 
 

@@ -11,10 +11,19 @@ from collections.abc import Callable
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, respelled
+from leasegate.storage.jobs_sql import JobTable
 from leasegate.storage.keyset import merged, ordered
-from leasegate.storage.rows import insert_new, marks
+from leasegate.storage.rows import marks
 
 TERMINAL = ("succeeded", "failed", "expired")
+
+_QUERIES = JobTable("queries", "query_id", "query_tombstones",
+                    finished="completed_at IS NOT NULL")
+get = _QUERIES.get
+get_or_tombstone = _QUERIES.get_or_tombstone
+insert = _QUERIES.insert
+purge_completed_before = _QUERIES.purge_completed_before
+purge_tombstones_before = _QUERIES.purge_tombstones_before
 
 # INDEXED BY: with both indexes on queued rows SQLite's planner would take either
 # (PostgreSQL's indexes name the rowid they are ordered by: no hint needed).
@@ -22,29 +31,6 @@ _ALL_QUEUED, _SITE_QUEUED = (
     respelled(f"SELECT *, rowid FROM queries INDEXED BY {index}", (f" INDEXED BY {index}", ""))
     for index in ("queries_ready", "queries_queued"))
 _ORDER = ("rowid",)
-
-
-def get(conn: Connection, query_id: str) -> Row | None:
-    row: Row | None = conn.execute(
-        "SELECT * FROM queries WHERE query_id = ?", (query_id,)
-    ).fetchone()
-    return row
-
-
-def get_or_tombstone(conn: Connection, query_id: str) -> Row | None:
-    """The query, else the tombstone of a purged one (tenant, fingerprint, status)."""
-    row = get(conn, query_id)
-    if row is None:
-        row = conn.execute(
-            "SELECT * FROM query_tombstones WHERE query_id = ?", (query_id,)
-        ).fetchone()
-    return row
-
-
-def insert(conn: Connection, **values: Any) -> bool:
-    """Insert a new query; False (and nothing written) if its id exists already
-    or has a tombstone."""
-    return insert_new(conn, "queries", "query_id", values)
 
 
 def next_queued(conn: Connection, sites: list[str] | None, now: float,
@@ -168,29 +154,6 @@ def next_deadline(conn: Connection) -> float | None:
         ") AS deadlines"
     ).fetchone()
     return None if row[0] is None else float(row[0])
-
-
-def purge_completed_before(conn: Connection, cutoff: float, now: float,
-                           limit: int = 1000) -> int:
-    """Delete finished queries past retention, leaving a tombstone for each in the
-    same transaction; how many."""
-    ids = [(row[0],) for row in conn.execute(
-        "SELECT query_id FROM queries WHERE completed_at IS NOT NULL AND completed_at <= ? "
-        "LIMIT ?", (cutoff, limit))]
-    conn.executemany(
-        "INSERT INTO query_tombstones (query_id, tenant, fingerprint, status, purged_at) "
-        "SELECT query_id, tenant, fingerprint, status, ? FROM queries WHERE query_id = ?",
-        [(now, i) for (i,) in ids])
-    conn.executemany("DELETE FROM queries WHERE query_id = ?", ids)
-    return len(ids)
-
-
-def purge_tombstones_before(conn: Connection, cutoff: float, limit: int = 1000) -> int:
-    """Forget tombstones laid at or before ``cutoff``: their ids are free again."""
-    cur = conn.execute(
-        "DELETE FROM query_tombstones WHERE query_id IN (SELECT query_id FROM query_tombstones "
-        "WHERE purged_at <= ? LIMIT ?)", (cutoff, limit))
-    return cur.rowcount
 
 
 # Live queries (each status on its partial index), by site.

@@ -20,12 +20,21 @@ from typing import Any
 
 from leasegate.storage import lanes_sql
 from leasegate.storage.engine import Connection, Row, respelled
-from leasegate.storage.rows import insert_new, marks
+from leasegate.storage.jobs_sql import JobTable
+from leasegate.storage.rows import marks
 
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
           "expired")
 TERMINAL = ("succeeded", "failed", "canceled", "expired")
 UNFINISHED = ("queued", "leased", "running", "paused", "stale")
+
+_TASKS = JobTable("tasks", "task_id", "task_tombstones",
+                  finished="status IN ('succeeded', 'failed', 'canceled', 'expired')")
+get = _TASKS.get
+get_or_tombstone = _TASKS.get_or_tombstone
+insert = _TASKS.insert
+purge_completed_before = _TASKS.purge_completed_before  # (their artifact rows cascade)
+purge_tombstones_before = _TASKS.purge_tombstones_before
 
 _CLEAR_LEASE = ("lease_owner = NULL, lease_token = NULL, lease_request_id = NULL, "
                 "claim_expires_at = NULL, lease_expires_at = NULL")
@@ -63,29 +72,6 @@ def count_unfinished(conn: Connection) -> tuple[tuple[str, int], ...]:
     return tuple((status, int(conn.execute(
         "SELECT count(*) FROM tasks WHERE status = ?", (status,)).fetchone()[0]))
         for status in UNFINISHED)
-
-
-def get(conn: Connection, task_id: str) -> Row | None:
-    row: Row | None = conn.execute(
-        "SELECT * FROM tasks WHERE task_id = ?", (task_id,)
-    ).fetchone()
-    return row
-
-
-def get_or_tombstone(conn: Connection, task_id: str) -> Row | None:
-    """The task, else the tombstone of a purged one (tenant, fingerprint, status)."""
-    row = get(conn, task_id)
-    if row is None:
-        row = conn.execute(
-            "SELECT * FROM task_tombstones WHERE task_id = ?", (task_id,)
-        ).fetchone()
-    return row
-
-
-def insert(conn: Connection, **values: Any) -> bool:
-    """Insert a new task; False (and nothing written) if its id exists already
-    or has a tombstone."""
-    return insert_new(conn, "tasks", "task_id", values)
 
 
 def next_queued(conn: Connection, sites: list[str] | None, now: float,
@@ -343,29 +329,6 @@ def next_deadline(conn: Connection, hard_timeout: float, now: float) -> float | 
     """The earliest claim expiry, lease expiry, hard timeout, TTL or future not_before."""
     row = conn.execute(_NEXT_DEADLINE, (hard_timeout, now)).fetchone()
     return None if row[0] is None else float(row[0])
-
-
-def purge_completed_before(conn: Connection, cutoff: float, now: float,
-                           limit: int = 1000) -> list[str]:
-    """Delete finished tasks past retention (their artifact rows cascade), leaving a
-    tombstone for each in the same transaction; their ids."""
-    ids = [(row[0],) for row in conn.execute(
-        "SELECT task_id FROM tasks WHERE status IN ('succeeded', 'failed', 'canceled', 'expired') "
-        "AND completed_at <= ? LIMIT ?", (cutoff, limit))]
-    conn.executemany(
-        "INSERT INTO task_tombstones (task_id, tenant, fingerprint, status, purged_at) "
-        "SELECT task_id, tenant, fingerprint, status, ? FROM tasks WHERE task_id = ?",
-        [(now, i) for (i,) in ids])
-    conn.executemany("DELETE FROM tasks WHERE task_id = ?", ids)
-    return [i for (i,) in ids]
-
-
-def purge_tombstones_before(conn: Connection, cutoff: float, limit: int = 1000) -> int:
-    """Forget tombstones laid at or before ``cutoff``: their ids are free again."""
-    cur = conn.execute(
-        "DELETE FROM task_tombstones WHERE task_id IN (SELECT task_id FROM task_tombstones "
-        "WHERE purged_at <= ? LIMIT ?)", (cutoff, limit))
-    return cur.rowcount
 
 
 def existing(conn: Connection, task_ids: list[str]) -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.actors.checks import check_choice, check_id, check_ids, check_page, check_text
+from leasegate.actors.checks import check_choice, check_id, check_ids, check_text
 from leasegate.actors.keys.ref import Keys
 from leasegate.actors.keys.turn import KEYS
 from leasegate.actors.keys.views import (
@@ -17,7 +17,8 @@ from leasegate.actors.keys.views import (
     key_view,
     principal,
 )
-from leasegate.actors.pages import Page, Paged, paged
+from leasegate.actors.lists import ListPage
+from leasegate.actors.pages import Paged, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import InvalidRequest, NotFound
@@ -74,11 +75,8 @@ def lookup(turn: Turn, m: LookupKey) -> KeyRecord | None:
 
 
 @dataclass(frozen=True)
-class ListKeys(Ask[Keys, Paged[KeyView]]):
-    page: Page = Page()
-
-    def check(self) -> None:
-        check_page(self.page)
+class ListKeys(ListPage[Keys, KeyView]):
+    """Every key, newest first."""
 
 
 @KEYS.on(ListKeys)

@@ -10,6 +10,7 @@ from leasegate.actors.ledger.holds import check_tenant_account
 from leasegate.actors.ledger.ref import Ledger
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
 from leasegate.actors.ledger.views import AccountView, EntryView, account_view, entry_view
+from leasegate.actors.lists import ListPage
 from leasegate.actors.pages import Page, Paged, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.errors import IdempotencyConflict, LedgerLimit
@@ -96,13 +97,8 @@ def list_entries(turn: LedgerTurn, m: ListEntries) -> Paged[EntryView]:
 
 
 @dataclass(frozen=True)
-class ListAccounts(Ask[Ledger, Paged[AccountView]]):
+class ListAccounts(ListPage[Ledger, AccountView]):
     """Every account, tenants' and the system's, newest first (the console's list)."""
-
-    page: Page = Page()
-
-    def check(self) -> None:
-        check_page(self.page)
 
 
 @LEDGER.on(ListAccounts)

@@ -52,8 +52,8 @@ QUERIES.deadlines(next_wakeup, on_wakeup)
 def purge(turn: QueryTurn, now: float) -> bool:
     """Delete finished queries past retention (each leaves a tombstone that keeps
     its id taken) and tombstones past theirs, a batch at a time; True if more remain."""
-    purged = sql.purge_completed_before(turn.conn, now - turn.settings.query_retention, now,
-                                        PURGE_BATCH)
+    purged = len(sql.purge_completed_before(
+        turn.conn, now - turn.settings.query_retention, now, PURGE_BATCH))
     forgotten = sql.purge_tombstones_before(
         turn.conn, now - turn.settings.id_tombstone_retention, PURGE_BATCH)
     if purged:

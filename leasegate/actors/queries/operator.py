@@ -1,6 +1,7 @@
-"""An operator's actions on queries, each message followed by its handler: retry one
-query, find what a redrive retries, and take a site's dispatch controls from the task
-actor (which keeps them in the ``sites`` table)."""
+"""An operator's actions on queries: retry one query and find what a redrive retries
+(handled as on both channels, ``queue.retry``), and take a site's dispatch controls
+from the task actor (which keeps them in the ``sites`` table), each message followed
+by its handler."""
 
 from __future__ import annotations
 
@@ -9,34 +10,19 @@ from typing import ClassVar
 
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
-from leasegate.actors.queries.views import QueryView, query_view
+from leasegate.actors.queries.views import QueryView
 from leasegate.actors.queue.leases import new_work
-from leasegate.actors.queue.retry import (
-    FindRetryable,
-    Retryable,
-    RetryJob,
-    find_retryable,
-    retry_job,
-)
+from leasegate.actors.queue.retry import FindRetryable, RetryJob, serve_retries
 from leasegate.actors.queue.sites import QueuedAt, SiteControl, check_control
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.errors import InvalidRequest
 from leasegate.storage import operator_sql as sql
 
-RETRYABLE = ("failed", "expired")
-
 
 @dataclass(frozen=True)
 class RetryQuery(RetryJob[Queries, QueryView]):
     """A failed or expired query back to ``queued``, its attempts counted afresh."""
-
-
-@QUERIES.on(RetryQuery)
-def retry(turn: QueryTurn, m: RetryQuery) -> QueryView:
-    return query_view(retry_job(turn, m, RETRYABLE,
-                                lambda row: turn.now + turn.settings.query_ttl,
-                                sql.retry_query))
 
 
 @dataclass(frozen=True)
@@ -46,17 +32,12 @@ class RetryQueries(Batch[Queries, RetryQuery, QueryView]):
     item = RetryQuery
 
 
-QUERIES.each(RetryQueries, retry)
-
-
 @dataclass(frozen=True)
 class FindRetryableQueries(FindRetryable[Queries]):
-    statuses: ClassVar[tuple[str, ...]] = RETRYABLE
+    statuses: ClassVar[tuple[str, ...]] = ("failed", "expired")
 
 
-@QUERIES.on(FindRetryableQueries)
-def retryable(turn: QueryTurn, m: FindRetryableQueries) -> Retryable:
-    return find_retryable(turn, m)
+serve_retries(QUERIES, RetryQuery, RetryQueries, FindRetryableQueries)
 
 
 @dataclass(frozen=True)

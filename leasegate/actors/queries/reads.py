@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.actors.checks import check_choice, check_int, check_page
-from leasegate.actors.pages import MAX_LIMIT, JobPage, Page, Paged, paged
+from leasegate.actors.checks import check_choice, check_int
+from leasegate.actors.lists import ListPage
+from leasegate.actors.pages import MAX_LIMIT, JobPage, Paged, paged
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryCounts, QuerySite, QueryView, query_view
 from leasegate.actors.queue.reads import GetJob, serve_reads
-from leasegate.actors.queue.search import check_search, run_search
+from leasegate.actors.queue.search import SearchJobs, run_search
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.storage import queries_sql as sql
 from leasegate.storage.engine import Connection
@@ -29,24 +30,15 @@ serve_reads(QUERIES, GetQuery)  # and a query's history, and the ledger's settle
 
 
 @dataclass(frozen=True)
-class ListQueries(Ask[Queries, JobPage[QueryView]]):
+class ListQueries(SearchJobs[Queries, QueryView]):
     """Queries, newest first, that match every filter given (``queue.search``)."""
 
-    tenant: str | None = None
     status: QueryStatus | None = None
-    site: str | None = None
-    kind: str | None = None
-    worker: str | None = None
-    id_prefix: str | None = None
-    since: float | None = None
-    until: float | None = None
-    text: str | None = None
-    page: Page = Page()
 
     def check(self) -> None:
         if self.status is not None:
             check_choice("status", self.status, QueryStatus)
-        check_search(self)
+        super().check()
 
 
 @QUERIES.on(ListQueries)
@@ -77,13 +69,8 @@ def _count(conn: Connection, status: str, top: int) -> QueryCounts:
 
 
 @dataclass(frozen=True)
-class ListQuerySites(Ask[Queries, Paged[QuerySite]]):
+class ListQuerySites(ListPage[Queries, QuerySite]):
     """Sites with live queries, the most first (then by name)."""
-
-    page: Page = Page()
-
-    def check(self) -> None:
-        check_page(self.page)
 
 
 @QUERIES.on(ListQuerySites)

@@ -7,22 +7,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 from leasegate.actors.checks import (
-    INT32,
-    MAX_AMOUNT,
-    MAX_TEXT,
     MAX_TOKEN,
     check_choice,
     check_id,
     check_ids,
-    check_int,
-    check_json,
     check_text,
 )
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryView, query_view
-from leasegate.actors.queue.errors import check_error_detail, detail_digest
+from leasegate.actors.queue.errors import check_report, detail_digest
 from leasegate.actors.queue.leases import check_site
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
@@ -56,11 +51,8 @@ class QueryResult(Ask[Queries, QueryView]):
         check_id("worker_id", self.worker_id)
         check_text("lease_token", self.lease_token, most=MAX_TOKEN, empty=False)
         check_choice("outcome", self.outcome, QueryOutcome)
-        check_json("result", self.result)
-        check_int("error.code", self.error_code, -INT32 - 1, INT32, optional=True)
-        check_text("error.message", self.error_message, optional=True, most=MAX_TEXT)
-        check_error_detail(self.error_type, self.error_traceback)
-        check_int("cost", self.cost, 0, MAX_AMOUNT, optional=True)
+        check_report(self.result, self.error_code, self.error_message, self.error_type,
+                     self.error_traceback, self.cost)
         check_ids("sites", self.sites)
 
 

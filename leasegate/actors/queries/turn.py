@@ -10,6 +10,7 @@ from leasegate.actors.queue.turn import JobKind, QueueTurn
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.errors import QueryNotFound
 from leasegate.storage import queries_sql as sql
+from leasegate.storage.engine import Row
 
 QUERY_KIND: Final[JobKind[QueryView]] = JobKind(
     actor="queries", channel="query", noun="query", id_prefix="q", id_column="query_id",
@@ -21,6 +22,10 @@ the query is terminal."""
 
 class QueryTurn(QueueTurn[QueryView]):
     """The query actor keeps nothing beyond what both queues keep (see ``QueueTurn``)."""
+
+    def retry_expiry(self, row: Row) -> float:
+        """``query_ttl`` from now: a retried query's attempts start afresh, its TTL too."""
+        return self.now + self.settings.query_ttl
 
 
 QUERIES = Handlers(Queries, QueryTurn)

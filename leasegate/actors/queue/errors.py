@@ -1,16 +1,35 @@
-"""What a worker may say of an error beyond its code and message, the same on both
-channels: the exception's ``type`` and a bounded ``traceback``."""
+"""What a worker reports with an outcome, checked the same on both channels: the
+result, the error (its code and message, and the exception's ``type`` and a bounded
+``traceback``) and the cost."""
 
 from __future__ import annotations
 
 from typing import Final
 
-from leasegate.actors.checks import check_text
+from leasegate.actors.checks import (
+    INT32,
+    MAX_AMOUNT,
+    MAX_TEXT,
+    check_int,
+    check_json,
+    check_text,
+)
 
 MAX_ERROR_TYPE: Final = 256
 """The longest exception type name taken (characters)."""
 MAX_TRACEBACK: Final = 8192
 """The longest traceback taken (characters; the SDK cuts its at 8 KiB of UTF-8)."""
+
+
+def check_report(result: object, error_code: int | None, error_message: str | None,
+                 error_type: str | None, error_traceback: str | None,
+                 cost: int | None) -> None:
+    """A result message's report beside its outcome (``TaskResult``, ``QueryResult``)."""
+    check_json("result", result)
+    check_int("error.code", error_code, -INT32 - 1, INT32, optional=True)
+    check_text("error.message", error_message, optional=True, most=MAX_TEXT)
+    check_error_detail(error_type, error_traceback)
+    check_int("cost", cost, 0, MAX_AMOUNT, optional=True)
 
 
 def check_error_detail(error_type: str | None, traceback: str | None) -> None:

@@ -2,29 +2,34 @@
 canceled) job back in line as a new attempt, its history kept; and the selection a
 bulk retry ("redrive") works on.
 
-Each channel names its messages (``RetryTask`` derives from :class:`RetryJob`) and
-says which statuses it retries and how it requeues; the money (a billed job's hold,
-placed again before the retry) is the jobs facade's business, as at submit.
+Each channel names its messages (``RetryTask`` derives from :class:`RetryJob`), says
+which statuses it retries, and registers them with :func:`serve_retries`; its turn
+says when a retried job expires. The money (a billed job's hold, placed again before
+the retry) is the jobs facade's business, as at submit.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from leasegate.actors.channels import JobQueue
 from leasegate.actors.checks import check_id, check_int, check_number, check_text
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.sites import check_reason
 from leasegate.actors.queue.turn import QueueTurn
+from leasegate.actors.runtime.batches import Batch
+from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.errors import InvalidRequest, StateConflict
 from leasegate.logs import escape
 from leasegate.storage import operator_sql
-from leasegate.storage.engine import Connection, Row
 
 A_contra = TypeVar("A_contra", contravariant=True)
+Q = TypeVar("Q", bound=JobQueue)
+QT = TypeVar("QT", bound=QueueTurn[Any])
+V = TypeVar("V")
 V_co = TypeVar("V_co", covariant=True)
 
 MAX_REDRIVE = 10_000
@@ -85,25 +90,25 @@ class FindRetryable(Ask[A_contra, Retryable]):
         check_int("limit", self.limit, 1, MAX_REDRIVE)
 
 
-def retry_job(turn: QueueTurn[Any], m: RetryJob[Any, Any],
-              statuses: tuple[str, ...], expires_at: Callable[[Row], float],
-              requeue: Callable[[Connection, str, str, float, float], bool]) -> Row:
-    """``m``'s job requeued by ``requeue`` if it is in one of ``statuses`` (else 6003),
-    recorded as ``retried`` with who and why; its row after."""
+def retry_job(turn: QueueTurn[V], m: RetryJob[Any, V], statuses: tuple[str, ...]) -> V:
+    """``m``'s job requeued if it is in one of ``statuses`` (else 6003), to expire as
+    its channel says (``QueueTurn.retry_expiry``), recorded as ``retried`` with who
+    and why; the job after."""
     kind = turn.kind
     row = turn.visible(m.job_id, None)
     status = row["status"]
     if status not in statuses:
         raise StateConflict(f"{kind.noun} {m.job_id} is {status}; only a "
                             f"{' or '.join(statuses)} {kind.noun} can be retried")
-    if not requeue(turn.conn, m.job_id, status, expires_at(row), turn.now):
+    if not operator_sql.retry(turn.conn, kind.channel, m.job_id, status,
+                              turn.retry_expiry(row), turn.now):
         raise StateConflict(f"{kind.noun} {m.job_id} changed concurrently; try again")
     log.warning("%s retried by an operator: %s=%s was=%s by=%s reason=%s", kind.noun,
                 kind.id_column, escape(m.job_id), status, escape(m.by), escape(m.reason))
     after = turn.current(m.job_id)
     turn.history.record(m.job_id, "retried", job=after, was=status, reason=m.reason, by=m.by)
     turn.work_may_be_available(*new_work(row["site"]))
-    return after
+    return kind.view(after)
 
 
 def find_retryable(turn: QueueTurn[Any], m: FindRetryable[Any]) -> Retryable:
@@ -112,3 +117,16 @@ def find_retryable(turn: QueueTurn[Any], m: FindRetryable[Any]) -> Retryable:
         {"site": m.site, "kind": m.kind, "tenant": m.tenant}, m.since, m.until, m.limit)
     return Retryable(matched, tuple(RetryCandidate(r["job_id"], r["tenant"], r["max_cost"])
                                     for r in rows))
+
+
+def serve_retries(handlers: Handlers[Q, QT], retry: type[RetryJob[Q, Any]],
+                  retries: type[Batch[Q, Any, Any]], find: type[FindRetryable[Q]]) -> None:
+    """Register on a queue's ``handlers`` its channel's retry messages: one job
+    (``retry``), a redrive's (``retries``, each on its own) and the search for them
+    (``find``, whose ``statuses`` are the ones a retry takes)."""
+    def retry_one(turn: QueueTurn[V], m: RetryJob[Any, V]) -> V:
+        return retry_job(turn, m, find.statuses)
+
+    handlers.on(retry)(retry_one)
+    handlers.each(retries, retry_one)
+    handlers.on(find)(find_retryable)

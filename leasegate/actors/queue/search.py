@@ -1,17 +1,20 @@
 """A search through a queue's jobs, the same on both channels: the filters a list
-message carries beside its channel's own (``ListTasks``, ``ListQueries``), checked and
-run here (the SQL is ``storage.search_sql``)."""
+message carries beside its channel's own (``ListTasks``, ``ListQueries`` derive from
+:class:`SearchJobs`), checked and run here (the SQL is ``storage.search_sql``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
 
 from leasegate.actors.checks import check_id, check_number, check_page, check_text
 from leasegate.actors.pages import JobPage, Page
+from leasegate.actors.runtime.mailbox import Ask
 from leasegate.storage import search_sql
 from leasegate.storage.engine import Connection, Row
 
+A_contra = TypeVar("A_contra", contravariant=True)
 V = TypeVar("V")
 
 MAX_SEARCH_TEXT: Final = 200
@@ -21,40 +24,33 @@ LAST_INSTANT: Final = 2.0**40  # past any date-time either way (seconds: about 3
 TEXT_COLUMNS: Final = ("params", "error_message", "error_type")
 
 
-class SearchFields(Protocol):
-    """The filters a list message of either channel carries."""
+@dataclass(frozen=True)
+class SearchJobs(Ask[A_contra, JobPage[V]]):
+    """The filters a list message of either channel carries (each channel's derives
+    from it and adds its own: ``ListTasks``): each None is off."""
 
-    @property
-    def tenant(self) -> str | None: ...
-    @property
-    def site(self) -> str | None: ...
-    @property
-    def kind(self) -> str | None: ...
-    @property
-    def worker(self) -> str | None: ...
-    @property
-    def id_prefix(self) -> str | None: ...
-    @property
-    def since(self) -> float | None: ...
-    @property
-    def until(self) -> float | None: ...
-    @property
-    def text(self) -> str | None: ...
-    @property
-    def page(self) -> Page: ...
+    tenant: str | None = None
+    site: str | None = None
+    kind: str | None = None
+    worker: str | None = None
+    id_prefix: str | None = None
+    since: float | None = None
+    until: float | None = None
+    text: str | None = None
+    page: Page = Page()
 
-
-def check_search(m: SearchFields) -> None:
-    for name, value in (("tenant", m.tenant), ("site", m.site), ("kind", m.kind),
-                        ("worker", m.worker), ("id_prefix", m.id_prefix)):
-        check_id(name, value, optional=True)
-    check_number("since", m.since, -LAST_INSTANT, LAST_INSTANT, optional=True)
-    check_number("until", m.until, -LAST_INSTANT, LAST_INSTANT, optional=True)
-    check_text("text", m.text, optional=True, most=MAX_SEARCH_TEXT, empty=False)
-    check_page(m.page)
+    def check(self) -> None:
+        for name, value in (("tenant", self.tenant), ("site", self.site),
+                            ("kind", self.kind), ("worker", self.worker),
+                            ("id_prefix", self.id_prefix)):
+            check_id(name, value, optional=True)
+        check_number("since", self.since, -LAST_INSTANT, LAST_INSTANT, optional=True)
+        check_number("until", self.until, -LAST_INSTANT, LAST_INSTANT, optional=True)
+        check_text("text", self.text, optional=True, most=MAX_SEARCH_TEXT, empty=False)
+        check_page(self.page)
 
 
-def run_search(conn: Connection, table: str, id_column: str, m: SearchFields,
+def run_search(conn: Connection, table: str, id_column: str, m: SearchJobs[Any, Any],
                equal: dict[str, Any], view: Callable[[Row], V]) -> JobPage[V]:
     """One page of ``m``'s search in ``table`` (``equal``: the channel's own filters by
     column, beside the shared ones)."""

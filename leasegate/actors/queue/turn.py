@@ -64,6 +64,11 @@ class QueueTurn(Turn, Generic[V]):
             raise self.kind.not_found(f"no {self.kind.noun} {job_id}")
         return row
 
+    def retry_expiry(self, row: Row) -> float:
+        """When the job of ``row``, retried by an operator, expires unserved: its
+        channel's TTL (each queue's turn says how it counts)."""
+        raise NotImplementedError
+
     def current(self, job_id: str) -> Row:
         """The job's row, read again after a change this turn made (it exists)."""
         row = self.kind.get(self.conn, job_id)

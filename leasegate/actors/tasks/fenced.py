@@ -13,19 +13,15 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from leasegate.actors.checks import (
-    INT32,
-    MAX_AMOUNT,
-    MAX_TEXT,
     MAX_TOKEN,
     check_choice,
     check_id,
     check_ids,
-    check_int,
     check_json,
     check_text,
 )
 from leasegate.actors.payloads import canonical_json, fingerprint
-from leasegate.actors.queue.errors import check_error_detail, detail_digest
+from leasegate.actors.queue.errors import check_report, detail_digest
 from leasegate.actors.queue.leases import check_site, new_work
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
@@ -159,11 +155,8 @@ class TaskResult(Fenced[TaskView]):
     def check(self) -> None:
         super().check()
         check_choice("outcome", self.outcome, TaskOutcome)
-        check_json("result", self.result)
-        check_int("error.code", self.error_code, -INT32 - 1, INT32, optional=True)
-        check_text("error.message", self.error_message, optional=True, most=MAX_TEXT)
-        check_error_detail(self.error_type, self.error_traceback)
-        check_int("cost", self.cost, 0, MAX_AMOUNT, optional=True)
+        check_report(self.result, self.error_code, self.error_message, self.error_type,
+                     self.error_traceback, self.cost)
         check_json("progress", self.progress, object_only=self.progress is not None)
         check_ids("sites", self.sites)
 

@@ -1,6 +1,7 @@
-"""An operator's actions on tasks and sites, each message followed by its handler:
-retry one task, find what a redrive retries, and the sites' dispatch controls
-(the task actor owns the ``sites`` table; the query actor is handed each change).
+"""An operator's actions on tasks and sites: retry one task and find what a redrive
+retries (handled as on both channels, ``queue.retry``), and the sites' dispatch
+controls, each message followed by its handler (the task actor owns the ``sites``
+table; the query actor is handed each change).
 """
 
 from __future__ import annotations
@@ -11,13 +12,7 @@ from typing import ClassVar, Literal
 
 from leasegate.actors.checks import MAX_TEXT, check_choice, check_id, check_text
 from leasegate.actors.queue.leases import new_work
-from leasegate.actors.queue.retry import (
-    FindRetryable,
-    Retryable,
-    RetryJob,
-    find_retryable,
-    retry_job,
-)
+from leasegate.actors.queue.retry import FindRetryable, RetryJob, serve_retries
 from leasegate.actors.queue.sites import (
     QueuedAt,
     SiteControl,
@@ -29,26 +24,18 @@ from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
-from leasegate.actors.tasks.views import TaskView, task_view
+from leasegate.actors.tasks.views import TaskView
 from leasegate.logs import escape
 from leasegate.storage import operator_sql as sql
 
 log = logging.getLogger("leasegate.operator")
 
-RETRYABLE = ("failed", "expired", "canceled")
 SiteAction = Literal["pause", "resume", "throttle"]
 
 
 @dataclass(frozen=True)
 class RetryTask(RetryJob[Tasks, TaskView]):
     """A failed, expired or canceled task back to ``queued``, a new attempt."""
-
-
-@TASKS.on(RetryTask)
-def retry(turn: TaskTurn, m: RetryTask) -> TaskView:
-    return task_view(retry_job(turn, m, RETRYABLE,
-                               lambda row: turn.ttl_deadline(row["not_before"]),
-                               sql.retry_task))
 
 
 @dataclass(frozen=True)
@@ -58,17 +45,12 @@ class RetryTasks(Batch[Tasks, RetryTask, TaskView]):
     item = RetryTask
 
 
-TASKS.each(RetryTasks, retry)
-
-
 @dataclass(frozen=True)
 class FindRetryableTasks(FindRetryable[Tasks]):
-    statuses: ClassVar[tuple[str, ...]] = RETRYABLE
+    statuses: ClassVar[tuple[str, ...]] = ("failed", "expired", "canceled")
 
 
-@TASKS.on(FindRetryableTasks)
-def retryable(turn: TaskTurn, m: FindRetryableTasks) -> Retryable:
-    return find_retryable(turn, m)
+serve_retries(TASKS, RetryTask, RetryTasks, FindRetryableTasks)
 
 
 # ---- sites ---------------------------------------------------------------------------

@@ -13,7 +13,8 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from leasegate.actors.checks import check_flag, check_int, check_page
+from leasegate.actors.checks import check_flag, check_int
+from leasegate.actors.lists import ListPage
 from leasegate.actors.pages import MAX_LIMIT, Page, Paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.tasks.ref import Tasks
@@ -32,11 +33,9 @@ from leasegate.storage.engine import Connection
 
 
 @dataclass(frozen=True)
-class ListWorkers(Ask[Tasks, Paged[WorkerView]]):
-    page: Page = Page()
-
-    def check(self) -> None:
-        check_page(self.page)
+class ListWorkers(ListPage[Tasks, WorkerView]):
+    """Every worker, the last seen first, with the tasks it holds (online: seen
+    within ``worker_offline_after``)."""
 
 
 @TASKS.on(ListWorkers)
@@ -111,15 +110,14 @@ def health(turn: TaskTurn, m: CheckTaskHealth) -> TaskHealthReport:
 
 
 @dataclass(frozen=True)
-class ListSites(Ask[Tasks, Paged[SiteQueue]]):
+class ListSites(ListPage[Tasks, SiteQueue]):
     """Sites with queued tasks, most queued first (then by name); ``unserved``: only
     those no online worker serves."""
 
-    page: Page = Page()
     unserved: bool = False
 
     def check(self) -> None:
-        check_page(self.page)
+        super().check()
         check_flag("unserved", self.unserved)
 
 

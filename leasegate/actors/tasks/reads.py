@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from leasegate.actors.checks import check_choice, check_id, check_ids
-from leasegate.actors.pages import JobPage, Page
+from leasegate.actors.pages import JobPage
 from leasegate.actors.queue.reads import GetJob, serve_reads
-from leasegate.actors.queue.search import check_search, run_search
+from leasegate.actors.queue.search import SearchJobs, run_search
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
@@ -29,26 +29,17 @@ serve_reads(TASKS, GetTask)  # and a task's history, and the ledger's settlement
 
 
 @dataclass(frozen=True)
-class ListTasks(Ask[Tasks, JobPage[TaskView]]):
+class ListTasks(SearchJobs[Tasks, TaskView]):
     """Tasks, newest first, that match every filter given (``queue.search``)."""
 
-    tenant: str | None = None
     status: TaskStatus | None = None
-    site: str | None = None
     account: str | None = None
-    kind: str | None = None
-    worker: str | None = None
-    id_prefix: str | None = None
-    since: float | None = None
-    until: float | None = None
-    text: str | None = None
-    page: Page = Page()
 
     def check(self) -> None:
         if self.status is not None:
             check_choice("status", self.status, TaskStatus)
         check_id("account", self.account, optional=True)
-        check_search(self)
+        super().check()
 
 
 @TASKS.on(ListTasks)

@@ -52,6 +52,10 @@ class TaskTurn(QueueTurn[TaskView]):
         start = self.now if not_before is None else max(self.now, not_before)
         return start + self.settings.task_ttl
 
+    def retry_expiry(self, row: Row) -> float:
+        """``task_ttl`` from now, or from the task's ``not_before`` if that is later."""
+        return self.ttl_deadline(row["not_before"])
+
     def seen(self, worker_id: str, *, sites: tuple[str, ...] | None = None,
              key_id: str | None = None, leasing: bool = False) -> None:
         """The worker is there (a lease, start, renewal or result): its presence. A

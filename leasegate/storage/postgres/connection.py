@@ -16,7 +16,7 @@ Transactions are explicit, as on SQLite: the driver is in autocommit mode and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, overload
 
@@ -180,22 +180,17 @@ class PgConnection:
 
     # Typed as engine.Cursor (rows are Any), as sqlite3's are.
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> engine.Cursor:
-        cursor = cast(Cursor, self.raw.cursor())
-        try:
-            cursor.execute(_statement(sql), parameters)
-        except psycopg.errors.FeatureNotSupported as exc:
-            self._replace_if_stale(exc)
-            raise
-        except psycopg.DataError as exc:
-            _refuse_nul(exc)
-            raise
-        self._count_changes(cursor)
-        return cursor
+        return self._run(lambda cursor: cursor.execute(_statement(sql), parameters))
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> engine.Cursor:
+        return self._run(lambda cursor: cursor.executemany(_statement(sql), parameters))
+
+    def _run(self, statement: Callable[[Cursor], object]) -> engine.Cursor:
+        """``statement`` on a new cursor: a stale prepared plan replaced, NUL refused
+        as bad input, the rows it wrote counted."""
         cursor = cast(Cursor, self.raw.cursor())
         try:
-            cursor.executemany(_statement(sql), parameters)
+            statement(cursor)
         except psycopg.errors.FeatureNotSupported as exc:
             self._replace_if_stale(exc)
             raise

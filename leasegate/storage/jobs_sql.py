@@ -1,0 +1,65 @@
+"""SQL both job tables share: a job by id, a new job, and the purge of finished jobs
+(each leaving a tombstone that keeps its id taken) and of tombstones past theirs.
+
+``tasks_sql`` and ``queries_sql`` each name their table once (``JobTable``) and
+export these as their own functions (``tasks_sql.get``), beside what only they do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasegate.storage.engine import Connection, Row
+from leasegate.storage.rows import insert_new
+
+
+class JobTable:
+    """A job table (``tasks``), its id column (``task_id``) and its tombstones
+    (``task_tombstones``: a purged job's id, tenant, fingerprint and status)."""
+
+    def __init__(self, table: str, key: str, tombstones: str, *, finished: str) -> None:
+        """``finished``: the condition of a row the purge may delete once its
+        ``completed_at`` is past retention."""
+        self.table, self.key = table, key
+        # The statements, spelled once (they are the caller's constants, never a client's).
+        self._get = f"SELECT * FROM {table} WHERE {key} = ?"
+        self._tombstone = f"SELECT * FROM {tombstones} WHERE {key} = ?"
+        self._finished = (f"SELECT {key} FROM {table} WHERE {finished} "
+                          "AND completed_at <= ? LIMIT ?")
+        self._bury = (f"INSERT INTO {tombstones} ({key}, tenant, fingerprint, status, "
+                      f"purged_at) SELECT {key}, tenant, fingerprint, status, ? FROM {table} "
+                      f"WHERE {key} = ?")
+        self._delete = f"DELETE FROM {table} WHERE {key} = ?"
+        self._forget = (f"DELETE FROM {tombstones} WHERE {key} IN (SELECT {key} FROM "
+                        f"{tombstones} WHERE purged_at <= ? LIMIT ?)")
+
+    def get(self, conn: Connection, job_id: str) -> Row | None:
+        row: Row | None = conn.execute(self._get, (job_id,)).fetchone()
+        return row
+
+    def get_or_tombstone(self, conn: Connection, job_id: str) -> Row | None:
+        """The job, else the tombstone of a purged one (tenant, fingerprint, status)."""
+        row = self.get(conn, job_id)
+        if row is None:
+            row = conn.execute(self._tombstone, (job_id,)).fetchone()
+        return row
+
+    def insert(self, conn: Connection, **values: Any) -> bool:
+        """Insert a new job; False (and nothing written) if its id exists already
+        or has a tombstone."""
+        return insert_new(conn, self.table, self.key, values)
+
+    def purge_completed_before(self, conn: Connection, cutoff: float, now: float,
+                               limit: int = 1000) -> list[str]:
+        """Delete finished jobs past retention, leaving a tombstone for each in the
+        same transaction; their ids."""
+        ids = [(row[0],) for row in conn.execute(self._finished, (cutoff, limit))]
+        conn.executemany(self._bury, [(now, i) for (i,) in ids])
+        conn.executemany(self._delete, ids)
+        return [i for (i,) in ids]
+
+    def purge_tombstones_before(self, conn: Connection, cutoff: float,
+                                limit: int = 1000) -> int:
+        """Forget tombstones laid at or before ``cutoff``: their ids are free again."""
+        cur = conn.execute(self._forget, (cutoff, limit))
+        return cur.rowcount
