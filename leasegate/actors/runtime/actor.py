@@ -5,7 +5,10 @@ waiting (up to ``batch_limit``), applies them in one transaction with a
 savepoint per message (each by the handler registered for its type, see
 :mod:`leasegate.actors.runtime.handlers`), runs the periodic jobs that are due
 in the same transaction, commits once, and only then replies to all (durable
-before acknowledged; one commit for the group)::
+before acknowledged; one commit for the group). On SQLite's commit pipeline
+(:mod:`leasegate.storage.wal_sync`) the commit returns before its WAL sync: the
+actor applies its next turn meanwhile and answers each turn, in order, between
+two turns once its sync has returned::
 
     inbox = Inbox(Keys)
     keys = Actor("keys", inbox, db, clock, KeysTurn(...), KEYS)
@@ -31,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -58,6 +62,7 @@ from leasegate.storage.connection import (
 from leasegate.storage.database import Database
 from leasegate.storage.engine import Connection
 from leasegate.storage.turn_locks import lock_turn
+from leasegate.storage.wal_sync import Synced
 
 A = TypeVar("A")
 C = TypeVar("C", bound=Turn)
@@ -116,6 +121,11 @@ class Actor(Generic[A, C]):
         # Called in each turn's transaction just before its commit (several gateways on
         # one database: tells the others what the turn's writes woke; None: nobody).
         self.announce: Callable[[C], None] | None = None
+        # Turns committed, not yet durable (the commit pipeline), oldest first: each
+        # is answered between two turns once its sync is done (effects touch the
+        # turn's state, which the next turn's apply reads on the database thread).
+        self._undurable: deque[tuple[Synced, TurnBatch]] = deque()
+        self._applying = False
         turn.now = clock.now()
 
     @property
@@ -155,10 +165,15 @@ class Actor(Generic[A, C]):
             envelopes = await self._collect()
             if envelopes is None:
                 break
+            self._answer_durable()
             self._expire_parked()
             # A wake-up only to time parked polls out needs no turn.
             if envelopes or trio.current_time() >= self._deadline():
                 await self._turn(envelopes)
+                self._answer_durable()
+        while self._undurable:
+            await self._undurable[0][0].wait()
+            self._answer_durable()
         for env in self._parking.everyone():  # parked after the drain turn: not answered yet
             self._parking.take(env)
             self._reply(env, outcome.Error(Unavailable("the gateway is shutting down")))
@@ -208,7 +223,7 @@ class Actor(Generic[A, C]):
                 envelopes.append(self._inbox.receive_nowait())
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
-        return envelopes
+        return [env for env in envelopes if type(env.message) is not _Synced]
 
     def _wakes_nobody(self, envelopes: list[Envelope[Any]], now: float) -> bool:
         """The messages only wake parked ones (``wakes_only``: another gateway's work),
@@ -236,8 +251,9 @@ class Actor(Generic[A, C]):
                     if job.record.next_at is not None and job.record.next_at <= now]
         batch = TurnBatch(envelopes, due_jobs)
         self._parking.busy = True  # callers leaving now are unlinked after the turn
+        self._applying = True
         try:
-            wake = await self.db.run(lambda conn: self._apply(conn, batch, now))
+            wake, synced = await self.db.run_committed(lambda conn: self._apply(conn, batch, now))
         except Exception as exc:
             if not is_storage_failure(exc):
                 raise
@@ -255,16 +271,37 @@ class Actor(Generic[A, C]):
             self._internal.extend(internal)
             return
         finally:
+            self._applying = False
             self._parking.settle()
         self._retry_at = -math.inf
         if batch.wrote > 0:  # a read commits on a full disk too: it proves nothing
             self._storage_log.recovered(f"{self.name}: storage works again")
         self._commits += 1
         self._next_wakeup = polled(wake, now, self.deadline_poll)
-        self._after(batch, now)
+        self._committed(batch, now)
+        self._undurable.append((synced, batch))
+        if not synced.done:
+            synced.on_done = self._nudge_durable
 
-    def _after(self, batch: TurnBatch, now: float) -> None:
-        """After the commit, on the trio thread: jobs' records, bugs, effects, replies."""
+    def _nudge_durable(self) -> None:
+        """A sync returned (trio thread): between turns, wake the loop to answer; during
+        one, the loop answers when it ends."""
+        if not self._applying:
+            with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError,
+                                     trio.BrokenResourceError):
+                self._send.send_nowait(Envelope[Any](_Synced()))
+
+    def _answer_durable(self) -> None:
+        """Answer the turns whose commits are durable, oldest first (between turns).
+        A failed sync raises: nothing more may be acknowledged (see wal_sync)."""
+        while self._undurable and self._undurable[0][0].done:
+            synced, batch = self._undurable.popleft()
+            synced.check()
+            self._answer(batch)
+
+    def _committed(self, batch: TurnBatch, now: float) -> None:
+        """After the commit, on the trio thread, before the next turn: jobs' records,
+        bugs, and the waiters served (out of the parking) or parked."""
         for run in batch.job_runs:
             record = run.job.record
             if run.skipped:
@@ -280,18 +317,23 @@ class Actor(Generic[A, C]):
             self._internal_errors += 1
             log.error("%s: unexpected error handling %s (request %s); it was rolled back "
                       "and answered 500:\n%s", self.name, what, request_id or "-", stack)
+        for env, _ in batch.served:
+            self._parking.take(env)
+        served = {id(env) for env, _ in batch.served}
+        for env, wait in batch.newcomers:
+            if id(env) not in served:
+                self._parking.park(env, wait)  # refused if its caller already left
+
+    def _answer(self, batch: TurnBatch) -> None:
+        """Once the turn's commit is durable, between turns: its effects, then every
+        reply (the effects first: a tell reaches its actor before the caller goes on)."""
         for effect in batch.effects:
             effect()
         for env, result in zip(batch.envelopes, batch.results, strict=True):
             if result is not None and result is not PARK_OUTCOME:
                 self._reply(env, result)
         for env, result in batch.served:
-            self._parking.take(env)
             self._reply(env, result)
-        served = {id(env) for env, _ in batch.served}
-        for env, wait in batch.newcomers:
-            if id(env) not in served:
-                self._parking.park(env, wait)  # refused if its caller already left
 
     def _apply(self, conn: Connection, batch: TurnBatch, now: float) -> float | None:
         turn, behaviour = self.turn, self._behaviour
@@ -422,3 +464,7 @@ class Actor(Generic[A, C]):
 
 class _Nudge(Tell[Any]):
     """Internal no-op message: makes the actor take a turn now."""
+
+
+class _Synced(Tell[Any]):
+    """Internal: a turn's commit became durable; answered between turns, no turn."""
