@@ -68,13 +68,13 @@ from leasegate.settings import Settings
 from leasegate.storage import events_sql
 from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.backup import backup
-from leasegate.storage.wal_sync import WalSync
 from leasegate.storage.connection import is_disk_failure, transaction
 from leasegate.storage.database import Database, database_at, migrate
 from leasegate.storage.durability import Durability, ReportsDurability, admit
 from leasegate.storage.engine import Connection
 from leasegate.storage.probe import probe_write
 from leasegate.storage.turn_locks import lock_turn
+from leasegate.storage.wal_sync import WalSync
 
 log = logging.getLogger("leasegate.system")
 

@@ -63,7 +63,7 @@ class Synced:
     """One commit's wait for the sync that covers it. Its state changes on the trio
     thread only (:meth:`finish`, through ``run_sync_soon``)."""
 
-    __slots__ = ("done", "error", "on_done", "_event")
+    __slots__ = ("_event", "done", "error", "on_done")
 
     def __init__(self, *, done: bool = False) -> None:
         self.done = done
@@ -102,8 +102,9 @@ def durable() -> Synced:
 
 class WalSync:
     """The thread that syncs one SQLite database's WAL for every connection to it in
-    this process (see the module docstring). ``fsync`` is ``fdatasync``, the call SQLite's
-    own FULL makes on Linux (it flushes the data and the size), or a test's hook; ``inline``: sync on the caller's thread (tests on the trio thread)."""
+    this process (see the module docstring). ``fsync`` is ``fdatasync``, the call
+    SQLite's own FULL makes on Linux (it flushes the data and the size), or a test's
+    hook; ``inline``: sync on the caller's thread (tests on the trio thread)."""
 
     def __init__(self, db_file: Path | str, *, fsync: Fsync = os.fdatasync,
                  inline: bool = False) -> None:

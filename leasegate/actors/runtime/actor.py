@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -49,6 +48,7 @@ from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Tell
 from leasegate.actors.runtime.parking import PARK, PARK_OUTCOME, Wait, WakesOnly
 from leasegate.actors.runtime.periodic import JobRecord, JobStatistics, PeriodicJob
 from leasegate.actors.runtime.turn import Turn
+from leasegate.actors.runtime.undurable import SyncReturned, Undurable
 from leasegate.clock import Clock
 from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.logs import Throttled
@@ -62,7 +62,6 @@ from leasegate.storage.connection import (
 from leasegate.storage.database import Database
 from leasegate.storage.engine import Connection
 from leasegate.storage.turn_locks import lock_turn
-from leasegate.storage.wal_sync import Synced
 
 A = TypeVar("A")
 C = TypeVar("C", bound=Turn)
@@ -121,11 +120,7 @@ class Actor(Generic[A, C]):
         # Called in each turn's transaction just before its commit (several gateways on
         # one database: tells the others what the turn's writes woke; None: nobody).
         self.announce: Callable[[C], None] | None = None
-        # Turns committed, not yet durable (the commit pipeline), oldest first: each
-        # is answered between two turns once its sync is done (effects touch the
-        # turn's state, which the next turn's apply reads on the database thread).
-        self._undurable: deque[tuple[Synced, TurnBatch]] = deque()
-        self._applying = False
+        self._undurable = Undurable(self._answer, self._wake_synced)
         turn.now = clock.now()
 
     @property
@@ -165,15 +160,13 @@ class Actor(Generic[A, C]):
             envelopes = await self._collect()
             if envelopes is None:
                 break
-            self._answer_durable()
+            self._undurable.answer_durable()
             self._expire_parked()
             # A wake-up only to time parked polls out needs no turn.
             if envelopes or trio.current_time() >= self._deadline():
                 await self._turn(envelopes)
-                self._answer_durable()
-        while self._undurable:
-            await self._undurable[0][0].wait()
-            self._answer_durable()
+                self._undurable.answer_durable()
+        await self._undurable.answer_all()
         for env in self._parking.everyone():  # parked after the drain turn: not answered yet
             self._parking.take(env)
             self._reply(env, outcome.Error(Unavailable("the gateway is shutting down")))
@@ -223,7 +216,7 @@ class Actor(Generic[A, C]):
                 envelopes.append(self._inbox.receive_nowait())
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
-        return [env for env in envelopes if type(env.message) is not _Synced]
+        return [env for env in envelopes if type(env.message) is not SyncReturned]
 
     def _wakes_nobody(self, envelopes: list[Envelope[Any]], now: float) -> bool:
         """The messages only wake parked ones (``wakes_only``: another gateway's work),
@@ -251,7 +244,7 @@ class Actor(Generic[A, C]):
                     if job.record.next_at is not None and job.record.next_at <= now]
         batch = TurnBatch(envelopes, due_jobs)
         self._parking.busy = True  # callers leaving now are unlinked after the turn
-        self._applying = True
+        self._undurable.applying = True
         try:
             wake, synced = await self.db.run_committed(lambda conn: self._apply(conn, batch, now))
         except Exception as exc:
@@ -271,7 +264,7 @@ class Actor(Generic[A, C]):
             self._internal.extend(internal)
             return
         finally:
-            self._applying = False
+            self._undurable.applying = False
             self._parking.settle()
         self._retry_at = -math.inf
         if batch.wrote > 0:  # a read commits on a full disk too: it proves nothing
@@ -279,25 +272,12 @@ class Actor(Generic[A, C]):
         self._commits += 1
         self._next_wakeup = polled(wake, now, self.deadline_poll)
         self._committed(batch, now)
-        self._undurable.append((synced, batch))
-        if not synced.done:
-            synced.on_done = self._nudge_durable
+        self._undurable.committed(synced, batch)
 
-    def _nudge_durable(self) -> None:
-        """A sync returned (trio thread): between turns, wake the loop to answer; during
-        one, the loop answers when it ends."""
-        if not self._applying:
-            with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError,
-                                     trio.BrokenResourceError):
-                self._send.send_nowait(Envelope[Any](_Synced()))
-
-    def _answer_durable(self) -> None:
-        """Answer the turns whose commits are durable, oldest first (between turns).
-        A failed sync raises: nothing more may be acknowledged (see wal_sync)."""
-        while self._undurable and self._undurable[0][0].done:
-            synced, batch = self._undurable.popleft()
-            synced.check()
-            self._answer(batch)
+    def _wake_synced(self) -> None:
+        with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError,
+                                 trio.BrokenResourceError):  # full: a turn comes anyway
+            self._send.send_nowait(Envelope[Any](SyncReturned()))
 
     def _committed(self, batch: TurnBatch, now: float) -> None:
         """After the commit, on the trio thread, before the next turn: jobs' records,
@@ -465,6 +445,3 @@ class Actor(Generic[A, C]):
 class _Nudge(Tell[Any]):
     """Internal no-op message: makes the actor take a turn now."""
 
-
-class _Synced(Tell[Any]):
-    """Internal: a turn's commit became durable; answered between turns, no turn."""
