@@ -60,7 +60,7 @@ def lifecycle_run(variant: Variant, channel: str, data: Path, jobs: int, procs: 
     port = free_port()
     argv = [variant.python, "-P", "-m", "leasegate.cli", "serve", "--data", str(data),
             "--host", HOST, "--port", str(port), "--log-level", "WARNING"]
-    served = _start("leasegate", argv, port, {**lifecycle.ENV, **variant.env})
+    served = _start("leasegate", argv, port, {**lifecycle.ENV, **variant.env}, timeout=180)
     measured = Measured(variant.name, mode.label, jobs)
     try:
         run_clients(measured, (lifecycle.produce, (served.url, served.keys["client"], mode)),

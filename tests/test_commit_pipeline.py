@@ -15,6 +15,7 @@ import errno
 import os
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +75,14 @@ class Disk(WalSync):
 
 
 @pytest.fixture
-async def disk(tmp_path: Path) -> Disk:
+async def disk(tmp_path: Path) -> AsyncIterator[Disk]:
     path = tmp_path / "leasegate.db"
     Database.open(path, "FULL").run_sync(migrate)
     (tmp_path / "cuts").mkdir()
-    return Disk(path, tmp_path / "cuts")
+    disk = Disk(path, tmp_path / "cuts")
+    yield disk
+    disk.gate.set()
+    await trio.to_thread.run_sync(disk.close)
 
 
 async def pipelined(nursery: trio.Nursery, disk: Disk, settings: Settings) -> Any:

@@ -187,6 +187,16 @@ class Database(ConnectionThread[sqlite3.Connection]):
         db._open_now()
         return db
 
+    def _open_now(self) -> None:
+        if self._wal_sync is not None:
+            self._wal_sync.start()
+        super()._open_now()
+
+    async def start(self) -> None:
+        if self._wal_sync is not None:
+            self._wal_sync.start()
+        await super().start()
+
     def _connect(self) -> sqlite3.Connection:
         conn = connect(self.path, self.synchronous)
         if self._wal_sync is not None:

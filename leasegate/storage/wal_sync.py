@@ -130,13 +130,20 @@ class WalSync:
         self.after_sync(lambda error: token.run_sync_soon(synced.finish, error))
         return synced
 
-    def after_sync(self, then: Callable[[WalSyncFailed | None], None]) -> None:
-        """Call ``then(error)`` on the sync thread once a sync that began after this
-        call has returned (``error`` None) or failed."""
-        if self._thread is None:
+    def start(self) -> None:
+        """Start the sync thread, if not yet (each database does as it opens, one
+        after the other: never from two threads at once)."""
+        if self._thread is None and not self._inline:
             self._thread = threading.Thread(target=self._serve, name="leasegate-wal-sync",
                                             daemon=True)
             self._thread.start()
+
+    def after_sync(self, then: Callable[[WalSyncFailed | None], None]) -> None:
+        """Call ``then(error)`` on the sync thread once a sync that began after this
+        call has returned (``error`` None) or failed (inline: now, on this thread)."""
+        if self._thread is None:
+            then(self._sync_now(1))
+            return
         self._requests.put(then)
 
     def sync_now(self) -> None:

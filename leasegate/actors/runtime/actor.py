@@ -444,4 +444,3 @@ class Actor(Generic[A, C]):
 
 class _Nudge(Tell[Any]):
     """Internal no-op message: makes the actor take a turn now."""
-
