@@ -5,10 +5,10 @@
 limiting off), one variant after the other, the order turned round every round (the
 machine's load drifts):
 
-* ``pipeline``: this tree as it serves by default (``sqlite_commit_pipeline`` on:
-  turns commit with NORMAL, one thread syncs the WAL, answers wait for it);
-* ``no pipeline``: this tree with ``LEASEGATE_SQLITE_COMMIT_PIPELINE=false`` (SQLite
-  syncs inside each COMMIT, holding the write lock);
+* ``pipeline``: this tree with ``LEASEGATE_SQLITE_COMMIT_PIPELINE=true`` (turns
+  commit with NORMAL, one thread syncs the WAL, answers wait for it);
+* ``no pipeline``: this tree with it false, the default (SQLite syncs inside each
+  COMMIT, holding the write lock);
 * ``base``: with ``--base DIR``, the checkout in DIR (its own ``.venv``), e.g. main.
 
 For each: the batched lifecycles of ``bench/peers.py`` (4 producer processes
@@ -38,6 +38,7 @@ from _load import HOST, _start, free_port, fsync_ms, percentile, stop
 from _peer_run import Measured, run_clients
 from _report import say
 
+ON = {"LEASEGATE_SQLITE_COMMIT_PIPELINE": "true"}
 OFF = {"LEASEGATE_SQLITE_COMMIT_PIPELINE": "false"}
 APPLY = "apply + commit (storage thread)"
 COMMIT = "commit (fsync)"
@@ -130,7 +131,7 @@ def main() -> int:
                         help="a checkout with its own .venv to measure beside (e.g. main)")
     args = parser.parse_args()
     here = Path(__file__).resolve().parent.parent
-    variants = [Variant("pipeline", sys.executable, here),
+    variants = [Variant("pipeline", sys.executable, here, dict(ON)),
                 Variant("no pipeline", sys.executable, here, dict(OFF))]
     if args.base is not None:
         base = args.base.resolve()
