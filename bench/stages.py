@@ -160,7 +160,7 @@ def instrument(stages: Stages, quart_app: Any) -> None:
     wrap(actor.Actor, "_turn", "actor turn (trio side)", 5)
     wrap(actor.Actor, "_apply", APPLY, 6)
     wrap(actor, "commit", "commit (fsync)", 7)
-    wrap(actor.Actor, "_after", "after commit: effects, replies", 6)
+    wrap(actor.Actor, "_answer", "once durable: effects, replies", 6)
     wrap(batches, "submitted", "reply to JSON", 4)
     wrap(render, "to_json", "render (to_json)", 5)
     wrap(type(quart_app), "finalize_request", "finalize (response, after-request)", 3)

@@ -74,6 +74,7 @@ from leasegate.storage.durability import Durability, ReportsDurability, admit
 from leasegate.storage.engine import Connection
 from leasegate.storage.probe import probe_write
 from leasegate.storage.turn_locks import lock_turn
+from leasegate.storage.wal_sync import WalSync
 
 log = logging.getLogger("leasegate.system")
 
@@ -121,6 +122,10 @@ class System:
         self._inline = inline_storage
         self.allow_unbalanced = allow_unbalanced
         self._databases: list[Database] = []
+        # SQLite's commit pipeline: one WAL sync for every connection to the file.
+        self._wal_sync = (WalSync(db_path, inline=inline_storage)
+                          if settings.database_url is None and settings.sqlite_commit_pipeline
+                          else None)
         self._setup = self._database("setup")
         # Every inbox first, so that each actor is opened with the refs it tells or
         # asks (the queues tell the ledger; the ledger tells the queues, never asks
@@ -200,7 +205,7 @@ class System:
         the SQLite file or to the PostgreSQL database of ``database_url``."""
         db = database_at(self.settings.database_url, self.db_path,
                          synchronous=self.settings.sqlite_synchronous, inline=self._inline,
-                         name=f"leasegate {user} ({self.gateway})")
+                         name=f"leasegate {user} ({self.gateway})", wal_sync=self._wal_sync)
         self._databases.append(db)
         return db
 
@@ -344,6 +349,8 @@ class System:
             with trio.CancelScope(shield=True):
                 for db in self._databases:
                     await db.stop()
+                if self._wal_sync is not None:
+                    await trio.to_thread.run_sync(self._wal_sync.close)
 
     async def _admit_storage(self, storage: ReportsDurability) -> None:
         """Refuse to serve, before anything is written, on storage that cannot keep

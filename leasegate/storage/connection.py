@@ -21,6 +21,7 @@ from pathlib import Path
 from leasegate.storage.durability import Durability
 from leasegate.storage.engine import Connection, Spelled
 from leasegate.storage.thread import ConnectionThread
+from leasegate.storage.wal_sync import WalSync
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -87,12 +88,20 @@ def connect(path: Path | str, synchronous: str = "FULL") -> sqlite3.Connection:
 # commit; NORMAL only at checkpoints, so a power cut loses the last commits; OFF never.
 _SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 _DURABLE_SYNCHRONOUS = 2
+_PIPELINED_SYNCHRONOUS = 1  # NORMAL: COMMIT writes the WAL, the pipeline syncs it
 
 
-def sqlite_durability(conn: sqlite3.Connection) -> Durability:
-    """The SQLite engine's answer to "is this storage durable?", from the connection."""
+def _in_wal_mode(conn: sqlite3.Connection) -> bool:
+    return str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+
+
+def sqlite_durability(conn: sqlite3.Connection, *, wal_synced: bool = False) -> Durability:
+    """The SQLite engine's answer to "is this storage durable?", from the connection;
+    ``wal_synced``: the commit pipeline syncs this connection's commits (NORMAL in WAL
+    mode then keeps the promise)."""
     level = int(conn.execute("PRAGMA synchronous").fetchone()[0])
-    if level >= _DURABLE_SYNCHRONOUS:
+    if level >= _DURABLE_SYNCHRONOUS or (wal_synced and level == _PIPELINED_SYNCHRONOUS
+                                         and _in_wal_mode(conn)):
         return Durability()
     name = _SYNCHRONOUS_NAMES.get(level, str(level))
     return Durability((f"sqlite_synchronous = {name} (FULL or EXTRA keeps the promise)",))
@@ -154,15 +163,22 @@ class Database(ConnectionThread[sqlite3.Connection]):
 
     ``Database(path)`` opens nothing; ``await db.start()`` connects on the thread;
     :meth:`open` connects now, for the command line and for tests.
+
+    ``wal_sync`` (the commit pipeline, :mod:`leasegate.storage.wal_sync`; one for every
+    connection to the file): with ``synchronous`` FULL or EXTRA the connection commits
+    with NORMAL and ``wal_sync`` syncs the WAL off the write lock before anyone is told
+    (``run`` returns, ``run_committed``'s wait ends). Not in WAL mode: no pipeline.
     """
 
     thread_name = "leasegate-sqlite"
 
     def __init__(self, path: Path | str, synchronous: str = "FULL", *,
-                 inline: bool = False) -> None:
+                 inline: bool = False, wal_sync: WalSync | None = None) -> None:
         super().__init__(inline=inline)
         self.path = path
         self.synchronous = synchronous
+        if synchronous.upper() in ("FULL", "EXTRA"):  # else nothing syncs: nothing to pipe
+            self._wal_sync = wal_sync
 
     @classmethod
     def open(cls, path: Path | str, synchronous: str = "FULL", *, inline: bool = False) -> Database:
@@ -171,8 +187,24 @@ class Database(ConnectionThread[sqlite3.Connection]):
         db._open_now()
         return db
 
+    def _open_now(self) -> None:
+        if self._wal_sync is not None:
+            self._wal_sync.start()
+        super()._open_now()
+
+    async def start(self) -> None:
+        if self._wal_sync is not None:
+            self._wal_sync.start()
+        await super().start()
+
     def _connect(self) -> sqlite3.Connection:
-        return connect(self.path, self.synchronous)
+        conn = connect(self.path, self.synchronous)
+        if self._wal_sync is not None:
+            if _in_wal_mode(conn):
+                conn.execute("PRAGMA synchronous = NORMAL")
+            else:  # a rollback journal: SQLite's own syncs, inside COMMIT
+                self._wal_sync = None
+        return conn
 
     def _disconnect(self, conn: sqlite3.Connection) -> None:
         conn.close()
@@ -183,7 +215,8 @@ class Database(ConnectionThread[sqlite3.Connection]):
     async def durability(self) -> Durability:
         """Whether this database keeps "durable before acknowledged" (see
         :mod:`leasegate.storage.durability`). Cancellation: as :meth:`run`."""
-        return await self.run(sqlite_durability)
+        return await self.run(
+            lambda conn: sqlite_durability(conn, wal_synced=self._wal_sync is not None))
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<Database {self.path} inline={self._inline}>"

@@ -22,6 +22,7 @@ from leasegate.storage.connection import Database as SqliteDatabase
 from leasegate.storage.datadir import db_path
 from leasegate.storage.durability import Durability
 from leasegate.storage.engine import Connection
+from leasegate.storage.wal_sync import Synced, WalSync
 
 T = TypeVar("T")
 
@@ -33,6 +34,8 @@ class Database(Protocol):
     async def start(self) -> None: ...
 
     async def run(self, fn: Callable[[Connection], T]) -> T: ...
+
+    async def run_committed(self, fn: Callable[[Connection], T]) -> tuple[T, Synced]: ...
 
     def run_sync(self, fn: Callable[[Connection], T]) -> T: ...
 
@@ -57,11 +60,13 @@ def new_database(database_url: str | None, data_dir: Path, *, synchronous: str =
 
 
 def database_at(database_url: str | None, sqlite_file: Path, *, synchronous: str = "FULL",
-                inline: bool = False, name: str = "leasegate") -> Database:
+                inline: bool = False, name: str = "leasegate",
+                wal_sync: WalSync | None = None) -> Database:
     """:func:`new_database`, the SQLite file named in full (``sqlite_file``) rather than
-    by its data directory: the system's actors, whose tests name their files."""
+    by its data directory: the system's actors, whose tests name their files.
+    ``wal_sync``: SQLite's commit pipeline (``connection.Database``)."""
     if database_url is None:
-        return SqliteDatabase(sqlite_file, synchronous, inline=inline)
+        return SqliteDatabase(sqlite_file, synchronous, inline=inline, wal_sync=wal_sync)
     from leasegate.storage.postgres.database import Database as PostgresDatabase
 
     return PostgresDatabase(database_url, inline=inline, name=name)

@@ -9,6 +9,11 @@ anything, which is what "durable before acknowledged" needs.
 ``inline=True`` runs the calls on the trio thread instead. Tests use it so that the
 autojump clock never jumps while the database works.
 
+A connection whose commits do not sync (SQLite's commit pipeline, ``wal_sync``) still
+returns from :meth:`run` only once a sync of the WAL covers what the call did;
+:meth:`run_committed` returns at once with what to wait for instead (an actor's turn,
+so that the next one applies meanwhile).
+
 An engine subclasses it with :meth:`_connect` (and :meth:`_disconnect`); see
 ``connection.Database`` (SQLite) and ``postgres.database.Database``.
 """
@@ -22,6 +27,8 @@ from typing import Generic, TypeVar
 
 import outcome
 import trio
+
+from leasegate.storage.wal_sync import Synced, WalSync, WalSyncFailed, durable
 
 C = TypeVar("C")
 T = TypeVar("T")
@@ -44,6 +51,8 @@ class ConnectionThread(Generic[C]):
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._open_error: Exception | None = None
+        # Set (SQLite's pipeline) when commits do not sync: this syncs them.
+        self._wal_sync: WalSync | None = None
 
     # ---- what an engine provides ------------------------------------------------------
 
@@ -99,23 +108,69 @@ class ConnectionThread(Generic[C]):
             self._disconnect(self._conn)
 
     async def run(self, fn: Callable[[C], T]) -> T:
-        """Run ``fn(connection)`` on the connection's thread and return its result.
+        """Run ``fn(connection)`` on the connection's thread and return its result,
+        durable: with a commit pipeline, once a sync covers what ``fn`` did.
 
         Cancellation: a caller cancelled before the call is handed over gets
         ``Cancelled`` and nothing runs. Once handed over, the call is shielded:
         ``fn`` always runs to completion and the caller waits for it, so a
         cancelled caller never leaves a transaction half-done or unreported.
         """
+        wal = self._wal_sync
         if self._inline:
             await trio.lowlevel.checkpoint()
-            return fn(self._connection())
+            value = fn(self._connection())
+            if wal is not None:
+                wal.sync_now()
+            return value
         await trio.lowlevel.checkpoint_if_cancelled()
         token = trio.lowlevel.current_trio_token()
         done = trio.Event()
         box: list[outcome.Outcome[T]] = []
+        failed: list[WalSyncFailed] = []
+
+        def synced(error: WalSyncFailed | None) -> None:
+            if error is not None:
+                failed.append(error)
+            token.run_sync_soon(done.set)
 
         def job() -> None:
             box.append(outcome.capture(lambda: fn(self._connection())))
+            if wal is None:
+                token.run_sync_soon(done.set)
+            else:
+                wal.after_sync(synced)
+
+        self._jobs.put(job)
+        with trio.CancelScope(shield=True):
+            await done.wait()
+        if failed:
+            raise failed[0]
+        return box[0].unwrap()
+
+    async def run_committed(self, fn: Callable[[C], T]) -> tuple[T, Synced]:
+        """As :meth:`run`, returning as soon as ``fn`` has returned (its COMMIT done),
+        with what to wait for before anyone is told of it: already done unless the
+        commits do not sync, else the pipeline's sync that covers ``fn``'s writes and
+        every commit before them. Cancellation: as :meth:`run`."""
+        wal = self._wal_sync
+        if wal is None:
+            return await self.run(fn), durable()
+        if self._inline:
+            await trio.lowlevel.checkpoint()
+            value = fn(self._connection())
+            return value, wal.request(None)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+        box: list[outcome.Outcome[tuple[T, Synced]]] = []
+
+        def job() -> None:
+            def step() -> tuple[T, Synced]:
+                value = fn(self._connection())
+                return value, wal.request(token)  # queued right after the COMMIT
+
+            box.append(outcome.capture(step))
             token.run_sync_soon(done.set)
 
         self._jobs.put(job)

@@ -5,7 +5,10 @@ waiting (up to ``batch_limit``), applies them in one transaction with a
 savepoint per message (each by the handler registered for its type, see
 :mod:`leasegate.actors.runtime.handlers`), runs the periodic jobs that are due
 in the same transaction, commits once, and only then replies to all (durable
-before acknowledged; one commit for the group)::
+before acknowledged; one commit for the group). On SQLite's commit pipeline
+(:mod:`leasegate.storage.wal_sync`) the commit returns before its WAL sync: the
+actor applies its next turn meanwhile and answers each turn, in order, between
+two turns once its sync has returned::
 
     inbox = Inbox(Keys)
     keys = Actor("keys", inbox, db, clock, KeysTurn(...), KEYS)
@@ -45,6 +48,7 @@ from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Tell
 from leasegate.actors.runtime.parking import PARK, PARK_OUTCOME, Wait, WakesOnly
 from leasegate.actors.runtime.periodic import JobRecord, JobStatistics, PeriodicJob
 from leasegate.actors.runtime.turn import Turn
+from leasegate.actors.runtime.undurable import SyncReturned, Undurable
 from leasegate.clock import Clock
 from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.logs import Throttled
@@ -116,6 +120,7 @@ class Actor(Generic[A, C]):
         # Called in each turn's transaction just before its commit (several gateways on
         # one database: tells the others what the turn's writes woke; None: nobody).
         self.announce: Callable[[C], None] | None = None
+        self._undurable = Undurable(self._answer, self._wake_synced)
         turn.now = clock.now()
 
     @property
@@ -155,10 +160,13 @@ class Actor(Generic[A, C]):
             envelopes = await self._collect()
             if envelopes is None:
                 break
+            self._undurable.answer_durable()
             self._expire_parked()
             # A wake-up only to time parked polls out needs no turn.
             if envelopes or trio.current_time() >= self._deadline():
                 await self._turn(envelopes)
+                self._undurable.answer_durable()
+        await self._undurable.answer_all()
         for env in self._parking.everyone():  # parked after the drain turn: not answered yet
             self._parking.take(env)
             self._reply(env, outcome.Error(Unavailable("the gateway is shutting down")))
@@ -208,7 +216,7 @@ class Actor(Generic[A, C]):
                 envelopes.append(self._inbox.receive_nowait())
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
-        return envelopes
+        return [env for env in envelopes if type(env.message) is not SyncReturned]
 
     def _wakes_nobody(self, envelopes: list[Envelope[Any]], now: float) -> bool:
         """The messages only wake parked ones (``wakes_only``: another gateway's work),
@@ -236,8 +244,9 @@ class Actor(Generic[A, C]):
                     if job.record.next_at is not None and job.record.next_at <= now]
         batch = TurnBatch(envelopes, due_jobs)
         self._parking.busy = True  # callers leaving now are unlinked after the turn
+        self._undurable.applying = True
         try:
-            wake = await self.db.run(lambda conn: self._apply(conn, batch, now))
+            wake, synced = await self.db.run_committed(lambda conn: self._apply(conn, batch, now))
         except Exception as exc:
             if not is_storage_failure(exc):
                 raise
@@ -255,16 +264,24 @@ class Actor(Generic[A, C]):
             self._internal.extend(internal)
             return
         finally:
+            self._undurable.applying = False
             self._parking.settle()
         self._retry_at = -math.inf
         if batch.wrote > 0:  # a read commits on a full disk too: it proves nothing
             self._storage_log.recovered(f"{self.name}: storage works again")
         self._commits += 1
         self._next_wakeup = polled(wake, now, self.deadline_poll)
-        self._after(batch, now)
+        self._committed(batch, now)
+        self._undurable.committed(synced, batch)
 
-    def _after(self, batch: TurnBatch, now: float) -> None:
-        """After the commit, on the trio thread: jobs' records, bugs, effects, replies."""
+    def _wake_synced(self) -> None:
+        with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError,
+                                 trio.BrokenResourceError):  # full: a turn comes anyway
+            self._send.send_nowait(Envelope[Any](SyncReturned()))
+
+    def _committed(self, batch: TurnBatch, now: float) -> None:
+        """After the commit, on the trio thread, before the next turn: jobs' records,
+        bugs, and the waiters served (out of the parking) or parked."""
         for run in batch.job_runs:
             record = run.job.record
             if run.skipped:
@@ -280,18 +297,23 @@ class Actor(Generic[A, C]):
             self._internal_errors += 1
             log.error("%s: unexpected error handling %s (request %s); it was rolled back "
                       "and answered 500:\n%s", self.name, what, request_id or "-", stack)
+        for env, _ in batch.served:
+            self._parking.take(env)
+        served = {id(env) for env, _ in batch.served}
+        for env, wait in batch.newcomers:
+            if id(env) not in served:
+                self._parking.park(env, wait)  # refused if its caller already left
+
+    def _answer(self, batch: TurnBatch) -> None:
+        """Once the turn's commit is durable, between turns: its effects, then every
+        reply (the effects first: a tell reaches its actor before the caller goes on)."""
         for effect in batch.effects:
             effect()
         for env, result in zip(batch.envelopes, batch.results, strict=True):
             if result is not None and result is not PARK_OUTCOME:
                 self._reply(env, result)
         for env, result in batch.served:
-            self._parking.take(env)
             self._reply(env, result)
-        served = {id(env) for env, _ in batch.served}
-        for env, wait in batch.newcomers:
-            if id(env) not in served:
-                self._parking.park(env, wait)  # refused if its caller already left
 
     def _apply(self, conn: Connection, batch: TurnBatch, now: float) -> float | None:
         turn, behaviour = self.turn, self._behaviour

@@ -98,16 +98,18 @@ class Turn:
             self.wake_all = True
 
     def after_commit(self, effect: Callable[[], None]) -> None:
-        """Run ``effect`` on the trio thread once the current message commits.
+        """Run ``effect`` on the trio thread once the current message's commit is
+        durable (with the commit pipeline: after its WAL sync, between two turns), just
+        before the turn's replies.
 
         Dropped if the message rolls back or the commit fails.
         """
         self.effects.append(effect)
 
     def tell_after_commit(self, ref: Receiver[M], message: M, lost: str) -> None:
-        """Tell another actor ``message`` once the current message commits, without
-        waiting; when its inbox is full (or it closed at shutdown), log ``lost``,
-        which says what repairs it."""
+        """Tell another actor ``message`` once the current message's commit is durable
+        (see :meth:`after_commit`), without waiting; when its inbox is full (or it
+        closed at shutdown), log ``lost``, which says what repairs it."""
         actor = self.actor
 
         def tell() -> None:
