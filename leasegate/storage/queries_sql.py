@@ -7,12 +7,19 @@ Times are wall seconds (REAL). A lease is valid strictly before
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.keyset import merged, ordered
-from leasegate.storage.rows import insert_new, marks
+from leasegate.storage.rows import (
+    each_its_own,
+    insert_new,
+    insert_rows,
+    known_ids,
+    marks,
+    rows_by_id,
+)
 
 TERMINAL = ("succeeded", "failed", "expired")
 
@@ -45,6 +52,17 @@ def insert(conn: Connection, **values: Any) -> bool:
     """Insert a new query; False (and nothing written) if its id exists already
     or has a tombstone."""
     return insert_new(conn, "queries", "query_id", values)
+
+
+def insert_many(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert new queries in one statement; how many (one whose id exists already or
+    has a tombstone is not)."""
+    return insert_rows(conn, "queries", "query_id", rows)
+
+
+def known(conn: Connection, query_ids: Sequence[str]) -> dict[str, Row]:
+    """Of ``query_ids``, those of a query or a tombstone (``fingerprint``, ``status``)."""
+    return known_ids(conn, "queries", "query_tombstones", "query_id", query_ids)
 
 
 def next_queued(conn: Connection, sites: list[str] | None, now: float,
@@ -84,15 +102,26 @@ def leased_by_request(conn: Connection, worker_id: str, request_id: str,
 
 def take_lease(conn: Connection, query_id: str, worker_id: str, token: str,
                request_id: str | None, expires_at: float, now: float) -> Row | None:
-    """queued → leased, counting the attempt (conditional on the status): the leased
-    row, or None if the query was not queued."""
-    cur = conn.execute(
-        "UPDATE queries SET status = 'leased', lease_owner = ?, lease_token = ?, "
+    """queued → leased (see :func:`take_leases`): the leased row, or None if the query
+    was not queued."""
+    taken = take_leases(conn, [(query_id, token)], worker_id, request_id, expires_at, now)
+    return taken[0] if taken else None
+
+
+def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: str,
+                request_id: str | None, expires_at: float, now: float) -> list[Row]:
+    """queued → leased, each ``(query_id, token)`` with its token, counting the attempt,
+    in one UPDATE: the leased rows, in the order given; a query that was not queued is
+    left out."""
+    ids = [query_id for query_id, _ in tokens]
+    token, args = each_its_own("query_id", tokens)
+    conn.execute(
+        f"UPDATE queries SET status = 'leased', lease_owner = ?, lease_token = {token}, "
         "lease_request_id = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ? "
-        "WHERE query_id = ? AND status = 'queued'",
-        (worker_id, token, request_id, expires_at, now, query_id),
-    )
-    return get(conn, query_id) if cur.rowcount == 1 else None
+        f"WHERE query_id IN ({marks(ids)}) AND status = 'queued'",
+        [worker_id, *args, request_id, expires_at, now, *ids])
+    rows = rows_by_id(conn, "queries", "query_id", ids)
+    return [rows[i] for i, t in tokens if i in rows and rows[i]["lease_token"] == t]
 
 
 def give_back(conn: Connection, query_id: str, token: str, now: float) -> bool:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from leasegate.storage.engine import Connection
+from leasegate.storage.engine import Connection, Row
 
 
 def marks(values: Sequence[Any]) -> str:
@@ -22,3 +22,42 @@ def insert_new(conn: Connection, table: str, key: str, values: dict[str, Any]) -
         f"INSERT INTO {table} ({', '.join(values)}) VALUES ({marks(list(values))}) "
         f"ON CONFLICT ({key}) DO NOTHING", tuple(values.values()))
     return cur.rowcount == 1
+
+
+def insert_rows(conn: Connection, table: str, key: str,
+                rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert rows (the same columns each, in the same order) in one statement, each
+    unless its ``key`` exists; how many were inserted. As :func:`insert_new`, the names
+    are the caller's constants."""
+    columns = list(rows[0])
+    values = ", ".join([f"({marks(columns)})"] * len(rows))
+    cur = conn.execute(
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values} "
+        f"ON CONFLICT ({key}) DO NOTHING", [row[column] for row in rows for column in columns])
+    return cur.rowcount
+
+
+def known_ids(conn: Connection, table: str, tombstones: str, key: str,
+              ids: Sequence[str]) -> dict[str, Row]:
+    """Of ``ids``, those taken by a row of ``table`` or a tombstone: each one's row
+    (``fingerprint``, ``status``), in one statement."""
+    if not ids:
+        return {}
+    listed = marks(ids)
+    return {row[0]: row for row in conn.execute(
+        f"SELECT {key}, fingerprint, status FROM {table} WHERE {key} IN ({listed}) "
+        f"UNION ALL SELECT {key}, fingerprint, status FROM {tombstones} "
+        f"WHERE {key} IN ({listed})", [*ids, *ids])}
+
+
+def rows_by_id(conn: Connection, table: str, key: str, ids: Sequence[str]) -> dict[str, Row]:
+    """The rows of ``ids`` that exist, by id, in one statement."""
+    return {row[key]: row for row in conn.execute(
+        f"SELECT * FROM {table} WHERE {key} IN ({marks(ids)})", ids)}
+
+
+def each_its_own(key: str, pairs: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
+    """``CASE key WHEN ? THEN ? ... END`` and its parameters: a value per row, for
+    one UPDATE of many rows (each lease its own token)."""
+    whens = " ".join(["WHEN ? THEN ?"] * len(pairs))
+    return f"CASE {key} {whens} END", [value for pair in pairs for value in pair]

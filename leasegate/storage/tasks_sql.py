@@ -15,12 +15,19 @@ per lane (site + account) is enforced by the partial unique index
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from leasegate.storage import lanes_sql
 from leasegate.storage.engine import Connection, Row, respelled
-from leasegate.storage.rows import insert_new, marks
+from leasegate.storage.rows import (
+    each_its_own,
+    insert_new,
+    insert_rows,
+    known_ids,
+    marks,
+    rows_by_id,
+)
 
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
           "expired")
@@ -88,6 +95,17 @@ def insert(conn: Connection, **values: Any) -> bool:
     return insert_new(conn, "tasks", "task_id", values)
 
 
+def insert_many(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert new tasks in one statement; how many (one whose id exists already or has
+    a tombstone is not)."""
+    return insert_rows(conn, "tasks", "task_id", rows)
+
+
+def known(conn: Connection, task_ids: Sequence[str]) -> dict[str, Row]:
+    """Of ``task_ids``, those of a task or a tombstone (``fingerprint``, ``status``)."""
+    return known_ids(conn, "tasks", "task_tombstones", "task_id", task_ids)
+
+
 def next_queued(conn: Connection, sites: list[str] | None, now: float,
                 limit: int, *, admit: Callable[[str], bool] | None = None) -> list[Row]:
     """The best leasable task of up to ``limit`` distinct free lanes, best first
@@ -119,15 +137,26 @@ def leased_by_request(conn: Connection, worker_id: str, request_id: str,
 
 def take_lease(conn: Connection, task_id: str, worker_id: str, token: str,
                request_id: str | None, claim_expires_at: float, now: float) -> Row | None:
-    """queued → leased: only a claim; no attempt is burned until the worker starts.
-    The leased row, or None if the task was not queued."""
-    cur = conn.execute(
-        "UPDATE tasks SET status = 'leased', lease_owner = ?, lease_token = ?, "
+    """queued → leased (see :func:`take_leases`): the leased row, or None if the task
+    was not queued."""
+    taken = take_leases(conn, [(task_id, token)], worker_id, request_id, claim_expires_at, now)
+    return taken[0] if taken else None
+
+
+def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: str,
+                request_id: str | None, claim_expires_at: float, now: float) -> list[Row]:
+    """queued → leased, each ``(task_id, token)`` with its token, in one UPDATE: only a
+    claim; no attempt is burned until the worker starts. The leased rows, in the
+    order given; a task that was not queued is left out."""
+    ids = [task_id for task_id, _ in tokens]
+    token, args = each_its_own("task_id", tokens)
+    conn.execute(
+        f"UPDATE tasks SET status = 'leased', lease_owner = ?, lease_token = {token}, "
         "lease_request_id = ?, claim_expires_at = ?, lease_expires_at = NULL, updated_at = ? "
-        "WHERE task_id = ? AND status = 'queued'",
-        (worker_id, token, request_id, claim_expires_at, now, task_id),
-    )
-    return get(conn, task_id) if cur.rowcount == 1 else None
+        f"WHERE task_id IN ({marks(ids)}) AND status = 'queued'",
+        [worker_id, *args, request_id, claim_expires_at, now, *ids])
+    rows = rows_by_id(conn, "tasks", "task_id", ids)
+    return [rows[i] for i, t in tokens if i in rows and rows[i]["lease_token"] == t]
 
 
 def start(conn: Connection, task_id: str, worker_id: str, token: str,

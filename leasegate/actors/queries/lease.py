@@ -54,7 +54,7 @@ def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:
 
 
 LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
-                         take=sql.take_lease, view=query_lease,
+                         take=sql.take_leases, view=query_lease,
                          attempt=lambda row: row["attempts"],
                          waiting_since=lambda row: row["created_at"])
 

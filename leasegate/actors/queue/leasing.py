@@ -120,7 +120,9 @@ class Leasing(Generic[L]):
 
     replay: Callable[[Connection, str, str, list[str] | None, int], Sequence[Row]]
     queued: Queued
-    take: Callable[[Connection, str, str, str, str | None, float, float], Row | None]
+    # (conn, [(job_id, token)], worker_id, request_id, expires_at, now): the leased rows
+    take: Callable[[Connection, Sequence[tuple[str, str]], str, str | None, float, float],
+                   Sequence[Row]]
     view: Callable[[Row], L]
     attempt: Callable[[Row], int]
     waiting_since: Callable[[Row], float]
@@ -137,25 +139,24 @@ def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L
         replay = leasing.replay(conn, m.worker_id, m.request_id, sites, m.max)
         if replay:
             return tuple(leasing.view(row) for row in replay)
-    leases = []
-    id_column = turn.kind.id_column
     gate = turn.sites
     if gate.idle:
         queued = leasing.queued(conn, sites, now, m.max)
     else:  # a paused site is never leased, a throttled one as its tokens allow
         queued = leasing.queued(conn, gate.unpaused(m.sites), now, m.max,
                                 admit=gate.admitter(now))
-    for row in queued:
-        job_id = row[id_column]
-        leased = leasing.take(conn, job_id, m.worker_id, new_lease_token(), m.request_id,
-                              expires_at, now)
-        if leased is not None:
-            # waited: from submit (or not_before) to this lease, the dispatch latency
-            turn.history.record(job_id, "leased", job=leased, worker_id=m.worker_id,
-                                attempt=leasing.attempt(leased),
-                                waited=round(now - leasing.waiting_since(leased), 3))
-            leases.append(leasing.view(leased))
-    return tuple(leases)
+    if not queued:
+        return ()
+    # One UPDATE for them all, each with a token of its own; their history in one insert.
+    id_column = turn.kind.id_column
+    leased = leasing.take(conn, [(row[id_column], new_lease_token()) for row in queued],
+                          m.worker_id, m.request_id, expires_at, now)
+    # waited: from submit (or not_before) to this lease, the dispatch latency
+    turn.history.record_many("leased", [
+        (row[id_column], row, {"worker_id": m.worker_id, "attempt": leasing.attempt(row),
+                               "waited": round(now - leasing.waiting_since(row), 3)})
+        for row in leased])
+    return tuple(leasing.view(row) for row in leased)
 
 
 def waiting_for_work(lease: Callable[[QT, LA], tuple[L, ...]],

@@ -87,7 +87,7 @@ def _lease_seen(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
 
 
 LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
-                         take=sql.take_lease, view=task_lease,
+                         take=sql.take_leases, view=task_lease,
                          attempt=lambda row: row["attempts"] + 1,
                          waiting_since=lambda row: max(row["created_at"],
                                                        row["not_before"] or 0.0))
