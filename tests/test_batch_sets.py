@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from leasegate.storage.connection import Database
 from leasegate.storage.engine import Connection
 from tests.conftest import EPOCH, Gateway, open_db
 from tests.test_batch_http import QUERY, batch, codes, lease_queries, statuses
@@ -29,7 +28,7 @@ Json = dict[str, Any]
 
 def read(tmp_path: Path, database_url: str | None, sql: str) -> list[tuple[Any, ...]]:
     """Rows read on a database connection of the test's own: what was committed."""
-    db: Database = open_db(tmp_path / "leasegate.db", database_url=database_url)
+    db = open_db(tmp_path / "leasegate.db", database_url=database_url)
     try:
         return db.run_sync(lambda conn: [tuple(row) for row in conn.execute(sql)])
     finally:

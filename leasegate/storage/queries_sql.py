@@ -12,14 +12,7 @@ from typing import Any
 
 from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.keyset import merged, ordered
-from leasegate.storage.rows import (
-    each_its_own,
-    insert_new,
-    insert_rows,
-    known_ids,
-    marks,
-    rows_by_id,
-)
+from leasegate.storage.rows import insert_new, insert_rows, known_ids, lease_rows, marks
 
 TERMINAL = ("succeeded", "failed", "expired")
 
@@ -113,15 +106,9 @@ def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: 
     """queued → leased, each ``(query_id, token)`` with its token, counting the attempt,
     in one UPDATE: the leased rows, in the order given; a query that was not queued is
     left out."""
-    ids = [query_id for query_id, _ in tokens]
-    token, args = each_its_own("query_id", tokens)
-    conn.execute(
-        f"UPDATE queries SET status = 'leased', lease_owner = ?, lease_token = {token}, "
-        "lease_request_id = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ? "
-        f"WHERE query_id IN ({marks(ids)}) AND status = 'queued'",
-        [worker_id, *args, request_id, expires_at, now, *ids])
-    rows = rows_by_id(conn, "queries", "query_id", ids)
-    return [rows[i] for i, t in tokens if i in rows and rows[i]["lease_token"] == t]
+    return lease_rows(conn, "queries", "query_id", tokens, (
+        "status = 'leased', lease_owner = ?, lease_request_id = ?, lease_expires_at = ?, "
+        "attempts = attempts + 1, updated_at = ?"), [worker_id, request_id, expires_at, now])
 
 
 def give_back(conn: Connection, query_id: str, token: str, now: float) -> bool:

@@ -50,14 +50,17 @@ def known_ids(conn: Connection, table: str, tombstones: str, key: str,
         f"WHERE {key} IN ({listed})", [*ids, *ids])}
 
 
-def rows_by_id(conn: Connection, table: str, key: str, ids: Sequence[str]) -> dict[str, Row]:
-    """The rows of ``ids`` that exist, by id, in one statement."""
-    return {row[key]: row for row in conn.execute(
+def lease_rows(conn: Connection, table: str, key: str, tokens: Sequence[tuple[str, str]],
+               changes: str, args: Sequence[Any]) -> list[Row]:
+    """queued → leased for each ``(id, token)`` in one UPDATE, each row its own token
+    (``CASE key WHEN ? THEN ? ... END``), ``changes`` (with ``args``) set beside it: the
+    rows that took their token, in the order given (one no longer queued is left out)."""
+    ids = [job_id for job_id, _ in tokens]
+    whens = " ".join(["WHEN ? THEN ?"] * len(tokens))
+    conn.execute(
+        f"UPDATE {table} SET lease_token = CASE {key} {whens} END, {changes} "
+        f"WHERE {key} IN ({marks(ids)}) AND status = 'queued'",
+        [*(value for pair in tokens for value in pair), *args, *ids])
+    rows = {row[key]: row for row in conn.execute(
         f"SELECT * FROM {table} WHERE {key} IN ({marks(ids)})", ids)}
-
-
-def each_its_own(key: str, pairs: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
-    """``CASE key WHEN ? THEN ? ... END`` and its parameters: a value per row, for
-    one UPDATE of many rows (each lease its own token)."""
-    whens = " ".join(["WHEN ? THEN ?"] * len(pairs))
-    return f"CASE {key} {whens} END", [value for pair in pairs for value in pair]
+    return [rows[i] for i, token in tokens if i in rows and rows[i]["lease_token"] == token]

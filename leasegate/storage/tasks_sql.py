@@ -20,14 +20,7 @@ from typing import Any
 
 from leasegate.storage import lanes_sql
 from leasegate.storage.engine import Connection, Row, respelled
-from leasegate.storage.rows import (
-    each_its_own,
-    insert_new,
-    insert_rows,
-    known_ids,
-    marks,
-    rows_by_id,
-)
+from leasegate.storage.rows import insert_new, insert_rows, known_ids, lease_rows, marks
 
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
           "expired")
@@ -148,15 +141,9 @@ def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: 
     """queued → leased, each ``(task_id, token)`` with its token, in one UPDATE: only a
     claim; no attempt is burned until the worker starts. The leased rows, in the
     order given; a task that was not queued is left out."""
-    ids = [task_id for task_id, _ in tokens]
-    token, args = each_its_own("task_id", tokens)
-    conn.execute(
-        f"UPDATE tasks SET status = 'leased', lease_owner = ?, lease_token = {token}, "
-        "lease_request_id = ?, claim_expires_at = ?, lease_expires_at = NULL, updated_at = ? "
-        f"WHERE task_id IN ({marks(ids)}) AND status = 'queued'",
-        [worker_id, *args, request_id, claim_expires_at, now, *ids])
-    rows = rows_by_id(conn, "tasks", "task_id", ids)
-    return [rows[i] for i, t in tokens if i in rows and rows[i]["lease_token"] == t]
+    return lease_rows(conn, "tasks", "task_id", tokens, (
+        "status = 'leased', lease_owner = ?, lease_request_id = ?, claim_expires_at = ?, "
+        "lease_expires_at = NULL, updated_at = ?"), [worker_id, request_id, claim_expires_at, now])
 
 
 def start(conn: Connection, task_id: str, worker_id: str, token: str,

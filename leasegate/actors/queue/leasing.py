@@ -20,6 +20,7 @@ from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import MAX_BATCH, check_batch_size
 from leasegate.actors.runtime.handlers import Parks
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
+from leasegate.actors.runtime.parking import Park
 from leasegate.errors import InvalidRequest, LeasegateError
 from leasegate.storage.engine import Connection, Row
 
@@ -31,6 +32,7 @@ QT = TypeVar("QT", bound=QueueTurn[Any])
 LA = TypeVar("LA", bound="LeaseCall[Any, Any]")
 M = TypeVar("M", bound=Message)
 V_co = TypeVar("V_co", covariant=True)
+V = TypeVar("V")
 
 MAX_LEASES: Final = MAX_BATCH
 
@@ -157,6 +159,20 @@ def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L
                                "waited": round(now - leasing.waiting_since(row), 3)})
         for row in leased])
     return tuple(leasing.view(row) for row in leased)
+
+
+def results_then_lease(turn: QT, m: LeaseAfterResults[Any, M, V, L],
+                       result: Callable[[QT, M], V],
+                       lease_or_wait: Callable[[QT, Any], tuple[L, ...] | Park],
+                       ) -> tuple[tuple[V | LeasegateError, ...], tuple[L, ...]]:
+    """A lease call carrying results: each result in a savepoint of its own, then the
+    lease (by the channel's ``lease_or_wait``, which never waits here)."""
+    answers = turn.each(m.results, result)
+    if turn.draining:  # the results are taken; no new work while shutting down
+        return answers, ()
+    leases = lease_or_wait(turn, m.lease)
+    assert not isinstance(leases, Park)  # checked: a lease that carries results never waits
+    return answers, leases
 
 
 def waiting_for_work(lease: Callable[[QT, LA], tuple[L, ...]],

@@ -132,47 +132,33 @@ def submit_one(turn: QT, m: S, how: Submitting[QT, S, R]) -> R:
     return how.reply(job_id, "queued", True)
 
 
-def submit_all(turn: QT, items: Sequence[S], how: Submitting[QT, S, R],
-               ) -> list[R | LeasegateError]:
-    """A batch of submits, each answered as :func:`submit_one` would, set-based: an item
-    refused (a bad field, 6004) writes nothing, so it needs no savepoint. Raises
-    :class:`ItemByItem` (the batch is applied item by item) where the answers depend
-    on the order: an id given twice, or an id found taken by the insert alone."""
+def submit_all(turn: QT, items: Sequence[S], how: Submitting[QT, S, R]) -> list[R]:
+    """A batch of submits, each answered as :func:`submit_one` would, set-based: one
+    read of the ids given, one insert of the new jobs. Raises :class:`ItemByItem`
+    before it writes anything when an item fails (a bad field, 6004: each item is then
+    applied in a savepoint of its own, and fails alone) or the answers depend on the
+    order (an id given twice: the first creates, the others replay), and if the insert
+    finds an id taken after all (a generated one: never)."""
     kind, conn = turn.kind, turn.conn
-    answers: list[R | LeasegateError | None] = [None] * len(items)
-    jobs: list[tuple[int, str, NewJob]] = []
-    given: list[str] = []
-    for i, m in enumerate(items):
-        try:
-            m.check()
-            jobs.append((i, m.job_id or new_id(kind.id_prefix), how.new_job(turn, m)))
-        except LeasegateError as exc:
-            answers[i] = exc
-            continue
-        if m.job_id is not None:
-            given.append(m.job_id)
+    jobs: list[tuple[str, NewJob]] = []
+    for m in items:
+        m.check()
+        jobs.append((m.job_id or new_id(kind.id_prefix), how.new_job(turn, m)))
+    given = [m.job_id for m in items if m.job_id is not None]
     if len(set(given)) < len(given):
-        raise ItemByItem("an id given twice: the first creates, the others replay")
+        raise ItemByItem("an id given twice")
     taken = how.sql.known(conn, given) if given else {}
-    new: list[tuple[int, str, NewJob]] = []
-    for i, job_id, job in jobs:
-        found = taken.get(job_id)
-        if found is None:
-            new.append((i, job_id, job))
-        elif found["fingerprint"] != job.digest:
-            answers[i] = _conflict(kind.noun, job_id)
-        else:
-            answers[i] = how.reply(job_id, str(found["status"]), False)
+    if any(taken[job_id]["fingerprint"] != job.digest
+           for job_id, job in jobs if job_id in taken):
+        raise ItemByItem("an id taken with another payload")
+    new = [(job_id, job) for job_id, job in jobs if job_id not in taken]
     if new:
-        rows = [{kind.id_column: job_id, **job.row} for _, job_id, job in new]
+        rows = [{kind.id_column: job_id, **job.row} for job_id, job in new]
         if how.sql.insert_many(conn, rows) != len(rows):
-            raise ItemByItem("an id taken after all (a generated one: never)")
-        _created(turn, [(job_id, job) for _, job_id, job in new])
-        for i, job_id, _ in new:
-            answers[i] = how.reply(job_id, "queued", True)
-    done = [answer for answer in answers if answer is not None]
-    assert len(done) == len(items)
-    return done
+            raise ItemByItem("an id taken after all")
+        _created(turn, new)
+    return [how.reply(job_id, str(taken[job_id]["status"]), False) if job_id in taken
+            else how.reply(job_id, "queued", True) for job_id, _ in jobs]
 
 
 def _created(turn: QueueTurn[Any], jobs: Sequence[tuple[str, NewJob]]) -> None:

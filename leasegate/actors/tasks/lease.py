@@ -19,6 +19,7 @@ from leasegate.actors.queue.leasing import (
     Leasing,
     ReleaseLeases,
     give_back_with,
+    results_then_lease,
     take_leases,
     waiting_for_work,
 )
@@ -120,9 +121,4 @@ class LeaseTasksAfterResults(LeaseAfterResults[Tasks, TaskResult, TaskView, Task
 @TASKS.on(LeaseTasksAfterResults)
 def lease_after_results(turn: TaskTurn, m: LeaseTasksAfterResults,
                         ) -> tuple[tuple[TaskView | LeasegateError, ...], tuple[TaskLease, ...]]:
-    answers = turn.each(m.results, result)
-    if turn.draining:  # the results are taken; no new work while shutting down
-        return answers, ()
-    leases = lease_or_wait(turn, m.lease)
-    assert not isinstance(leases, Park)  # checked: a lease that carries results never waits
-    return answers, leases
+    return results_then_lease(turn, m, result, lease_or_wait)
