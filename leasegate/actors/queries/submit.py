@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Final
 
 from leasegate.actors.checks import MAX_AMOUNT, check_id, check_int, check_job_id, check_json
 from leasegate.actors.payloads import canonical_json, fingerprint
@@ -15,8 +14,7 @@ from leasegate.actors.queue.submissions import (
     NewJob,
     Submit,
     Submitting,
-    submit_all,
-    submit_one,
+    handle_submits,
 )
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.views import JSONObject
@@ -58,14 +56,6 @@ def new_query(turn: QueryTurn, m: SubmitQuery) -> NewJob:
         digest, leasable=True)
 
 
-SUBMITTING: Final = Submitting(new_query, QuerySubmitted, sql)
-
-
-@QUERIES.on(SubmitQuery)
-def submit(turn: QueryTurn, m: SubmitQuery) -> QuerySubmitted:
-    return submit_one(turn, m, SUBMITTING)
-
-
 @dataclass(frozen=True)
 class SubmitQueries(Batch[Queries, SubmitQuery, QuerySubmitted]):
     """Up to 100 submits, each idempotent on its own, in one group commit (set-based:
@@ -74,4 +64,4 @@ class SubmitQueries(Batch[Queries, SubmitQuery, QuerySubmitted]):
     item = SubmitQuery
 
 
-QUERIES.each(SubmitQueries, submit, lambda turn, items: submit_all(turn, items, SUBMITTING))
+handle_submits(QUERIES, SubmitQuery, SubmitQueries, Submitting(new_query, QuerySubmitted, sql))

@@ -21,10 +21,12 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar, cast
 
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.turn import QueueTurn
+from leasegate.actors.runtime.batches import Batch
+from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import ItemByItem
 from leasegate.errors import IdempotencyConflict, LeasegateError
@@ -159,6 +161,17 @@ def submit_all(turn: QT, items: Sequence[S], how: Submitting[QT, S, R]) -> list[
         _created(turn, new)
     return [how.reply(job_id, str(taken[job_id]["status"]), False) if job_id in taken
             else how.reply(job_id, "queued", True) for job_id, _ in jobs]
+
+
+def handle_submits(handlers: Handlers[Any, QT], one: type[S],
+                   many: Callable[..., Batch[Any, S, R]], how: Submitting[QT, S, R]) -> None:
+    """Register a channel's submit handlers: of ``one`` (:func:`submit_one`) and of its
+    batch ``many`` (:func:`submit_all`, else each item in a savepoint of its own)."""
+    def submit(turn: QT, m: Submit[Any, Any]) -> R:  # the runtime checks it is a ``one``
+        return submit_one(turn, cast(S, m), how)
+
+    handlers.on(one)(submit)
+    handlers.each(many, submit, lambda turn, items: submit_all(turn, items, how))
 
 
 def _created(turn: QueueTurn[Any], jobs: Sequence[tuple[str, NewJob]]) -> None:

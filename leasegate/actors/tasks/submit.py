@@ -20,8 +20,7 @@ from leasegate.actors.queue.submissions import (
     NewJob,
     Submit,
     Submitting,
-    submit_all,
-    submit_one,
+    handle_submits,
 )
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.tasks.ref import Tasks
@@ -84,14 +83,6 @@ def new_task(turn: TaskTurn, m: SubmitTask) -> NewJob:
         digest, leasable=m.not_before is None or m.not_before <= now)
 
 
-SUBMITTING: Final = Submitting(new_task, TaskSubmitted, sql)
-
-
-@TASKS.on(SubmitTask)
-def submit(turn: TaskTurn, m: SubmitTask) -> TaskSubmitted:
-    return submit_one(turn, m, SUBMITTING)
-
-
 @dataclass(frozen=True)
 class SubmitTasks(Batch[Tasks, SubmitTask, TaskSubmitted]):
     """Up to 100 submits, each idempotent on its own, in one group commit (set-based:
@@ -100,4 +91,4 @@ class SubmitTasks(Batch[Tasks, SubmitTask, TaskSubmitted]):
     item = SubmitTask
 
 
-TASKS.each(SubmitTasks, submit, lambda turn, items: submit_all(turn, items, SUBMITTING))
+handle_submits(TASKS, SubmitTask, SubmitTasks, Submitting(new_task, TaskSubmitted, sql))
