@@ -26,7 +26,7 @@ is deleted (retention purge), in that same transaction, whoever deletes it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from leasegate.storage.connection import transaction
@@ -45,9 +45,8 @@ _JOB_ROW: Final = {
     "query": "SELECT tenant, site, NULL AS device_id, status, kind FROM queries "
              "WHERE query_id = ?",
 }
-_INSERT_TEXT: Final = (
-    "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
-    "detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_COLUMNS: Final = "channel, job_id, tenant, site, device_id, kind, status, at, detail"
+_INSERT_TEXT: Final = f"INSERT INTO job_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 # The key of the PostgreSQL advisory lock that orders event ids by commit ("lg events").
 EVENTS_LOCK: Final = int.from_bytes(b"lgevents", "big") >> 1
 # PostgreSQL has no lastrowid: its insert returns the id (postgres.connection.Cursor).
@@ -86,6 +85,49 @@ def append(conn: Connection, channel: Channel, job_id: str, kind: str,
         _trim(conn, channel, job_id)
     return {"event_id": cur.lastrowid, "tenant": tenant, "site": site,
             "device_id": device_id, "status": status, "kind": job["kind"]}
+
+
+def append_many(conn: Connection, channel: Channel, kind: str, at: float,
+                events: Sequence[tuple[str, str, JobRow]]) -> list[dict[str, Any]]:
+    """:func:`append` for many jobs (distinct ones), each ``(job_id, detail, job)`` with
+    its row as it is now, in one INSERT: the new rows, in the order given."""
+    rows = [(channel, job_id, job["tenant"], job["site"],
+             job["device_id"] if channel == "task" else None, kind, job["status"], at, detail)
+            for job_id, detail, job in events]
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+    flat = [value for row in rows for value in row]
+    if dialect(conn) == "sqlite":
+        # One writer, one statement: AUTOINCREMENT hands the rows consecutive ids.
+        last = conn.execute(f"INSERT INTO job_events ({_COLUMNS}) VALUES {values}",
+                            flat).lastrowid
+        assert last is not None
+        ids = list(range(last - len(rows) + 1, last + 1))
+    else:
+        by_job = {r[1]: r[0] for r in conn.execute(_insert_many_pg(values), flat)}
+        ids = [by_job[job_id] for job_id, _, _ in events]
+    if kind != "submitted":
+        _trim_many(conn, channel, [job_id for job_id, _, _ in events])
+    return [{"event_id": event_id, "tenant": row[2], "site": row[3], "device_id": row[4],
+             "status": row[6], "kind": job["kind"]}
+            for event_id, row, (_, _, job) in zip(ids, rows, events, strict=True)]
+
+
+def _insert_many_pg(values: str) -> str:
+    """PostgreSQL's: the lock of :data:`_INSERT` taken in the statement, the ids
+    returned with their jobs."""
+    return (f"INSERT INTO job_events ({_COLUMNS}) SELECT v.* FROM (VALUES {values}) "
+            f"AS v ({_COLUMNS}) CROSS JOIN (SELECT pg_advisory_xact_lock({EVENTS_LOCK})) "
+            "AS in_commit_order RETURNING event_id, job_id")
+
+
+def _trim_many(conn: Connection, channel: str, job_ids: Sequence[str]) -> None:
+    """:func:`_trim` for the jobs whose history is over the cap (one statement finds
+    them: usually none)."""
+    for (job_id,) in conn.execute(
+            f"SELECT job_id FROM job_events WHERE channel = ? AND job_id IN "
+            f"({', '.join('?' for _ in job_ids)}) GROUP BY job_id HAVING count(*) > ?",
+            [channel, *job_ids, HISTORY_CAP]).fetchall():
+        _trim(conn, channel, job_id)
 
 
 def _trim(conn: Connection, channel: str, job_id: str) -> None:

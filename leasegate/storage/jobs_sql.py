@@ -1,4 +1,5 @@
-"""SQL both job tables share: a job by id, a new job, and the purge of finished jobs
+"""SQL both job tables share: a job by id, a new job (or a batch of them, in one
+statement), which of some ids are taken, and the purge of finished jobs
 (each leaving a tombstone that keeps its id taken) and of tombstones past theirs.
 
 ``tasks_sql`` and ``queries_sql`` each name their table once (``JobTable``) and
@@ -7,10 +8,11 @@ export these as their own functions (``tasks_sql.get``), beside what only they d
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row
-from leasegate.storage.rows import insert_new
+from leasegate.storage.rows import insert_new, insert_rows, known_ids
 
 
 class JobTable:
@@ -20,7 +22,7 @@ class JobTable:
     def __init__(self, table: str, key: str, tombstones: str, *, finished: str) -> None:
         """``finished``: the condition of a row the purge may delete once its
         ``completed_at`` is past retention."""
-        self.table, self.key = table, key
+        self.table, self.key, self.tombstones = table, key, tombstones
         # The statements, spelled once (they are the caller's constants, never a client's).
         self._get = f"SELECT * FROM {table} WHERE {key} = ?"
         self._tombstone = f"SELECT * FROM {tombstones} WHERE {key} = ?"
@@ -48,6 +50,15 @@ class JobTable:
         """Insert a new job; False (and nothing written) if its id exists already
         or has a tombstone."""
         return insert_new(conn, self.table, self.key, values)
+
+    def insert_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Insert new jobs in one statement; how many (one whose id exists already or
+        has a tombstone is not)."""
+        return insert_rows(conn, self.table, self.key, rows)
+
+    def known(self, conn: Connection, job_ids: Sequence[str]) -> dict[str, Row]:
+        """Of ``job_ids``, those of a job or a tombstone (``fingerprint``, ``status``)."""
+        return known_ids(conn, self.table, self.tombstones, self.key, job_ids)
 
     def purge_completed_before(self, conn: Connection, cutoff: float, now: float,
                                limit: int = 1000) -> list[str]:

@@ -7,13 +7,13 @@ Times are wall seconds (REAL). A lease is valid strictly before
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.jobs_sql import JobTable
 from leasegate.storage.keyset import merged, ordered
-from leasegate.storage.rows import marks
+from leasegate.storage.rows import lease_rows, marks
 
 TERMINAL = ("succeeded", "failed", "expired")
 
@@ -22,6 +22,8 @@ _QUERIES = JobTable("queries", "query_id", "query_tombstones",
 get = _QUERIES.get
 get_or_tombstone = _QUERIES.get_or_tombstone
 insert = _QUERIES.insert
+insert_many = _QUERIES.insert_many
+known = _QUERIES.known
 purge_completed_before = _QUERIES.purge_completed_before
 purge_tombstones_before = _QUERIES.purge_tombstones_before
 
@@ -70,15 +72,20 @@ def leased_by_request(conn: Connection, worker_id: str, request_id: str,
 
 def take_lease(conn: Connection, query_id: str, worker_id: str, token: str,
                request_id: str | None, expires_at: float, now: float) -> Row | None:
-    """queued → leased, counting the attempt (conditional on the status): the leased
-    row, or None if the query was not queued."""
-    cur = conn.execute(
-        "UPDATE queries SET status = 'leased', lease_owner = ?, lease_token = ?, "
-        "lease_request_id = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ? "
-        "WHERE query_id = ? AND status = 'queued'",
-        (worker_id, token, request_id, expires_at, now, query_id),
-    )
-    return get(conn, query_id) if cur.rowcount == 1 else None
+    """queued → leased (see :func:`take_leases`): the leased row, or None if the query
+    was not queued."""
+    taken = take_leases(conn, [(query_id, token)], worker_id, request_id, expires_at, now)
+    return taken[0] if taken else None
+
+
+def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: str,
+                request_id: str | None, expires_at: float, now: float) -> list[Row]:
+    """queued → leased, each ``(query_id, token)`` with its token, counting the attempt,
+    in one UPDATE: the leased rows, in the order given; a query that was not queued is
+    left out."""
+    return lease_rows(conn, "queries", "query_id", tokens, (
+        "status = 'leased', lease_owner = ?, lease_request_id = ?, lease_expires_at = ?, "
+        "attempts = attempts + 1, updated_at = ?"), [worker_id, request_id, expires_at, now])
 
 
 def give_back(conn: Connection, query_id: str, token: str, now: float) -> bool:

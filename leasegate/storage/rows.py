@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from leasegate.storage.engine import Connection
+from leasegate.storage.engine import Connection, Row
 
 
 def marks(values: Sequence[Any]) -> str:
@@ -22,3 +22,45 @@ def insert_new(conn: Connection, table: str, key: str, values: dict[str, Any]) -
         f"INSERT INTO {table} ({', '.join(values)}) VALUES ({marks(list(values))}) "
         f"ON CONFLICT ({key}) DO NOTHING", tuple(values.values()))
     return cur.rowcount == 1
+
+
+def insert_rows(conn: Connection, table: str, key: str,
+                rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert rows (the same columns each, in the same order) in one statement, each
+    unless its ``key`` exists; how many were inserted. As :func:`insert_new`, the names
+    are the caller's constants."""
+    columns = list(rows[0])
+    values = ", ".join([f"({marks(columns)})"] * len(rows))
+    cur = conn.execute(
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values} "
+        f"ON CONFLICT ({key}) DO NOTHING", [row[column] for row in rows for column in columns])
+    return cur.rowcount
+
+
+def known_ids(conn: Connection, table: str, tombstones: str, key: str,
+              ids: Sequence[str]) -> dict[str, Row]:
+    """Of ``ids``, those taken by a row of ``table`` or a tombstone: each one's row
+    (``fingerprint``, ``status``), in one statement."""
+    if not ids:
+        return {}
+    listed = marks(ids)
+    return {row[0]: row for row in conn.execute(
+        f"SELECT {key}, fingerprint, status FROM {table} WHERE {key} IN ({listed}) "
+        f"UNION ALL SELECT {key}, fingerprint, status FROM {tombstones} "
+        f"WHERE {key} IN ({listed})", [*ids, *ids])}
+
+
+def lease_rows(conn: Connection, table: str, key: str, tokens: Sequence[tuple[str, str]],
+               changes: str, args: Sequence[Any]) -> list[Row]:
+    """queued → leased for each ``(id, token)`` in one UPDATE, each row its own token
+    (``CASE key WHEN ? THEN ? ... END``), ``changes`` (with ``args``) set beside it: the
+    rows that took their token, in the order given (one no longer queued is left out)."""
+    ids = [job_id for job_id, _ in tokens]
+    whens = " ".join(["WHEN ? THEN ?"] * len(tokens))
+    conn.execute(
+        f"UPDATE {table} SET lease_token = CASE {key} {whens} END, {changes} "
+        f"WHERE {key} IN ({marks(ids)}) AND status = 'queued'",
+        [*(value for pair in tokens for value in pair), *args, *ids])
+    rows = {row[key]: row for row in conn.execute(
+        f"SELECT * FROM {table} WHERE {key} IN ({marks(ids)})", ids)}
+    return [rows[i] for i, token in tokens if i in rows and rows[i]["lease_token"] == token]

@@ -15,13 +15,13 @@ per lane (site + account) is enforced by the partial unique index
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from leasegate.storage import lanes_sql
 from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.jobs_sql import JobTable
-from leasegate.storage.rows import marks
+from leasegate.storage.rows import lease_rows, marks
 
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
           "expired")
@@ -33,6 +33,8 @@ _TASKS = JobTable("tasks", "task_id", "task_tombstones",
 get = _TASKS.get
 get_or_tombstone = _TASKS.get_or_tombstone
 insert = _TASKS.insert
+insert_many = _TASKS.insert_many
+known = _TASKS.known
 purge_completed_before = _TASKS.purge_completed_before  # (their artifact rows cascade)
 purge_tombstones_before = _TASKS.purge_tombstones_before
 
@@ -105,15 +107,20 @@ def leased_by_request(conn: Connection, worker_id: str, request_id: str,
 
 def take_lease(conn: Connection, task_id: str, worker_id: str, token: str,
                request_id: str | None, claim_expires_at: float, now: float) -> Row | None:
-    """queued → leased: only a claim; no attempt is burned until the worker starts.
-    The leased row, or None if the task was not queued."""
-    cur = conn.execute(
-        "UPDATE tasks SET status = 'leased', lease_owner = ?, lease_token = ?, "
-        "lease_request_id = ?, claim_expires_at = ?, lease_expires_at = NULL, updated_at = ? "
-        "WHERE task_id = ? AND status = 'queued'",
-        (worker_id, token, request_id, claim_expires_at, now, task_id),
-    )
-    return get(conn, task_id) if cur.rowcount == 1 else None
+    """queued → leased (see :func:`take_leases`): the leased row, or None if the task
+    was not queued."""
+    taken = take_leases(conn, [(task_id, token)], worker_id, request_id, claim_expires_at, now)
+    return taken[0] if taken else None
+
+
+def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: str,
+                request_id: str | None, claim_expires_at: float, now: float) -> list[Row]:
+    """queued → leased, each ``(task_id, token)`` with its token, in one UPDATE: only a
+    claim; no attempt is burned until the worker starts. The leased rows, in the
+    order given; a task that was not queued is left out."""
+    return lease_rows(conn, "tasks", "task_id", tokens, (
+        "status = 'leased', lease_owner = ?, lease_request_id = ?, claim_expires_at = ?, "
+        "lease_expires_at = NULL, updated_at = ?"), [worker_id, request_id, claim_expires_at, now])
 
 
 def start(conn: Connection, task_id: str, worker_id: str, token: str,

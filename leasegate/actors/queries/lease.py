@@ -17,6 +17,7 @@ from leasegate.actors.queue.leasing import (
     Leasing,
     ReleaseLeases,
     give_back_with,
+    results_then_lease,
     take_leases,
     waiting_for_work,
 )
@@ -54,7 +55,7 @@ def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:
 
 
 LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
-                         take=sql.take_lease, view=query_lease,
+                         take=sql.take_leases, view=query_lease,
                          attempt=lambda row: row["attempts"],
                          waiting_since=lambda row: row["created_at"])
 
@@ -84,9 +85,4 @@ class LeaseQueriesAfterResults(LeaseAfterResults[Queries, QueryResult, QueryView
 @QUERIES.on(LeaseQueriesAfterResults)
 def lease_after_results(turn: QueryTurn, m: LeaseQueriesAfterResults,
                         ) -> tuple[tuple[QueryView | LeasegateError, ...], tuple[QueryLease, ...]]:
-    answers = turn.each(m.results, result)
-    if turn.draining:  # the results are taken; no new work while shutting down
-        return answers, ()
-    leases = lease_or_wait(turn, m.lease)
-    assert not isinstance(leases, Park)  # checked: a lease that carries results never waits
-    return answers, leases
+    return results_then_lease(turn, m, result, lease_or_wait)

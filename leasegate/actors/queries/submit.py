@@ -10,8 +10,12 @@ from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QuerySubmitted
-from leasegate.actors.queue.leases import new_work
-from leasegate.actors.queue.submissions import Submit, submit_once
+from leasegate.actors.queue.submissions import (
+    NewJob,
+    Submit,
+    Submitting,
+    handle_submits,
+)
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.views import JSONObject
 from leasegate.storage import queries_sql as sql
@@ -41,32 +45,23 @@ class SubmitQuery(Submit[Queries, QuerySubmitted]):
         return dataclasses.replace(self, query_id=job_id)
 
 
-@QUERIES.on(SubmitQuery)
-def submit(turn: QueryTurn, m: SubmitQuery) -> QuerySubmitted:
-    conn, now = turn.conn, turn.now
+def new_query(turn: QueryTurn, m: SubmitQuery) -> NewJob:
+    now = turn.now
     params = canonical_json(m.params)  # once: the fingerprint takes the text
     digest = fingerprint(m.tenant, m.site, m.kind, params, m.max_cost)
-    query_id, replayed = submit_once(
-        m.query_id, turn.kind.id_prefix, digest, turn.kind.noun,
-        lambda i: sql.insert(conn, query_id=i, tenant=m.tenant, site=m.site, kind=m.kind,
-                             params=params, max_cost=m.max_cost, fingerprint=digest,
-                             status="queued", created_at=now, updated_at=now,
-                             expires_at=now + turn.settings.query_ttl),
-        lambda i: sql.get_or_tombstone(conn, i))
-    if replayed is not None:
-        return QuerySubmitted(query_id, replayed, created=False)
-    turn.history.record(query_id, "submitted",
-                        job={"tenant": m.tenant, "site": m.site, "status": "queued",
-                             "kind": m.kind})
-    turn.work_may_be_available(*new_work(m.site))
-    return QuerySubmitted(query_id, "queued", created=True)
+    return NewJob({
+        "tenant": m.tenant, "site": m.site, "kind": m.kind, "params": params,
+        "max_cost": m.max_cost, "fingerprint": digest, "status": "queued",
+        "created_at": now, "updated_at": now, "expires_at": now + turn.settings.query_ttl},
+        digest, leasable=True)
 
 
 @dataclass(frozen=True)
 class SubmitQueries(Batch[Queries, SubmitQuery, QuerySubmitted]):
-    """Up to 100 submits, each idempotent on its own, in one group commit."""
+    """Up to 100 submits, each idempotent on its own, in one group commit (set-based:
+    one insert of the new queries, one of their history)."""
 
     item = SubmitQuery
 
 
-QUERIES.each(SubmitQueries, submit)
+handle_submits(QUERIES, SubmitQuery, SubmitQueries, Submitting(new_query, QuerySubmitted, sql))

@@ -21,6 +21,7 @@ line only; the job's ``billing`` still shows the settlement.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,34 @@ class JobHistory:
             event = JobEvent(row["event_id"], self.channel, job_id, row["tenant"], row["site"],
                              row["device_id"], kind, row["status"], at, kept, row["kind"])
             turn.after_commit(lambda: hub.publish(event))
+
+    def record_many(self, kind: str,
+                    jobs: Sequence[tuple[str, events_sql.JobRow, dict[str, Any]]]) -> None:
+        """:meth:`record` of ``kind`` for many jobs (distinct ones), each ``(job_id,
+        job, detail)`` with its row after the transition, in one statement."""
+        if not jobs:
+            return
+        turn = self.turn
+        turn.work_may_be_available(*(job_changed(job_id) for job_id, _, _ in jobs))
+        kept = [{k: _bounded(v) for k, v in detail.items() if v is not None}
+                for _, _, detail in jobs]
+        at = turn.now
+        rows = events_sql.append_many(
+            turn.conn, self.channel, kind, at,
+            [(job_id, compact_json(d), job) for (job_id, job, _), d in zip(jobs, kept,
+                                                                          strict=True)])
+        hub = self.hub
+        if hub is not None:
+            events = [JobEvent(row["event_id"], self.channel, job_id, row["tenant"],
+                               row["site"], row["device_id"], kind, row["status"], at, d,
+                               row["kind"])
+                      for row, (job_id, _, _), d in zip(rows, jobs, kept, strict=True)]
+
+            def publish() -> None:
+                for event in events:
+                    hub.publish(event)
+
+            turn.after_commit(publish)
 
     def controlled(self, action: str, before: Row, after: Row, by: str | None = None,
                    reason: str | None = None) -> None:

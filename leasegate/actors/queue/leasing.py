@@ -20,6 +20,7 @@ from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import MAX_BATCH, check_batch_size
 from leasegate.actors.runtime.handlers import Parks
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
+from leasegate.actors.runtime.parking import Park
 from leasegate.errors import InvalidRequest, LeasegateError
 from leasegate.storage.engine import Connection, Row
 
@@ -31,6 +32,7 @@ QT = TypeVar("QT", bound=QueueTurn[Any])
 LA = TypeVar("LA", bound="LeaseCall[Any, Any]")
 M = TypeVar("M", bound=Message)
 V_co = TypeVar("V_co", covariant=True)
+V = TypeVar("V")
 
 MAX_LEASES: Final = MAX_BATCH
 
@@ -120,7 +122,9 @@ class Leasing(Generic[L]):
 
     replay: Callable[[Connection, str, str, list[str] | None, int], Sequence[Row]]
     queued: Queued
-    take: Callable[[Connection, str, str, str, str | None, float, float], Row | None]
+    # (conn, [(job_id, token)], worker_id, request_id, expires_at, now): the leased rows
+    take: Callable[[Connection, Sequence[tuple[str, str]], str, str | None, float, float],
+                   Sequence[Row]]
     view: Callable[[Row], L]
     attempt: Callable[[Row], int]
     waiting_since: Callable[[Row], float]
@@ -137,8 +141,6 @@ def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L
         replay = leasing.replay(conn, m.worker_id, m.request_id, sites, m.max)
         if replay:
             return tuple(leasing.view(row) for row in replay)
-    leases = []
-    id_column = turn.kind.id_column
     gate = turn.sites
     if gate.idle:
         queued = leasing.queued(conn, sites, now, m.max)
@@ -146,17 +148,32 @@ def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L
         admit = gate.admission(conn, now)
         queued = leasing.queued(conn, gate.unpaused(m.sites), now, m.max, admit=admit)
         admit.spend()
-    for row in queued:
-        job_id = row[id_column]
-        leased = leasing.take(conn, job_id, m.worker_id, new_lease_token(), m.request_id,
-                              expires_at, now)
-        if leased is not None:
-            # waited: from submit (or not_before) to this lease, the dispatch latency
-            turn.history.record(job_id, "leased", job=leased, worker_id=m.worker_id,
-                                attempt=leasing.attempt(leased),
-                                waited=round(now - leasing.waiting_since(leased), 3))
-            leases.append(leasing.view(leased))
-    return tuple(leases)
+    if not queued:
+        return ()
+    # One UPDATE for them all, each with a token of its own; their history in one insert.
+    id_column = turn.kind.id_column
+    leased = leasing.take(conn, [(row[id_column], new_lease_token()) for row in queued],
+                          m.worker_id, m.request_id, expires_at, now)
+    # waited: from submit (or not_before) to this lease, the dispatch latency
+    turn.history.record_many("leased", [
+        (row[id_column], row, {"worker_id": m.worker_id, "attempt": leasing.attempt(row),
+                               "waited": round(now - leasing.waiting_since(row), 3)})
+        for row in leased])
+    return tuple(leasing.view(row) for row in leased)
+
+
+def results_then_lease(turn: QT, m: LeaseAfterResults[Any, M, V, L],
+                       result: Callable[[QT, M], V],
+                       lease_or_wait: Callable[[QT, Any], tuple[L, ...] | Park],
+                       ) -> tuple[tuple[V | LeasegateError, ...], tuple[L, ...]]:
+    """A lease call carrying results: each result in a savepoint of its own, then the
+    lease (by the channel's ``lease_or_wait``, which never waits here)."""
+    answers = turn.each(m.results, result)
+    if turn.draining:  # the results are taken; no new work while shutting down
+        return answers, ()
+    leases = lease_or_wait(turn, m.lease)
+    assert not isinstance(leases, Park)  # checked: a lease that carries results never waits
+    return answers, leases
 
 
 def waiting_for_work(lease: Callable[[QT, LA], tuple[L, ...]],

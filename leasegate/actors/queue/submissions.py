@@ -10,21 +10,33 @@ resubmit days later is still a replay (or 6004), never the job again::
     if replayed is None: ...   # created
 
 Both channels' submit messages derive from :class:`Submit`: what the jobs facade
-needs of one to hold its ``max_cost`` before it is enqueued.
+needs of one to hold its ``max_cost`` before it is enqueued. Each channel says what
+its submit's row is (:class:`Submitting`); the rest is shared: one submit
+(:func:`submit_one`), and a batch of them set-based (:func:`submit_all`): one read of
+the ids a client chose, one INSERT of the new jobs, one of their history rows.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
-from typing import Self, TypeVar
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, Self, TypeVar, cast
 
+from leasegate.actors.queue.leases import new_work
+from leasegate.actors.queue.turn import QueueTurn
+from leasegate.actors.runtime.batches import Batch
+from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.errors import IdempotencyConflict
-from leasegate.storage.engine import Row
+from leasegate.actors.runtime.turn import ItemByItem
+from leasegate.errors import IdempotencyConflict, LeasegateError
+from leasegate.storage.engine import Connection, Row
 
 A_contra = TypeVar("A_contra", contravariant=True)
 R_co = TypeVar("R_co", covariant=True)
+R = TypeVar("R")
+QT = TypeVar("QT", bound=QueueTurn[Any])
+S = TypeVar("S", bound="Submit[Any, Any]")
 
 
 class Submit(Ask[A_contra, R_co]):
@@ -70,5 +82,104 @@ def submit_once(given_id: str | None, prefix: str, digest: str, noun: str,
         existing = get(job_id)
         assert existing is not None, job_id
         if existing["fingerprint"] != digest:
-            raise IdempotencyConflict(f"{noun} {job_id} exists with a different payload")
+            raise _conflict(noun, job_id)
         return job_id, str(existing["status"])
+
+
+def _conflict(noun: str, job_id: str) -> LeasegateError:
+    return IdempotencyConflict(f"{noun} {job_id} exists with a different payload")
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A submit as its job's row will be (its id left out), and its fingerprint."""
+
+    row: dict[str, Any]  # the history reads tenant, site, status, kind (device_id) of it
+    digest: str
+    leasable: bool  # at once: the lease calls waiting at its site are woken
+
+
+class SubmitSQL(Protocol):
+    """A channel's SQL module, as submits use it."""
+
+    def insert_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]], /) -> int:
+        """Rows inserted in one statement unless their ids are taken: how many were."""
+        ...
+
+    def known(self, conn: Connection, ids: Sequence[str], /) -> dict[str, Row]:
+        """Which of ``ids`` are taken (a job or a tombstone): ``fingerprint``, ``status``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Submitting(Generic[QT, S, R]):
+    """A channel's submits: the row of one (checked), its reply ``(job_id, status,
+    created)``, and its SQL module (its functions looked up at each call)."""
+
+    new_job: Callable[[QT, S], NewJob]
+    reply: Callable[[str, str, bool], R]
+    sql: SubmitSQL
+
+
+def submit_one(turn: QT, m: S, how: Submitting[QT, S, R]) -> R:
+    """One submit: created, or an identical replay of its id (else 6004)."""
+    job, kind, conn = how.new_job(turn, m), turn.kind, turn.conn
+    job_id, replayed = submit_once(
+        m.job_id, kind.id_prefix, job.digest, kind.noun,
+        lambda i: how.sql.insert_many(conn, [{kind.id_column: i, **job.row}]) == 1,
+        lambda i: how.sql.known(conn, [i]).get(i))
+    if replayed is not None:
+        return how.reply(job_id, replayed, False)
+    _created(turn, [(job_id, job)])
+    return how.reply(job_id, "queued", True)
+
+
+def submit_all(turn: QT, items: Sequence[S], how: Submitting[QT, S, R]) -> list[R]:
+    """A batch of submits, each answered as :func:`submit_one` would, set-based: one
+    read of the ids given, one insert of the new jobs. Raises :class:`ItemByItem`
+    before it writes anything when an item fails (a bad field, 6004: each item is then
+    applied in a savepoint of its own, and fails alone) or the answers depend on the
+    order (an id given twice: the first creates, the others replay), and if the insert
+    finds an id taken after all (a generated one: never)."""
+    kind, conn = turn.kind, turn.conn
+    jobs: list[tuple[str, NewJob]] = []
+    for m in items:
+        m.check()
+        jobs.append((m.job_id or new_id(kind.id_prefix), how.new_job(turn, m)))
+    given = [m.job_id for m in items if m.job_id is not None]
+    if len(set(given)) < len(given):
+        raise ItemByItem("an id given twice")
+    taken = how.sql.known(conn, given) if given else {}
+    if any(taken[job_id]["fingerprint"] != job.digest
+           for job_id, job in jobs if job_id in taken):
+        raise ItemByItem("an id taken with another payload")
+    new = [(job_id, job) for job_id, job in jobs if job_id not in taken]
+    if new:
+        rows = [{kind.id_column: job_id, **job.row} for job_id, job in new]
+        if how.sql.insert_many(conn, rows) != len(rows):
+            raise ItemByItem("an id taken after all")
+        _created(turn, new)
+    return [how.reply(job_id, str(taken[job_id]["status"]), False) if job_id in taken
+            else how.reply(job_id, "queued", True) for job_id, _ in jobs]
+
+
+def handle_submits(handlers: Handlers[Any, QT], one: type[S],
+                   many: Callable[..., Batch[Any, S, R]], how: Submitting[QT, S, R]) -> None:
+    """Register a channel's submit handlers: of ``one`` (:func:`submit_one`) and of its
+    batch ``many`` (:func:`submit_all`, else each item in a savepoint of its own)."""
+    def submit(turn: QT, m: Submit[Any, Any]) -> R:  # the runtime checks it is a ``one``
+        return submit_one(turn, cast(S, m), how)
+
+    handlers.on(one)(submit)
+    handlers.each(many, submit, lambda turn, items: submit_all(turn, items, how))
+
+
+def _created(turn: QueueTurn[Any], jobs: Sequence[tuple[str, NewJob]]) -> None:
+    """The new jobs' history, in one statement, and the lease calls their sites wake."""
+    turn.history.record_many("submitted", [(job_id, job.row, {}) for job_id, job in jobs])
+    topics: set[Hashable] = set()
+    for _, job in jobs:
+        if job.leasable:
+            topics.update(new_work(job.row["site"]))
+    if topics:
+        turn.work_may_be_available(*topics)

@@ -1,17 +1,19 @@
 """Batches: many requests of one kind in one message, each answered on its own.
 
 A batch is one message, so it is applied in one turn and committed in the
-turn's one group commit; inside it, every item gets its own savepoint, just as
-the runtime gives every message of a turn its own (:meth:`Turn.each`): a domain
-error (or a bug) met by one item rolls back that item alone and becomes that
-item's answer, never the others'. The reply lists one entry per item, in order:
-the item's reply, or the :class:`LeasegateError` it met::
+turn's one group commit. Its items are applied all at once first (set-based where
+the handler gives a ``together``: one statement for all of them); when one of them
+fails, the batch is applied again with every item in its own savepoint, just as the
+runtime gives every message of a turn its own (:meth:`Turn.each`): a domain error
+(or a bug) met by one item rolls back that item alone and becomes that item's
+answer, never the others'. The reply lists one entry per item, in order: the
+item's reply, or the :class:`LeasegateError` it met::
 
     @dataclass(frozen=True)
     class SubmitTasks(Batch[Tasks, SubmitTask, TaskSubmitted]):
         item = SubmitTask
 
-    TASKS.each(SubmitTasks, submit)      # submit: the handler of one SubmitTask
+    TASKS.each(SubmitTasks, submit, submit_all)  # submit: the handler of one item
 """
 
 from __future__ import annotations

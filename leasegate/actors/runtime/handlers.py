@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar, overload
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
 from leasegate.actors.runtime.parking import Park, Wait
-from leasegate.actors.runtime.turn import Turn
+from leasegate.actors.runtime.turn import Together, Turn
 from leasegate.errors import LeasegateError
 
 A = TypeVar("A")
@@ -102,14 +102,16 @@ class Handlers(Generic[A, C]):
 
         return register
 
-    def each(self, kind: Callable[..., Batch[A, M, R]], apply: Handler[C, R]) -> None:
+    def each(self, kind: Callable[..., Batch[A, M, R]], apply: Handler[C, R],
+             together: Together[C, M, R] | None = None) -> None:
         """Register for the batch message ``kind`` the handler that applies ``apply`` to
-        each of its items in a savepoint of its own (:meth:`Turn.each`)::
+        each of its items in a savepoint of its own (:meth:`Turn.each`; ``together``: the
+        items all at once, set-based, tried first)::
 
             TASKS.each(StartTasks, start)     # start: the handler of one StartTask
         """
         def apply_each(turn: C, m: Batch[A, M, R]) -> tuple[R | LeasegateError, ...]:
-            return turn.each(m.items, apply)
+            return turn.each(m.items, apply, together)
 
         apply_each.__qualname__ = f"each {kind.__name__}"
         self._add(kind, apply_each)

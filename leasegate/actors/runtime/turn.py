@@ -46,6 +46,16 @@ R = TypeVar("R")
 log = logging.getLogger("leasegate.actors")
 
 
+Together = Callable[[C, Sequence[M]], Sequence[R | LeasegateError]]
+"""A batch's items applied at once (see :meth:`Turn.each`): an answer per item, in
+order; a domain error as an answer only for an item that wrote nothing."""
+
+
+class ItemByItem(Exception):
+    """Raised by a :data:`Together` that cannot answer its batch at once: the batch is
+    applied again item by item (nothing of the attempt kept)."""
+
+
 class Receiver(Protocol[M_contra]):
     """What takes a message without waiting: the ``Ref`` of an actor that takes it."""
 
@@ -120,44 +130,43 @@ class Turn:
 
         self.effects.append(tell)
 
-    def each(self: C, items: Sequence[M],
-             apply: Callable[[C, M], R]) -> tuple[R | LeasegateError, ...]:
+    def each(self: C, items: Sequence[M], apply: Callable[[C, M], R],
+             together: Together[C, M, R] | None = None) -> tuple[R | LeasegateError, ...]:
         """The items of a batch message, each answered as if in its own savepoint, as
         the runtime applies a message: a domain error or a bug (500, logged) is that
         item's answer alone, never the others'.
 
         All in one savepoint first (most batches have no failing item: two statements
-        a batch, not two an item); the first item that fails undoes them all, and the
-        batch is applied again item by item, each in a savepoint of its own."""
+        a batch, not two an item), by ``together`` (set-based: a statement for all the
+        items, each item's domain error its answer, provided it wrote nothing) or else
+        ``apply`` to each item in turn; whatever raises undoes them all, and the batch
+        is applied again item by item, each in a savepoint of its own."""
         if len(items) > 1:
-            together = self._all_at_once(items, apply)
-            if together is not None:
-                return together
+            done = self._all_at_once(items, together or _one_by_one(apply))
+            if done is not None:
+                return done
         answers: list[R | LeasegateError] = []
         for item in items:
             def step(item: M = item) -> R:
                 item.check()
                 return apply(self, item)
 
-            done = self.in_savepoint("item", f"{type(item).__name__} in a batch", step)
-            if isinstance(done, outcome.Error):
-                assert isinstance(done.error, LeasegateError)  # all in_savepoint answers
-                answers.append(done.error)
+            done_one = self.in_savepoint("item", f"{type(item).__name__} in a batch", step)
+            if isinstance(done_one, outcome.Error):
+                assert isinstance(done_one.error, LeasegateError)  # all in_savepoint answers
+                answers.append(done_one.error)
             else:
-                answers.append(done.unwrap())
+                answers.append(done_one.unwrap())
         return tuple(answers)
 
-    def _all_at_once(self: C, items: Sequence[M],
-                     apply: Callable[[C, M], R]) -> tuple[R, ...] | None:
-        """Every item in one savepoint, or None (nothing of them kept) if one failed."""
+    def _all_at_once(self: C, items: Sequence[M], together: Together[C, M, R],
+                     ) -> tuple[R | LeasegateError, ...] | None:
+        """Every item in one savepoint, or None (nothing of them kept) if one raised."""
         conn = self.conn
         mark = self.mark()
         savepoint(conn, "items")
-        answers: list[R] = []
         try:
-            for item in items:
-                item.check()
-                answers.append(apply(self, item))
+            answers = tuple(together(self, items))
         except Exception as exc:
             if is_storage_failure(exc):
                 raise
@@ -165,7 +174,7 @@ class Turn:
             self.retried += 1  # what the undone items cached for this turn is void
             return None
         release(conn, "items")
-        return tuple(answers)
+        return answers
 
     def in_savepoint(self, name: str, what: str, step: Callable[[], R]) -> outcome.Outcome[R]:
         """``step`` in a savepoint of its own: a domain error undoes it and is its
@@ -215,3 +224,15 @@ class Turn:
         self.retried = 0
         self.wake_all, self.wake = False, set()
         self.announce_all, self.announce = False, set()
+
+
+def _one_by_one(apply: Callable[[C, M], R]) -> Together[C, M, R]:
+    """Each item applied in turn; the first that fails raises (none is answered)."""
+    def together(turn: C, items: Sequence[M]) -> tuple[R, ...]:
+        answers = []
+        for item in items:
+            item.check()
+            answers.append(apply(turn, item))
+        return tuple(answers)
+
+    return together

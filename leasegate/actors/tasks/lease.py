@@ -19,6 +19,7 @@ from leasegate.actors.queue.leasing import (
     Leasing,
     ReleaseLeases,
     give_back_with,
+    results_then_lease,
     take_leases,
     waiting_for_work,
 )
@@ -87,7 +88,7 @@ def _lease_seen(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
 
 
 LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
-                         take=sql.take_lease, view=task_lease,
+                         take=sql.take_leases, view=task_lease,
                          attempt=lambda row: row["attempts"] + 1,
                          waiting_since=lambda row: max(row["created_at"],
                                                        row["not_before"] or 0.0))
@@ -120,9 +121,4 @@ class LeaseTasksAfterResults(LeaseAfterResults[Tasks, TaskResult, TaskView, Task
 @TASKS.on(LeaseTasksAfterResults)
 def lease_after_results(turn: TaskTurn, m: LeaseTasksAfterResults,
                         ) -> tuple[tuple[TaskView | LeasegateError, ...], tuple[TaskLease, ...]]:
-    answers = turn.each(m.results, result)
-    if turn.draining:  # the results are taken; no new work while shutting down
-        return answers, ()
-    leases = lease_or_wait(turn, m.lease)
-    assert not isinstance(leases, Park)  # checked: a lease that carries results never waits
-    return answers, leases
+    return results_then_lease(turn, m, result, lease_or_wait)

@@ -16,8 +16,12 @@ from leasegate.actors.checks import (
     check_number,
 )
 from leasegate.actors.payloads import canonical_json, fingerprint
-from leasegate.actors.queue.leases import new_work
-from leasegate.actors.queue.submissions import Submit, submit_once
+from leasegate.actors.queue.submissions import (
+    NewJob,
+    Submit,
+    Submitting,
+    handle_submits,
+)
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
@@ -65,36 +69,26 @@ class SubmitTask(Submit[Tasks, TaskSubmitted]):
         return dataclasses.replace(self, task_id=job_id)
 
 
-@TASKS.on(SubmitTask)
-def submit(turn: TaskTurn, m: SubmitTask) -> TaskSubmitted:
-    conn, now = turn.conn, turn.now
+def new_task(turn: TaskTurn, m: SubmitTask) -> NewJob:
+    now = turn.now
     params = canonical_json(m.params)  # once: the fingerprint takes the text
     digest = fingerprint(m.tenant, m.site, m.account, m.kind, params, m.priority,
                          m.not_before, m.device_id, m.batch_total, m.max_cost)
-    task_id, replayed = submit_once(
-        m.task_id, turn.kind.id_prefix, digest, turn.kind.noun,
-        lambda i: sql.insert(
-            conn, task_id=i, tenant=m.tenant, site=m.site, account=m.account, kind=m.kind,
-            params=params, priority=m.priority, not_before=m.not_before,
-            device_id=m.device_id, batch_total=m.batch_total, max_cost=m.max_cost,
-            fingerprint=digest, status="queued", created_at=now, updated_at=now,
-            expires_at=turn.ttl_deadline(m.not_before)),
-        lambda i: sql.get_or_tombstone(conn, i))
-    if replayed is not None:
-        return TaskSubmitted(task_id, replayed, created=False)
-    turn.history.record(task_id, "submitted", job={
-        "tenant": m.tenant, "site": m.site, "device_id": m.device_id, "status": "queued",
-        "kind": m.kind})
-    if m.not_before is None or m.not_before <= now:
-        turn.work_may_be_available(*new_work(m.site))
-    return TaskSubmitted(task_id, "queued", created=True)
+    return NewJob({
+        "tenant": m.tenant, "site": m.site, "account": m.account, "kind": m.kind,
+        "params": params, "priority": m.priority, "not_before": m.not_before,
+        "device_id": m.device_id, "batch_total": m.batch_total, "max_cost": m.max_cost,
+        "fingerprint": digest, "status": "queued", "created_at": now, "updated_at": now,
+        "expires_at": turn.ttl_deadline(m.not_before)},
+        digest, leasable=m.not_before is None or m.not_before <= now)
 
 
 @dataclass(frozen=True)
 class SubmitTasks(Batch[Tasks, SubmitTask, TaskSubmitted]):
-    """Up to 100 submits, each idempotent on its own, in one group commit."""
+    """Up to 100 submits, each idempotent on its own, in one group commit (set-based:
+    one insert of the new tasks, one of their history)."""
 
     item = SubmitTask
 
 
-TASKS.each(SubmitTasks, submit)
+handle_submits(TASKS, SubmitTask, SubmitTasks, Submitting(new_task, TaskSubmitted, sql))
