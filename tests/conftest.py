@@ -3,12 +3,13 @@ database of its own for a test that asks for one (``postgres_url``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
+import trio.testing
 
 from leasegate.clock import Clock
 from leasegate.http.render import to_json
@@ -142,6 +143,29 @@ async def parked(actor: Any, message: Any, *, deadline: float,
     reply = await actor.ref.ask_parked(message, deadline=deadline, give_back=give_back,
                                        on_timeout=on_timeout)
     return to_json(reply)
+
+
+async def lease_cut_at_hand_off(actor: Any, lease: Any, submit: Callable[[], Awaitable[Any]],
+                                cut: int, give_back: Callable[[Any], Any]) -> list[Any]:
+    """A parked long-poll ``lease``, its caller gone ``cut`` checkpoints after ``submit``
+    starts: the items it received (none when cut before the hand-off)."""
+    received: list[Any] = []
+    scope = trio.CancelScope()
+
+    async def poll() -> None:
+        with scope:
+            received.extend(await parked(actor, lease, deadline=trio.current_time() + 30,
+                                         give_back=give_back, on_timeout=()))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poll)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(submit)
+        for _ in range(cut):
+            await trio.lowlevel.checkpoint()
+        scope.cancel()
+    await trio.testing.wait_all_tasks_blocked()
+    return received
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from leasegate.errors import IdempotencyConflict, QueryLeaseInvalid, QueryNotFou
 from leasegate.http.render import to_json
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH, parked
+from tests.conftest import EPOCH, lease_cut_at_hand_off, parked
 
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
@@ -196,25 +197,9 @@ async def test_caller_gone_at_hand_off_loses_nothing(
     either delivered to it or back in the queue at once (not after the lease TTL)."""
     for cut in range(6):
         query_id = f"q{cut}"
-        received: list[str] = []
-
-        async def waiter(scope_box: list[trio.CancelScope], received: list[str]) -> None:
-            with trio.CancelScope() as scope:
-                scope_box.append(scope)
-                got = await parked(queue, LeaseQueries("w1", wait=True),
-                                   deadline=trio.current_time() + 30,
-                                   give_back=release_message, on_timeout=())
-                received.extend(g["query_id"] for g in got)
-
-        async with trio.open_nursery() as nursery:
-            box: list[trio.CancelScope] = []
-            nursery.start_soon(waiter, box, received)
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(submit, queue, query_id)
-            for _ in range(cut):
-                await trio.lowlevel.checkpoint()
-            box[0].cancel()
-        await trio.testing.wait_all_tasks_blocked()
+        received = await lease_cut_at_hand_off(
+            queue, LeaseQueries("w1", wait=True), functools.partial(submit, queue, query_id),
+            cut, give_back=release_message)
         row = await status(queue, query_id)
         if received:
             assert row["status"] == "leased"

@@ -43,7 +43,7 @@ from leasegate.errors import (
 from leasegate.http.render import to_json
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH, open_db, parked
+from tests.conftest import EPOCH, lease_cut_at_hand_off, open_db, parked
 
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
@@ -810,25 +810,9 @@ async def test_caller_gone_at_hand_off_loses_nothing(
     either delivered to it or back in the queue at once (not after the claim window)."""
     for cut in range(6):
         task_id = f"t{cut}"
-        received: list[str] = []
-
-        async def waiter(scope_box: list[trio.CancelScope], received: list[str]) -> None:
-            with trio.CancelScope() as scope:
-                scope_box.append(scope)
-                got = await parked(queue,
-                    LeaseTasks("w1", wait=True), deadline=trio.current_time() + 30,
-                    give_back=release_message, on_timeout=())
-                received.extend(g["task_id"] for g in got)
-
-        async with trio.open_nursery() as nursery:
-            box: list[trio.CancelScope] = []
-            nursery.start_soon(waiter, box, received)
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(submit, queue, task_id)
-            for _ in range(cut):
-                await trio.lowlevel.checkpoint()
-            box[0].cancel()
-        await trio.testing.wait_all_tasks_blocked()
+        received = await lease_cut_at_hand_off(
+            queue, LeaseTasks("w1", wait=True), functools.partial(submit, queue, task_id),
+            cut, give_back=release_message)
         row = await get(queue, task_id)
         if received:
             assert row["status"] == "leased"
