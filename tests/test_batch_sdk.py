@@ -91,6 +91,16 @@ def worker(gateway: Gateway, transport: AppTransport, **options: Any) -> AsyncWo
                        wait_seconds=0, **options)
 
 
+def orders(count: int) -> list[Json]:
+    """Orders t0, t1, ..., each on an account (a lane) of its own."""
+    return [{**ORDER, "account": f"a{n}", "task_id": f"t{n}"} for n in range(count)]
+
+
+def balance_queries(count: int) -> list[Json]:
+    """Balance queries q0, q1, ...."""
+    return [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(count)]
+
+
 # ---- submit_many ---------------------------------------------------------------------
 
 async def test_submit_many_answers_each_item(gateway: Gateway, nursery: trio.Nursery,
@@ -165,8 +175,7 @@ async def test_results_ending_together_share_one_call(
         gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
     transport = AppTransport(gateway, nursery)
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_queries(
-            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(20)])
+        await upstream.submit_many_queries(balance_queries(20))
         batched = worker(gateway, transport, channel="queries", batch=20)
 
         async def handler(job: AsyncJob) -> HandlerResult:
@@ -195,8 +204,7 @@ async def test_a_stale_token_in_a_results_batch_fails_that_job_alone(
 
     transport.tamper = stale_q1
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_queries(
-            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(3)])
+        await upstream.submit_many_queries(balance_queries(3))
 
         async def handler(job: AsyncJob) -> HandlerResult:
             return {"ok": job.id}
@@ -223,8 +231,7 @@ async def test_a_refused_start_in_a_batch_skips_that_handler_alone(
 
     transport.tamper = stale_t1
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_tasks([{**ORDER, "account": f"a{n}", "task_id": f"t{n}"}
-                                          for n in range(3)])
+        await upstream.submit_many_tasks(orders(3))
         ran: list[str] = []
 
         async def handler(job: AsyncJob) -> HandlerResult:
@@ -254,8 +261,7 @@ async def test_a_bug_sending_results_costs_that_batch_alone(
 
     transport.tamper = explode_once
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_tasks([{**ORDER, "account": f"a{n}", "task_id": f"t{n}"}
-                                          for n in range(3)])
+        await upstream.submit_many_tasks(orders(3))
         finished: list[str] = []
 
         async def handler(job: AsyncJob) -> HandlerResult:

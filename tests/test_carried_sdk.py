@@ -13,7 +13,7 @@ import trio
 from leasegate.client import AsyncJob, AsyncWorker, HandlerResult
 from leasegate.client._batch import DEFAULT_LINGER
 from tests.conftest import Gateway
-from tests.test_batch_sdk import AppTransport, client, worker
+from tests.test_batch_sdk import AppTransport, balance_queries, client, orders, worker
 
 Json = dict[str, Any]
 
@@ -59,8 +59,7 @@ async def test_a_busy_query_worker_sends_about_one_request_per_ten_jobs(
         gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
     transport = Recording(gateway, nursery)
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_queries(
-            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(100)])
+        await upstream.submit_many_queries(balance_queries(100))
 
     async def handler(job: AsyncJob) -> HandlerResult:
         await trio.sleep(0.001)
@@ -78,9 +77,7 @@ async def test_the_default_task_worker_reports_with_its_next_lease_call(
         gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
     transport = Recording(gateway, nursery)
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_tasks(
-            [{"site": "shop", "kind": "order", "params": {}, "account": f"lane-{n}",
-              "task_id": f"t{n}"} for n in range(3)])
+        await upstream.submit_many_tasks(orders(3))
 
     async def handler(job: AsyncJob) -> HandlerResult:
         return {"order": job.id}
@@ -100,8 +97,7 @@ async def test_a_result_never_waits_past_its_linger(
     (a results call), q1's with the lease call that follows it at once."""
     transport = Recording(gateway, nursery)
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_queries(
-            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(2)])
+        await upstream.submit_many_queries(balance_queries(2))
     ended: dict[str, float] = {}
 
     async def handler(job: AsyncJob) -> HandlerResult:
@@ -146,9 +142,7 @@ async def test_a_batch_worker_renews_its_tasks_in_one_call(
     transport = Recording(gateway, nursery)
     flags: dict[str, tuple[bool, bool]] = {}
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_tasks(
-            [{"site": "shop", "kind": "order", "params": {}, "account": f"lane-{n}",
-              "task_id": f"t{n}"} for n in range(3)])
+        await upstream.submit_many_tasks(orders(3))
 
         async def handler(job: AsyncJob) -> HandlerResult:
             if job.id == "t1":
@@ -176,8 +170,7 @@ async def test_a_worker_stopped_in_a_long_poll_that_carried_results_sends_them_o
     cannot read its answers, so it sends them again in one results call: retries."""
     transport = Recording(gateway, nursery)
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_queries(
-            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(5)])
+        await upstream.submit_many_queries(balance_queries(5))
         polling = worker(gateway, transport, channel="queries", batch=5)
         polling.wait_seconds = 20
 
