@@ -3,6 +3,7 @@ database of its own for a test that asks for one (``postgres_url``)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,10 +146,30 @@ async def parked(actor: Any, message: Any, *, deadline: float,
     return to_json(reply)
 
 
-async def lease_cut_at_hand_off(actor: Any, lease: Any, submit: Callable[[], Awaitable[Any]],
-                                cut: int, give_back: Callable[[Any], Any]) -> list[Any]:
-    """A parked long-poll ``lease``, its caller gone ``cut`` checkpoints after ``submit``
-    starts: the items it received (none when cut before the hand-off)."""
+async def assert_none_lost_at_hand_off(
+        actor: Any, lease: Any, *, give_back: Callable[[Any], Any], prefix: str,
+        submit: Callable[[str], Awaitable[Any]], read: Callable[[str], Awaitable[Any]],
+        clear: Callable[[], Awaitable[None]]) -> None:
+    """Cancel a parked long-poll ``lease`` at every point around the hand-off of a job
+    submitted while it waits: the job is either delivered to it, or back in the queue at
+    once and never attempted. Each round's job is ``prefix`` and the round; ``clear``
+    finishes what a round leaves leased."""
+    for cut in range(6):
+        job_id = f"{prefix}{cut}"
+        received = await _lease_cut_at_hand_off(actor, lease, functools.partial(submit, job_id),
+                                                cut, give_back)
+        row = await read(job_id)
+        if received:
+            assert row["status"] == "leased"
+        else:
+            assert (row["status"], row["attempts"]) == ("queued", 0), (cut, row)
+        await clear()
+
+
+async def _lease_cut_at_hand_off(actor: Any, lease: Any, submit: Callable[[], Awaitable[Any]],
+                                 cut: int, give_back: Callable[[Any], Any]) -> list[Any]:
+    """The items a parked ``lease`` received, its caller gone ``cut`` checkpoints after
+    ``submit`` started (none when cut before the hand-off)."""
     received: list[Any] = []
     scope = trio.CancelScope()
 

@@ -91,6 +91,17 @@ def worker(gateway: Gateway, transport: AppTransport, **options: Any) -> AsyncWo
                        wait_seconds=0, **options)
 
 
+def stale_token(path: str, job_id: str) -> Callable[[str, Json], Json]:
+    """A ``tamper`` that gives ``job_id``'s item an old lease token in batches to ``path``."""
+    def tamper(sent_to: str, body: Json) -> Json:
+        if sent_to == path:
+            for item in body["items"]:
+                if job_id in (item.get("task_id"), item.get("query_id")):
+                    item["lease_token"] = "an-old-token"
+        return body
+    return tamper
+
+
 def orders(count: int) -> list[Json]:
     """Orders t0, t1, ..., each on an account (a lane) of its own."""
     return [{**ORDER, "account": f"a{n}", "task_id": f"t{n}"} for n in range(count)]
@@ -194,15 +205,7 @@ async def test_a_stale_token_in_a_results_batch_fails_that_job_alone(
         gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any,
         caplog: pytest.LogCaptureFixture) -> None:
     transport = AppTransport(gateway, nursery)
-
-    def stale_q1(path: str, body: Json) -> Json:
-        if path.endswith("/results"):
-            for item in body["items"]:
-                if item["query_id"] == "q1":
-                    item["lease_token"] = "an-old-token"
-        return body
-
-    transport.tamper = stale_q1
+    transport.tamper = stale_token("/v1/queries/results", "q1")
     async with client(gateway, transport) as upstream:
         await upstream.submit_many_queries(balance_queries(3))
 
@@ -221,15 +224,7 @@ async def test_a_stale_token_in_a_results_batch_fails_that_job_alone(
 async def test_a_refused_start_in_a_batch_skips_that_handler_alone(
         gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
     transport = AppTransport(gateway, nursery)
-
-    def stale_t1(path: str, body: Json) -> Json:
-        if path == "/v1/tasks/start":
-            for item in body["items"]:
-                if item["task_id"] == "t1":
-                    item["lease_token"] = "an-old-token"
-        return body
-
-    transport.tamper = stale_t1
+    transport.tamper = stale_token("/v1/tasks/start", "t1")
     async with client(gateway, transport) as upstream:
         await upstream.submit_many_tasks(orders(3))
         ran: list[str] = []

@@ -24,7 +24,7 @@ from leasegate.errors import IdempotencyConflict, QueryLeaseInvalid, QueryNotFou
 from leasegate.http.render import to_json
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH, lease_cut_at_hand_off, parked
+from tests.conftest import EPOCH, assert_none_lost_at_hand_off, parked
 
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
@@ -195,19 +195,14 @@ async def test_caller_gone_at_hand_off_loses_nothing(
         queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:
     """Cancel a parked long-poll at every point around the hand-off: the query is
     either delivered to it or back in the queue at once (not after the lease TTL)."""
-    for cut in range(6):
-        query_id = f"q{cut}"
-        received = await lease_cut_at_hand_off(
-            queue, LeaseQueries("w1", wait=True), functools.partial(submit, queue, query_id),
-            cut, give_back=release_message)
-        row = await status(queue, query_id)
-        if received:
-            assert row["status"] == "leased"
-        else:
-            assert (row["status"], row["attempts"]) == ("queued", 0), (cut, row)
-        # Clear the way for the next round.
+    async def clear() -> None:
         for g in await lease(queue, "cleanup", max=10):
             await ask(queue, QueryResult(g["query_id"], "cleanup", g["lease_token"], "succeeded"))
+
+    await assert_none_lost_at_hand_off(
+        queue, LeaseQueries("w1", wait=True), give_back=release_message, prefix="q",
+        submit=functools.partial(submit, queue), read=functools.partial(status, queue),
+        clear=clear)
 
 
 async def test_retention_purge(queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:

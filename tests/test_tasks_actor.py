@@ -43,7 +43,7 @@ from leasegate.errors import (
 from leasegate.http.render import to_json
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH, lease_cut_at_hand_off, open_db, parked
+from tests.conftest import EPOCH, assert_none_lost_at_hand_off, open_db, parked
 
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
@@ -808,18 +808,14 @@ async def test_caller_gone_at_hand_off_loses_nothing(
         queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
     """Cancel a parked long-poll at every point around the hand-off: the task is
     either delivered to it or back in the queue at once (not after the claim window)."""
-    for cut in range(6):
-        task_id = f"t{cut}"
-        received = await lease_cut_at_hand_off(
-            queue, LeaseTasks("w1", wait=True), functools.partial(submit, queue, task_id),
-            cut, give_back=release_message)
-        row = await get(queue, task_id)
-        if received:
-            assert row["status"] == "leased"
-        else:
-            assert (row["status"], row["attempts"]) == ("queued", 0), (cut, row)
+    async def clear() -> None:
         for g in await lease(queue, "cleanup", max=10):
             await ask(queue, ControlTask(g["task_id"], "cancel"))
+
+    await assert_none_lost_at_hand_off(
+        queue, LeaseTasks("w1", wait=True), give_back=release_message, prefix="t",
+        submit=functools.partial(submit, queue), read=functools.partial(get, queue),
+        clear=clear)
 
 
 async def test_drain_answers_parked_leases_and_refuses_new_ones(
