@@ -6,12 +6,14 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import trio
 import trio.testing
 
+from leasegate.actors.runtime.actor import Actor
+from leasegate.actors.runtime.mailbox import Ask
 from leasegate.clock import Clock
 from leasegate.http.render import to_json
 from leasegate.settings import Settings, load
@@ -23,6 +25,9 @@ from tests.served import Served, start, stop
 
 if TYPE_CHECKING:
     from leasegate.actors.system import System
+
+A = TypeVar("A")
+ActorT = TypeVar("ActorT", bound="Actor[Any, Any]")
 
 # 2026-11-30T08:00:00Z: every test's wall clock starts here.
 EPOCH = 1796025600.0
@@ -136,6 +141,17 @@ def open_db(path: Path, *, inline: bool = True, database_url: str | None = None)
 @pytest.fixture
 def db(tmp_path: Path) -> Database:
     return open_db(tmp_path / "leasegate.db")
+
+
+async def started(nursery: trio.Nursery, actor: ActorT) -> ActorT:
+    """``actor``, started in ``nursery`` (its inbox open)."""
+    await nursery.start(actor.run)
+    return actor
+
+
+async def ask(actor: Actor[A, Any], message: Ask[A, Any]) -> Any:
+    """``actor``'s reply to ``message`` as the API renders it."""
+    return to_json(await actor.ref.ask(message))
 
 
 async def parked(actor: Any, message: Any, *, deadline: float,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,13 +17,11 @@ from leasegate.actors.queries.results import QueryResult
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.queries.turn import QueryTurn
 from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.mailbox import Ask
 from leasegate.clock import Clock
 from leasegate.errors import IdempotencyConflict, QueryLeaseInvalid, QueryNotFound
-from leasegate.http.render import to_json
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH, assert_none_lost_at_hand_off, parked
+from tests.conftest import EPOCH, ask, assert_none_lost_at_hand_off, parked, started
 
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
@@ -33,15 +30,8 @@ QueryActor = Actor[Queries, QueryTurn]
 
 @pytest.fixture
 async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
-                settings: Settings) -> AsyncIterator[QueryActor]:
-    actor = open_queries(db, clock, settings)
-    await nursery.start(actor.run)
-    yield actor
-
-
-async def ask(q: QueryActor, message: Ask[Queries, Any]) -> Any:
-    """The reply as the API renders it."""
-    return to_json(await q.ref.ask(message))
+                settings: Settings) -> QueryActor:
+    return await started(nursery, open_queries(db, clock, settings))
 
 
 async def submit(q: QueryActor, query_id: str = "q1", site: str = "shop") -> dict[str, Any]:

@@ -22,7 +22,7 @@ from leasegate.actors.runtime.turn import Turn
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, LeasegateError, StateConflict, Unavailable
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH
+from tests.conftest import EPOCH, started
 
 
 class Toy:
@@ -134,9 +134,7 @@ def open_toy(db: Database, clock: Clock, **kw: Any) -> ToyActor:
 
 @pytest.fixture
 async def toy(nursery: trio.Nursery, db: Database, clock: Clock) -> ToyActor:
-    actor = open_toy(db, clock, error_log_window=600)
-    await nursery.start(actor.run)
-    return actor
+    return await started(nursery, open_toy(db, clock, error_log_window=600))
 
 
 async def test_waiting_messages_share_one_commit(toy: ToyActor) -> None:

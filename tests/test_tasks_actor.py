@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ import trio.testing
 
 from leasegate.actors.pages import Page
 from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.tasks.actor import open_tasks
 from leasegate.actors.tasks.control import ControlTask, ReclaimAction, ReclaimTask
 from leasegate.actors.tasks.fenced import RenewTask, StartTask, TaskOutcome, TaskResult
@@ -40,10 +38,9 @@ from leasegate.errors import (
     TaskNotFound,
     Unavailable,
 )
-from leasegate.http.render import to_json
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH, assert_none_lost_at_hand_off, open_db, parked
+from tests.conftest import EPOCH, ask, assert_none_lost_at_hand_off, open_db, parked, started
 
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
@@ -55,15 +52,8 @@ DAY = 86400.0
 
 @pytest.fixture
 async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
-                settings: Settings) -> AsyncIterator[TaskActor]:
-    actor = open_tasks(db, clock, settings)
-    await nursery.start(actor.run)
-    yield actor
-
-
-async def ask(q: TaskActor, message: Ask[Tasks, Any]) -> Any:
-    """The reply as the API renders it."""
-    return to_json(await q.ref.ask(message))
+                settings: Settings) -> TaskActor:
+    return await started(nursery, open_tasks(db, clock, settings))
 
 
 async def submit(q: TaskActor, task_id: str = "t1", site: str = "shop", account: str = "-",
