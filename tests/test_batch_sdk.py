@@ -81,6 +81,11 @@ class AppTransport(httpx.AsyncBaseTransport):
                               content=await response.get_data())
 
 
+@pytest.fixture
+def transport(gateway: Gateway, nursery: trio.Nursery) -> AppTransport:
+    return AppTransport(gateway, nursery)
+
+
 def client(gateway: Gateway, transport: AppTransport, who: str = "t1") -> AsyncClient:
     return AsyncClient("http://gateway", gateway.keys[who], transport=transport,
                        retry=Retry(attempts=2, backoff=0.1))
@@ -114,10 +119,9 @@ def balance_queries(count: int) -> list[Json]:
 
 # ---- submit_many ---------------------------------------------------------------------
 
-async def test_submit_many_answers_each_item(gateway: Gateway, nursery: trio.Nursery,
+async def test_submit_many_answers_each_item(gateway: Gateway, transport: AppTransport,
                                              autojump_clock: Any) -> None:
     await credit(gateway, "t1", 100, "pay-1")
-    transport = AppTransport(gateway, nursery)
     async with client(gateway, transport) as upstream:
         await upstream.submit_task("shop", "place_order", {"v": 1}, task_id="old")
         answers = await upstream.submit_many_tasks([
@@ -149,8 +153,7 @@ async def test_submit_many_answers_each_item(gateway: Gateway, nursery: trio.Nur
 # ---- workers -------------------------------------------------------------------------
 
 async def test_a_batch_worker_leases_starts_and_reports_together(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
-    transport = AppTransport(gateway, nursery)
+        gateway: Gateway, transport: AppTransport, autojump_clock: Any) -> None:
     async with client(gateway, transport) as upstream:
         answers = await upstream.submit_many_tasks(
             [{"site": "shop", "kind": "order", "params": {"n": n}, "account": f"lane-{n % 3}",
@@ -183,8 +186,7 @@ async def test_a_batch_worker_leases_starts_and_reports_together(
 
 
 async def test_results_ending_together_share_one_call(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
-    transport = AppTransport(gateway, nursery)
+        gateway: Gateway, transport: AppTransport, autojump_clock: Any) -> None:
     async with client(gateway, transport) as upstream:
         await upstream.submit_many_queries(balance_queries(20))
         batched = worker(gateway, transport, channel="queries", batch=20)
@@ -202,9 +204,8 @@ async def test_results_ending_together_share_one_call(
 
 
 async def test_a_stale_token_in_a_results_batch_fails_that_job_alone(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any,
+        gateway: Gateway, transport: AppTransport, autojump_clock: Any,
         caplog: pytest.LogCaptureFixture) -> None:
-    transport = AppTransport(gateway, nursery)
     transport.tamper = stale_token("/v1/queries/results", "q1")
     async with client(gateway, transport) as upstream:
         await upstream.submit_many_queries(balance_queries(3))
@@ -222,8 +223,7 @@ async def test_a_stale_token_in_a_results_batch_fails_that_job_alone(
 
 
 async def test_a_refused_start_in_a_batch_skips_that_handler_alone(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
-    transport = AppTransport(gateway, nursery)
+        gateway: Gateway, transport: AppTransport, autojump_clock: Any) -> None:
     transport.tamper = stale_token("/v1/tasks/start", "t1")
     async with client(gateway, transport) as upstream:
         await upstream.submit_many_tasks(orders(3))
@@ -240,12 +240,11 @@ async def test_a_refused_start_in_a_batch_skips_that_handler_alone(
 
 
 async def test_a_bug_sending_results_costs_that_batch_alone(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any,
+        gateway: Gateway, transport: AppTransport, autojump_clock: Any,
         caplog: pytest.LogCaptureFixture) -> None:
     """An unexpected error while sending one batch of results (a bug below the SDK)
     gives up that batch's results (logged), and never cancels the lease call's other
     handlers nor keeps their results back."""
-    transport = AppTransport(gateway, nursery)
     exploded = trio.Event()
 
     def explode_once(path: str, body: Json) -> Json:
