@@ -359,6 +359,14 @@ def one_task(task_id: str = "t1", **state: Any) -> FakeGateway:
     return gateway
 
 
+def three_lanes() -> FakeGateway:
+    """A fake gateway with tasks t1, t2 and t3 queued, each on an account of its own."""
+    gateway = FakeGateway(Clock().now)
+    for task_id, account in (("t1", "a"), ("t2", "b"), ("t3", "c")):
+        gateway.add_task(task_id, account=account)
+    return gateway
+
+
 def async_worker(gateway: FakeGateway, **options: Any) -> AsyncWorker:
     return AsyncWorker(BASE, "lg_worker", "w1", transport=gateway.transport(), **options)
 
@@ -856,9 +864,7 @@ async def test_a_result_the_gateway_would_refuse_is_replaced_and_the_outcome_kep
 async def test_a_failure_keeps_its_outcome_and_message_while_bad_fields_are_fixed(
     autojump_clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    for task_id, account in (("t1", "a"), ("t2", "b"), ("t3", "c")):
-        gateway.add_task(task_id, account=account)
+    gateway = three_lanes()
     endings: dict[str, Any] = {
         "t1": Failed("x" * 5000, code=2**31, result={"n": float("nan")}, cost=-1),
         "t2": Failed("sold out", code=-(2**31), cost=2.0),  # type: ignore[arg-type]
@@ -953,9 +959,7 @@ async def test_a_result_over_a_smaller_gateway_limit_is_sent_again_without_its_b
 async def test_trouble_reporting_one_job_never_cancels_or_skips_its_siblings(
     autojump_clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    for task_id, account in (("t1", "a"), ("t2", "b"), ("t3", "c")):
-        gateway.add_task(task_id, account=account)
+    gateway = three_lanes()
     gateway.fail("POST", "/v1/tasks/t2/result", "explode")
     finished: list[str] = []
 
