@@ -405,12 +405,19 @@ def report(outcomes: list[Outcome], baseline: dict[str, LoadResult]) -> None:
     say("   server CPU/job is every gateway's, db CPU/job every PostgreSQL process's)")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
+def load_parser(description: str | None, jobs: int, per: str) -> argparse.ArgumentParser:
+    """A lifecycle bench's arguments (this one's, and peers.py's), starting with its
+    load: ``--jobs`` through ``--procs`` producer and as many consumer processes."""
+    parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=10_000, help="jobs per mode")
+    parser.add_argument("--jobs", type=int, default=jobs, help=f"jobs per {per}")
     parser.add_argument("--procs", type=int, default=4,
                         help="producer processes, and as many consumer processes")
+    return parser
+
+
+def main() -> int:
+    parser = load_parser(__doc__, 10_000, "mode")
     parser.add_argument("--only", choices=("queries", "tasks"), default=None,
                         help="one channel only")
     parser.add_argument("--unbatched", action="store_true", help="skip the batched modes")

@@ -103,11 +103,7 @@ def run_peer(label: str, start: Callable[[], contextlib.AbstractContextManager[P
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=4_000, help="jobs per run")
-    parser.add_argument("--procs", type=int, default=4,
-                        help="producer processes, and as many consumer processes")
+    parser = lifecycle.load_parser(__doc__, 4_000, "run")
     parser.add_argument("--systems", default=",".join(SYSTEMS),
                         help=f"comma-separated, of {', '.join(SYSTEMS)}")
     parser.add_argument("--postgres", default=os.environ.get("LEASEGATE_BENCH_POSTGRES",

@@ -3,13 +3,17 @@ database of its own for a test that asks for one (``postgres_url``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import trio
+import trio.testing
 
+from leasegate.actors.runtime.actor import Actor
+from leasegate.actors.runtime.mailbox import Ask
 from leasegate.clock import Clock
 from leasegate.http.render import to_json
 from leasegate.settings import Settings, load
@@ -21,6 +25,9 @@ from tests.served import Served, start, stop
 
 if TYPE_CHECKING:
     from leasegate.actors.system import System
+
+A = TypeVar("A")
+ActorT = TypeVar("ActorT", bound="Actor[Any, Any]")
 
 # 2026-11-30T08:00:00Z: every test's wall clock starts here.
 EPOCH = 1796025600.0
@@ -136,12 +143,66 @@ def db(tmp_path: Path) -> Database:
     return open_db(tmp_path / "leasegate.db")
 
 
+async def started(nursery: trio.Nursery, actor: ActorT) -> ActorT:
+    """``actor``, started in ``nursery`` (its inbox open)."""
+    await nursery.start(actor.run)
+    return actor
+
+
+async def ask(actor: Actor[A, Any], message: Ask[A, Any]) -> Any:
+    """``actor``'s reply to ``message`` as the API renders it."""
+    return to_json(await actor.ref.ask(message))
+
+
 async def parked(actor: Any, message: Any, *, deadline: float,
                  give_back: Callable[[Any], Any], on_timeout: object) -> Any:
     """``ask_parked``, with the reply as the API renders it."""
     reply = await actor.ref.ask_parked(message, deadline=deadline, give_back=give_back,
                                        on_timeout=on_timeout)
     return to_json(reply)
+
+
+async def assert_none_lost_at_hand_off(
+        actor: Any, lease: Any, *, give_back: Callable[[Any], Any], prefix: str,
+        submit: Callable[[str], Awaitable[Any]], read: Callable[[str], Awaitable[Any]],
+        clear: Callable[[], Awaitable[None]]) -> None:
+    """Cancel a parked long-poll ``lease`` at every point around the hand-off of a job
+    submitted while it waits: the job is either delivered to it, or back in the queue at
+    once and never attempted. Each round's job is ``prefix`` and the round; ``clear``
+    finishes what a round leaves leased."""
+    for cut in range(6):
+        job_id = f"{prefix}{cut}"
+        received = await _lease_cut_at_hand_off(actor, lease, functools.partial(submit, job_id),
+                                                cut, give_back)
+        row = await read(job_id)
+        if received:
+            assert row["status"] == "leased"
+        else:
+            assert (row["status"], row["attempts"]) == ("queued", 0), (cut, row)
+        await clear()
+
+
+async def _lease_cut_at_hand_off(actor: Any, lease: Any, submit: Callable[[], Awaitable[Any]],
+                                 cut: int, give_back: Callable[[Any], Any]) -> list[Any]:
+    """The items a parked ``lease`` received, its caller gone ``cut`` checkpoints after
+    ``submit`` started (none when cut before the hand-off)."""
+    received: list[Any] = []
+    scope = trio.CancelScope()
+
+    async def poll() -> None:
+        with scope:
+            received.extend(await parked(actor, lease, deadline=trio.current_time() + 30,
+                                         give_back=give_back, on_timeout=()))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poll)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(submit)
+        for _ in range(cut):
+            await trio.lowlevel.checkpoint()
+        scope.cancel()
+    await trio.testing.wait_all_tasks_blocked()
+    return received
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -119,3 +121,15 @@ def stop(served: Served) -> int:
     finally:
         if served.process.poll() is None:
             served.process.kill()
+
+
+@contextmanager
+def serving(data: Path, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """A served gateway for the block (a fixture's life), stopped after it unless a test
+    stopped it already."""
+    served = start(data, env)
+    try:
+        yield served
+    finally:
+        if served.process.poll() is None:
+            stop(served)

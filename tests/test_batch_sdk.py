@@ -81,6 +81,11 @@ class AppTransport(httpx.AsyncBaseTransport):
                               content=await response.get_data())
 
 
+@pytest.fixture
+def transport(gateway: Gateway, nursery: trio.Nursery) -> AppTransport:
+    return AppTransport(gateway, nursery)
+
+
 def client(gateway: Gateway, transport: AppTransport, who: str = "t1") -> AsyncClient:
     return AsyncClient("http://gateway", gateway.keys[who], transport=transport,
                        retry=Retry(attempts=2, backoff=0.1))
@@ -91,12 +96,32 @@ def worker(gateway: Gateway, transport: AppTransport, **options: Any) -> AsyncWo
                        wait_seconds=0, **options)
 
 
+def stale_token(path: str, job_id: str) -> Callable[[str, Json], Json]:
+    """A ``tamper`` that gives ``job_id``'s item an old lease token in batches to ``path``."""
+    def tamper(sent_to: str, body: Json) -> Json:
+        if sent_to == path:
+            for item in body["items"]:
+                if job_id in (item.get("task_id"), item.get("query_id")):
+                    item["lease_token"] = "an-old-token"
+        return body
+    return tamper
+
+
+def orders(count: int) -> list[Json]:
+    """Orders t0, t1, ..., each on an account (a lane) of its own."""
+    return [{**ORDER, "account": f"a{n}", "task_id": f"t{n}"} for n in range(count)]
+
+
+def balance_queries(count: int) -> list[Json]:
+    """Balance queries q0, q1, ...."""
+    return [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(count)]
+
+
 # ---- submit_many ---------------------------------------------------------------------
 
-async def test_submit_many_answers_each_item(gateway: Gateway, nursery: trio.Nursery,
+async def test_submit_many_answers_each_item(gateway: Gateway, transport: AppTransport,
                                              autojump_clock: Any) -> None:
     await credit(gateway, "t1", 100, "pay-1")
-    transport = AppTransport(gateway, nursery)
     async with client(gateway, transport) as upstream:
         await upstream.submit_task("shop", "place_order", {"v": 1}, task_id="old")
         answers = await upstream.submit_many_tasks([
@@ -128,8 +153,7 @@ async def test_submit_many_answers_each_item(gateway: Gateway, nursery: trio.Nur
 # ---- workers -------------------------------------------------------------------------
 
 async def test_a_batch_worker_leases_starts_and_reports_together(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
-    transport = AppTransport(gateway, nursery)
+        gateway: Gateway, transport: AppTransport, autojump_clock: Any) -> None:
     async with client(gateway, transport) as upstream:
         answers = await upstream.submit_many_tasks(
             [{"site": "shop", "kind": "order", "params": {"n": n}, "account": f"lane-{n % 3}",
@@ -162,11 +186,9 @@ async def test_a_batch_worker_leases_starts_and_reports_together(
 
 
 async def test_results_ending_together_share_one_call(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
-    transport = AppTransport(gateway, nursery)
+        gateway: Gateway, transport: AppTransport, autojump_clock: Any) -> None:
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_queries(
-            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(20)])
+        await upstream.submit_many_queries(balance_queries(20))
         batched = worker(gateway, transport, channel="queries", batch=20)
 
         async def handler(job: AsyncJob) -> HandlerResult:
@@ -182,21 +204,11 @@ async def test_results_ending_together_share_one_call(
 
 
 async def test_a_stale_token_in_a_results_batch_fails_that_job_alone(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any,
+        gateway: Gateway, transport: AppTransport, autojump_clock: Any,
         caplog: pytest.LogCaptureFixture) -> None:
-    transport = AppTransport(gateway, nursery)
-
-    def stale_q1(path: str, body: Json) -> Json:
-        if path.endswith("/results"):
-            for item in body["items"]:
-                if item["query_id"] == "q1":
-                    item["lease_token"] = "an-old-token"
-        return body
-
-    transport.tamper = stale_q1
+    transport.tamper = stale_token("/v1/queries/results", "q1")
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_queries(
-            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(3)])
+        await upstream.submit_many_queries(balance_queries(3))
 
         async def handler(job: AsyncJob) -> HandlerResult:
             return {"ok": job.id}
@@ -211,20 +223,10 @@ async def test_a_stale_token_in_a_results_batch_fails_that_job_alone(
 
 
 async def test_a_refused_start_in_a_batch_skips_that_handler_alone(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
-    transport = AppTransport(gateway, nursery)
-
-    def stale_t1(path: str, body: Json) -> Json:
-        if path == "/v1/tasks/start":
-            for item in body["items"]:
-                if item["task_id"] == "t1":
-                    item["lease_token"] = "an-old-token"
-        return body
-
-    transport.tamper = stale_t1
+        gateway: Gateway, transport: AppTransport, autojump_clock: Any) -> None:
+    transport.tamper = stale_token("/v1/tasks/start", "t1")
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_tasks([{**ORDER, "account": f"a{n}", "task_id": f"t{n}"}
-                                          for n in range(3)])
+        await upstream.submit_many_tasks(orders(3))
         ran: list[str] = []
 
         async def handler(job: AsyncJob) -> HandlerResult:
@@ -238,12 +240,11 @@ async def test_a_refused_start_in_a_batch_skips_that_handler_alone(
 
 
 async def test_a_bug_sending_results_costs_that_batch_alone(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any,
+        gateway: Gateway, transport: AppTransport, autojump_clock: Any,
         caplog: pytest.LogCaptureFixture) -> None:
     """An unexpected error while sending one batch of results (a bug below the SDK)
     gives up that batch's results (logged), and never cancels the lease call's other
     handlers nor keeps their results back."""
-    transport = AppTransport(gateway, nursery)
     exploded = trio.Event()
 
     def explode_once(path: str, body: Json) -> Json:
@@ -254,8 +255,7 @@ async def test_a_bug_sending_results_costs_that_batch_alone(
 
     transport.tamper = explode_once
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_tasks([{**ORDER, "account": f"a{n}", "task_id": f"t{n}"}
-                                          for n in range(3)])
+        await upstream.submit_many_tasks(orders(3))
         finished: list[str] = []
 
         async def handler(job: AsyncJob) -> HandlerResult:

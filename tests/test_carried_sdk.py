@@ -8,12 +8,13 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 import trio
 
 from leasegate.client import AsyncJob, AsyncWorker, HandlerResult
 from leasegate.client._batch import DEFAULT_LINGER
 from tests.conftest import Gateway
-from tests.test_batch_sdk import AppTransport, client, worker
+from tests.test_batch_sdk import AppTransport, balance_queries, client, orders, worker
 
 Json = dict[str, Any]
 
@@ -36,6 +37,11 @@ class Recording(AppTransport):
         return await super().handle_async_request(request)
 
 
+@pytest.fixture
+def transport(gateway: Gateway, nursery: trio.Nursery) -> Recording:
+    return Recording(gateway, nursery)
+
+
 async def run_until_done(gateway: Gateway, transport: AppTransport, batched: AsyncWorker,
                          handler: Any, channel: str, count: int) -> None:
     async with client(gateway, transport) as upstream, trio.open_nursery() as nursery:
@@ -56,11 +62,9 @@ def requests(transport: AppTransport, channel: str) -> int:
 
 
 async def test_a_busy_query_worker_sends_about_one_request_per_ten_jobs(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
-    transport = Recording(gateway, nursery)
+        gateway: Gateway, transport: Recording, autojump_clock: Any) -> None:
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_queries(
-            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(100)])
+        await upstream.submit_many_queries(balance_queries(100))
 
     async def handler(job: AsyncJob) -> HandlerResult:
         await trio.sleep(0.001)
@@ -75,12 +79,9 @@ async def test_a_busy_query_worker_sends_about_one_request_per_ten_jobs(
 
 
 async def test_the_default_task_worker_reports_with_its_next_lease_call(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
-    transport = Recording(gateway, nursery)
+        gateway: Gateway, transport: Recording, autojump_clock: Any) -> None:
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_tasks(
-            [{"site": "shop", "kind": "order", "params": {}, "account": f"lane-{n}",
-              "task_id": f"t{n}"} for n in range(3)])
+        await upstream.submit_many_tasks(orders(3))
 
     async def handler(job: AsyncJob) -> HandlerResult:
         return {"order": job.id}
@@ -95,13 +96,11 @@ async def test_the_default_task_worker_reports_with_its_next_lease_call(
 
 
 async def test_a_result_never_waits_past_its_linger(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+        gateway: Gateway, transport: Recording, autojump_clock: Any) -> None:
     """q0 ends at once, q1 ten seconds later: q0's result goes out within the linger
     (a results call), q1's with the lease call that follows it at once."""
-    transport = Recording(gateway, nursery)
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_queries(
-            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(2)])
+        await upstream.submit_many_queries(balance_queries(2))
     ended: dict[str, float] = {}
 
     async def handler(job: AsyncJob) -> HandlerResult:
@@ -123,8 +122,7 @@ async def test_a_result_never_waits_past_its_linger(
 
 
 async def test_a_stopped_worker_sends_what_it_carried(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
-    transport = Recording(gateway, nursery)
+        gateway: Gateway, transport: Recording, autojump_clock: Any) -> None:
     async with client(gateway, transport) as upstream:
         await upstream.submit_many_queries([{"site": "shop", "kind": "balance",
                                              "query_id": "q0"}])
@@ -142,13 +140,10 @@ async def test_a_stopped_worker_sends_what_it_carried(
 
 
 async def test_a_batch_worker_renews_its_tasks_in_one_call(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
-    transport = Recording(gateway, nursery)
+        gateway: Gateway, transport: Recording, autojump_clock: Any) -> None:
     flags: dict[str, tuple[bool, bool]] = {}
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_tasks(
-            [{"site": "shop", "kind": "order", "params": {}, "account": f"lane-{n}",
-              "task_id": f"t{n}"} for n in range(3)])
+        await upstream.submit_many_tasks(orders(3))
 
         async def handler(job: AsyncJob) -> HandlerResult:
             if job.id == "t1":
@@ -171,13 +166,11 @@ async def test_a_batch_worker_renews_its_tasks_in_one_call(
 
 
 async def test_a_worker_stopped_in_a_long_poll_that_carried_results_sends_them_once_more(
-        gateway: Gateway, nursery: trio.Nursery, autojump_clock: Any) -> None:
+        gateway: Gateway, transport: Recording, autojump_clock: Any) -> None:
     """The lease call took the results (committed before it waits); stopped, the worker
     cannot read its answers, so it sends them again in one results call: retries."""
-    transport = Recording(gateway, nursery)
     async with client(gateway, transport) as upstream:
-        await upstream.submit_many_queries(
-            [{"site": "shop", "kind": "balance", "query_id": f"q{n}"} for n in range(5)])
+        await upstream.submit_many_queries(balance_queries(5))
         polling = worker(gateway, transport, channel="queries", batch=5)
         polling.wait_seconds = 20
 

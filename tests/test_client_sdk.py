@@ -352,6 +352,21 @@ def _depth(value: Any) -> int:
     return 0
 
 
+def one_task(task_id: str = "t1", **state: Any) -> FakeGateway:
+    """A fake gateway on the test's (virtual) clock with one queued task."""
+    gateway = FakeGateway(Clock().now)
+    gateway.add_task(task_id, **state)
+    return gateway
+
+
+def three_lanes() -> FakeGateway:
+    """A fake gateway with tasks t1, t2 and t3 queued, each on an account of its own."""
+    gateway = FakeGateway(Clock().now)
+    for task_id, account in (("t1", "a"), ("t2", "b"), ("t3", "c")):
+        gateway.add_task(task_id, account=account)
+    return gateway
+
+
 def async_worker(gateway: FakeGateway, **options: Any) -> AsyncWorker:
     return AsyncWorker(BASE, "lg_worker", "w1", transport=gateway.transport(), **options)
 
@@ -391,8 +406,7 @@ async def test_async_submit_query_is_retried_through_a_503(autojump_clock: Any) 
 
 
 async def test_rate_limited_calls_wait_for_retry_after(autojump_clock: Any) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
     gateway.fail("GET", "/v1/tasks/t1", 429)
     async with AsyncClient(BASE, "lg_client", transport=gateway.transport()) as client:
         began = trio.current_time()
@@ -454,8 +468,7 @@ def test_the_error_classes_match_the_servers_codes() -> None:
 async def test_a_lease_lost_in_transit_is_asked_again_with_the_same_request_id(
     autojump_clock: Any,
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
     gateway.add_task("t2")
     gateway.fail("POST", "/v1/tasks/lease", "drop_after")
     ran: list[str] = []
@@ -492,8 +505,7 @@ async def test_a_refused_start_means_the_handler_never_runs(autojump_clock: Any)
 async def test_a_lost_result_is_sent_again_identically_and_the_handler_ran_once(
     autojump_clock: Any,
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
     gateway.fail("POST", "/v1/tasks/t1/result", "drop_after")  # applied, answer lost
     gateway.fail("POST", "/v1/tasks/t1/result", "drop_before")
     gateway.fail("POST", "/v1/tasks/t1/result", 503)
@@ -513,8 +525,7 @@ async def test_a_lost_result_is_sent_again_identically_and_the_handler_ran_once(
 
 
 async def test_start_is_retried_with_the_same_token(autojump_clock: Any) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
     gateway.fail("POST", "/v1/tasks/t1/start", "drop_after")
 
     async def handler(job: AsyncJob) -> None:
@@ -571,8 +582,7 @@ async def test_progress_rides_on_renewals_and_pause_ends_the_batch(autojump_cloc
 
 
 async def test_a_handler_exception_is_reported_as_failed(autojump_clock: Any) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
     gateway.add_task("t2", account="bob")  # another lane: both run at once
 
     async def handler(job: AsyncJob) -> None:
@@ -625,8 +635,7 @@ async def test_the_async_worker_starts_a_whole_batch_at_once_and_runs_it_concurr
 async def test_a_lost_lease_is_signalled_and_the_result_still_offered(
     autojump_clock: Any,
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
 
     async def handler(job: AsyncJob) -> dict[str, Any]:
         gateway.tasks["t1"]["status"] = "stale"  # e.g. the lease ran out during a partition
@@ -667,8 +676,7 @@ async def test_queries_lease_handle_and_report(autojump_clock: Any) -> None:
 
 
 async def test_run_handles_jobs_until_stopped(autojump_clock: Any) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
     worker = async_worker(gateway, wait_seconds=0)
     ran: list[str] = []
 
@@ -834,8 +842,7 @@ FITS = 64 * 1024 - len('{"blob":""}')  # a string this long makes exactly 64 KiB
 async def test_a_result_the_gateway_would_refuse_is_replaced_and_the_outcome_kept(
     result: Any, why: str | None, autojump_clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
 
     async def handler(job: AsyncJob) -> Any:
         job.cost = 3
@@ -857,9 +864,7 @@ async def test_a_result_the_gateway_would_refuse_is_replaced_and_the_outcome_kep
 async def test_a_failure_keeps_its_outcome_and_message_while_bad_fields_are_fixed(
     autojump_clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    for task_id, account in (("t1", "a"), ("t2", "b"), ("t3", "c")):
-        gateway.add_task(task_id, account=account)
+    gateway = three_lanes()
     endings: dict[str, Any] = {
         "t1": Failed("x" * 5000, code=2**31, result={"n": float("nan")}, cost=-1),
         "t2": Failed("sold out", code=-(2**31), cost=2.0),  # type: ignore[arg-type]
@@ -905,8 +910,7 @@ async def test_a_pause_whose_checkpoint_cannot_be_sent_is_reported_failed(
     autojump_clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Resuming from an older checkpoint would place orders again: failed, not paused."""
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("b1", batch_total=10)
+    gateway = one_task("b1", batch_total=10)
 
     async def handler(job: AsyncJob) -> Paused:
         job.set_progress({"done": 2})
@@ -922,8 +926,7 @@ async def test_a_pause_whose_checkpoint_cannot_be_sent_is_reported_failed(
 async def test_paused_on_a_task_that_is_no_batch_is_left_to_an_operator(
     autojump_clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
 
     async def handler(job: AsyncJob) -> Paused:
         return Paused({"done": 1})
@@ -956,9 +959,7 @@ async def test_a_result_over_a_smaller_gateway_limit_is_sent_again_without_its_b
 async def test_trouble_reporting_one_job_never_cancels_or_skips_its_siblings(
     autojump_clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    for task_id, account in (("t1", "a"), ("t2", "b"), ("t3", "c")):
-        gateway.add_task(task_id, account=account)
+    gateway = three_lanes()
     gateway.fail("POST", "/v1/tasks/t2/result", "explode")
     finished: list[str] = []
 
@@ -994,8 +995,7 @@ def test_the_sync_worker_reports_a_nan_result_as_succeeded() -> None:
 async def test_a_cancel_in_the_start_reply_means_the_handler_never_runs(
     autojump_clock: Any,
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
     gateway.fail("POST", "/v1/tasks/t1/start", "drop_after")  # started, the answer lost...
     gateway.after("POST", "/v1/tasks/t1/start",
                   lambda: gateway.tasks["t1"].update(cancel_requested=True))  # fmt: skip
@@ -1030,8 +1030,7 @@ async def test_a_pause_in_the_start_reply_is_on_the_job_before_the_handler_runs(
 async def test_a_start_that_took_effect_unconfirmed_is_reported_not_executed(
     autojump_clock: Any,
 ) -> None:
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
     gateway.fail("POST", "/v1/tasks/t1/start", "drop_after")  # it started...
     for _ in range(4):  # ...and every answer after that was lost: retries used up
         gateway.fail("POST", "/v1/tasks/t1/start", "drop_before")
@@ -1054,8 +1053,7 @@ async def test_a_start_that_never_arrived_is_left_to_its_claim(
     autojump_clock: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, "leasegate.client")
-    gateway = FakeGateway(Clock().now)
-    gateway.add_task("t1")
+    gateway = one_task()
     for _ in range(5):
         gateway.fail("POST", "/v1/tasks/t1/start", "drop_before")
 

@@ -96,3 +96,19 @@ def test_each_reason_to_be_degraded_is_named() -> None:
     assert degraded_causes({"storage_writable": True, "stale_tasks": 0,
                             "sites_without_worker": 0, "ledger_ok": True,
                             "overdue_jobs": 0}) == []
+
+
+async def test_a_search_by_a_whole_id_opens_the_job_and_by_its_start_lists(
+        gateway: Gateway) -> None:
+    await sign_in(gateway, OVERVIEW)
+    for channel, job, body in (("tasks", "task_id", {"site": "shop", "kind": "k"}),
+                               ("queries", "query_id", {"site": "shop", "kind": "balance"})):
+        status, _ = await gateway.call("POST", f"/v1/{channel}", "t1",
+                                       json={**body, job: "order-1", "params": {}})
+        assert status == 201
+        opened = await gateway.client.get(f"/console/{channel}?id=order-1")
+        assert (opened.status_code, opened.headers["Location"]) == (
+            303, f"/console/{channel}/order-1")
+        listed = await gateway.client.get(f"/console/{channel}?id=order-")
+        assert listed.status_code == 200
+        assert "order-1" in await listed.get_data(as_text=True)

@@ -16,16 +16,7 @@ import trio.testing
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from tests.conftest import Gateway, start_gateway
-from tests.test_http_tasks import (
-    BATCH,
-    act,
-    assert_error,
-    call,
-    fence,
-    get,
-    running,
-    submit,
-)
+from tests.test_http_tasks import BATCH, act, assert_error, call, fence, get, running, submit
 
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from leasegate.client import AsyncClient, Client, Task
-from tests.served import Served, start, stop
+from tests.served import Served, serving
 
 CAPACITY = 50
 ENV = {"LEASEGATE_DEVICE_PAUSE_AFTER": "1", "LEASEGATE_DEVICE_CANCEL_AFTER": "4",
@@ -26,10 +26,8 @@ FLOOD = Path(__file__).resolve().parent.parent / "bench" / "devices_flood.py"
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Served]:
-    s = start(tmp_path / "var", ENV)
-    yield s
-    if s.process.poll() is None:
-        stop(s)
+    with serving(tmp_path / "var", ENV) as served:
+        yield served
 
 
 def wait_for(check: Callable[[], Task], status: str, timeout: float = 8.0) -> Task:

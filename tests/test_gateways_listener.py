@@ -6,6 +6,8 @@ in commit order, so a reader tailing the table by id misses nothing."""
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import trio
 
@@ -41,14 +43,22 @@ class Heard:
                 await self.changed.wait()
 
 
-async def test_a_notification_arrives_after_its_commit_and_never_for_a_rollback(
-        postgres_url: str) -> None:
+@asynccontextmanager
+async def listening(postgres_url: str) -> AsyncIterator[tuple[Heard, Listener]]:
+    """A listener running for the block, connected (its first resync heard)."""
     heard = Heard()
     listener = Listener(postgres_url, deliver=heard.deliver, resync=heard.resync, retry=0.05)
-    writer = connect(postgres_url)
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.run)
         await heard.until(lambda: heard.resyncs == 1)
+        yield heard, listener
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_notification_arrives_after_its_commit_and_never_for_a_rollback(
+        postgres_url: str) -> None:
+    writer = connect(postgres_url)
+    async with listening(postgres_url) as (heard, _):
         begin(writer)
         notify(writer, ["rolled back"])
         rollback(writer)
@@ -58,18 +68,13 @@ async def test_a_notification_arrives_after_its_commit_and_never_for_a_rollback(
         assert heard.payloads == []
         commit(writer)
         await heard.until(lambda: heard.payloads == ["one", "two"])
-        nursery.cancel_scope.cancel()
     writer.close()
 
 
 async def test_a_listener_whose_session_is_killed_listens_again_and_resyncs(
         postgres_url: str) -> None:
-    heard = Heard()
-    listener = Listener(postgres_url, deliver=heard.deliver, resync=heard.resync, retry=0.05)
     admin = connect(postgres_url)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(listener.run)
-        await heard.until(lambda: heard.resyncs == 1)
+    async with listening(postgres_url) as (heard, listener):
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                       "WHERE application_name = ?", (listener.name,))
         await heard.until(lambda: heard.resyncs == 2)
@@ -77,7 +82,6 @@ async def test_a_listener_whose_session_is_killed_listens_again_and_resyncs(
         with transaction(admin):
             notify(admin, ["after"])
         await heard.until(lambda: heard.payloads == ["after"])
-        nursery.cancel_scope.cancel()
     admin.close()
 
 

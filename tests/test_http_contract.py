@@ -18,11 +18,8 @@ DEEP = b"[" * 5000 + b"]" * 5000
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[served.Served]:
-    gateway = served.start(tmp_path_factory.mktemp("contract"))
-    try:
+    with served.serving(tmp_path_factory.mktemp("contract")) as gateway:
         yield gateway
-    finally:
-        served.stop(gateway)
 
 
 def message(response: httpx.Response) -> str:

@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from leasegate.clock import Clock
 from leasegate.settings import Settings
 from tests.conftest import Gateway, start_gateway
 
 QUERY = {"site": "shop", "kind": "balance", "params": {}}
+
+Limited = Callable[..., Awaitable[Gateway]]
+
+
+@pytest.fixture
+def limited(nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock) -> Limited:
+    """Starts a gateway of its own with these settings changed (its rate limits)."""
+    async def start(**changed: float) -> Gateway:
+        return await start_gateway(nursery, tmp_path / "rl.db", settings.replace(**changed),
+                                   clock)
+    return start
 
 
 def assert_error(status: int, body: dict[str, Any], want_status: int, want_code: int) -> None:
@@ -122,10 +135,8 @@ async def test_lease_body_limits(gateway: Gateway) -> None:
 
 
 async def test_rate_limit_is_429_with_retry_after(
-        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: object,
-        autojump_clock: trio.testing.MockClock) -> None:
-    limited = settings.replace(rate_limit_per_second=1, rate_limit_burst=2)
-    gw = await start_gateway(nursery, tmp_path / "rl.db", limited, clock)  # type: ignore[arg-type]
+        limited: Limited, autojump_clock: trio.testing.MockClock) -> None:
+    gw = await limited(rate_limit_per_second=1, rate_limit_burst=2)
     codes = [(await gw.call("GET", "/v1/queries", "t1"))[0] for _ in range(3)]
     assert codes == [200, 200, 429]
     response = await gw.client.get("/v1/queries", headers=gw.auth("t1"))
@@ -260,10 +271,8 @@ async def test_a_body_of_too_many_json_values_is_413_before_validation(gateway: 
 
 
 async def test_callers_without_a_known_key_are_limited_by_address(
-        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: object,
-        autojump_clock: trio.testing.MockClock) -> None:
-    limited = settings.replace(address_rate_limit_per_second=1, address_rate_limit_burst=3)
-    gw = await start_gateway(nursery, tmp_path / "rl.db", limited, clock)  # type: ignore[arg-type]
+        limited: Limited, autojump_clock: trio.testing.MockClock) -> None:
+    gw = await limited(address_rate_limit_per_second=1, address_rate_limit_burst=3)
     here, v6 = at("192.0.2.7"), at("2001:db8:1:2::1")
     assert (await gw.call("GET", "/v1/queries", "t1", **here))[0] == 200  # first use: a lookup
     codes = [(await gw.call("GET", "/v1/queries", **here))[0] for _ in range(3)]

@@ -565,12 +565,17 @@ async def test_priority_then_oldest(gateway: Gateway) -> None:
     assert order == ["new-high", "old-low", "newer-low"]
 
 
-async def test_a_site_limited_key_leases_only_its_sites(gateway: Gateway) -> None:
-    status, created = await call(gateway, "POST", "/v1/admin/keys", "admin",
+async def b_only_key_and_a_task_on_a(gw: Gateway) -> None:
+    """A worker key limited to site shop-b (the caller "b-only"); task on-a on shop-a."""
+    status, created = await call(gw, "POST", "/v1/admin/keys", "admin",
                                  {"role": "worker", "name": "b-only", "sites": ["shop-b"]})
     assert status == 201
-    gateway.keys["b-only"] = created["key"]
-    await submit(gateway, task_id="on-a", site="shop-a")
+    gw.keys["b-only"] = created["key"]
+    await submit(gw, task_id="on-a", site="shop-a")
+
+
+async def test_a_site_limited_key_leases_only_its_sites(gateway: Gateway) -> None:
+    await b_only_key_and_a_task_on_a(gateway)
     await submit(gateway, task_id="on-b", site="shop-b")
     status, reply = await call(gateway, "POST", "/v1/tasks/lease", "b-only",
                                {"worker_id": "wb", "wait_seconds": 0, "sites": ["shop-a"]})
@@ -581,11 +586,7 @@ async def test_a_site_limited_key_leases_only_its_sites(gateway: Gateway) -> Non
 
 
 async def test_a_site_limited_key_may_not_work_on_another_sites_task(gateway: Gateway) -> None:
-    status, created = await call(gateway, "POST", "/v1/admin/keys", "admin",
-                                 {"role": "worker", "name": "b-only", "sites": ["shop-b"]})
-    assert status == 201
-    gateway.keys["b-only"] = created["key"]
-    await submit(gateway, task_id="on-a", site="shop-a")
+    await b_only_key_and_a_task_on_a(gateway)
     item = await lease_one(gateway)  # by the unrestricted key, as worker w1
     status, reply = await call(gateway, "POST", "/v1/tasks/on-a/start", "b-only", fence(item))
     assert_error(status, reply, 403, 4030)

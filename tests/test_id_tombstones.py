@@ -55,6 +55,15 @@ def read(tmp_path: Path, query: str) -> list[tuple[Any, ...]]:
         return conn.execute(query).fetchall()
 
 
+def tombstones(tmp_path: Path, channel: str) -> list[tuple[Any, ...]]:
+    """A channel's ("task" or "query") tombstones as (id, tenant, status), by id; each
+    compact (checked): no params, no result."""
+    table = f"{channel}_tombstones"
+    columns = [row[1] for row in read(tmp_path, f"PRAGMA table_info({table})")]
+    assert columns == [f"{channel}_id", *TOMBSTONE_COLUMNS]
+    return read(tmp_path, f"SELECT {channel}_id, tenant, status FROM {table} ORDER BY 1")
+
+
 async def conflict_message(gw: Gateway, path: str, who: str, body: Json) -> str:
     status, reply = await call(gw, "POST", path, who, body)
     assert_error(status, reply, 409, 6004)
@@ -95,12 +104,8 @@ async def test_a_purged_task_id_is_answered_from_its_tombstone(
     purged = await conflict_message(gw, "/v1/tasks", "t2", {**ORDER, "task_id": "order-1"})
     assert purged == live.replace("live-1", "order-1")
 
-    # Compact: no params, no result.
-    columns = [row[1] for row in read(tmp_path, "PRAGMA table_info(task_tombstones)")]
-    assert columns == ["task_id", *TOMBSTONE_COLUMNS]
-    assert read(tmp_path, "SELECT task_id, tenant, status FROM task_tombstones "
-                          "ORDER BY task_id") == [("order-1", "t1", "succeeded"),
-                                                   ("order-2", "t1", "canceled")]
+    assert tombstones(tmp_path, "task") == [("order-1", "t1", "succeeded"),
+                                            ("order-2", "t1", "canceled")]
 
 
 async def test_a_task_id_is_free_again_after_its_tombstone_retention(
@@ -156,11 +161,7 @@ async def test_a_purged_query_id_is_answered_from_its_tombstone(
     purged = await conflict_message(gw, "/v1/queries", "t2", {**BALANCE, "query_id": "q1"})
     assert purged == live.replace("live-q", "q1")
 
-    columns = [row[1] for row in read(tmp_path, "PRAGMA table_info(query_tombstones)")]
-    assert columns == ["query_id", *TOMBSTONE_COLUMNS]
-    assert read(tmp_path, "SELECT query_id, tenant, status FROM query_tombstones "
-                          "ORDER BY query_id") == [("q1", "t1", "succeeded"),
-                                                   ("q2", "t1", "expired")]
+    assert tombstones(tmp_path, "query") == [("q1", "t1", "succeeded"), ("q2", "t1", "expired")]
 
     await trio.sleep(DAY + 2 * PURGE_EVERY)  # the tombstones go; the ids are free again
     assert read(tmp_path, "SELECT query_id FROM query_tombstones "

@@ -23,14 +23,7 @@ from leasegate.http.app import create_app
 from leasegate.settings import Settings
 from tests.conftest import EPOCH, Gateway, open_db, start_gateway
 from tests.served import Served
-from tests.test_http_tasks import (
-    ORDER,
-    assert_error,
-    call,
-    finish,
-    running,
-    submit,
-)
+from tests.test_http_tasks import ORDER, assert_error, call, finish, running, submit
 
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 

@@ -24,6 +24,7 @@ import random
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,43 +182,42 @@ def report(bank: Bank, http: httpx.Client, path: str, job_id: str, body: Json) -
         bank.surprise(f"{path}: {reply.status_code} {reply.text}")
 
 
+def leased(bank: Bank, http: httpx.Client, channel: str, worker_id: str) -> Iterator[Json]:
+    """The items a worker leases on ``channel`` (tasks or queries) until the workers stop."""
+    while not bank.stop_workers.is_set():
+        reply = bank.send(http, "POST", f"/v1/{channel}/lease",
+                          {"worker_id": worker_id, "wait_seconds": 0.2, "max": 2})
+        if reply is not None and reply.status_code == 200:
+            yield from reply.json()["items"]
+
+
 def task_worker(bank: Bank, worker_id: str, rng: random.Random) -> None:
     with bank.client("worker") as http:
-        while not bank.stop_workers.is_set():
-            leased = bank.send(http, "POST", "/v1/tasks/lease",
-                               {"worker_id": worker_id, "wait_seconds": 0.2, "max": 2})
-            if leased is None or leased.status_code != 200:
-                continue
-            for item in leased.json()["items"]:
-                task_id = item["task_id"]
-                fence = {"worker_id": worker_id, "lease_token": item["lease_token"]}
-                started = bank.send(http, "POST", f"/v1/tasks/{task_id}/start", fence)
-                if started is None or started.status_code != 200:
-                    continue  # the claim lapsed (a crash) or was withdrawn: never touched
-                time.sleep(rng.uniform(0, 0.01))
-                outcome, cost = outcome_and_cost(
-                    rng, ("succeeded", "succeeded", "succeeded", "failed", "canceled"))
-                if started.json()["cancel_requested"]:
-                    outcome = "canceled"
-                body: Json = {**fence, "outcome": outcome,
-                              **({} if cost is None else {"cost": cost})}
-                report(bank, http, f"/v1/tasks/{task_id}/result", task_id, body)
+        for item in leased(bank, http, "tasks", worker_id):
+            task_id = item["task_id"]
+            fence = {"worker_id": worker_id, "lease_token": item["lease_token"]}
+            started = bank.send(http, "POST", f"/v1/tasks/{task_id}/start", fence)
+            if started is None or started.status_code != 200:
+                continue  # the claim lapsed (a crash) or was withdrawn: never touched
+            time.sleep(rng.uniform(0, 0.01))
+            outcome, cost = outcome_and_cost(
+                rng, ("succeeded", "succeeded", "succeeded", "failed", "canceled"))
+            if started.json()["cancel_requested"]:
+                outcome = "canceled"
+            body: Json = {**fence, "outcome": outcome,
+                          **({} if cost is None else {"cost": cost})}
+            report(bank, http, f"/v1/tasks/{task_id}/result", task_id, body)
 
 
 def query_worker(bank: Bank, worker_id: str, rng: random.Random) -> None:
     with bank.client("worker") as http:
-        while not bank.stop_workers.is_set():
-            leased = bank.send(http, "POST", "/v1/queries/lease",
-                               {"worker_id": worker_id, "wait_seconds": 0.2, "max": 2})
-            if leased is None or leased.status_code != 200:
-                continue
-            for item in leased.json()["items"]:
-                outcome, cost = outcome_and_cost(rng, ("succeeded", "succeeded", "failed"))
-                body: Json = {"worker_id": worker_id, "lease_token": item["lease_token"],
-                              "outcome": outcome, "result": {"balance": 1},
-                              **({} if cost is None else {"cost": cost})}
-                report(bank, http, f"/v1/queries/{item['query_id']}/result",
-                       item["query_id"], body)
+        for item in leased(bank, http, "queries", worker_id):
+            outcome, cost = outcome_and_cost(rng, ("succeeded", "succeeded", "failed"))
+            body: Json = {"worker_id": worker_id, "lease_token": item["lease_token"],
+                          "outcome": outcome, "result": {"balance": 1},
+                          **({} if cost is None else {"cost": cost})}
+            report(bank, http, f"/v1/queries/{item['query_id']}/result",
+                   item["query_id"], body)
 
 
 # ---- the operator and the books --------------------------------------------------------

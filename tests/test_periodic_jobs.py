@@ -114,6 +114,13 @@ class Callers:
         assert started.status_code == 200, started.text
         return task_id, token
 
+    def store_artifact(self, task_id: str, token: str, name: str, content: bytes) -> Json:
+        """Upload an artifact of a running task (the worker's); the stored file's record."""
+        stored = self.worker.put(f"/v1/tasks/{task_id}/artifacts/{name}", content=content,
+                                 headers={"X-Worker-Id": "w1", "X-Lease-Token": token})
+        assert stored.status_code == 201, stored.text
+        return dict(stored.json())
+
     def task_status(self, task_id: str) -> int:
         return self.client.get(f"/v1/tasks/{task_id}").status_code
 
@@ -174,10 +181,7 @@ def make_old(path: Path) -> None:
 
 def test_finished_tasks_are_purged_with_their_artifacts(housekeeping: Callers) -> None:
     task_id, token = housekeeping.run_task("purge-tasks")
-    stored = housekeeping.worker.put(
-        f"/v1/tasks/{task_id}/artifacts/report.csv", content=b"a,b\n1,2\n",
-        headers={"X-Worker-Id": "w1", "X-Lease-Token": token})
-    assert stored.status_code == 201, stored.text
+    housekeeping.store_artifact(task_id, token, "report.csv", b"a,b\n1,2\n")
     task_dir = artifacts_dir(housekeeping) / f"t_{task_id}"
     assert task_dir.is_dir()
     done = housekeeping.worker.post(f"/v1/tasks/{task_id}/result", json={
@@ -251,10 +255,7 @@ def test_unfinished_uploads_older_than_their_max_age_are_swept(housekeeping: Cal
 def test_orphan_artifact_directories_are_swept(housekeeping: Callers) -> None:
     # A directory of a task that exists stays, however old.
     task_id, token = housekeeping.run_task("orphans")
-    stored = housekeeping.worker.put(
-        f"/v1/tasks/{task_id}/artifacts/keep.txt", content=b"mine",
-        headers={"X-Worker-Id": "w1", "X-Lease-Token": token})
-    assert stored.status_code == 201, stored.text
+    stored = housekeeping.store_artifact(task_id, token, "keep.txt", b"mine")
     kept = artifacts_dir(housekeeping) / f"t_{task_id}"
     make_old(kept)
     # A directory whose task record is gone (a crash before its files went) ...
@@ -267,7 +268,7 @@ def test_orphan_artifact_directories_are_swept(housekeeping: Callers) -> None:
     (young / "new.bin@4567").write_bytes(b"new")
     # ... goes, once older than artifact_orphan_max_age; the others stay.
     eventually(orphan.exists, lambda there: not there)
-    assert (kept / f"keep.txt@{stored.json()['sha256']}").exists()
+    assert (kept / f"keep.txt@{stored['sha256']}").exists()
     assert young.exists()
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import functools
 from typing import Any
 
 import pytest
@@ -17,13 +17,11 @@ from leasegate.actors.queries.results import QueryResult
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.queries.turn import QueryTurn
 from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.mailbox import Ask
 from leasegate.clock import Clock
 from leasegate.errors import IdempotencyConflict, QueryLeaseInvalid, QueryNotFound
-from leasegate.http.render import to_json
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH, parked
+from tests.conftest import EPOCH, ask, assert_none_lost_at_hand_off, parked, started
 
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
@@ -32,15 +30,8 @@ QueryActor = Actor[Queries, QueryTurn]
 
 @pytest.fixture
 async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
-                settings: Settings) -> AsyncIterator[QueryActor]:
-    actor = open_queries(db, clock, settings)
-    await nursery.start(actor.run)
-    yield actor
-
-
-async def ask(q: QueryActor, message: Ask[Queries, Any]) -> Any:
-    """The reply as the API renders it."""
-    return to_json(await q.ref.ask(message))
+                settings: Settings) -> QueryActor:
+    return await started(nursery, open_queries(db, clock, settings))
 
 
 async def submit(q: QueryActor, query_id: str = "q1", site: str = "shop") -> dict[str, Any]:
@@ -194,35 +185,14 @@ async def test_caller_gone_at_hand_off_loses_nothing(
         queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:
     """Cancel a parked long-poll at every point around the hand-off: the query is
     either delivered to it or back in the queue at once (not after the lease TTL)."""
-    for cut in range(6):
-        query_id = f"q{cut}"
-        received: list[str] = []
-
-        async def waiter(scope_box: list[trio.CancelScope], received: list[str]) -> None:
-            with trio.CancelScope() as scope:
-                scope_box.append(scope)
-                got = await parked(queue, LeaseQueries("w1", wait=True),
-                                   deadline=trio.current_time() + 30,
-                                   give_back=release_message, on_timeout=())
-                received.extend(g["query_id"] for g in got)
-
-        async with trio.open_nursery() as nursery:
-            box: list[trio.CancelScope] = []
-            nursery.start_soon(waiter, box, received)
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(submit, queue, query_id)
-            for _ in range(cut):
-                await trio.lowlevel.checkpoint()
-            box[0].cancel()
-        await trio.testing.wait_all_tasks_blocked()
-        row = await status(queue, query_id)
-        if received:
-            assert row["status"] == "leased"
-        else:
-            assert (row["status"], row["attempts"]) == ("queued", 0), (cut, row)
-        # Clear the way for the next round.
+    async def clear() -> None:
         for g in await lease(queue, "cleanup", max=10):
             await ask(queue, QueryResult(g["query_id"], "cleanup", g["lease_token"], "succeeded"))
+
+    await assert_none_lost_at_hand_off(
+        queue, LeaseQueries("w1", wait=True), give_back=release_message, prefix="q",
+        submit=functools.partial(submit, queue), read=functools.partial(status, queue),
+        clear=clear)
 
 
 async def test_retention_purge(queue: QueryActor, autojump_clock: trio.testing.MockClock) -> None:

@@ -67,11 +67,8 @@ def run(gateway: served.Served, prelude: str, block: str) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[served.Served]:
-    gateway = served.start(tmp_path_factory.mktemp("readme"))
-    try:
+    with served.serving(tmp_path_factory.mktemp("readme")) as gateway:
         yield gateway
-    finally:
-        served.stop(gateway)
 
 
 def test_the_quick_starts_run_as_written(gateway: served.Served) -> None:

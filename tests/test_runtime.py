@@ -20,9 +20,9 @@ from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.parking import PARK, Park
 from leasegate.actors.runtime.turn import Turn
 from leasegate.clock import Clock
-from leasegate.errors import InternalError, StateConflict, Unavailable
+from leasegate.errors import InternalError, LeasegateError, StateConflict, Unavailable
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH
+from tests.conftest import EPOCH, started
 
 
 class Toy:
@@ -134,9 +134,7 @@ def open_toy(db: Database, clock: Clock, **kw: Any) -> ToyActor:
 
 @pytest.fixture
 async def toy(nursery: trio.Nursery, db: Database, clock: Clock) -> ToyActor:
-    actor = open_toy(db, clock, error_log_window=600)
-    await nursery.start(actor.run)
-    return actor
+    return await started(nursery, open_toy(db, clock, error_log_window=600))
 
 
 async def test_waiting_messages_share_one_commit(toy: ToyActor) -> None:
@@ -152,19 +150,25 @@ async def test_waiting_messages_share_one_commit(toy: ToyActor) -> None:
     assert toy.statistics().commits - before <= 3  # 50 callers, a handful of transactions
 
 
-async def test_a_refused_message_rolls_back_alone(toy: ToyActor) -> None:
-    results: dict[str, Any] = {}
+async def added_together(toy: ToyActor, *messages: Add) -> dict[str, object]:
+    """Each message's reply, or the error it was answered with, by name; all sent at once
+    (one group commit)."""
+    results: dict[str, object] = {}
 
     async def add(message: Add) -> None:
         try:
             results[message.name] = await toy.ref.ask(message)
-        except StateConflict as exc:
+        except LeasegateError as exc:
             results[message.name] = exc
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(add, Add("a"))
-        nursery.start_soon(add, Add("b", fail=True))
-        nursery.start_soon(add, Add("c"))
+        for message in messages:
+            nursery.start_soon(add, message)
+    return results
+
+
+async def test_a_refused_message_rolls_back_alone(toy: ToyActor) -> None:
+    results = await added_together(toy, Add("a"), Add("b", fail=True), Add("c"))
     assert results["a"] == "a" and results["c"] == "c"
     assert isinstance(results["b"], StateConflict) and results["b"].code == 6003
     assert await toy.ref.ask(Count()) == 2
@@ -215,19 +219,8 @@ async def test_failing_job_is_logged_once_per_window_and_retried(
 
 async def test_a_bug_in_one_message_fails_that_message_alone(
         toy: ToyActor, caplog: pytest.LogCaptureFixture) -> None:
-    results: dict[str, object] = {}
-
-    async def add(message: Add) -> None:
-        try:
-            results[message.name] = await toy.ref.ask(message)
-        except InternalError as exc:
-            results[message.name] = exc
-
     with caplog.at_level(logging.ERROR, logger="leasegate.actors"):
-        async with trio.open_nursery() as nursery:  # one group commit
-            nursery.start_soon(add, Add("a"))
-            nursery.start_soon(add, Add("b", crash=True))
-            nursery.start_soon(add, Add("c"))
+        results = await added_together(toy, Add("a"), Add("b", crash=True), Add("c"))
     assert results["a"] == "a" and results["c"] == "c"
     failed = results["b"]
     assert isinstance(failed, InternalError) and (failed.code, failed.status) == (5000, 500)

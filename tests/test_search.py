@@ -4,7 +4,6 @@ a 400; a text search reads a bounded window and says how much it read."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,24 +12,17 @@ import pytest
 from leasegate.actors.payloads import canonical_json
 from leasegate.storage import search_sql, tasks_sql
 from leasegate.storage.connection import transaction
-from leasegate.storage.database import migrate, open_database
 from leasegate.storage.engine import Connection
 from leasegate.storage.job_errors_sql import record_detail
 from leasegate.storage.search_sql import Search
 from tests.conftest import Gateway
 from tests.test_http_tasks import call, fence, finish, lease_one, start, submit
+from tests.test_sql_engines import conn
+
+__all__ = ["conn"]  # the fixture, on both engines
 
 NOW = 1_000.0
 TEXT_COLUMNS = ("params", "error_message", "error_type")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def conn(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Connection]:
-    url = None if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    db = open_database(url, tmp_path, synchronous="OFF", inline=True)
-    db.run_sync(migrate)
-    yield db.run_sync(lambda c: c)
-    db.close()
 
 
 def add(conn: Connection, task_id: str, *, at: float, params: Any = None, **more: Any) -> None:

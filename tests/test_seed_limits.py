@@ -14,7 +14,7 @@ import trio.testing
 
 from leasegate.client import Client
 from tests.conftest import Gateway
-from tests.served import Served, restart, start, stop
+from tests.served import Served, restart, serving, stop
 from tests.test_http_tasks import BATCH, call, control, finish, get, running, submit
 
 DEVICE_ENV = {"LEASEGATE_DEVICE_PAUSE_AFTER": "1", "LEASEGATE_DEVICE_CANCEL_AFTER": "3",
@@ -50,10 +50,8 @@ async def test_a_paused_task_expires_after_task_ttl_and_its_hold_is_settled(
 
 @pytest.fixture
 def devices_gateway(tmp_path: Path) -> Iterator[Served]:
-    served = start(tmp_path / "var", DEVICE_ENV)
-    yield served
-    if served.process.poll() is None:
-        stop(served)
+    with serving(tmp_path / "var", DEVICE_ENV) as served:
+        yield served
 
 
 def test_a_device_silent_through_a_restart_goes_straight_to_gone(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ import trio.testing
 
 from leasegate.actors.pages import Page
 from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.tasks.actor import open_tasks
 from leasegate.actors.tasks.control import ControlTask, ReclaimAction, ReclaimTask
 from leasegate.actors.tasks.fenced import RenewTask, StartTask, TaskOutcome, TaskResult
@@ -40,10 +38,9 @@ from leasegate.errors import (
     TaskNotFound,
     Unavailable,
 )
-from leasegate.http.render import to_json
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
-from tests.conftest import EPOCH, open_db, parked
+from tests.conftest import EPOCH, ask, assert_none_lost_at_hand_off, open_db, parked, started
 
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
@@ -55,15 +52,8 @@ DAY = 86400.0
 
 @pytest.fixture
 async def queue(nursery: trio.Nursery, db: Database, clock: Clock,
-                settings: Settings) -> AsyncIterator[TaskActor]:
-    actor = open_tasks(db, clock, settings)
-    await nursery.start(actor.run)
-    yield actor
-
-
-async def ask(q: TaskActor, message: Ask[Tasks, Any]) -> Any:
-    """The reply as the API renders it."""
-    return to_json(await q.ref.ask(message))
+                settings: Settings) -> TaskActor:
+    return await started(nursery, open_tasks(db, clock, settings))
 
 
 async def submit(q: TaskActor, task_id: str = "t1", site: str = "shop", account: str = "-",
@@ -808,34 +798,14 @@ async def test_caller_gone_at_hand_off_loses_nothing(
         queue: TaskActor, autojump_clock: trio.testing.MockClock) -> None:
     """Cancel a parked long-poll at every point around the hand-off: the task is
     either delivered to it or back in the queue at once (not after the claim window)."""
-    for cut in range(6):
-        task_id = f"t{cut}"
-        received: list[str] = []
-
-        async def waiter(scope_box: list[trio.CancelScope], received: list[str]) -> None:
-            with trio.CancelScope() as scope:
-                scope_box.append(scope)
-                got = await parked(queue,
-                    LeaseTasks("w1", wait=True), deadline=trio.current_time() + 30,
-                    give_back=release_message, on_timeout=())
-                received.extend(g["task_id"] for g in got)
-
-        async with trio.open_nursery() as nursery:
-            box: list[trio.CancelScope] = []
-            nursery.start_soon(waiter, box, received)
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(submit, queue, task_id)
-            for _ in range(cut):
-                await trio.lowlevel.checkpoint()
-            box[0].cancel()
-        await trio.testing.wait_all_tasks_blocked()
-        row = await get(queue, task_id)
-        if received:
-            assert row["status"] == "leased"
-        else:
-            assert (row["status"], row["attempts"]) == ("queued", 0), (cut, row)
+    async def clear() -> None:
         for g in await lease(queue, "cleanup", max=10):
             await ask(queue, ControlTask(g["task_id"], "cancel"))
+
+    await assert_none_lost_at_hand_off(
+        queue, LeaseTasks("w1", wait=True), give_back=release_message, prefix="t",
+        submit=functools.partial(submit, queue), read=functools.partial(get, queue),
+        clear=clear)
 
 
 async def test_drain_answers_parked_leases_and_refuses_new_ones(

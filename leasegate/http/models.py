@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import (
     BaseModel,
@@ -139,6 +139,23 @@ class ErrorBody(Strict):
                          Field(description="Where it was raised: at most 8,192 "
                                            "characters (the SDK cuts a longer one at "
                                            "a line and says so).")] | None = None
+
+
+class ReportedError(TypedDict):
+    """A worker's error as the actors' result messages take it."""
+    error_code: int | None
+    error_message: str | None
+    error_type: str | None
+    error_traceback: str | None
+
+
+def reported_error(error: ErrorBody | None) -> ReportedError:
+    """The error a result reports, or none (each field None)."""
+    if error is None:
+        return {"error_code": None, "error_message": None, "error_type": None,
+                "error_traceback": None}
+    return {"error_code": error.code, "error_message": error.message,
+            "error_type": error.type, "error_traceback": error.traceback}
 
 
 class QueryResultBody(Strict):

@@ -35,6 +35,7 @@ from leasegate.http.models import (
     SubmitQueryBody,
     WaitArgs,
     page,
+    reported_error,
 )
 from leasegate.http.models_search import QueryListArgs
 from leasegate.http.render import to_json
@@ -159,8 +160,5 @@ def _result_message(query_id: str, worker_id: str, sites: tuple[str, ...] | None
     check_json_field("result", body.result, limit)
     return QueryResult(
         query_id=query_id, worker_id=worker_id, lease_token=body.lease_token, sites=sites,
-        outcome=body.outcome, result=body.result,
-        error_code=body.error.code if body.error else None,
-        error_message=body.error.message if body.error else None,
-        error_type=body.error.type if body.error else None,
-        error_traceback=body.error.traceback if body.error else None, cost=body.cost)
+        outcome=body.outcome, result=body.result, **reported_error(body.error),
+        cost=body.cost)

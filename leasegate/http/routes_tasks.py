@@ -51,6 +51,7 @@ from leasegate.http.models import (
     TaskSubmitted,
     WaitArgs,
     page,
+    reported_error,
 )
 from leasegate.http.models_search import TaskListArgs
 from leasegate.http.render import to_json
@@ -296,11 +297,7 @@ def _result_message(task_id: str, worker_id: str, sites: tuple[str, ...] | None,
     check_json_field("progress", body.progress, limit)
     return TaskResult(
         task_id=task_id, worker_id=worker_id, lease_token=body.lease_token, sites=sites,
-        outcome=body.outcome, result=body.result,
-        error_code=body.error.code if body.error else None,
-        error_message=body.error.message if body.error else None,
-        error_type=body.error.type if body.error else None,
-        error_traceback=body.error.traceback if body.error else None,
+        outcome=body.outcome, result=body.result, **reported_error(body.error),
         cost=body.cost, progress=body.progress)
 
 

@@ -3,6 +3,7 @@ page, the ledger, workers and devices, API keys."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, get_args
 
 from quart import Response, redirect, request, url_for
@@ -20,7 +21,7 @@ from leasegate.errors import InvalidRequest, QueryNotFound, TaskNotFound
 from leasegate.http.console.blueprint import activity, bp, page
 from leasegate.http.console.search import form_search, message_fields
 from leasegate.http.context import system
-from leasegate.http.models_search import QueryListArgs, TaskListArgs
+from leasegate.http.models_search import QueryListArgs, SearchArgs, TaskListArgs
 from leasegate.http.numbers import whole_number
 from leasegate.http.render import to_json
 from leasegate.http.routes_admin import health_report
@@ -104,18 +105,30 @@ async def overview() -> Response:
         charts=activity().charts(sys.clock.now()))
 
 
+async def _named_job(args: SearchArgs, shown: dict[str, str],
+                     get: Callable[[str, None], Awaitable[object]], missing: type[Exception],
+                     page_of: Callable[[str], str]) -> Redirect | None:
+    """A search by an id alone that names a job opens the job's page; None when it names
+    none (the id is then the start of ids, listed)."""
+    if args.id_prefix is None or not shown.keys() <= {"id"}:
+        return None
+    try:
+        await get(args.id_prefix, None)
+    except missing:
+        return None
+    return redirect(page_of(args.id_prefix), 303)
+
+
 @bp.get("/tasks")
 async def tasks() -> Response | Redirect:
     """Stale tasks first (each with what its last lease left and the reclaim form),
     then a search (``console.search``); an id alone that names a task opens it."""
     args, shown = form_search(TaskListArgs)
     sys = system()
-    if args.id_prefix is not None and shown.keys() <= {"id"}:
-        try:
-            await sys.jobs.tasks.get(args.id_prefix, None)
-            return redirect(url_for("console.task", task_id=args.id_prefix), 303)
-        except TaskNotFound:
-            pass  # the start of ids: listed below
+    named = await _named_job(args, shown, sys.jobs.tasks.get, TaskNotFound,
+                             lambda task_id: url_for("console.task", task_id=task_id))
+    if named is not None:
+        return named
     stale = await sys.tasks.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
     artifacts = {task.task_id: to_json((await sys.tasks.ask(
         ListArtifacts(task.task_id))).items) for task in stale.items}
@@ -130,12 +143,10 @@ async def tasks() -> Response | Redirect:
 async def queries() -> Response | Redirect:
     args, shown = form_search(QueryListArgs)
     sys = system()
-    if args.id_prefix is not None and shown.keys() <= {"id"}:
-        try:
-            await sys.jobs.queries.get(args.id_prefix, None)
-            return redirect(url_for("console.query", query_id=args.id_prefix), 303)
-        except QueryNotFound:
-            pass
+    named = await _named_job(args, shown, sys.jobs.queries.get, QueryNotFound,
+                             lambda query_id: url_for("console.query", query_id=query_id))
+    if named is not None:
+        return named
     found = await sys.jobs.queries.page(ListQueries(status=args.status,
                                                     **message_fields(args)))
     return await page("queries.html", live=f"{ALL_EVENTS}?channel=query", found=to_json(found),
