@@ -120,6 +120,7 @@ class System:
         self.clock = clock
         self._inline = inline_storage
         self.allow_unbalanced = allow_unbalanced
+        self._draining = False  # set by drain(); read by every request (a flag, not a walk)
         self._databases: list[Database] = []
         self._setup = self._database("setup")
         # Every inbox first, so that each actor is opened with the refs it tells or
@@ -387,10 +388,11 @@ class System:
 
     @property
     def draining(self) -> bool:
-        return any(actor.draining for actor in self.actors)
+        return self._draining
 
     def drain(self) -> None:
         """Parked long-polls answer with an empty list; new ones are refused."""
+        self._draining = True
         for actor in self.actors:
             actor.drain()
         self.events.close()  # live event streams end; their clients come back later
