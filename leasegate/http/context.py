@@ -16,8 +16,8 @@ def system() -> System:
 
 
 # The request headers the gateway reads itself (lower case, as in the ASGI scope).
-READ = frozenset({b"authorization", b"x-request-id", b"content-length", b"transfer-encoding",
-                  b"expect"})
+READ = frozenset({b"authorization", b"x-request-id", b"content-length", b"content-type",
+                  b"transfer-encoding", b"expect"})
 SEEN = "leasegate.headers"  # the scope's key of what make_request found of READ
 
 
