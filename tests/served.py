@@ -65,9 +65,27 @@ def start(data: Path, env: dict[str, str] | None = None, *, port: int | None = N
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, **TEST_ENV, **(env or {})},
     )
-    keys = dict(keys or {})
+    try:
+        keys, seen = _wait_ready(process, dict(keys or {}))
+    except BaseException:
+        # A server that never said it serves is killed here: no test would stop it, and
+        # on a loaded machine the ones left running made the next starts slower still.
+        process.kill()
+        process.wait()
+        raise
+    served = Served(process, f"http://127.0.0.1:{port}", keys, data, dict(env or {}),
+                    log_level=log_level, startup=seen)
+    if collect_output:
+        threading.Thread(target=_collect, args=(process.stdout, served.output),
+                         daemon=True).start()
+    return served
+
+
+def _wait_ready(process: subprocess.Popen[str],
+                keys: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Read the server's output until it serves; the keys it printed and what it said."""
     assert process.stdout is not None
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # generous: a shared machine's load varies tenfold
     seen: list[str] = []
     for line in process.stdout:
         seen.append(line)
@@ -75,16 +93,9 @@ def start(data: Path, env: dict[str, str] | None = None, *, port: int | None = N
         if len(parts) >= 2 and parts[0] in ROLES and parts[1].startswith("lg_"):
             keys[parts[0]] = parts[1]
         if "serving http://" in line:
-            break
+            return keys, seen
         assert time.monotonic() < deadline, "server did not start"
-    else:
-        raise AssertionError(f"server exited: {process.wait()}\n{''.join(seen[-20:])}")
-    served = Served(process, f"http://127.0.0.1:{port}", keys, data, dict(env or {}),
-                    log_level=log_level, startup=seen)
-    if collect_output:
-        threading.Thread(target=_collect, args=(process.stdout, served.output),
-                         daemon=True).start()
-    return served
+    raise AssertionError(f"server exited: {process.wait()}\n{''.join(seen[-20:])}")
 
 
 def _collect(stream: IO[str], into: list[str]) -> None:
