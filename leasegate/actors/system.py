@@ -121,6 +121,7 @@ class System:
         self.clock = clock
         self._inline = inline_storage
         self.allow_unbalanced = allow_unbalanced
+        self._draining = False  # set by drain(); read by every request (a flag, not a walk)
         self._databases: list[Database] = []
         # SQLite's commit pipeline: one WAL sync for every connection to the file.
         self._wal_sync = (WalSync(db_path, inline=inline_storage)
@@ -394,10 +395,11 @@ class System:
 
     @property
     def draining(self) -> bool:
-        return any(actor.draining for actor in self.actors)
+        return self._draining
 
     def drain(self) -> None:
         """Parked long-polls answer with an empty list; new ones are refused."""
+        self._draining = True
         for actor in self.actors:
             actor.drain()
         self.events.close()  # live event streams end; their clients come back later

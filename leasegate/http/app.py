@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from quart import Response, g, request
+from quart import Response
+from quart.globals import _cv_app, _cv_request
 from quart.json.provider import DefaultJSONProvider
 from quart_schema import QuartSchema
 from quart_trio import QuartTrio
@@ -184,9 +185,13 @@ def create_app(system: System) -> QuartTrio:
 
     @app.after_request
     async def count(response: Response) -> Response:
-        route = request.url_rule.rule if request.url_rule else "unmatched"
-        metrics.observe(request.method, route, response.status_code, g.get("started"))
-        if "request_id" in g:
-            response.headers["X-Request-Id"] = g.request_id
+        # The contexts themselves, not Quart's proxies (a lookup each read).
+        request, g = _cv_request.get().request, _cv_app.get().g
+        rule = request.url_rule
+        metrics.observe(request.method, rule.rule if rule else "unmatched",
+                        response.status_code, g.get("started"))
+        request_id = g.get("request_id")
+        if request_id is not None:
+            response.headers["X-Request-Id"] = request_id
         return response
     return app

@@ -22,13 +22,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
-from quart import g, request
+from quart import Request, g, request
 
 from leasegate.actors.keys.records import LookupKey
 from leasegate.actors.keys.views import KeyRecord, Principal
 from leasegate.actors.system import System
 from leasegate.errors import Forbidden, RateLimited, Unauthorized
 from leasegate.http.console.sessions import COOKIE, Sessions
+from leasegate.http.context import header as gateway_header
 from leasegate.http.limits import RateLimiter, address_key
 from leasegate.keyformat import secret_matches, split_key
 
@@ -161,8 +162,9 @@ class Authenticator:
         self.charge_address()
         raise Unauthorized(message)
 
-    async def authenticate(self) -> Principal:
-        header = request.headers.get("Authorization", "")
+    async def authenticate(self, request: Request = request) -> Principal:
+        """The caller of ``request`` (the current request's proxy by default)."""
+        header = gateway_header(request, b"authorization") or ""
         if (not header and request.method in ("GET", "HEAD") and COOKIE in request.cookies
                 and request.path.startswith("/v1/")):
             # The console's session stands for its admin key on reads of /v1 (its

@@ -32,7 +32,7 @@ sends none (or sends it only after reading the answer) has its answer at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import trio
@@ -62,7 +62,10 @@ def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None
 
 
 def declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
-    value = _header(headers, b"content-length")
+    return _length(_header(headers, b"content-length"))
+
+
+def _length(value: bytes | None) -> int | None:
     if value is None or not value.strip().isdigit():
         return None
     return int(value)
@@ -73,11 +76,17 @@ def withholds_continue(settings: Settings, scope: Message) -> bool:
     refuses anyway (its declared length is over the route's limit): it gets its
     413 without a 100, and its body never comes."""
     headers = scope.get("headers", [])
-    expect = _header(headers, b"expect")
+    return _withholds(settings, scope, _header(headers, b"expect"),
+                      _header(headers, b"content-length"))
+
+
+def _withholds(settings: Settings, scope: Message, expect: bytes | None,
+               length: bytes | None) -> bool:
     if expect is None or expect.strip().lower() != b"100-continue":
         return False
-    length = declared_length(headers)
-    return length is not None and length > body_limit(settings, scope["method"], scope["path"])
+    declared = _length(length)
+    return declared is not None and declared > body_limit(settings, scope["method"],
+                                                          scope["path"])
 
 
 class BodyLimits:
@@ -101,17 +110,24 @@ class Exchange:
                  "disconnected", "limits", "received", "settled", "status", "withheld")
 
     def __init__(self, limits: BodyLimits, scope: Message, receive: ASGIReceiveCallable,
-                 send: ASGISendCallable) -> None:
+                 send: ASGISendCallable, seen: Mapping[bytes, bytes] | None = None) -> None:
+        """``seen``: the first value of each of the headers ``content-length``,
+        ``transfer-encoding`` and ``expect`` the scope has, when the caller has looked
+        already (else they are looked up here)."""
         self.limits = limits
         self._receive = receive
         self._send = send
-        headers = scope.get("headers", [])
-        self.declared = declared_length(headers)
-        chunked = _header(headers, b"transfer-encoding") is not None
+        if seen is None:
+            headers = scope.get("headers", [])
+            seen = {name: value for name in (b"content-length", b"transfer-encoding", b"expect")
+                    if (value := _header(headers, name)) is not None}
+        length = seen.get(b"content-length")
+        self.declared = _length(length)
+        chunked = b"transfer-encoding" in seen
         # No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body.
         self.complete = not chunked and not self.declared
         self.disconnected = False
-        self.withheld = withholds_continue(limits.settings, scope)
+        self.withheld = _withholds(limits.settings, scope, seen.get(b"expect"), length)
         self.discarding = False
         self.received = 0
         # Set once the body is complete, gone, or past the bound; made by _discard.

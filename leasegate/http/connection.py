@@ -13,7 +13,11 @@ quart-trio's, with what used to be separate layers folded in:
 * **the body guard** (``body_guard.Exchange``) on every HTTP/1.x request, in
   the same ``receive``/``send`` (no ASGI middleware around the app);
 * **the request made here**, from the scope, as Quart makes it (headers, path,
-  limits), through the public ``app.request_class``;
+  limits), through the public ``app.request_class``, in one walk of the scope's
+  headers that also picks out the few the gateway reads itself (``context.READ``,
+  for ``context.header``, the body guard and the key): a werkzeug ``Headers`` lookup walks
+  them all, lower-casing each name, and a miss (no ``X-Request-Id``) is the
+  dearest;
 * **a sized answer in two ASGI messages**: its head, then its whole body as the
   last message (Quart sends the body and then an empty end of it: one more trip
   through hypercorn per request). Streams (files, event streams) go chunk by
@@ -45,11 +49,10 @@ from werkzeug.datastructures import Headers
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from leasegate.http.body_guard import BodyLimits, Exchange, Message
+from leasegate.http.context import READ, SEEN
 from leasegate.settings import Settings
 
 HTTP1 = frozenset({"1.0", "1.1"})
-
-
 def connection_class(settings: Settings) -> type[GatewayConnection]:
     """The connection class of an app serving with ``settings``' body limits."""
 
@@ -67,11 +70,12 @@ class GatewayConnection(TrioASGIHTTPConnection):
     limits: BodyLimits
 
     async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        request = self.make_request()
         if self.scope["http_version"] in HTTP1:
             # HTTP/2 streams end on their own (and forbid a Connection header).
-            exchange = Exchange(self.limits, cast(Message, self.scope), receive, send)
+            exchange = Exchange(self.limits, cast(Message, self.scope), receive, send,
+                                cast(Message, self.scope)[SEEN])
             receive, send = exchange.receive, exchange.send
-        request = self.make_request()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.handle_messages, nursery, request, receive)
             await self.handle_request(nursery, request, send)
@@ -80,10 +84,18 @@ class GatewayConnection(TrioASGIHTTPConnection):
         """The request of this scope, as Quart's connection makes it."""
         scope: HTTPScope = self.scope
         config = self.app.config
-        headers = Headers()
-        headers["Remote-Addr"] = (scope.get("client") or ["<local>"])[0]
+        items = [("Remote-Addr", (scope.get("client") or ["<local>"])[0])]
+        seen: dict[bytes, bytes] = {}
         for name, value in scope["headers"]:
-            headers.add(name.decode("latin1").title(), value.decode("latin1"))
+            items.append((name.decode("latin1").title(), value.decode("latin1")))
+            lower = name.lower()
+            if lower in READ and lower not in seen:
+                seen[lower] = value
+        cast(Message, scope)[SEEN] = seen
+        headers = Headers()
+        # The list itself, as Headers.add would append each pair: its checks (no newline
+        # in a value) are h11's too, before a request reaches us.
+        headers._list = items
         if scope["http_version"] < "1.1":
             headers.setdefault("Host", config["SERVER_NAME"] or "")
         path = scope["path"]

@@ -16,8 +16,8 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from quart import Quart, g
-from quart.globals import request_ctx
+from quart import Quart
+from quart.globals import _cv_app, _cv_request
 from quart_schema.validation import QUART_SCHEMA_QUERYSTRING_ATTRIBUTE
 
 from leasegate.actors.keys.views import Principal
@@ -26,6 +26,7 @@ from leasegate.actors.system import System
 from leasegate.errors import Forbidden, InvalidRequest, MethodNotAllowed, Unavailable
 from leasegate.http import docs, errors
 from leasegate.http.auth import Authenticator
+from leasegate.http.context import header
 from leasegate.ids import ID_RULE, is_id
 
 ID_ARGS = ("task_id", "query_id", "key_id", "device_id", "site")
@@ -84,12 +85,15 @@ class Preflight:
     async def check(self) -> None:
         """The before-request hook (a coroutine function: Quart runs any other kind
         on a thread)."""
-        request = request_ctx.request
+        # The contexts themselves, not through Quart's proxies (request, g), which
+        # cost a lookup each time they are read.
+        request = _cv_request.get().request
+        g = _cv_app.get().g
         g.started = time.perf_counter()
         if self.system.draining:
             _refuse_while_draining(self.system)
         # Every message this request sends carries its id (actors' log lines name it).
-        given = request.headers.get("X-Request-Id")
+        given = header(request, b"x-request-id")
         g.request_id = rid = given if is_id(given) else new_request_id()
         request_id.set(rid)
         plan = self.plan(request.endpoint)
@@ -113,7 +117,7 @@ class Preflight:
             raise InvalidRequest(f"unknown query parameter(s): {names}")
         if plan.public:
             return
-        g.principal = principal = await self.authenticator.authenticate()
+        g.principal = principal = await self.authenticator.authenticate(request)
         if plan.roles is not None:  # before the body is read: the wrong key costs nothing
             check_roles(principal, plan.roles)
         if plan.id_args:

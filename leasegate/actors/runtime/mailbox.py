@@ -193,6 +193,20 @@ class Ref(Generic[A]):
         self._send = send
         self._leave = leave  # the actor's Parking.leave: a caller gone is unparked at once
 
+    async def _deliver(self, env: Envelope[Any]) -> None:
+        """Put ``env`` in the inbox, waiting only while it is full. A checkpoint for
+        cancellation alone (cancelled: nothing sent): the caller's wait for the
+        reply is where it yields, so the send does not yield once more (as the
+        channel's ``send`` does) on the way there."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            try:
+                self._send.send_nowait(env)
+            except trio.WouldBlock:
+                await self._send.send(env)  # back-pressure
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise _gone() from None
+
     async def tell(self, message: Tell[A]) -> None:
         """Deliver ``message``; no reply. Cancellation: the message was not sent."""
         try:
@@ -216,10 +230,7 @@ class Ref(Generic[A]):
         """
         reply = Reply[R]()
         env = Envelope(message, reply)
-        try:
-            await self._send.send(env)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            raise _gone() from None
+        await self._deliver(env)
         try:
             result = await reply.receive()
         except trio.EndOfChannel:
@@ -253,10 +264,7 @@ class Ref(Generic[A]):
         received: outcome.Outcome[R] | None = None
         delivered = False
         try:
-            try:
-                await self._send.send(env)
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                raise _gone() from None
+            await self._deliver(env)
             received = await reply.receive()
             if received is TIMED_OUT:
                 return on_timeout
