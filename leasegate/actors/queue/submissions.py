@@ -21,7 +21,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, Self, TypeVar, cast
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.turn import QueueTurn
@@ -167,8 +167,8 @@ def handle_submits(handlers: Handlers[Any, QT], one: type[S],
                    many: Callable[..., Batch[Any, S, R]], how: Submitting[QT, S, R]) -> None:
     """Register a channel's submit handlers: of ``one`` (:func:`submit_one`) and of its
     batch ``many`` (:func:`submit_all`, else each item in a savepoint of its own)."""
-    def submit(turn: QT, m: Submit[Any, Any]) -> R:  # the runtime checks it is a ``one``
-        return submit_one(turn, cast(S, m), how)
+    def submit(turn: QT, m: S) -> R:
+        return submit_one(turn, m, how)
 
     handlers.on(one)(submit)
     handlers.each(many, submit, lambda turn, items: submit_all(turn, items, how))
