@@ -167,7 +167,8 @@ def handle_submits(handlers: Handlers[Any, QT], one: type[S],
                    many: Callable[..., Batch[Any, S, R]], how: Submitting[QT, S, R]) -> None:
     """Register a channel's submit handlers: of ``one`` (:func:`submit_one`) and of its
     batch ``many`` (:func:`submit_all`, else each item in a savepoint of its own)."""
-    def submit(turn: QT, m: S) -> R:
+    def submit(turn: QT, m: Submit[Any, Any]) -> R:
+        assert isinstance(m, one)  # the runtime routes only ``one`` here; this narrows it
         return submit_one(turn, m, how)
 
     handlers.on(one)(submit)
