@@ -1,4 +1,4 @@
-"""SQL both job tables share: a job by id, a new job (or a batch of them, in one
+"""SQL both job tables share: a job by id (or many, in one statement), a new job (or a batch of them, in one
 statement), which of some ids are taken, and the purge of finished jobs
 (each leaving a tombstone that keeps its id taken) and of tombstones past theirs.
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row
-from leasegate.storage.rows import insert_new, insert_rows, known_ids
+from leasegate.storage.rows import insert_new, insert_rows, known_ids, rows_by_key
 
 
 class JobTable:
@@ -38,6 +38,10 @@ class JobTable:
     def get(self, conn: Connection, job_id: str) -> Row | None:
         row: Row | None = conn.execute(self._get, (job_id,)).fetchone()
         return row
+
+    def get_many(self, conn: Connection, job_ids: Sequence[str]) -> dict[str, Row]:
+        """The jobs of ``job_ids`` (one that does not exist left out), by id, in one read."""
+        return rows_by_key(conn, self.table, self.key, job_ids)
 
     def get_or_tombstone(self, conn: Connection, job_id: str) -> Row | None:
         """The job, else the tombstone of a purged one (tenant, fingerprint, status)."""
