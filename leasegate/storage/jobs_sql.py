@@ -1,6 +1,7 @@
-"""SQL both job tables share: a job by id (or many, in one statement), a new job (or a batch of them, in one
-statement), which of some ids are taken, and the purge of finished jobs
-(each leaving a tombstone that keeps its id taken) and of tombstones past theirs.
+"""SQL both job tables share: a job by id (or many, in one statement), a new job (or
+a batch of them, in one statement), which of some ids are taken, and the purge of
+finished jobs (each leaving a tombstone that keeps its id taken) and of tombstones
+past theirs.
 
 ``tasks_sql`` and ``queries_sql`` each name their table once (``JobTable``) and
 export these as their own functions (``tasks_sql.get``), beside what only they do.
