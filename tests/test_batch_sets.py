@@ -164,9 +164,9 @@ def spy_finishes(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[int]:
     sizes: list[int] = []
     real = module.finish_many
 
-    def spy(conn: Connection, finishes: Any, now: float) -> int:
+    def spy(conn: Connection, finishes: Any, now: float) -> list[Any]:
         sizes.append(len(finishes))
-        done: int = real(conn, finishes, now)
+        done: list[Any] = real(conn, finishes, now)
         return done
 
     monkeypatch.setattr(module, "finish_many", spy)

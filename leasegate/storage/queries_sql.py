@@ -106,7 +106,7 @@ def finish(conn: Connection, query_id: str, token: str, status: str, now: float,
     """leased → an outcome: the row after it, or None if the lease is not current."""
     done = finish_many(conn, [(query_id, token, status, result, error_code, error_message,
                                cost, digest)], now)
-    return get(conn, query_id) if done == 1 else None
+    return done[0] if done else None
 
 
 # What each query's outcome sets (finish_many), after its id: name and SQL type.
@@ -115,11 +115,12 @@ FINISH: Final = {"lease_token": "TEXT", "status": "TEXT", "result": "TEXT",
                  "outcome_digest": "TEXT"}
 
 
-def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]], now: float) -> int:
+def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
+                now: float) -> list[Row]:
     """leased → an outcome for each query, in one UPDATE: each of ``finishes`` is
     ``(query_id, lease_token, status, result, error_code, error_message, cost,
     digest)`` (:data:`FINISH`); a query whose lease is not that token is left as it
-    was. How many were finished."""
+    was. The finished rows, as they are now (in no order)."""
     return update_rows(conn, "queries", "query_id", FINISH, finishes, (
         "status = v.status, lease_expires_at = NULL, result = v.result, "
         "error_code = v.error_code, error_message = v.error_message, cost = v.cost, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from leasegate.storage.engine import Connection, Row
+from leasegate.storage.engine import Connection, Row, respelled
 
 
 def marks(values: Sequence[Any]) -> str:
@@ -76,24 +76,26 @@ def rows_by_key(conn: Connection, table: str, key: str, ids: Sequence[str]) -> d
 
 def update_rows(conn: Connection, table: str, key: str, columns: Mapping[str, str],
                 rows: Sequence[Sequence[Any]], changes: str, args: Sequence[Any],
-                where: str) -> int:
+                where: str) -> list[Row]:
     """Many rows updated in one statement, each with values of its own: each of ``rows``
     is an id then a value per one of ``columns`` (name: its SQL type), a row of the
     table ``v`` that ``changes`` (the SET list, ``args`` its placeholders) and ``where``
-    (beside ``{table}.{key} = v.{key}``; no placeholders) read as ``v.<name>``. How many
-    rows changed (one ``where`` refuses is left as it was).
+    (beside ``{table}.{key} = v.{key}``; no placeholders) read as ``v.<name>``. The rows
+    that changed, as they are now, in no order (one ``where`` refuses is left as it was).
 
-    ``UPDATE ... FROM (VALUES ...)``, as SQLite (3.33 on) and PostgreSQL both take it
-    (not led by ``WITH``: Python's sqlite3 counts no rowcount for such a statement). The
-    first row's values are cast to their types: PostgreSQL types a ``VALUES`` column of
-    NULLs only as text, which an integer column refuses. As :func:`insert_new`, the
-    names are the caller's constants, never a client's."""
+    ``UPDATE ... FROM (VALUES ...) RETURNING``, as SQLite (3.35 on) and PostgreSQL both
+    take it (PostgreSQL's ``*`` would return ``v`` too). The first row's values are cast
+    to their types: PostgreSQL types a ``VALUES`` column of NULLs only as text, which an
+    integer column refuses. As :func:`insert_new`, the names are the caller's constants,
+    never a client's."""
     names = [key, *columns]
     first = ", ".join(["?", *(f"CAST(? AS {kind})" for kind in columns.values())])
     values = ", ".join([f"({first})", *[f"({marks(names)})"] * (len(rows) - 1)])
     listed = ", ".join(f"column{n} AS {name}" for n, name in enumerate(names, 1))
-    cur = conn.execute(
+    statement = respelled(
         f"UPDATE {table} SET {changes} FROM (SELECT {listed} FROM (VALUES {values}) "
-        f"AS listed) AS v WHERE {table}.{key} = v.{key} AND {where}",
-        [*args, *(value for row in rows for value in row)])
-    return cur.rowcount
+        f"AS listed) AS v WHERE {table}.{key} = v.{key} AND {where} RETURNING *",
+        (" RETURNING *", f" RETURNING {table}.*"))
+    changed: list[Row] = conn.execute(
+        statement, [*args, *(value for row in rows for value in row)]).fetchall()
+    return changed

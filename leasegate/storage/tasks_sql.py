@@ -177,7 +177,7 @@ def finish(conn: Connection, task_id: str, from_status: str, token: str, status:
     the row after it, or None if the call does not hold the lease."""
     done = finish_many(conn, [(task_id, from_status, token, status, result, error_code,
                                error_message, cost, progress, digest, int(late))], now)
-    return get(conn, task_id) if done == 1 else None
+    return done[0] if done else None
 
 
 # What each task's outcome sets (finish_many), after its id: name and SQL type.
@@ -187,11 +187,13 @@ FINISH: Final = {"from_status": "TEXT", "lease_token": "TEXT", "status": "TEXT",
                  "late_result": "SMALLINT"}
 
 
-def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]], now: float) -> int:
+def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
+                now: float) -> list[Row]:
     """running (or stale, a late result) → a worker's outcome for each task, in one
     UPDATE: each of ``finishes`` is ``(task_id, from_status, lease_token, status, result,
     error_code, error_message, cost, progress, digest, late)`` (:data:`FINISH`); a task
-    no longer in ``from_status`` under that token is left as it was. How many were.
+    no longer in ``from_status`` under that token is left as it was. The finished
+    rows, as they are now (in no order).
 
     The lease owner and token stay on the row so an identical retry is
     recognised; ``paused`` leaves the task unfinished (no ``completed_at``).

@@ -49,9 +49,9 @@ class ResultSQL(Protocol):
         ...
 
     def finish_many(self, conn: Connection, finishes: Sequence[Sequence[Any]],
-                    now: float, /) -> int:
+                    now: float, /) -> list[Row]:
         """Each ``(job_id, *Finish.values)`` written in one statement unless its lease
-        changed: how many were."""
+        changed: the rows written, as they are now."""
         ...
 
 
@@ -122,21 +122,26 @@ class Reporting(Generic[QT, M, V]):
 
     def _finish(self, turn: QT, accepted: Sequence[tuple[int, M, Row, Finish]],
                 ) -> list[tuple[int, V]]:
-        """The accepted results written in one statement (and any error detail), their
-        rows read back in one, their history in one; each one's view, by its place."""
+        """The accepted results written in one statement (their rows returned; any
+        error's detail after it), their history in one; each one's view, by its place."""
         conn, kind = turn.conn, turn.kind
         ids = [self.job_id(m) for _, m, _, _ in accepted]
         finishes = [(job_id, *finish.values)
                     for job_id, (_, _, _, finish) in zip(ids, accepted, strict=True)]
-        if self.sql.finish_many(conn, finishes, turn.now) != len(finishes):
+        finished = self.sql.finish_many(conn, finishes, turn.now)
+        if len(finished) != len(finishes):
             if len(accepted) > 1:
                 raise ItemByItem("a lease changed between the read and the write")
             _, m, row, _ = accepted[0]
             raise self.refused(m, row)
-        for job_id, (_, _, _, finish) in zip(ids, accepted, strict=True):
-            if finish.error is not None:
-                record_detail(conn, self.table, job_id, *finish.error)
-        after = self.sql.get_many(conn, ids)
+        after = {row[kind.id_column]: row for row in finished}
+        kept = [(job_id, finish.error)
+                for job_id, (_, _, _, finish) in zip(ids, accepted, strict=True)
+                if finish.error is not None]
+        for job_id, error in kept:
+            record_detail(conn, self.table, job_id, *error)
+        if kept:  # rare: their rows read again, with the error's detail
+            after.update(self.sql.get_many(conn, [job_id for job_id, _ in kept]))
         turn.history.record_many("result", [
             (job_id, after[job_id], finish.detail)
             for job_id, (_, _, _, finish) in zip(ids, accepted, strict=True)])
