@@ -70,9 +70,9 @@ class Queued(Protocol):
 class LeaseAfterResults(Ask[A_contra, tuple[tuple[V_co | LeasegateError, ...], tuple[L_co, ...]]],
                         Generic[A_contra, M, V_co, L_co]):
     """A lease call that carries the outcomes of the worker's previous jobs: one
-    message, so one turn and one commit. Each result is applied first, in a savepoint
-    of its own, exactly as the result route applies it (its answer or its error, in
-    order); then the lease, which never waits here (``lease.wait`` is False: the route
+    message, so one turn and one commit. The results are applied first, exactly as the
+    results route applies them (set-based; each its answer or its error, in order);
+    then the lease, which never waits here (``lease.wait`` is False: the route
     parks a second, plain lease call when this one found nothing). Results first: the
     lanes they free are leased in the same call."""
 
