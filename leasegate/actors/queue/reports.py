@@ -3,9 +3,9 @@
 Each channel says how it judges a result against its job's row (:class:`Reporting`):
 a refusal (its error, raised), a retry of the accepted result (the row as it is), or
 the outcome to write (:class:`Finish`); and what else an accepted result does. The rest
-is shared: the rows of the results in one read, the outcomes in one UPDATE, the rows
-after it in one read, their history in one insert, and the ledger told of each job
-that ended with a hold. One result is a batch of one (:meth:`Reporting.one`), so the
+is shared: the rows of the results in one read, the outcomes in one UPDATE (which
+returns the rows after it), their history in one insert, and the ledger told of each
+job that ended with a hold. One result is a batch of one (:meth:`Reporting.one`), so the
 two ways never part::
 
     REPORTING = Reporting(job_id=lambda m: m.query_id, judge=judge, refused=..., sql=sql,
