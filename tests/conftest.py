@@ -97,17 +97,28 @@ def postgres_template(postgres_server: postgres.Server) -> Iterator[str]:
     postgres_server.drop_database(url)
 
 
+@pytest.fixture(scope="session")
+def postgres_pool(postgres_server: postgres.Server,
+                  postgres_template: str) -> Iterator[postgres.Pool]:
+    """This test process's migrated databases (copies of the template), reused: a
+    ``CREATE DATABASE ... TEMPLATE`` costs about 0.3 s, a reset some 20 ms."""
+    pool = postgres.Pool(postgres_server, postgres_template)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
 def database_url(engine: str, request: pytest.FixtureRequest) -> Iterator[str | None]:
-    """None on SQLite (the file in the test's data directory); on PostgreSQL, a fresh
-    migrated database of this test's own, dropped after it."""
+    """None on SQLite (the file in the test's data directory); on PostgreSQL, a migrated
+    database of this test's own: as a fresh copy of the template is (no other test's
+    rows, sessions, locks, channels or settings), reset for the next one after it."""
     if engine == "sqlite":
         yield None
         return
-    server: postgres.Server = request.getfixturevalue("postgres_server")
-    url = server.create_database(template=request.getfixturevalue("postgres_template"))
+    pool: postgres.Pool = request.getfixturevalue("postgres_pool")
+    url = pool.take()
     yield url
-    server.drop_database(url)
+    pool.give_back(url)
 
 
 @pytest.fixture
