@@ -71,6 +71,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "both_engines: run the module's tests on SQLite and on PostgreSQL "
                    "(through the engine fixture: its gateway, db and settings)")
+    config.addinivalue_line(
+        "markers", "no_housekeeping: the settings fixture's housekeeping_interval is a day "
+                   "(a test that lets hours pass and purges nothing)")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -28,6 +28,29 @@ from tests.test_http_tasks import ORDER, assert_error, call, finish, running, su
 pytestmark = pytest.mark.both_engines  # the behavioural suite: SQLite and PostgreSQL
 
 Json = dict[str, Any]
+
+
+@pytest.fixture(autouse=True)
+def no_fallback_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One gateway per database here: its own commits tell its event hub to read the
+    events table (PostgreSQL), and no other gateway's notice can be lost, so the hub's
+    fallback read every 2 s only ticks, some 10,000 times in a test's virtual hours."""
+    monkeypatch.setattr("leasegate.actors.queue.event_hub.TAIL_FALLBACK_SECONDS", 3600.0)
+
+
+# A test that lets virtual hours pass and purges nothing: the housekeeping jobs (purges of
+# old tasks, queries, settled holds, devices' presence, every 60 s) would only tick, each
+# a turn and its commit, some 1,500 in six hours.
+no_housekeeping = pytest.mark.no_housekeeping
+
+
+@pytest.fixture
+def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    if request.node.get_closest_marker("no_housekeeping") is not None:
+        return settings.replace(housekeeping_interval=24 * 3600)
+    return settings
+
+
 QUERY: Json = {"site": "shop", "kind": "balance", "params": {}}
 
 
@@ -211,6 +234,7 @@ async def test_a_query_is_charged_its_reported_cost(gateway: Gateway) -> None:
 
 # ---- stale tasks and recovery --------------------------------------------------------
 
+@no_housekeeping
 async def test_a_stale_hold_stays_open_until_reclaimed(
         gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
     await credit(gateway, "t1", 100, "p")
@@ -255,6 +279,7 @@ async def test_recovery_settles_a_lost_settle_and_a_late_settle_changes_nothing(
     assert await audit_ok(gateway)
 
 
+@no_housekeeping
 async def test_recovery_refunds_an_orphan_hold_past_max_age_and_never_a_live_job(
         gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
     await credit(gateway, "t1", 100, "p")
@@ -281,6 +306,7 @@ async def crash_with_an_orphan_hold(path: Path, settings: Settings, clock: Clock
     await trio.sleep(6 * 3600)
 
 
+@no_housekeeping
 async def test_an_orphan_hold_left_by_a_crash_waits_its_max_age_after_the_restart(
         tmp_path: Path, settings: Settings, clock: Clock,
         autojump_clock: trio.testing.MockClock) -> None:
