@@ -30,7 +30,7 @@ test: $(VENV)/.installed-dev browser
 	$(BIN)/ruff check leasegate tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -n 2 --dist loadfile  # two workers, one file each: served tests keep their order
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder  # two workers, one file each (served tests keep their order), the slowest files first (tests/conftest.py SLOW_FILES)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/python scripts/sync_sdk.py --check  # _sync/ is what scripts/sync_sdk.py writes
