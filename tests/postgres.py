@@ -96,7 +96,7 @@ class Server:
 
 # What a database's catalog holds beyond its rows: its own objects (tables, indexes,
 # sequences and their parameters, functions, triggers, constraints, defaults, types,
-# views' rules, policies, schemas, extensions, event triggers), the settings ALTER
+# views' rules, policies, schemas, extensions, event triggers, comments), the settings ALTER
 # DATABASE/ROLE ... SET gave it, the planner statistics ANALYZE (or autovacuum) wrote,
 # and its large objects. pg_class's columns that TRUNCATE and VACUUM change are left out.
 _CATALOG = """
@@ -141,6 +141,7 @@ WITH own_classes AS (
                 FROM pg_statistic s WHERE s.starelid IN (SELECT oid FROM own_classes)
     UNION ALL SELECT 'extended statistics', to_jsonb(s) FROM pg_statistic_ext s
     UNION ALL SELECT 'large object', to_jsonb(l) FROM pg_largeobject_metadata l
+    UNION ALL SELECT 'comment', to_jsonb(d) FROM pg_description d WHERE d.objoid >= 16384
 )
 SELECT md5(string_agg(kind || ' ' || row::text, E'\n' ORDER BY kind, row::text)) FROM rows
 """
