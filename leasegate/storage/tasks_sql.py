@@ -105,14 +105,6 @@ def leased_by_request(conn: Connection, worker_id: str, request_id: str,
 
 # ---- transitions ------------------------------------------------------------------
 
-def take_lease(conn: Connection, task_id: str, worker_id: str, token: str,
-               request_id: str | None, claim_expires_at: float, now: float) -> Row | None:
-    """queued → leased (see :func:`take_leases`): the leased row, or None if the task
-    was not queued."""
-    taken = take_leases(conn, [(task_id, token)], worker_id, request_id, claim_expires_at, now)
-    return taken[0] if taken else None
-
-
 def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: str,
                 request_id: str | None, claim_expires_at: float, now: float) -> list[Row]:
     """queued → leased, each ``(task_id, token)`` with its token, in one UPDATE: only a
