@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from leasegate.actors.checks import MAX_AMOUNT, check_id, check_int, check_job_id, check_json
 from leasegate.actors.payloads import canonical_json, fingerprint
@@ -29,6 +29,7 @@ class SubmitQuery(Submit[Queries, QuerySubmitted]):
     params: JSONObject = field(default_factory=dict)
     query_id: str | None = None
     max_cost: int | None = None
+    id_field: ClassVar[str] = "query_id"
 
     def check(self) -> None:
         for name, value in (("tenant", self.tenant), ("site", self.site), ("kind", self.kind)):
@@ -36,13 +37,6 @@ class SubmitQuery(Submit[Queries, QuerySubmitted]):
         check_job_id("query_id", self.query_id)
         check_json("params", self.params, optional=False, object_only=True)
         check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
-
-    @property
-    def job_id(self) -> str | None:
-        return self.query_id
-
-    def with_job_id(self, job_id: str) -> SubmitQuery:
-        return dataclasses.replace(self, query_id=job_id)
 
 
 def new_query(turn: QueryTurn, m: SubmitQuery) -> NewJob:

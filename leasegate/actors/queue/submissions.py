@@ -18,10 +18,11 @@ the ids a client chose, one INSERT of the new jobs, one of their history rows.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.turn import QueueTurn
@@ -48,14 +49,18 @@ class Submit(Ask[A_contra, R_co]):
 
     tenant: str
     max_cost: int | None
+    id_field: ClassVar[str]  # the channel's name of its job id (``task_id``)
+    if TYPE_CHECKING:  # what makes it a dataclass to ``dataclasses.replace``
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     @property
     def job_id(self) -> str | None:
-        raise NotImplementedError
+        job_id: str | None = getattr(self, self.id_field)
+        return job_id
 
     def with_job_id(self, job_id: str) -> Self:
         """The same submit under ``job_id`` (the id is chosen before the hold)."""
-        raise NotImplementedError
+        return dataclasses.replace(self, **{self.id_field: job_id})
 
 
 def new_id(prefix: str) -> str:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Final
+from typing import ClassVar, Final
 
 from leasegate.actors.checks import (
     INT32,
@@ -48,6 +47,7 @@ class SubmitTask(Submit[Tasks, TaskSubmitted]):
     device_id: str | None = None
     batch_total: int | None = None
     max_cost: int | None = None
+    id_field: ClassVar[str] = "task_id"
 
     def check(self) -> None:
         for name, value in (("tenant", self.tenant), ("site", self.site),
@@ -60,13 +60,6 @@ class SubmitTask(Submit[Tasks, TaskSubmitted]):
         check_number("not_before", self.not_before, -MAX_INSTANT, MAX_INSTANT, optional=True)
         check_int("batch_total", self.batch_total, 1, INT32, optional=True)
         check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
-
-    @property
-    def job_id(self) -> str | None:
-        return self.task_id
-
-    def with_job_id(self, job_id: str) -> SubmitTask:
-        return dataclasses.replace(self, task_id=job_id)
 
 
 def new_task(turn: TaskTurn, m: SubmitTask) -> NewJob:
