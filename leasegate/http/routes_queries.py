@@ -16,7 +16,7 @@ from leasegate.actors.queries.reads import ListQueries
 from leasegate.actors.queries.results import QueryResult, QueryResults
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.http import batches
-from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
+from leasegate.http.auth import allow, require, require_tenant, worker_sites
 from leasegate.http.carried import lease_after_results
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
@@ -47,12 +47,7 @@ bp = Blueprint("queries", __name__)
 
 
 @bp.post("/v1/queries")
-@allow("client", admin=False, refusal=SUBMITTER_ONLY)
-@validate_request(SubmitQueryBody)
-@document_response(QuerySubmitted, 201)
-@document_response(ErrorEnvelope, 402)
-@document_response(ErrorEnvelope, 422)
-@document_response(ErrorEnvelope, 409)
+@batches.submit_route(SubmitQueryBody, QuerySubmitted, single=True)
 async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     """Submit a read-only query (client). Idempotent by ``query_id``."""
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
@@ -67,9 +62,7 @@ def _submit_message(tenant: str, data: SubmitQueryBody, limit: int | None = None
 
 
 @bp.post("/v1/queries/batch")
-@allow("client", admin=False, refusal=SUBMITTER_ONLY)
-@validate_request(SubmitQueriesBody)
-@document_response(QueriesSubmitted)
+@batches.submit_route(SubmitQueriesBody, QueriesSubmitted, single=False)
 async def submit_queries(data: SubmitQueriesBody) -> Any:
     """Submit 1–100 queries (client) in one commit, each answered on its own.
 

@@ -24,7 +24,7 @@ from leasegate.actors.tasks.reads import ListTasks
 from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.errors import DeviceLimit, LeasegateError
 from leasegate.http import batches
-from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
+from leasegate.http.auth import allow, require, require_tenant, worker_sites
 from leasegate.http.carried import lease_after_results
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
@@ -70,12 +70,7 @@ bp = Blueprint("tasks", __name__)
 
 
 @bp.post("/v1/tasks")
-@allow("client", admin=False, refusal=SUBMITTER_ONLY)
-@validate_request(SubmitTaskBody)
-@document_response(TaskSubmitted, 201)
-@document_response(ErrorEnvelope, 402)
-@document_response(ErrorEnvelope, 422)
-@document_response(ErrorEnvelope, 409)
+@batches.submit_route(SubmitTaskBody, TaskSubmitted, single=True)
 async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     """Submit an irreversible task (client). Idempotent by ``task_id``."""
     tenant, sys = batches.submitter(), system()
@@ -96,9 +91,7 @@ def _submit_message(tenant: str, data: SubmitTaskBody, limit: int | None = None)
 
 
 @bp.post("/v1/tasks/batch")
-@allow("client", admin=False, refusal=SUBMITTER_ONLY)
-@validate_request(SubmitTasksBody)
-@document_response(TasksSubmitted)
+@batches.submit_route(SubmitTasksBody, TasksSubmitted, single=False)
 async def submit_tasks(data: SubmitTasksBody) -> Any:
     """Submit 1–100 tasks (client) in one commit, each answered on its own.
 
