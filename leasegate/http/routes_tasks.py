@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import trio
@@ -27,8 +28,8 @@ from leasegate.http import batches
 from leasegate.http.auth import allow, require, require_tenant, worker_sites
 from leasegate.http.carried import lease_after_results
 from leasegate.http.context import system
+from leasegate.http.job_reads import job_reply, search_reply
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import parked
 from leasegate.http.models import (
     ErrorEnvelope,
     FencedBody,
@@ -56,7 +57,6 @@ from leasegate.http.models import (
 from leasegate.http.models_search import TaskListArgs
 from leasegate.http.render import to_json
 from leasegate.http.routes_operator import optional_reason, signed
-from leasegate.http.search import nothing, search_fields
 from leasegate.http.validation import validate_querystring, validate_request
 from leasegate.http.worker_models import (
     RenewItem,
@@ -136,10 +136,7 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
     """A task (own tenant; admin: any). With ``wait_seconds`` (0–30) it long-polls until
     the task is finished (succeeded, failed, canceled, expired) or needs someone
     (stale, paused)."""
-    _, tenant = require_tenant("client")
-    sys, wait = system(), query_args.wait_seconds or 0
-    with parked(wait, sys.settings.max_wait_seconds):  # a place held while it waits
-        return to_json(await sys.jobs.tasks.get(task_id, tenant, wait_seconds=wait))
+    return await job_reply(system().jobs.tasks, task_id, query_args.wait_seconds)
 
 
 @bp.get("/v1/tasks")
@@ -148,12 +145,9 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
 @document_response(TaskPage)
 async def list_tasks(query_args: TaskListArgs) -> Any:
     """Tasks, newest first (own tenant; admin: all), that match every filter given."""
-    _, tenant = require_tenant("client")
-    fields = search_fields(query_args, tenant, page(query_args))
-    if fields is None:
-        return to_json(nothing(page(query_args)))
-    return to_json(await system().jobs.tasks.page(ListTasks(
-        status=query_args.status, account=query_args.account, **fields)))
+    return await search_reply(system().jobs.tasks, query_args, page(query_args),
+                              functools.partial(ListTasks, status=query_args.status,
+                                                account=query_args.account))
 
 
 def _control_route(action: ControlAction, doc: str) -> None:
