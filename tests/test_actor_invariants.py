@@ -85,8 +85,8 @@ VALID: dict[type[Any], Any] = {
                                                 account="acct", kind="order"),
     control.ControlTask: control.ControlTask("t1", "cancel", "ten"),
     task_lease.LeaseTasks: task_lease.LeaseTasks("w1", ("shop",), 2, "r1"),
-    fenced.StartTask: fenced.StartTask("t1", "w1", "tok", ("shop",)),
-    fenced.RenewTask: fenced.RenewTask("t1", "w1", "tok", {}, ("shop",)),
+    fenced.StartTask: fenced.StartTask("t1", "w1", "tok", sites=("shop",)),
+    fenced.RenewTask: fenced.RenewTask("t1", "w1", "tok", {}, sites=("shop",)),
     fenced.RenewTasks: fenced.RenewTasks((fenced.RenewTask("t1", "w1", "tok"),)),
     task_lease.LeaseTasksAfterResults: task_lease.LeaseTasksAfterResults(
         (fenced.TaskResult("t1", "w1", "tok", "failed"),),

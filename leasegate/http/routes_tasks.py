@@ -204,7 +204,7 @@ async def start_tasks(data: StartTasksBody) -> Any:
     Only a task whose item is 200 may be touched."""
     principal = require("worker")
     starts = batches.each_item(StartItem, data.items, lambda item: StartTask(
-        item.task_id, data.worker_id, item.lease_token, principal.sites))
+        item.task_id, data.worker_id, item.lease_token, sites=principal.sites))
     return batches.reply("task", await ask_each(system().tasks, StartTasks, starts))
 
 
@@ -248,7 +248,7 @@ async def start_task(task_id: str, data: FencedBody) -> Any:
     """Turn a claim into a running lease; only then may the worker touch the site."""
     principal = require("worker")
     return to_json(await system().tasks.ask(StartTask(
-        task_id, data.worker_id, data.lease_token, principal.sites)))
+        task_id, data.worker_id, data.lease_token, sites=principal.sites)))
 
 
 @bp.post("/v1/tasks/<task_id>/renew")
