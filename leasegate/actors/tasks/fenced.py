@@ -70,7 +70,7 @@ class FencedOnSites(Fenced[R_co]):
 
 
 def _leased_task(turn: TaskTurn, m: FencedOnSites[object]) -> Row:
-    """The row of ``m``'s task, if the caller's sites reach it (else 404 as unknown)."""
+    """The row of ``m``'s task (404 if unknown), if the caller's sites reach it (else 403)."""
     row = turn.visible(m.task_id, None)
     check_site(row["site"], m.sites)
     return row
