@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from leasegate.actors.runtime.turn import Turn
+from leasegate.storage import queries_sql, tasks_sql
 from leasegate.storage.engine import Connection
 from tests.conftest import EPOCH, Gateway, open_db
 from tests.test_batch_http import QUERY, batch, codes, lease_queries, statuses
@@ -153,3 +155,192 @@ async def test_a_lease_of_many_hands_each_job_out_once_with_its_own_token(
                                           "lease_token": query_leases[1]["lease_token"],
                                           "outcome": "succeeded", "result": {}})
     assert status == 409, reply
+
+
+# ---- results ------------------------------------------------------------------------
+
+def spy_finishes(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[int]:
+    """The size of each UPDATE that finishes jobs (a channel's ``finish_many``)."""
+    sizes: list[int] = []
+    real = module.finish_many
+
+    def spy(conn: Connection, finishes: Any, now: float) -> list[Any]:
+        sizes.append(len(finishes))
+        done: list[Any] = real(conn, finishes, now)
+        return done
+
+    monkeypatch.setattr(module, "finish_many", spy)
+    return sizes
+
+
+def item_by_item(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every batch from now on applied item by item, each in a savepoint of its own (as
+    before results were set-based): what the set-based answers must equal."""
+    monkeypatch.setattr(Turn, "_all_at_once", lambda turn, items, together: None)
+
+
+def without(body: Json, key: str) -> Json:
+    return {k: v for k, v in body.items() if k != key}
+
+
+def shape(value: Any, prefix: str) -> Any:
+    """``value`` with the group's ``prefix`` taken out of its ids and its instants left
+    out: two groups' answers compared."""
+    if isinstance(value, dict):
+        return {k: shape(v, prefix) for k, v in value.items() if not k.endswith("_at")}
+    if isinstance(value, list | tuple):
+        return [shape(v, prefix) for v in value]
+    return value.replace(prefix, "<p>") if isinstance(value, str) else value
+
+
+async def query_results(gw: Gateway, prefix: str) -> list[list[Json]]:
+    """Queries ``{prefix}1``.. leased, one result accepted already, then two batches of
+    results: every case, and one with a job's result twice."""
+    await batch(gw, "/v1/queries/batch", "t1", {"items": [
+        {**QUERY, "query_id": f"{prefix}{n}"} for n in range(1, 9)]})
+    token = {q["query_id"][len(prefix):]: q["lease_token"]
+             for q in await lease_queries(gw, "w1", max=100)}
+
+    def item(n: str, outcome: str = "succeeded", **fields: Any) -> Json:
+        return {"query_id": f"{prefix}{n}", "lease_token": token.get(n, "x"),
+                "outcome": outcome, **fields}
+
+    done = item("3", result={"n": 3})
+    for accepted in (done, item("8")):
+        status, reply = await call(gw, "POST", f"/v1/queries/{accepted['query_id']}/result",
+                                   "worker", {"worker_id": "w1", **without(accepted, "query_id")})
+        assert status == 200, reply
+    detail = {"code": 7, "message": "boom", "type": "ValueError", "traceback": "Trace\n"}
+    mixed = await batch(gw, "/v1/queries/results", "worker", {"worker_id": "w1", "items": [
+        item("1", result={"n": 1}, cost=2),
+        {**item("2"), "lease_token": token["1"]},   # another query's token: 6006
+        done,                                       # a retry of the accepted result
+        item("4", "failed", error=detail),          # failed, its error's detail kept
+        item("9"),                                  # no such query: 404
+        item("5"),
+        item("8", "failed"),                        # already succeeded: 6006
+    ]})
+    twice = await batch(gw, "/v1/queries/results", "worker", {"worker_id": "w1", "items": [
+        item("6"), item("6"), item("7", result=[1]), item("7", "failed")]})
+    return [mixed, twice]
+
+
+async def test_a_mixed_batch_of_query_results_answers_each_as_item_by_item(
+        gateway: Gateway, tmp_path: Path, database_url: str | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes = spy_finishes(monkeypatch, queries_sql)
+    together = await query_results(gateway, "set-")
+    # The mixed batch: one UPDATE of its three accepted results; the one with a job's
+    # result twice went item by item (the accepted result of each job is one UPDATE).
+    assert sizes == [1, 1, 3, 1, 1]
+    assert statuses(together[0]) == [200, 409, 200, 200, 404, 200, 409]
+    assert codes(together[0]) == [None, 6006, None, None, 6005, None, 6006]
+    assert statuses(together[1]) == [200, 200, 200, 409]
+    assert together[0][3]["query"]["error"] == {
+        "code": 7, "message": "boom", "type": "ValueError", "traceback": "Trace\n"}
+    item_by_item(monkeypatch)
+    alone = await query_results(gateway, "one-")
+    assert shape(together, "set-") == shape(alone, "one-")
+    # What each way committed, read on a connection of the test's own, is the same too.
+    rows = read(tmp_path, database_url,
+                "SELECT query_id, status, result, error_code, error_message, error_type, "
+                "error_traceback, cost, outcome_digest FROM queries ORDER BY query_id")
+    assert len(rows) == 16
+    assert shape([r for r in rows if r[0].startswith("set-")], "set-") == shape(
+        [r for r in rows if r[0].startswith("one-")], "one-")
+    events = read(tmp_path, database_url,
+                  "SELECT job_id, kind, status, detail FROM job_events WHERE kind = 'result' "
+                  "ORDER BY event_id")
+    assert shape([e for e in events if e[0].startswith("set-")], "set-") == shape(
+        [e for e in events if e[0].startswith("one-")], "one-")
+    assert [e[0] for e in events[:7]] == [f"set-{n}" for n in (3, 8, 1, 4, 5, 6, 7)]
+
+
+async def task_results(gw: Gateway, prefix: str) -> list[Json]:
+    """Tasks ``{prefix}1``.. running, one result accepted already, then a batch of
+    results of every case."""
+    for n in range(1, 7):
+        await submit(gw, task_id=f"{prefix}{n}", account=f"{prefix}{n}")
+    leased = {i["task_id"][len(prefix):]: i for i in await lease(gw, max=100)}
+    await batch(gw, "/v1/tasks/start", "worker", {"worker_id": "w1", "items": [
+        {"task_id": i["task_id"], "lease_token": i["lease_token"]} for i in leased.values()]})
+
+    def item(n: str, outcome: str = "succeeded", **fields: Any) -> Json:
+        lease = leased.get(n, {"lease_token": "x"})
+        return {"task_id": f"{prefix}{n}", "lease_token": lease["lease_token"],
+                "outcome": outcome, **fields}
+
+    done = item("3", result={"n": 3}, progress={"step": 2})
+    for accepted in (done, item("6")):
+        status, reply = await call(gw, "POST", f"/v1/tasks/{accepted['task_id']}/result",
+                                   "worker", {"worker_id": "w1", **without(accepted, "task_id")})
+        assert status == 200, reply
+    detail = {"code": 7, "message": "boom", "type": "ValueError", "traceback": "Trace\n"}
+    return await batch(gw, "/v1/tasks/results", "worker", {"worker_id": "w1", "items": [
+        item("1", result={"n": 1}, cost=2, progress={"step": 9}),
+        {**item("2"), "lease_token": leased["1"]["lease_token"]},   # another's token: 6002
+        done,                                                       # a retry: its view
+        item("4", "failed", error=detail),
+        item("9"),                                                  # no such task: 404
+        item("5", "paused"),                                        # not a batch task: 6003
+        item("6", "failed"),                                        # done already: 6002
+    ]})
+
+
+async def test_a_mixed_batch_of_task_results_answers_each_as_item_by_item(
+        gateway: Gateway, tmp_path: Path, database_url: str | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes = spy_finishes(monkeypatch, tasks_sql)
+    together = await task_results(gateway, "set-")
+    assert sizes == [1, 1, 2]
+    assert statuses(together) == [200, 409, 200, 200, 404, 409, 409]
+    assert codes(together) == [None, 6002, None, None, 6001, 6003, 6002]
+    item_by_item(monkeypatch)
+    alone = await task_results(gateway, "one-")
+    assert shape(together, "set-") == shape(alone, "one-")
+    rows = read(tmp_path, database_url,
+                "SELECT task_id, status, result, error_code, error_message, error_type, "
+                "error_traceback, cost, progress, outcome_digest, late_result, "
+                "pause_requested FROM tasks ORDER BY task_id")
+    assert len(rows) == 12
+    assert shape([r for r in rows if r[0].startswith("set-")], "set-") == shape(
+        [r for r in rows if r[0].startswith("one-")], "one-")
+
+
+async def test_a_batch_of_100_results_is_one_update_on_each_channel(
+        gateway: Gateway, tmp_path: Path, database_url: str | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    await credit(gateway, "t1", 1000, "pay-1")
+    await batch(gateway, "/v1/queries/batch", "t1", {"items": [
+        {**QUERY, "query_id": f"q{n}", "max_cost": 5} for n in range(100)]})
+    await batch(gateway, "/v1/tasks/batch", "t1", {"items": [
+        {**ORDER, "task_id": f"t{n}", "account": f"a{n}"} for n in range(100)]})
+    queries = await lease_queries(gateway, "w1", max=100)
+    tasks = await lease(gateway, "w1", max=100)
+    assert len(queries) == len(tasks) == 100
+    await batch(gateway, "/v1/tasks/start", "worker", {"worker_id": "w1", "items": [
+        {"task_id": i["task_id"], "lease_token": i["lease_token"]} for i in tasks]})
+    query_sizes = spy_finishes(monkeypatch, queries_sql)
+    task_sizes = spy_finishes(monkeypatch, tasks_sql)
+    answers = await batch(gateway, "/v1/queries/results", "worker", {"worker_id": "w1", "items": [
+        {"query_id": q["query_id"], "lease_token": q["lease_token"], "outcome": "succeeded",
+         "result": {"n": n}, "cost": n % 5} for n, q in enumerate(queries)]})
+    assert statuses(answers) == [200] * 100
+    assert [a["query"]["result"] for a in answers] == [{"n": n} for n in range(100)]
+    # The results a lease call carries: set-based too.
+    status, reply = await call(gateway, "POST", "/v1/tasks/lease", "worker", {
+        "worker_id": "w1", "wait_seconds": 0, "max": 1, "results": [
+            {"task_id": i["task_id"], "lease_token": i["lease_token"], "outcome": "failed",
+             "error": {"code": n, "message": "no"}} for n, i in enumerate(tasks)]})
+    assert status == 200, reply
+    assert statuses(reply["results"]) == [200] * 100
+    assert query_sizes == task_sizes == [100]
+    assert read(tmp_path, database_url,
+                "SELECT status, count(*), sum(cost) FROM queries GROUP BY status") == [
+        ("succeeded", 100, 200)]
+    assert read(tmp_path, database_url,
+                "SELECT status, count(*), sum(error_code) FROM tasks GROUP BY status") == [
+        ("failed", 100, 4950)]
+    assert read(tmp_path, database_url,
+                "SELECT channel, count(*) FROM job_events WHERE kind = 'result' "
+                "GROUP BY channel ORDER BY channel") == [("query", 100), ("task", 100)]

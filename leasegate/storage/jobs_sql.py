@@ -1,6 +1,7 @@
-"""SQL both job tables share: a job by id, a new job (or a batch of them, in one
-statement), which of some ids are taken, and the purge of finished jobs
-(each leaving a tombstone that keeps its id taken) and of tombstones past theirs.
+"""SQL both job tables share: a job by id (or many, in one statement), a new job (or
+a batch of them, in one statement), which of some ids are taken, and the purge of
+finished jobs (each leaving a tombstone that keeps its id taken) and of tombstones
+past theirs.
 
 ``tasks_sql`` and ``queries_sql`` each name their table once (``JobTable``) and
 export these as their own functions (``tasks_sql.get``), beside what only they do.
@@ -12,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row
-from leasegate.storage.rows import insert_new, insert_rows, known_ids
+from leasegate.storage.rows import insert_new, insert_rows, known_ids, rows_by_key
 
 
 class JobTable:
@@ -38,6 +39,10 @@ class JobTable:
     def get(self, conn: Connection, job_id: str) -> Row | None:
         row: Row | None = conn.execute(self._get, (job_id,)).fetchone()
         return row
+
+    def get_many(self, conn: Connection, job_ids: Sequence[str]) -> dict[str, Row]:
+        """The jobs of ``job_ids`` (one that does not exist left out), by id, in one read."""
+        return rows_by_key(conn, self.table, self.key, job_ids)
 
     def get_or_tombstone(self, conn: Connection, job_id: str) -> Row | None:
         """The job, else the tombstone of a purged one (tenant, fingerprint, status)."""

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.jobs_sql import JobTable
 from leasegate.storage.keyset import merged, ordered
-from leasegate.storage.rows import lease_rows, marks
+from leasegate.storage.rows import lease_rows, marks, update_rows
 
 TERMINAL = ("succeeded", "failed", "expired")
 
 _QUERIES = JobTable("queries", "query_id", "query_tombstones",
                     finished="completed_at IS NOT NULL")
 get = _QUERIES.get
+get_many = _QUERIES.get_many
 get_or_tombstone = _QUERIES.get_or_tombstone
 insert = _QUERIES.insert
 insert_many = _QUERIES.insert_many
@@ -95,13 +96,28 @@ def finish(conn: Connection, query_id: str, token: str, status: str, now: float,
            result: str | None, error_code: int | None, error_message: str | None,
            cost: int | None, digest: str) -> Row | None:
     """leased → an outcome: the row after it, or None if the lease is not current."""
-    cur = conn.execute(
-        "UPDATE queries SET status = ?, lease_expires_at = NULL, result = ?, error_code = ?, "
-        "error_message = ?, cost = ?, outcome_digest = ?, updated_at = ?, completed_at = ? "
-        "WHERE query_id = ? AND status = 'leased' AND lease_token = ?",
-        (status, result, error_code, error_message, cost, digest, now, now, query_id, token),
-    )
-    return get(conn, query_id) if cur.rowcount == 1 else None
+    done = finish_many(conn, [(query_id, token, status, result, error_code, error_message,
+                               cost, digest)], now)
+    return done[0] if done else None
+
+
+# What each query's outcome sets (finish_many), after its id: name and SQL type.
+FINISH: Final = {"lease_token": "TEXT", "status": "TEXT", "result": "TEXT",
+                 "error_code": "BIGINT", "error_message": "TEXT", "cost": "BIGINT",
+                 "outcome_digest": "TEXT"}
+
+
+def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
+                now: float) -> list[Row]:
+    """leased → an outcome for each query, in one UPDATE: each of ``finishes`` is
+    ``(query_id, lease_token, status, result, error_code, error_message, cost,
+    digest)`` (:data:`FINISH`); a query whose lease is not that token is left as it
+    was. The finished rows, as they are now (in no order)."""
+    return update_rows(conn, "queries", "query_id", FINISH, finishes, (
+        "status = v.status, lease_expires_at = NULL, result = v.result, "
+        "error_code = v.error_code, error_message = v.error_message, cost = v.cost, "
+        "outcome_digest = v.outcome_digest, updated_at = ?, completed_at = ?"), [now, now],
+        "queries.status = 'leased' AND queries.lease_token = v.lease_token")
 
 
 def expire_past_ttl(conn: Connection, now: float) -> list[Row]:

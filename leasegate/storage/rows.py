@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from leasegate.storage.engine import Connection, Row
+from leasegate.storage.engine import Connection, Row, respelled
 
 
 def marks(values: Sequence[Any]) -> str:
@@ -64,3 +64,38 @@ def lease_rows(conn: Connection, table: str, key: str, tokens: Sequence[tuple[st
     rows = {row[key]: row for row in conn.execute(
         f"SELECT * FROM {table} WHERE {key} IN ({marks(ids)})", ids)}
     return [rows[i] for i, token in tokens if i in rows and rows[i]["lease_token"] == token]
+
+
+def rows_by_key(conn: Connection, table: str, key: str, ids: Sequence[str]) -> dict[str, Row]:
+    """The rows of ``ids`` (one that does not exist left out), by id, in one statement."""
+    if not ids:
+        return {}
+    return {row[key]: row for row in conn.execute(
+        f"SELECT * FROM {table} WHERE {key} IN ({marks(ids)})", ids)}
+
+
+def update_rows(conn: Connection, table: str, key: str, columns: Mapping[str, str],
+                rows: Sequence[Sequence[Any]], changes: str, args: Sequence[Any],
+                where: str) -> list[Row]:
+    """Many rows updated in one statement, each with values of its own: each of ``rows``
+    is an id then a value per one of ``columns`` (name: its SQL type), a row of the
+    table ``v`` that ``changes`` (the SET list, ``args`` its placeholders) and ``where``
+    (beside ``{table}.{key} = v.{key}``; no placeholders) read as ``v.<name>``. The rows
+    that changed, as they are now, in no order (one ``where`` refuses is left as it was).
+
+    ``UPDATE ... FROM (VALUES ...) RETURNING``, as SQLite (3.35 on) and PostgreSQL both
+    take it (PostgreSQL's ``*`` would return ``v`` too). The first row's values are cast
+    to their types: PostgreSQL types a ``VALUES`` column of NULLs only as text, which an
+    integer column refuses. As :func:`insert_new`, the names are the caller's constants,
+    never a client's."""
+    names = [key, *columns]
+    first = ", ".join(["?", *(f"CAST(? AS {kind})" for kind in columns.values())])
+    values = ", ".join([f"({first})", *[f"({marks(names)})"] * (len(rows) - 1)])
+    listed = ", ".join(f"column{n} AS {name}" for n, name in enumerate(names, 1))
+    statement = respelled(
+        f"UPDATE {table} SET {changes} FROM (SELECT {listed} FROM (VALUES {values}) "
+        f"AS listed) AS v WHERE {table}.{key} = v.{key} AND {where} RETURNING *",
+        (" RETURNING *", f" RETURNING {table}.*"))
+    changed: list[Row] = conn.execute(
+        statement, [*args, *(value for row in rows for value in row)]).fetchall()
+    return changed

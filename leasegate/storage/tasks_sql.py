@@ -16,12 +16,12 @@ per lane (site + account) is enforced by the partial unique index
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from leasegate.storage import lanes_sql
 from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.jobs_sql import JobTable
-from leasegate.storage.rows import lease_rows, marks
+from leasegate.storage.rows import lease_rows, marks, update_rows
 
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
           "expired")
@@ -31,6 +31,7 @@ UNFINISHED = ("queued", "leased", "running", "paused", "stale")
 _TASKS = JobTable("tasks", "task_id", "task_tombstones",
                   finished="status IN ('succeeded', 'failed', 'canceled', 'expired')")
 get = _TASKS.get
+get_many = _TASKS.get_many
 get_or_tombstone = _TASKS.get_or_tombstone
 insert = _TASKS.insert
 insert_many = _TASKS.insert_many
@@ -168,24 +169,40 @@ def finish(conn: Connection, task_id: str, from_status: str, token: str, status:
            now: float, *, result: str | None, error_code: int | None,
            error_message: str | None, cost: int | None, progress: str | None, digest: str,
            late: bool) -> Row | None:
-    """running (or stale, a late result) → a worker's outcome: the row after it, or
-    None if the call does not hold the lease.
+    """running (or stale, a late result) → a worker's outcome (see :func:`finish_many`):
+    the row after it, or None if the call does not hold the lease."""
+    done = finish_many(conn, [(task_id, from_status, token, status, result, error_code,
+                               error_message, cost, progress, digest, int(late))], now)
+    return done[0] if done else None
+
+
+# What each task's outcome sets (finish_many), after its id: name and SQL type.
+FINISH: Final = {"from_status": "TEXT", "lease_token": "TEXT", "status": "TEXT",
+                 "result": "TEXT", "error_code": "BIGINT", "error_message": "TEXT",
+                 "cost": "BIGINT", "progress": "TEXT", "outcome_digest": "TEXT",
+                 "late_result": "SMALLINT"}
+
+
+def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
+                now: float) -> list[Row]:
+    """running (or stale, a late result) → a worker's outcome for each task, in one
+    UPDATE: each of ``finishes`` is ``(task_id, from_status, lease_token, status, result,
+    error_code, error_message, cost, progress, digest, late)`` (:data:`FINISH`); a task
+    no longer in ``from_status`` under that token is left as it was. The finished
+    rows, as they are now (in no order).
 
     The lease owner and token stay on the row so an identical retry is
     recognised; ``paused`` leaves the task unfinished (no ``completed_at``).
     """
-    completed = None if status == "paused" else now
-    cur = conn.execute(
-        "UPDATE tasks SET status = ?, claim_expires_at = NULL, lease_expires_at = NULL, "
-        "result = ?, error_code = ?, error_message = ?, cost = ?, "
-        "progress = coalesce(?, progress), outcome_digest = ?, late_result = ?, "
-        "pause_requested = CASE WHEN ? = 'paused' THEN 0 ELSE pause_requested END, "
-        "updated_at = ?, completed_at = ? "
-        "WHERE task_id = ? AND status = ? AND lease_token = ?",
-        (status, result, error_code, error_message, cost, progress, digest, int(late),
-         status, now, completed, task_id, from_status, token),
-    )
-    return get(conn, task_id) if cur.rowcount == 1 else None
+    return update_rows(conn, "tasks", "task_id", FINISH, finishes, (
+        "status = v.status, claim_expires_at = NULL, lease_expires_at = NULL, "
+        "result = v.result, error_code = v.error_code, error_message = v.error_message, "
+        "cost = v.cost, progress = coalesce(v.progress, tasks.progress), "
+        "outcome_digest = v.outcome_digest, late_result = v.late_result, "
+        "pause_requested = CASE WHEN v.status = 'paused' THEN 0 ELSE tasks.pause_requested "
+        "END, updated_at = ?, "
+        "completed_at = CASE WHEN v.status = 'paused' THEN NULL ELSE ? END"), [now, now],
+        "tasks.status = v.from_status AND tasks.lease_token = v.lease_token")
 
 
 def cancel_unleased(conn: Connection, task_id: str, from_status: str,

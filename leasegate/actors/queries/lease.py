@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from leasegate.actors.queries.ref import Queries
-from leasegate.actors.queries.results import QueryResult, result
+from leasegate.actors.queries.results import REPORTING, QueryResult
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryLease, QueryView, query_lease
 from leasegate.actors.queue.leases import new_work
@@ -85,4 +85,4 @@ class LeaseQueriesAfterResults(LeaseAfterResults[Queries, QueryResult, QueryView
 @QUERIES.on(LeaseQueriesAfterResults)
 def lease_after_results(turn: QueryTurn, m: LeaseQueriesAfterResults,
                         ) -> tuple[tuple[QueryView | LeasegateError, ...], tuple[QueryLease, ...]]:
-    return results_then_lease(turn, m, result, lease_or_wait)
+    return results_then_lease(turn, m, REPORTING, lease_or_wait)

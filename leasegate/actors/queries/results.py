@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from leasegate.actors.checks import (
     MAX_TOKEN,
@@ -16,16 +16,17 @@ from leasegate.actors.checks import (
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
-from leasegate.actors.queries.views import QueryView, query_view
+from leasegate.actors.queries.views import QueryView
 from leasegate.actors.queue.errors import check_report, detail_digest
 from leasegate.actors.queue.leases import check_site
+from leasegate.actors.queue.reports import Finish, Reporting
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.views import JSONValue
-from leasegate.errors import QueryLeaseInvalid, QueryNotFound
+from leasegate.errors import LeasegateError, QueryLeaseInvalid
 from leasegate.logs import escape
 from leasegate.storage import queries_sql as sql
-from leasegate.storage.job_errors_sql import record_detail
+from leasegate.storage.engine import Row
 
 log = logging.getLogger("leasegate.queries")
 
@@ -56,12 +57,9 @@ class QueryResult(Ask[Queries, QueryView]):
         check_ids("sites", self.sites)
 
 
-@QUERIES.on(QueryResult)
-def result(turn: QueryTurn, m: QueryResult) -> QueryView:
-    conn, now = turn.conn, turn.now
-    row = sql.get(conn, m.query_id)
-    if row is None:
-        raise QueryNotFound(f"no query {m.query_id}")
+def _judge(turn: QueryTurn, m: QueryResult, row: Row) -> Row | Finish:
+    """The query's row if ``m`` is a retry of its accepted result, else what the result
+    writes; a result the query does not take is refused (6006)."""
     check_site(row["site"], m.sites)
     given = None if m.result is None else canonical_json(m.result)  # once
     digest = fingerprint(m.outcome, given, m.error_code, m.error_message, m.cost,
@@ -69,12 +67,11 @@ def result(turn: QueryTurn, m: QueryResult) -> QueryView:
     ours = row["lease_owner"] == m.worker_id and row["lease_token"] == m.lease_token
     if row["status"] in sql.TERMINAL:
         if ours and row["outcome_digest"] == digest:
-            return query_view(row)  # a retry of the accepted result
+            return row  # a retry of the accepted result
         raise QueryLeaseInvalid(
             f"query {m.query_id} is already {row['status']}; no further result is accepted")
     if row["status"] != "leased" or not ours:
-        raise QueryLeaseInvalid(
-            f"worker {m.worker_id} does not hold the current lease of query {m.query_id}")
+        raise _not_held(m)
     stored = given
     if m.outcome == "succeeded":
         stored = given if given is not None else canonical_json({})
@@ -83,23 +80,33 @@ def result(turn: QueryTurn, m: QueryResult) -> QueryView:
         code, message = m.error_code, m.error_message or "the worker gave no reason"
         log.warning("query failed: query_id=%s kind=%s code=%s message=%s",
                     escape(m.query_id), escape(row["kind"]), code, escape(message))
-    updated = sql.finish(conn, m.query_id, m.lease_token, m.outcome, now, stored, code,
-                         message, m.cost, digest)
-    assert updated is not None  # read above, in this turn: leased under this token
-    if m.outcome == "failed" and (m.error_type or m.error_traceback) is not None:
-        record_detail(conn, "queries", m.query_id, m.error_type, m.error_traceback)
-        updated = sql.get(conn, m.query_id) or updated
-    turn.history.record(m.query_id, "result", job=updated, outcome=m.outcome, late=False,
-                        worker_id=m.worker_id, cost=m.cost)
-    turn.settle.ended(updated)
-    return query_view(updated)
+    kept = m.outcome == "failed" and (m.error_type or m.error_traceback) is not None
+    return Finish((m.lease_token, m.outcome, stored, code, message, m.cost, digest),
+                  {"outcome": m.outcome, "late": False, "worker_id": m.worker_id,
+                   "cost": m.cost},
+                  (m.error_type, m.error_traceback) if kept else None)
+
+
+def _not_held(m: QueryResult, row: Row | None = None) -> LeasegateError:
+    return QueryLeaseInvalid(
+        f"worker {m.worker_id} does not hold the current lease of query {m.query_id}")
+
+
+REPORTING: Final[Reporting[QueryTurn, QueryResult, QueryView]] = Reporting(
+    job_id=lambda m: m.query_id, judge=_judge, refused=_not_held, sql=sql, table="queries")
+"""Query results, one or a batch (see ``queue.reports``)."""
+
+
+@QUERIES.on(QueryResult)
+def result(turn: QueryTurn, m: QueryResult) -> QueryView:
+    return REPORTING.one(turn, m)
 
 
 @dataclass(frozen=True)
 class QueryResults(Batch[Queries, QueryResult, QueryView]):
-    """Up to 100 results, each fenced on its own."""
+    """Up to 100 results, each fenced on its own (applied set-based: ``REPORTING.all``)."""
 
     item = QueryResult
 
 
-QUERIES.each(QueryResults, result)
+QUERIES.each(QueryResults, result, REPORTING.all)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
 from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, check_leases
 from leasegate.actors.queue.leases import lease_wait, new_lease_token
+from leasegate.actors.queue.reports import Reporting
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import MAX_BATCH, check_batch_size
 from leasegate.actors.runtime.handlers import Parks
@@ -69,9 +70,9 @@ class Queued(Protocol):
 class LeaseAfterResults(Ask[A_contra, tuple[tuple[V_co | LeasegateError, ...], tuple[L_co, ...]]],
                         Generic[A_contra, M, V_co, L_co]):
     """A lease call that carries the outcomes of the worker's previous jobs: one
-    message, so one turn and one commit. Each result is applied first, in a savepoint
-    of its own, exactly as the result route applies it (its answer or its error, in
-    order); then the lease, which never waits here (``lease.wait`` is False: the route
+    message, so one turn and one commit. The results are applied first, exactly as the
+    results route applies them (set-based; each its answer or its error, in order);
+    then the lease, which never waits here (``lease.wait`` is False: the route
     parks a second, plain lease call when this one found nothing). Results first: the
     lanes they free are leased in the same call."""
 
@@ -163,12 +164,13 @@ def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L
 
 
 def results_then_lease(turn: QT, m: LeaseAfterResults[Any, M, V, L],
-                       result: Callable[[QT, M], V],
+                       results: Reporting[QT, M, V],
                        lease_or_wait: Callable[[QT, Any], tuple[L, ...] | Park],
                        ) -> tuple[tuple[V | LeasegateError, ...], tuple[L, ...]]:
-    """A lease call carrying results: each result in a savepoint of its own, then the
+    """A lease call carrying results: the results as the results route applies them
+    (the channel's ``results``: set-based, else each in a savepoint of its own), then the
     lease (by the channel's ``lease_or_wait``, which never waits here)."""
-    answers = turn.each(m.results, result)
+    answers = turn.each(m.results, results.one, results.all)
     if turn.draining:  # the results are taken; no new work while shutting down
         return answers, ()
     leases = lease_or_wait(turn, m.lease)

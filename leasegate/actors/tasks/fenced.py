@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Final, Literal, TypeVar
 
 from leasegate.actors.checks import (
     MAX_TOKEN,
@@ -23,18 +23,18 @@ from leasegate.actors.checks import (
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.queue.errors import check_report, detail_digest
 from leasegate.actors.queue.leases import check_site, new_work
+from leasegate.actors.queue.reports import Finish, Reporting
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
-from leasegate.actors.tasks.views import Renewed, Started, TaskView, task_view
+from leasegate.actors.tasks.views import Renewed, Started, TaskView
 from leasegate.actors.views import JSONObject, JSONValue
 from leasegate.clock import iso
 from leasegate.errors import LeasegateError, StateConflict, TaskLeaseInvalid
 from leasegate.logs import escape
 from leasegate.storage import tasks_sql as sql
 from leasegate.storage.engine import Row
-from leasegate.storage.job_errors_sql import record_detail
 
 log = logging.getLogger("leasegate.tasks")
 
@@ -172,10 +172,9 @@ class TaskResult(Fenced[TaskView]):
         check_ids("sites", self.sites)
 
 
-@TASKS.on(TaskResult)
-def result(turn: TaskTurn, m: TaskResult) -> TaskView:
-    conn, now = turn.conn, turn.now
-    row = turn.visible(m.task_id, None)
+def _judge(turn: TaskTurn, m: TaskResult, row: Row) -> Row | Finish:
+    """The task's row if ``m`` is a retry of its accepted result, else what the result
+    writes; a result the task does not take is refused (6002, logged)."""
     check_site(row["site"], m.sites)
     if m.outcome == "paused" and row["batch_total"] is None:
         raise StateConflict(f"task {m.task_id} is not a batch task (no batch_total): "
@@ -189,9 +188,9 @@ def result(turn: TaskTurn, m: TaskResult) -> TaskView:
     if status in sql.TERMINAL or status == "paused":
         if ours and row["outcome_digest"] == digest:
             turn.seen(m.worker_id)
-            return task_view(row)  # a retry of the accepted result
+            return row  # a retry of the accepted result
         raise _refuse("result", row, m.worker_id, m.lease_token,
-                           f"the task is already {status}; no further result is accepted")
+                      f"the task is already {status}; no further result is accepted")
     if not ours or status not in ("running", "stale"):
         raise _refuse("result", row, m.worker_id, m.lease_token)
     # A stale task takes its last lease's report, a pause too: the worker stopped
@@ -207,34 +206,45 @@ def result(turn: TaskTurn, m: TaskResult) -> TaskView:
                     escape(m.task_id), escape(row["kind"]), code, escape(message))
     # A batch task paused at a checkpoint while its client asked to cancel: canceled.
     to = "canceled" if m.outcome == "paused" and row["cancel_requested"] else m.outcome
-    done = sql.finish(conn, m.task_id, status, m.lease_token, to, now, result=result,
-                      error_code=code, error_message=message, cost=m.cost,
-                      progress=progress, digest=digest, late=late)
-    if done is None:
-        raise _refuse("result", row, m.worker_id, m.lease_token)
-    if m.outcome != "succeeded" and (m.error_type or m.error_traceback) is not None:
-        record_detail(conn, "tasks", m.task_id, m.error_type, m.error_traceback)
-        done = turn.current(m.task_id)
-    if late:
+    kept = m.outcome != "succeeded" and (m.error_type or m.error_traceback) is not None
+    return Finish((status, m.lease_token, to, result, code, message, m.cost, progress,
+                   digest, int(late)),
+                  {"outcome": m.outcome, "late": late, "worker_id": m.worker_id,
+                   "cost": m.cost},
+                  (m.error_type, m.error_traceback) if kept else None)
+
+
+def _done(turn: TaskTurn, m: TaskResult, before: Row, after: Row) -> None:
+    """What an accepted result does beside its row and its history: the worker seen,
+    its lane free."""
+    if before["status"] == "stale":
         log.warning("late result accepted for stale task: task_id=%s worker=%s outcome=%s "
                     "stale_reason=%s", escape(m.task_id), escape(m.worker_id), m.outcome,
-                    escape(row["stale_reason"]))
-    turn.history.record(m.task_id, "result", job=done, outcome=m.outcome,
-                        late=late, worker_id=m.worker_id, cost=m.cost)
+                    escape(before["stale_reason"]))
     turn.seen(m.worker_id)
-    turn.work_may_be_available(*new_work(row["site"]))  # lane free
-    turn.settle.ended(done)
-    return task_view(done)
+    turn.work_may_be_available(*new_work(before["site"]))  # lane free
+
+
+REPORTING: Final[Reporting[TaskTurn, TaskResult, TaskView]] = Reporting(
+    job_id=lambda m: m.task_id, judge=_judge,
+    refused=lambda m, row: _refuse("result", row, m.worker_id, m.lease_token),
+    sql=sql, table="tasks", done=_done)
+"""Task results, one or a batch (see ``queue.reports``)."""
+
+
+@TASKS.on(TaskResult)
+def result(turn: TaskTurn, m: TaskResult) -> TaskView:
+    return REPORTING.one(turn, m)
 
 
 @dataclass(frozen=True)
 class TaskResults(Batch[Tasks, TaskResult, TaskView]):
-    """Up to 100 results, each fenced on its own."""
+    """Up to 100 results, each fenced on its own (applied set-based: ``REPORTING.all``)."""
 
     item = TaskResult
 
 
-TASKS.each(TaskResults, result)
+TASKS.each(TaskResults, result, REPORTING.all)
 
 
 def _holds(row: Row, worker_id: str, token: str) -> bool:

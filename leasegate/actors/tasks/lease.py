@@ -25,7 +25,7 @@ from leasegate.actors.queue.leasing import (
 )
 from leasegate.actors.runtime.parking import PARK, Park
 from leasegate.actors.tasks import presence
-from leasegate.actors.tasks.fenced import TaskResult, result
+from leasegate.actors.tasks.fenced import REPORTING, TaskResult
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
 from leasegate.actors.tasks.views import TaskLease, TaskView, task_lease
@@ -121,4 +121,4 @@ class LeaseTasksAfterResults(LeaseAfterResults[Tasks, TaskResult, TaskView, Task
 @TASKS.on(LeaseTasksAfterResults)
 def lease_after_results(turn: TaskTurn, m: LeaseTasksAfterResults,
                         ) -> tuple[tuple[TaskView | LeasegateError, ...], tuple[TaskLease, ...]]:
-    return results_then_lease(turn, m, result, lease_or_wait)
+    return results_then_lease(turn, m, REPORTING, lease_or_wait)
