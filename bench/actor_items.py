@@ -14,9 +14,6 @@ them that is ours and scales with the number of items.
 
 from __future__ import annotations
 
-import argparse
-import cProfile
-import pstats
 import sys
 import tempfile
 import time
@@ -28,6 +25,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _items import BATCH, each_channel, options
+
 from leasegate.actors.queries.lease import LeaseQueries
 from leasegate.actors.queries.results import QueryResult, QueryResults
 from leasegate.actors.queries.submit import SubmitQueries, SubmitQuery
@@ -38,7 +37,6 @@ from leasegate.actors.tasks.lease import LeaseTasks
 from leasegate.actors.tasks.submit import SubmitTask, SubmitTasks
 from leasegate.settings import load
 
-BATCH = 100
 A = TypeVar("A")
 R = TypeVar("R")
 
@@ -92,33 +90,20 @@ async def run(channel: str, rounds: int, spent: dict[str, float], inline: bool) 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=50, help="batches of 100 per channel")
-    parser.add_argument("--only", choices=("queries", "tasks"), default=None)
-    parser.add_argument("--profile", action="store_true",
-                        help="print cProfile's top functions (the storage runs on the trio "
-                        "thread then, so that one profiler sees it all)")
-    args = parser.parse_args()
-    profiler = cProfile.Profile() if args.profile else None
-    for channel in ("queries", "tasks"):
-        if args.only not in (None, channel):
-            continue
+    args = options(__doc__, rounds=50, profile_help=(
+        "print cProfile's top functions (the storage runs on the trio thread then, so "
+        "that one profiler sees it all)"))
+
+    def measure(channel: str) -> str:
         spent: dict[str, float] = defaultdict(float)
-        # warm-up: imports, first statements
-        trio.run(run, channel, 2, defaultdict(float), args.profile)
-        if profiler is not None:
-            profiler.enable()
         trio.run(run, channel, args.rounds, spent, args.profile)
-        if profiler is not None:
-            profiler.disable()
         items = args.rounds * BATCH
         steps = "  ".join(f"{step} {seconds / items * 1e6:5.0f}" for step, seconds in spent.items())
-        print(f"{channel:8} us of CPU per item:  {steps}  |  per job "
-              f"{sum(spent.values()) / items * 1e6:5.0f} us  ({items} jobs)")
-    if profiler is not None:
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
-    return 0
+        return (f"{channel:8} us of CPU per item:  {steps}  |  per job "
+                f"{sum(spent.values()) / items * 1e6:5.0f} us  ({items} jobs)")
+
+    return each_channel(args, lambda channel: trio.run(
+        run, channel, 2, defaultdict(float), args.profile), measure, top=40)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,6 @@ turn with inline storage) and not the bench's client. The per-request costs
 
 from __future__ import annotations
 
-import argparse
-import cProfile
-import pstats
 import sys
 import tempfile
 import time
@@ -31,12 +28,12 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _items import BATCH, each_channel, options
+
 from leasegate.actors.keys.records import CreateKey
 from leasegate.actors.system import new_system
 from leasegate.http.app import create_app
 from leasegate.settings import load
-
-BATCH = 100
 
 
 class TaskClock(trio.abc.Instrument):
@@ -123,35 +120,23 @@ async def run(channel: str, rounds: int, total: dict[str, float], http: dict[str
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=30, help="batches of 100 per channel")
-    parser.add_argument("--only", choices=("queries", "tasks"), default=None)
-    parser.add_argument("--profile", action="store_true", help="print cProfile's top functions")
-    args = parser.parse_args()
+    args = options(__doc__, rounds=30, profile_help="print cProfile's top functions")
     tasks = TaskClock()
-    profiler = cProfile.Profile() if args.profile else None
-    for channel in ("queries", "tasks"):
-        if args.only not in (None, channel):
-            continue
-        trio.run(run, channel, 2, defaultdict(float), defaultdict(float), tasks,
-                 instruments=[tasks])  # warm-up
+
+    def measure(channel: str) -> str:
         total: dict[str, float] = defaultdict(float)
         http: dict[str, float] = defaultdict(float)
-        if profiler is not None:
-            profiler.enable()
         trio.run(run, channel, args.rounds, total, http, tasks, instruments=[tasks])
-        if profiler is not None:
-            profiler.disable()
         items = args.rounds * BATCH
-        for step in total:
-            print(f"{channel:8} {step:7} us of CPU per item: HTTP {http[step] / items * 1e6:6.1f}"
-                  f"   whole call {total[step] / items * 1e6:6.1f}")
-        print(f"{channel:8} per job: HTTP {sum(http.values()) / items * 1e6:6.1f}"
-              f"   whole {sum(total.values()) / items * 1e6:6.1f}  ({items} jobs)")
-    if profiler is not None:
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(45)
-    return 0
+        lines = [f"{channel:8} {step:7} us of CPU per item: HTTP {http[step] / items * 1e6:6.1f}"
+                 f"   whole call {total[step] / items * 1e6:6.1f}" for step in total]
+        lines.append(f"{channel:8} per job: HTTP {sum(http.values()) / items * 1e6:6.1f}"
+                     f"   whole {sum(total.values()) / items * 1e6:6.1f}  ({items} jobs)")
+        return "\n".join(lines)
+
+    return each_channel(args, lambda channel: trio.run(
+        run, channel, 2, defaultdict(float), defaultdict(float), tasks, instruments=[tasks]),
+        measure, top=45)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leasegate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _serve_command(commands)
+    _key_commands(commands)
+    add_inspect_commands(commands, _data_options)
+    _backup_commands(commands)
+    _job_commands(commands)
+    return parser
 
+
+Commands = argparse._SubParsersAction  # what add_subparsers returns
+
+
+def _serve_command(commands: Commands[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser(
         "serve", help="serve the gateway",
         description="Serve the gateway until SIGINT/SIGTERM. On a fresh data directory, "
@@ -87,6 +98,8 @@ def _parser() -> argparse.ArgumentParser:
                        choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
                        help="log level; logs go to stderr (default: %(default)s)")
 
+
+def _key_commands(commands: Commands[argparse.ArgumentParser]) -> None:
     keys = commands.add_parser("keys", help="manage API keys")
     key_commands = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
     create = key_commands.add_parser(
@@ -101,8 +114,9 @@ def _parser() -> argparse.ArgumentParser:
                              "default: all)")
     create.add_argument("--data", type=Path, default=Path("var"), help=DATA_HELP)
     create.add_argument("--database", metavar="URL", default=None, help=DATABASE_HELP)
-    add_inspect_commands(commands, _data_options)
 
+
+def _backup_commands(commands: Commands[argparse.ArgumentParser]) -> None:
     back = commands.add_parser(
         "backup", help="a consistent copy of the database",
         description="Write a consistent copy of the database (safe while serving).")
@@ -123,11 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     rest.add_argument("--database", metavar="URL", default=None,
                       help="a postgresql:// URL (or LEASEGATE_DATABASE_URL): refused, "
                            "PostgreSQL is restored with pg_restore")
-    _job_commands(commands)
-    return parser
 
 
-def _job_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _job_commands(commands: Commands[argparse.ArgumentParser]) -> None:
     """The operator's commands on a running gateway (``cli_actions``), added to the
     ``tasks``, ``queries`` and ``sites`` groups beside ``cli_inspect``'s."""
     cli_actions.register(lambda name, what: subcommands(commands, name,

@@ -19,7 +19,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from leasegate.cli_table import gateway_options, path_id, print_json, table
 
@@ -27,7 +27,9 @@ SITE_COLUMNS = (("site", "SITE"), ("paused", "PAUSED"), ("rate", "RATE"),
                 ("queued_tasks", "TASKS"), ("queued_queries", "QUERIES"), ("reason", "REASON"))
 USAGE_ERROR = 2
 FAILED = 1
-Groups = Callable[[str, str], "argparse._SubParsersAction[argparse.ArgumentParser]"]
+# A group's commands (argparse's class is generic to type checkers only: a string here).
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Groups = Callable[[str, str], Subcommands]
 
 
 class Refused(Exception):
@@ -42,8 +44,14 @@ def _reason(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
 def register(group: Groups) -> None:
     """Add the commands to the ``tasks``, ``queries`` and ``sites`` groups."""
     tasks, queries = group("tasks", "tasks"), group("queries", "queries")
-    sites = group("sites", "sites' dispatch controls")
+    _task_commands(tasks)
+    for name, noun, parser_group in (("tasks", "task", tasks), ("queries", "query", queries)):
+        _retry_commands(parser_group, name, noun)
+    _site_commands(group("sites", "sites' dispatch controls"))
 
+
+def _task_commands(tasks: Subcommands) -> None:
+    """What only tasks have: cancel, resume, and the reclaim of a stale one."""
     for action, doc in (("cancel", "cancel a task"),
                         ("resume", "resume a paused task (back to the queue)")):
         control = gateway_options(tasks.add_parser(action, help=doc))
@@ -51,30 +59,6 @@ def register(group: Groups) -> None:
         _reason(control, required=False)
         control.set_defaults(handler=lambda a, action=action: _post(
             a, f"/v1/tasks/{path_id(a.task_id)}/{action}", _maybe_reason(a), _job))
-    for name, noun, parser_group in (("tasks", "task", tasks), ("queries", "query", queries)):
-        retry = gateway_options(parser_group.add_parser(
-            "retry", help=f"retry a failed or expired {noun} as a new attempt"))
-        retry.add_argument("job_id", metavar=f"{noun}_id")
-        _reason(retry)
-        retry.set_defaults(handler=lambda a, name=name: _post(
-            a, f"/v1/{name}/{path_id(a.job_id)}/retry", {"reason": a.reason}, _job))
-        redrive = gateway_options(parser_group.add_parser(
-            "redrive", help=f"retry every {noun} of a status that the filters match"))
-        redrive.add_argument("--status", required=True,
-                             choices=("failed", "expired", "canceled") if noun == "task"
-                             else ("failed", "expired"))
-        _reason(redrive)
-        for option in ("site", "kind", "tenant"):
-            redrive.add_argument(f"--{option}", default=None, help=f"only this {option}")
-        redrive.add_argument("--since", default=None, help="ended at or after (RFC 3339)")
-        redrive.add_argument("--until", default=None, help="ended before (RFC 3339)")
-        redrive.add_argument("--limit", type=int, default=1000,
-                             help="the oldest this many (1-10000, default %(default)s)")
-        redrive.add_argument("--dry-run", action="store_true",
-                             help="count what would be retried, retry nothing")
-        redrive.set_defaults(handler=lambda a, name=name: _post(
-            a, f"/v1/{name}/redrive", _redrive_body(a), _redriven))
-
     reclaim = gateway_options(tasks.add_parser("reclaim", help="resolve a stale task"))
     reclaim.add_argument("task_id")
     reclaim.add_argument("--action", required=True, choices=("requeue", "succeeded", "failed"))
@@ -84,6 +68,34 @@ def register(group: Groups) -> None:
     reclaim.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{path_id(a.task_id)}/reclaim",
                                                  _reclaim_body(a), _job))
 
+
+def _retry_commands(parser_group: Subcommands, name: str, noun: str) -> None:
+    """A channel's retry of one job, and its redrive of many."""
+    retry = gateway_options(parser_group.add_parser(
+        "retry", help=f"retry a failed or expired {noun} as a new attempt"))
+    retry.add_argument("job_id", metavar=f"{noun}_id")
+    _reason(retry)
+    retry.set_defaults(handler=lambda a: _post(
+        a, f"/v1/{name}/{path_id(a.job_id)}/retry", {"reason": a.reason}, _job))
+    redrive = gateway_options(parser_group.add_parser(
+        "redrive", help=f"retry every {noun} of a status that the filters match"))
+    redrive.add_argument("--status", required=True,
+                         choices=("failed", "expired", "canceled") if noun == "task"
+                         else ("failed", "expired"))
+    _reason(redrive)
+    for option in ("site", "kind", "tenant"):
+        redrive.add_argument(f"--{option}", default=None, help=f"only this {option}")
+    redrive.add_argument("--since", default=None, help="ended at or after (RFC 3339)")
+    redrive.add_argument("--until", default=None, help="ended before (RFC 3339)")
+    redrive.add_argument("--limit", type=int, default=1000,
+                         help="the oldest this many (1-10000, default %(default)s)")
+    redrive.add_argument("--dry-run", action="store_true",
+                         help="count what would be retried, retry nothing")
+    redrive.set_defaults(handler=lambda a: _post(
+        a, f"/v1/{name}/redrive", _redrive_body(a), _redriven))
+
+
+def _site_commands(sites: Subcommands) -> None:
     listing = gateway_options(sites.add_parser("list", help="paused, throttled and busy sites"))
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--offset", type=int, default=0)

@@ -28,6 +28,7 @@ from leasegate.actors.queries import operator as query_operator
 from leasegate.actors.queries import reads as query_reads
 from leasegate.actors.queries import results
 from leasegate.actors.queries import submit as query_submit
+from leasegate.actors.queue.retry import Redrive
 from leasegate.actors.queue.sites import SiteControl
 from leasegate.actors.runtime.mailbox import Ask, Message, Ref, Tell
 from leasegate.actors.system import System, new_system
@@ -84,8 +85,8 @@ VALID: dict[type[Any], Any] = {
                                                 account="acct", kind="order"),
     control.ControlTask: control.ControlTask("t1", "cancel", "ten"),
     task_lease.LeaseTasks: task_lease.LeaseTasks("w1", ("shop",), 2, "r1"),
-    fenced.StartTask: fenced.StartTask("t1", "w1", "tok", ("shop",)),
-    fenced.RenewTask: fenced.RenewTask("t1", "w1", "tok", {}, ("shop",)),
+    fenced.StartTask: fenced.StartTask("t1", "w1", "tok", sites=("shop",)),
+    fenced.RenewTask: fenced.RenewTask("t1", "w1", "tok", {}, sites=("shop",)),
     fenced.RenewTasks: fenced.RenewTasks((fenced.RenewTask("t1", "w1", "tok"),)),
     task_lease.LeaseTasksAfterResults: task_lease.LeaseTasksAfterResults(
         (fenced.TaskResult("t1", "w1", "tok", "failed"),),
@@ -130,7 +131,7 @@ VALID: dict[type[Any], Any] = {
     task_operator.RetryTasks: task_operator.RetryTasks((
         task_operator.RetryTask("t2", "why", "ops (k1)"),)),
     task_operator.FindRetryableTasks: task_operator.FindRetryableTasks(
-        "failed", "shop", "k", "ten", 0.0, 1e9, 10),
+        Redrive("failed", "shop", "k", "ten", 0.0, 1e9, 10)),
     task_operator.SetSite: task_operator.SetSite("shop", "pause", "ops (k1)", "why"),
     task_operator.ListSiteControls: task_operator.ListSiteControls(),
     task_operator.ReloadSiteControls: task_operator.ReloadSiteControls(),
@@ -139,7 +140,7 @@ VALID: dict[type[Any], Any] = {
     query_operator.RetryQueries: query_operator.RetryQueries((
         query_operator.RetryQuery("q2", "why", "ops (k1)"),)),
     query_operator.FindRetryableQueries: query_operator.FindRetryableQueries(
-        "expired", "shop", "k", "ten", 0.0, 1e9, 10),
+        Redrive("expired", "shop", "k", "ten", 0.0, 1e9, 10)),
     query_operator.ApplySiteControls: query_operator.ApplySiteControls((
         SiteControl("shop", True, 2.0, "why", "ops (k1)", 1.0),)),
     query_operator.QueriesQueuedAt: query_operator.QueriesQueuedAt(("shop",)),
@@ -165,6 +166,10 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
     "job_id": ("", "a\n"), "job_ids": (("a\n",), ("x",) * 501), "memo": ("x" * 257,),
     "items": ((), ("a\n",), (task_reads.GetTask("t1"),)),
     "version": (-1, 10**20, True), "top": (-1, 501, True), "unserved": ("yes", 1, None),
+    "selection": (Redrive("nope"), Redrive("failed", site=""), Redrive("failed", site="a\n"),
+                  Redrive("failed", kind=""), Redrive("failed", kind="a b"),
+                  Redrive("failed", tenant="a\n"), Redrive("failed", since=NAN),
+                  Redrive("failed", until=-1.0), Redrive("failed", limit=0)),
 }
 
 
@@ -186,10 +191,17 @@ def test_every_message_type_is_covered() -> None:
     assert every == set(VALID)
 
 
-def spoiled(message: Message) -> Iterator[tuple[str, object, Message]]:
-    for field in dataclasses.fields(message):  # type: ignore[arg-type]
+def spoiled(message: Any) -> Iterator[tuple[str, object, Any]]:
+    """``message`` with each field spoiled in turn; a field that is a record of fields
+    (a redrive's ``selection``) also field by field within it."""
+    for field in dataclasses.fields(message):
         for value in HOSTILE:
-            yield field.name, value, dataclasses.replace(message, **{field.name: value})  # type: ignore[type-var]
+            yield field.name, value, dataclasses.replace(message, **{field.name: value})
+        inner = getattr(message, field.name)
+        if dataclasses.is_dataclass(inner) and not isinstance(inner, type | Message):
+            for name, value, bad in spoiled(inner):
+                yield (f"{field.name}.{name}", value,
+                       dataclasses.replace(message, **{field.name: bad}))
 
 
 @pytest.fixture

@@ -63,8 +63,8 @@ def lane(conn: PgConnection) -> tuple[Any, ...]:
 
 
 def lease(task_id: str) -> Callable[[PgConnection], bool]:
-    return lambda conn: tasks_sql.take_lease(conn, task_id, "w", f"tok-{task_id}", None,
-                                             NOW + 30, NOW) is not None
+    return lambda conn: tasks_sql.take_leases(conn, [(task_id, f"tok-{task_id}")], "w", None,
+                                              NOW + 30, NOW) != []
 
 
 def test_two_gateways_leasing_two_tasks_of_one_lane_put_one_in_flight(

@@ -264,7 +264,8 @@ async def test_an_existing_database_gets_its_lanes(
     old = connect(path, synchronous="OFF")
     migrate(old, upto=8)
     add_task(old, "taken", "shop", "blocked", at=EPOCH - 100)
-    assert tasks_sql.take_lease(old, "taken", "w0", "token", None, EPOCH + 3600, EPOCH - 100)
+    assert tasks_sql.take_leases(old, [("taken", "token")], "w0", None, EPOCH + 3600,
+                                 EPOCH - 100)
     add_task(old, "behind", "shop", "blocked", priority=9, at=EPOCH - 50)
     add_task(old, "ready", "shop", "free", at=EPOCH - 10)
     add_task(old, "better", "shop", "free", priority=3, at=EPOCH - 5)
@@ -344,7 +345,7 @@ def test_the_lanes_lease_picks_what_a_full_walk_would(conn: sqlite3.Connection,
             assert picked == full_walk(conn, sites, now, limit), (seed, step)
             for task_id in picked:
                 if rnd.random() < 0.8:
-                    assert tasks_sql.take_lease(conn, task_id, "w", f"tok-{task_id}", None,
-                                                now + 5, now)
+                    assert tasks_sql.take_leases(conn, [(task_id, f"tok-{task_id}")], "w",
+                                                 None, now + 5, now)
         else:
             transition(conn, rnd, now)

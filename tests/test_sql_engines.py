@@ -65,9 +65,9 @@ def test_a_task_goes_from_submit_to_result_through_its_lane(conn: Connection) ->
     assert presence_sql.queued_sites(conn, 10, served='["s", "t"]') == []
 
     with transaction(conn):
-        leased = tasks_sql.take_lease(conn, "t2", "w1", "tok", "req", NOW + 30, NOW)
-        assert leased is not None and leased["status"] == "leased"
-        assert tasks_sql.take_lease(conn, "t2", "w2", "tok2", None, NOW + 30, NOW) is None
+        [leased] = tasks_sql.take_leases(conn, [("t2", "tok")], "w1", "req", NOW + 30, NOW)
+        assert leased["status"] == "leased"
+        assert tasks_sql.take_leases(conn, [("t2", "tok2")], "w2", None, NOW + 30, NOW) == []
     assert leasable(conn) == ["t3"]  # lane s/a is blocked while t2 is in flight
     assert [r["task_id"] for r in tasks_sql.leased_by_request(conn, "w1", "req", None, 10)] \
         == ["t2"]
@@ -194,9 +194,9 @@ def test_queries_are_leased_oldest_first_by_site(conn: Connection) -> None:
     assert [r["query_id"] for r in queries_sql.next_queued(conn, ["z", "x"], NOW, 10)] == [
         "q0", "q2", "q3"]
     with transaction(conn):
-        assert queries_sql.take_lease(conn, "q0", "w", "tok", "r", NOW + 60, NOW) is not None
+        assert queries_sql.take_leases(conn, [("q0", "tok")], "w", "r", NOW + 60, NOW) != []
         assert queries_sql.give_back(conn, "q0", "tok", NOW)
-        assert queries_sql.take_lease(conn, "q1", "w", "tok", "r", NOW + 60, NOW) is not None
+        assert queries_sql.take_leases(conn, [("q1", "tok")], "w", "r", NOW + 60, NOW) != []
         done = queries_sql.finish(conn, "q1", "tok", "succeeded", NOW + 1, "{}", None, None,
                                   3, "d")
         assert done is not None and done["attempts"] == 1

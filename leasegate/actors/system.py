@@ -160,18 +160,36 @@ class System:
                                      inbox=tasks, ledger=self.ledger, events=self.events)
         self.device_actor, self._forwarder = open_devices(
             self._database("devices"), clock, settings, inbox=devices, tasks=self.tasks)
-        # Several gateways on one database: wake-ups and events cross between them.
-        self.elsewhere = Elsewhere(f"{self.gateway}/{secrets.token_hex(4)}", {
-            "tasks": self.tasks, "queries": self.queries}, heard_any=self.events.poke)
-        if settings.database_url is not None:
-            self.elsewhere.listen(settings.database_url, f"leasegate listener ({self.gateway})",
-                                  settings.error_log_window, inline=inline_storage)
-            self.task_actor.announce = self.elsewhere.announcer("tasks")
-            self.query_actor.announce = self.elsewhere.announcer("queries")
         # Tasks and queries as routes use them: the submit saga, billing in every view.
         self.jobs = Jobs(tasks=self.tasks, queries=self.queries, ledger=self.ledger,
                          max_wait=settings.max_wait_seconds)
+        self.elsewhere = self._open_elsewhere(settings, inline_storage)
         self._background: list[BackgroundJob] = []
+        self._schedule_housekeeping(settings)
+        self._deleter = JobRecord("delete_files", owner="artifacts", every=math.inf)
+        self._closed = trio.Event()
+        self._probed_at = -math.inf
+        self._probe_ok = False
+        # The storage's answer at start-up (None until then), for /health and /metrics.
+        self.durability: Durability | None = None
+        # One throttle for every "the disk is failing" line of the system: a full
+        # disk under load must not write a line per request.
+        self._disk = Throttled(log, settings.error_log_window)
+
+    def _open_elsewhere(self, settings: Settings, inline_storage: bool) -> Elsewhere:
+        """Several gateways on one database: wake-ups and events cross between them (on
+        SQLite, one gateway: nothing crosses)."""
+        elsewhere = Elsewhere(f"{self.gateway}/{secrets.token_hex(4)}", {
+            "tasks": self.tasks, "queries": self.queries}, heard_any=self.events.poke)
+        if settings.database_url is not None:
+            elsewhere.listen(settings.database_url, f"leasegate listener ({self.gateway})",
+                             settings.error_log_window, inline=inline_storage)
+            self.task_actor.announce = elsewhere.announcer("tasks")
+            self.query_actor.announce = elsewhere.announcer("queries")
+        return elsewhere
+
+    def _schedule_housekeeping(self, settings: Settings) -> None:
+        """The system's own periodic jobs, and this gateway's name on every actor's."""
         self.add_background_job("artifacts", "sweep_staging", settings.housekeeping_interval,
                                 self._sweep_staging, shared=True)
         self.add_background_job("artifacts", "sweep_orphan_dirs",
@@ -187,15 +205,6 @@ class System:
             # Site controls another gateway set: this gateway's memory, so each its own.
             self.add_background_job("sites", "reload_site_controls",
                                     settings.deadline_poll_interval, self.jobs.sites.reload)
-        self._deleter = JobRecord("delete_files", owner="artifacts", every=math.inf)
-        self._closed = trio.Event()
-        self._probed_at = -math.inf
-        self._probe_ok = False
-        # The storage's answer at start-up (None until then), for /health and /metrics.
-        self.durability: Durability | None = None
-        # One throttle for every "the disk is failing" line of the system: a full
-        # disk under load must not write a line per request.
-        self._disk = Throttled(log, settings.error_log_window)
 
     async def _tail_events(self, after: int, limit: int) -> list[JobEvent]:
         assert self._events_db is not None

@@ -2,107 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 import anyio
 
 from leasegate.client._exceptions import error_detail
+from leasegate.client._sendable import checked_object, sendable
 from leasegate.client._types import JSONObject
 
 log = logging.getLogger("leasegate.client")
 
 Channel = Literal["tasks", "queries"]
 
-# What the gateway takes in a result (the checks of its routes); a body
-# outside these limits is refused (400/413), so the SDK never sends one.
-MAX_MESSAGE: Final = 4096
-"""The longest error message the gateway takes (characters)."""
-MAX_JSON_BYTES: Final = 64 * 1024
-"""The most compact JSON (UTF-8 bytes) the gateway takes in ``result`` or ``progress``
-(its default ``max_json_field_bytes``)."""
-MAX_JSON_DEPTH: Final = 32
-"""The deepest nesting of objects and arrays the gateway takes in a JSON field."""
-MAX_COST: Final = 2**53
-"""Costs are integers 0..2**53 (minor units)."""
-MIN_CODE: Final = -(2**31)
-MAX_CODE: Final = 2**31 - 1
-"""Error codes are 32-bit signed integers."""
-
-NOT_SENT: Final = "leasegate_sdk"
-"""The key of the small object sent in place of a result the gateway would refuse:
-``{"leasegate_sdk": "result not sent: <why>"}``."""
-
-
 def parse_time(text: str) -> float:
     """Seconds since the epoch of an API timestamp (``2026-11-30T08:00:00Z``)."""
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     return datetime.fromisoformat(text).timestamp()
-
-
-def _too_deep(value: Any) -> bool:
-    """Nested deeper than the gateway takes (without recursion; a cycle is 'too deep')."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list | tuple):
-            if depth > MAX_JSON_DEPTH:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-def _short(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def checked_json(value: Any) -> tuple[Any, str | None]:
-    """``(a detached copy, None)`` if the gateway takes ``value`` as a ``result`` or
-    ``progress``: JSON without NaN or infinities, valid UTF-8, nested at most
-    ``MAX_JSON_DEPTH`` levels, at most ``MAX_JSON_BYTES`` of compact JSON. Else
-    ``(None, why not)``."""
-    if _too_deep(value):
-        return None, f"nested deeper than {MAX_JSON_DEPTH} levels"
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        size = len(text.encode())
-    except (TypeError, ValueError, RecursionError) as error:  # NaN, a set, a lone surrogate
-        return None, f"not JSON: {_short(_prose(str(error)))}"
-    if size > MAX_JSON_BYTES:
-        return None, f"{size} bytes of JSON, over the gateway's limit of {MAX_JSON_BYTES}"
-    return json.loads(text), None
-
-
-def _checked_object(value: Any) -> tuple[JSONObject | None, str | None]:
-    """:func:`checked_json`, for a checkpoint: it must also be a JSON object."""
-    copied, why = checked_json(value)
-    if why is None and not isinstance(copied, dict):
-        return None, "not a JSON object"
-    return copied, why
-
-
-def _prose(text: str) -> str:
-    """``text`` as valid UTF-8 (an unpaired surrogate spelled out as ``\\udc80``)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _message(text: str) -> str:
-    return _short(_prose(text), MAX_MESSAGE)
-
-
-def _integer(value: Any, low: int, high: int) -> int | None:
-    """``value`` as an int in ``low..high`` (an integral float counts), else None."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
-        return value
-    return None
 
 
 class Outcome(Exception):
@@ -220,7 +140,7 @@ class BaseJob:
         than 32 levels, over 64 KiB of JSON) is not stored: a WARNING is logged and
         the previous checkpoint stays. (Raising here could turn work that was done,
         an order placed, into a failure.)"""
-        copied, why = _checked_object(progress)
+        copied, why = checked_object(progress)
         if why is not None:
             log.warning("%s %s: checkpoint not stored, the gateway would refuse it (%s); "
                         "the previous one stays", self.channel, self.id, why)  # fmt: skip
@@ -305,7 +225,7 @@ class BaseJob:
             result = dict(ending) if isinstance(ending, Mapping) else ending
             cost, progress = self.cost, None
         if progress is not None:
-            progress, why = _checked_object(progress)
+            progress, why = checked_object(progress)
             if why is not None and outcome == "paused":
                 log.error("%s %s: paused, but its checkpoint cannot be sent (%s): reporting "
                           "failed rather than letting a resumed run start from an older "
@@ -317,42 +237,23 @@ class BaseJob:
                 fixes.append(f"progress not sent: {why}")
         if progress is None and self._progress_set:
             progress = self._progress  # stored by set_progress: already checked
-        if result is not None:
-            result, why = checked_json(result)
-            if why is not None:
-                fixes.append(f"result not sent: {why}")
-                result = {NOT_SENT: f"result not sent: {why}"}
-        if cost is not None:
-            valid_cost = _integer(cost, 0, MAX_COST)
-            if valid_cost is None:
-                fixes.append(f"cost {_short(repr(cost))} left out: not an integer 0..2**53")
-            cost = valid_cost
-        if code is not None:
-            valid_code = _integer(code, MIN_CODE, MAX_CODE)
-            if valid_code is None:
-                fixes.append(f"error code {_short(repr(code))} left out: not a 32-bit integer")
-            code = valid_code
-        message = str(message)
-        sent_message = _message(message)
-        if sent_message != message:
-            fixes.append(f"error message of {len(message)} characters cut to {MAX_MESSAGE} "
-                         "(or spelled as valid UTF-8)")  # fmt: skip
+        sent = sendable(result, cost, code, str(message), fixes)
         if fixes:
             log.warning("%s %s: the %s result was changed so that the gateway takes it: %s",
                         self.channel, self.id, outcome, "; ".join(fixes))  # fmt: skip
         body = self._fence()
         body["outcome"] = outcome
-        if message or code is not None:
-            error: JSONObject = {"message": sent_message}
-            if code is not None:
-                error["code"] = code
+        if sent.message or sent.code is not None:
+            error: JSONObject = {"message": sent.message}
+            if sent.code is not None:
+                error["code"] = sent.code
             if raised is not None:
                 error["type"], error["traceback"] = raised["type"], raised["traceback"]
             body["error"] = error
-        if result is not None:
-            body["result"] = result
-        if cost is not None:
-            body["cost"] = cost
+        if sent.result is not None:
+            body["result"] = sent.result
+        if sent.cost is not None:
+            body["cost"] = sent.cost
         if self.channel == "tasks" and progress is not None:
             body["progress"] = progress
         return body

@@ -68,7 +68,8 @@ from leasegate.client._errors import (
     TransportError,
 )
 from leasegate.client._http import Retry, new_id, retryable
-from leasegate.client._job import NOT_SENT, BaseJob, Canceled, Channel, HandlerResult
+from leasegate.client._job import BaseJob, Canceled, Channel, HandlerResult
+from leasegate.client._sendable import NOT_SENT
 from leasegate.client._types import JSONObject
 
 log = logging.getLogger("leasegate.client")

@@ -135,25 +135,8 @@ def create_app(system: System) -> QuartTrio:
     app.config["BODY_TIMEOUT"] = system.settings.http_body_timeout
     app.config["JSON_SORT_KEYS"] = False
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
-    QuartSchema(
-        app,
-        info={"title": "leasegate", "version": "1",
-              "description": "A durable task gateway: at-most-once tasks, "
-                             "at-least-once queries, long-poll workers. An integer "
-                             "(money, counts) is a JSON integer: 100, never 100.0, 1e2, "
-                             "\"100\" or true."},
-        security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
-        security=[{"bearer": []}],
-        openapi_provider_class=LeasegateOpenAPI,
-        swagger_ui_path=None, redoc_ui_path=None, scalar_ui_path=None,  # CDN pages: docs.py
-    )
+    _document(app)
     app.json = JSONProvider(app)
-    # quart-schema wraps make_response to pass every return value through a new
-    # pydantic TypeAdapter (about 20 µs a response, a sixth of a submit's cost).
-    # Our routes return plain JSON-able values, so Quart's own is enough. It has no
-    # setting for this: the wrapper is an attribute of the app, removed here
-    # (tests/test_framework_internals.py fails if quart-schema stops setting it so).
-    del app.make_response
     app.extensions["leasegate"] = system
     authenticator = Authenticator(system)
     app.extensions["leasegate.auth"] = authenticator
@@ -163,6 +146,7 @@ def create_app(system: System) -> QuartTrio:
                                                      system.settings.max_parked_per_address)
     # Outcomes, dispatch latency: of this gateway's own commits (each counted once).
     system.events.own_listeners.append(metrics.on_job_event)
+
     async def sweep_buckets(now: float) -> None:
         authenticator.sweep(now)
 
@@ -175,6 +159,15 @@ def create_app(system: System) -> QuartTrio:
     errors.install(app)
     docs.install(app)
     console.install(app, system)
+
+    _hooks(app, system, authenticator, metrics)
+    return app
+
+
+def _hooks(app: QuartTrio, system: System, authenticator: Authenticator,
+           metrics: Metrics) -> None:
+    """What every request passes through: the checks before it (auth, limits, ids),
+    its count after it, and the answer to a body too slow."""
 
     @app.errorhandler(BodyTooSlow)
     async def body_too_slow(exc: BodyTooSlow) -> Response:
@@ -194,4 +187,26 @@ def create_app(system: System) -> QuartTrio:
         if request_id is not None:
             response.headers["X-Request-Id"] = request_id
         return response
-    return app
+
+
+def _document(app: QuartTrio) -> None:
+    """``/openapi.json``, by quart-schema (with our additions), which leaves Quart's own
+    ``make_response`` in place."""
+    QuartSchema(
+        app,
+        info={"title": "leasegate", "version": "1",
+              "description": "A durable task gateway: at-most-once tasks, "
+                             "at-least-once queries, long-poll workers. An integer "
+                             "(money, counts) is a JSON integer: 100, never 100.0, 1e2, "
+                             "\"100\" or true."},
+        security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
+        security=[{"bearer": []}],
+        openapi_provider_class=LeasegateOpenAPI,
+        swagger_ui_path=None, redoc_ui_path=None, scalar_ui_path=None,  # CDN pages: docs.py
+    )
+    # quart-schema wraps make_response to pass every return value through a new
+    # pydantic TypeAdapter (about 20 µs a response, a sixth of a submit's cost).
+    # Our routes return plain JSON-able values, so Quart's own is enough. It has no
+    # setting for this: the wrapper is an attribute of the app, removed here
+    # (tests/test_framework_internals.py fails if quart-schema stops setting it so).
+    del app.make_response

@@ -14,21 +14,25 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from quart_schema import document_response
 
 from leasegate.actors.channels import JobQueue
 from leasegate.actors.jobs.channel import JobChannel, JobView
 from leasegate.actors.runtime.mailbox import Ask, Message
 from leasegate.errors import InvalidRequest, LeasegateError
-from leasegate.http.auth import require_tenant
+from leasegate.http.auth import SUBMITTER_ONLY, allow, require_tenant
 from leasegate.http.context import system
 from leasegate.http.errors import _describe
+from leasegate.http.models import ErrorEnvelope
 from leasegate.http.render import to_json
+from leasegate.http.validation import validate_request
 
 B = TypeVar("B", bound=BaseModel)
 T = TypeVar("T")
 A = TypeVar("A", bound=JobQueue)
 M = TypeVar("M", bound=Message)
 V = TypeVar("V", bound=JobView)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def each_item(model: type[B], raw: Sequence[Any],
@@ -86,6 +90,20 @@ def created(answer: Any) -> int:
 def submitted(answer: Any) -> tuple[Any, int]:
     """A single submit's reply: the job's id and status, 201 or (a replay) 200."""
     return to_json(answer), created(answer)
+
+
+def submit_route(body: type[BaseModel], reply: type[Any], *, single: bool) -> Callable[[F], F]:
+    """What a submit route is, below its route decorator: a client key's only (an
+    admin's is refused: ``SUBMITTER_ONLY``), its ``body`` validated, its ``reply``
+    documented; a ``single`` submit's 201 (created), and its refusals: 402 (the
+    tenant is short), 422, 409."""
+    def stack(view: F) -> F:
+        if single:
+            for status in (409, 422, 402):
+                view = document_response(ErrorEnvelope, status)(view)
+        view = document_response(reply, 201 if single else 200)(view)
+        return allow("client", admin=False, refusal=SUBMITTER_ONLY)(validate_request(body)(view))
+    return stack
 
 
 def submitter() -> str:

@@ -235,15 +235,23 @@ class LeasegateOpenAPI(OpenAPIProvider):
 
         if json_body:
             operation["requestBody"]["required"] = True
-
         if key in SUBMITS and "201" in responses:
-            responses["201"]["description"] = "Created (`created: true`)."
-            replay = copy.deepcopy(responses["201"])
-            replay["description"] = ("An identical replay of an earlier submit: the existing "
-                                     "item, `created: false`; for an item purged within "
-                                     "`id_tombstone_retention`, its final status.")
-            responses.setdefault("200", replay)
+            _replay_documented(responses)
+        self._not_json(key, operation, responses, parameters)
+        has_body = json_body or "requestBody" in operation
+        self._refusals(key, responses, has_body=has_body, querystring=querystring,
+                       path_ids=path_ids, public=public)
+        for code, response in responses.items():
+            if not response.get("description"):
+                response["description"] = HTTPStatus(int(code)).phrase + "."
+        operation["responses"] = {code: responses[code] for code in sorted(responses)}
+        if public:
+            operation["security"] = []
 
+    def _not_json(self, key: tuple[str, str], operation: dict[str, Any],
+                  responses: dict[str, Any], parameters: list[dict[str, Any]]) -> None:
+        """The routes whose body or answer is not JSON: metrics, the event stream and
+        artifacts (quart-schema knows only JSON)."""
         if key == ("get", "/metrics"):
             responses.setdefault("200", {
                 "description": "The Prometheus text exposition format "
@@ -292,15 +300,17 @@ class LeasegateOpenAPI(OpenAPIProvider):
             responses.setdefault("409", self._error(ARTIFACT_CONFLICT))
             responses.setdefault("413", self._error(TOO_LARGE_ARTIFACT))
 
+    def _refusals(self, key: tuple[str, str], responses: dict[str, Any], *, has_body: bool,
+                  querystring: bool, path_ids: set[str], public: bool) -> None:
+        """Every error the server may answer the route with, each saying when."""
         errors: dict[str, str] = {}
-        has_body = json_body or "requestBody" in operation
         errors["400"] = self._bad_request(key, has_body=has_body, querystring=querystring,
                                           path_ids=path_ids)
         if has_body:
             errors["408"] = TOO_SLOW
             errors["413"] = TOO_LARGE
         if path_ids and key not in NEVER_MISSING:
-            errors["404"] = self._not_found(method, path_ids)
+            errors["404"] = self._not_found(key[0], path_ids)
         if not public:
             errors.update({str(code): text for code, text in AUTH_ERRORS.items()})
             errors["429"] = TOO_MANY.get(key, AUTH_ERRORS[429])
@@ -325,14 +335,6 @@ class LeasegateOpenAPI(OpenAPIProvider):
             responses["422"]["description"] = LEDGER_LIMITS[key]
         if "409" in responses and not responses["409"].get("description"):
             responses["409"]["description"] = self._conflict(key)
-
-        for code, response in responses.items():
-            if not response.get("description"):
-                response["description"] = HTTPStatus(int(code)).phrase + "."
-        operation["responses"] = {code: responses[code] for code in sorted(responses)}
-
-        if public:
-            operation["security"] = []
 
     @staticmethod
     def _path_schema(key: tuple[str, str], name: str) -> dict[str, Any]:
@@ -385,3 +387,13 @@ class LeasegateOpenAPI(OpenAPIProvider):
         if key[1].startswith("/v1/tasks/{task_id}"):
             return TASK_CONFLICTS.get(action, LEASE_CONFLICT)
         return "A conflict with the current state; see `error.code`."
+
+
+def _replay_documented(responses: dict[str, Any]) -> None:
+    """A submit's 201 (created) and 200 (an identical replay)."""
+    responses["201"]["description"] = "Created (`created: true`)."
+    replay = copy.deepcopy(responses["201"])
+    replay["description"] = ("An identical replay of an earlier submit: the existing "
+                             "item, `created: false`; for an item purged within "
+                             "`id_tombstone_retention`, its final status.")
+    responses.setdefault("200", replay)

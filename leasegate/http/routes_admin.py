@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -10,6 +11,7 @@ from quart import Blueprint, Response, current_app, request
 from quart_schema import document_response
 
 from leasegate.actors.keys.records import CreateKey, ListKeys, RevokeKey
+from leasegate.actors.pages import Page
 from leasegate.actors.queries.reads import CountQueries, ListQuerySites
 from leasegate.actors.queries.views import QueryCounts
 from leasegate.actors.runtime.periodic import JobStatistics
@@ -40,6 +42,19 @@ from leasegate.http.validation import validate_querystring, validate_request
 bp = Blueprint("admin", __name__)
 
 
+def _admin_list(path: str, name: str, doc: str, reply: type[Any],
+                ask: Callable[[Page], Awaitable[object]]) -> None:
+    """``GET path`` (the view ``name``): an admin's page (``ListArgs``) of what ``ask``
+    asks an actor for."""
+    async def listing(query_args: ListArgs) -> Any:
+        return to_json(await ask(page(query_args)))
+
+    listing.__name__ = listing.__qualname__ = name
+    listing.__doc__ = doc
+    view = document_response(reply)(validate_querystring(ListArgs)(listing))
+    bp.get(path)(allow("admin")(view))
+
+
 @bp.post("/v1/admin/keys")
 @allow("admin")
 @validate_request(CreateKeyBody)
@@ -51,13 +66,8 @@ async def create_key(data: CreateKeyBody) -> tuple[Any, int]:
     return to_json(reply), 201
 
 
-@bp.get("/v1/admin/keys")
-@allow("admin")
-@validate_querystring(ListArgs)
-@document_response(KeyPage)
-async def list_keys(query_args: ListArgs) -> Any:
-    """Keys, newest first, without their secrets."""
-    return to_json(await system().keys.ask(ListKeys(page(query_args))))
+_admin_list("/v1/admin/keys", "list_keys", "Keys, newest first, without their secrets.",
+            KeyPage, lambda asked: system().keys.ask(ListKeys(asked)))
 
 
 @bp.delete("/v1/admin/keys/<key_id>")
@@ -79,13 +89,9 @@ async def make_backup() -> Any:
     return to_json(await system().backup())
 
 
-@bp.get("/v1/workers")
-@allow("admin")
-@validate_querystring(ListArgs)
-@document_response(WorkerPage)
-async def list_workers(query_args: ListArgs) -> Any:
-    """Workers seen on the task channel: state, last seen, held tasks, sites."""
-    return to_json(await system().tasks.ask(ListWorkers(page(query_args))))
+_admin_list("/v1/workers", "list_workers",
+            "Workers seen on the task channel: state, last seen, held tasks, sites.",
+            WorkerPage, lambda asked: system().tasks.ask(ListWorkers(asked)))
 
 
 @bp.get("/v1/sites/tasks")
@@ -99,13 +105,9 @@ async def list_task_sites(query_args: TaskSiteArgs) -> Any:
         ListSites(page(query_args), query_args.unserved)))
 
 
-@bp.get("/v1/sites/queries")
-@allow("admin")
-@validate_querystring(ListArgs)
-@document_response(QuerySitePage)
-async def list_query_sites(query_args: ListArgs) -> Any:
-    """Sites with queued or leased queries, the most first (then by name)."""
-    return to_json(await system().queries.ask(ListQuerySites(page(query_args))))
+_admin_list("/v1/sites/queries", "list_query_sites",
+            "Sites with queued or leased queries, the most first (then by name).",
+            QuerySitePage, lambda asked: system().queries.ask(ListQuerySites(asked)))
 
 
 # Rows of each list in the admin /health details (and the console's overview): the

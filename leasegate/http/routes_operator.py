@@ -10,8 +10,9 @@ from pydantic import ValidationError
 from quart import Blueprint, request
 from quart_schema import document_response
 
-from leasegate.actors.jobs.operator import OperatorActions, Redrive
+from leasegate.actors.jobs.operator import OperatorActions
 from leasegate.actors.keys.views import Principal
+from leasegate.actors.queue.retry import Redrive
 from leasegate.actors.tasks.operator import SiteAction
 from leasegate.errors import InvalidRequest
 from leasegate.http.auth import allow, require

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from quart import Blueprint
@@ -16,11 +17,11 @@ from leasegate.actors.queries.reads import ListQueries
 from leasegate.actors.queries.results import QueryResult, QueryResults
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.http import batches
-from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
+from leasegate.http.auth import allow, require, worker_sites
 from leasegate.http.carried import lease_after_results
 from leasegate.http.context import system
+from leasegate.http.job_reads import job_reply, search_reply
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import parked
 from leasegate.http.models import (
     ErrorEnvelope,
     QueriesSubmitted,
@@ -39,7 +40,6 @@ from leasegate.http.models import (
 )
 from leasegate.http.models_search import QueryListArgs
 from leasegate.http.render import to_json
-from leasegate.http.search import nothing, search_fields
 from leasegate.http.validation import validate_querystring, validate_request
 from leasegate.http.worker_models import QueryLeaseBody, QueryLeaseReply
 
@@ -47,12 +47,7 @@ bp = Blueprint("queries", __name__)
 
 
 @bp.post("/v1/queries")
-@allow("client", admin=False, refusal=SUBMITTER_ONLY)
-@validate_request(SubmitQueryBody)
-@document_response(QuerySubmitted, 201)
-@document_response(ErrorEnvelope, 402)
-@document_response(ErrorEnvelope, 422)
-@document_response(ErrorEnvelope, 409)
+@batches.submit_route(SubmitQueryBody, QuerySubmitted, single=True)
 async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
     """Submit a read-only query (client). Idempotent by ``query_id``."""
     # With max_cost: hold on the tenant's account first (402 when short), then enqueue.
@@ -67,9 +62,7 @@ def _submit_message(tenant: str, data: SubmitQueryBody, limit: int | None = None
 
 
 @bp.post("/v1/queries/batch")
-@allow("client", admin=False, refusal=SUBMITTER_ONLY)
-@validate_request(SubmitQueriesBody)
-@document_response(QueriesSubmitted)
+@batches.submit_route(SubmitQueriesBody, QueriesSubmitted, single=False)
 async def submit_queries(data: SubmitQueriesBody) -> Any:
     """Submit 1–100 queries (client) in one commit, each answered on its own.
 
@@ -100,10 +93,7 @@ async def query_results(data: QueryResultsBody) -> Any:
 @document_response(QueryObject)
 async def get_query(query_id: str, query_args: WaitArgs) -> Any:
     """A query; with ``wait_seconds`` (0–30), long-poll until it is terminal."""
-    _, tenant = require_tenant("client")
-    sys, wait = system(), query_args.wait_seconds or 0
-    with parked(wait, sys.settings.max_wait_seconds):  # a place held while it waits
-        return to_json(await sys.jobs.queries.get(query_id, tenant, wait_seconds=wait))
+    return await job_reply(system().jobs.queries, query_id, query_args.wait_seconds)
 
 
 @bp.get("/v1/queries")
@@ -112,12 +102,8 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
 @document_response(QueryPage)
 async def list_queries(query_args: QueryListArgs) -> Any:
     """Queries, newest first (own tenant; admin: all), that match every filter given."""
-    _, tenant = require_tenant("client")
-    fields = search_fields(query_args, tenant, page(query_args))
-    if fields is None:
-        return to_json(nothing(page(query_args)))
-    return to_json(await system().jobs.queries.page(ListQueries(
-        status=query_args.status, **fields)))
+    return await search_reply(system().jobs.queries, query_args, page(query_args),
+                              functools.partial(ListQueries, status=query_args.status))
 
 
 @bp.post("/v1/queries/lease")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import trio
@@ -24,11 +25,11 @@ from leasegate.actors.tasks.reads import ListTasks
 from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.errors import DeviceLimit, LeasegateError
 from leasegate.http import batches
-from leasegate.http.auth import SUBMITTER_ONLY, allow, require, require_tenant, worker_sites
+from leasegate.http.auth import allow, require, require_tenant, worker_sites
 from leasegate.http.carried import lease_after_results
 from leasegate.http.context import system
+from leasegate.http.job_reads import job_reply, search_reply
 from leasegate.http.json_fields import check_json_field
-from leasegate.http.long_poll import parked
 from leasegate.http.models import (
     ErrorEnvelope,
     FencedBody,
@@ -56,7 +57,6 @@ from leasegate.http.models import (
 from leasegate.http.models_search import TaskListArgs
 from leasegate.http.render import to_json
 from leasegate.http.routes_operator import optional_reason, signed
-from leasegate.http.search import nothing, search_fields
 from leasegate.http.validation import validate_querystring, validate_request
 from leasegate.http.worker_models import (
     RenewItem,
@@ -70,12 +70,7 @@ bp = Blueprint("tasks", __name__)
 
 
 @bp.post("/v1/tasks")
-@allow("client", admin=False, refusal=SUBMITTER_ONLY)
-@validate_request(SubmitTaskBody)
-@document_response(TaskSubmitted, 201)
-@document_response(ErrorEnvelope, 402)
-@document_response(ErrorEnvelope, 422)
-@document_response(ErrorEnvelope, 409)
+@batches.submit_route(SubmitTaskBody, TaskSubmitted, single=True)
 async def submit_task(data: SubmitTaskBody) -> tuple[Any, int]:
     """Submit an irreversible task (client). Idempotent by ``task_id``."""
     tenant, sys = batches.submitter(), system()
@@ -96,9 +91,7 @@ def _submit_message(tenant: str, data: SubmitTaskBody, limit: int | None = None)
 
 
 @bp.post("/v1/tasks/batch")
-@allow("client", admin=False, refusal=SUBMITTER_ONLY)
-@validate_request(SubmitTasksBody)
-@document_response(TasksSubmitted)
+@batches.submit_route(SubmitTasksBody, TasksSubmitted, single=False)
 async def submit_tasks(data: SubmitTasksBody) -> Any:
     """Submit 1–100 tasks (client) in one commit, each answered on its own.
 
@@ -143,10 +136,7 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
     """A task (own tenant; admin: any). With ``wait_seconds`` (0–30) it long-polls until
     the task is finished (succeeded, failed, canceled, expired) or needs someone
     (stale, paused)."""
-    _, tenant = require_tenant("client")
-    sys, wait = system(), query_args.wait_seconds or 0
-    with parked(wait, sys.settings.max_wait_seconds):  # a place held while it waits
-        return to_json(await sys.jobs.tasks.get(task_id, tenant, wait_seconds=wait))
+    return await job_reply(system().jobs.tasks, task_id, query_args.wait_seconds)
 
 
 @bp.get("/v1/tasks")
@@ -155,12 +145,9 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
 @document_response(TaskPage)
 async def list_tasks(query_args: TaskListArgs) -> Any:
     """Tasks, newest first (own tenant; admin: all), that match every filter given."""
-    _, tenant = require_tenant("client")
-    fields = search_fields(query_args, tenant, page(query_args))
-    if fields is None:
-        return to_json(nothing(page(query_args)))
-    return to_json(await system().jobs.tasks.page(ListTasks(
-        status=query_args.status, account=query_args.account, **fields)))
+    return await search_reply(system().jobs.tasks, query_args, page(query_args),
+                              functools.partial(ListTasks, status=query_args.status,
+                                                account=query_args.account))
 
 
 def _control_route(action: ControlAction, doc: str) -> None:
@@ -217,7 +204,7 @@ async def start_tasks(data: StartTasksBody) -> Any:
     Only a task whose item is 200 may be touched."""
     principal = require("worker")
     starts = batches.each_item(StartItem, data.items, lambda item: StartTask(
-        item.task_id, data.worker_id, item.lease_token, principal.sites))
+        item.task_id, data.worker_id, item.lease_token, sites=principal.sites))
     return batches.reply("task", await ask_each(system().tasks, StartTasks, starts))
 
 
@@ -261,7 +248,7 @@ async def start_task(task_id: str, data: FencedBody) -> Any:
     """Turn a claim into a running lease; only then may the worker touch the site."""
     principal = require("worker")
     return to_json(await system().tasks.ask(StartTask(
-        task_id, data.worker_id, data.lease_token, principal.sites)))
+        task_id, data.worker_id, data.lease_token, sites=principal.sites)))
 
 
 @bp.post("/v1/tasks/<task_id>/renew")

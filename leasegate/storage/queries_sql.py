@@ -71,14 +71,6 @@ def leased_by_request(conn: Connection, worker_id: str, request_id: str,
     return conn.execute(sql + " ORDER BY rowid LIMIT ?", [*args, limit]).fetchall()
 
 
-def take_lease(conn: Connection, query_id: str, worker_id: str, token: str,
-               request_id: str | None, expires_at: float, now: float) -> Row | None:
-    """queued → leased (see :func:`take_leases`): the leased row, or None if the query
-    was not queued."""
-    taken = take_leases(conn, [(query_id, token)], worker_id, request_id, expires_at, now)
-    return taken[0] if taken else None
-
-
 def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: str,
                 request_id: str | None, expires_at: float, now: float) -> list[Row]:
     """queued → leased, each ``(query_id, token)`` with its token, counting the attempt,

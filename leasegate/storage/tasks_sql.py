@@ -39,6 +39,21 @@ known = _TASKS.known
 purge_completed_before = _TASKS.purge_completed_before  # (their artifact rows cascade)
 purge_tombstones_before = _TASKS.purge_tombstones_before
 
+def _held(status: str, deadline: str) -> str:
+    """The condition of a worker's call on a task it holds: the task in ``status``, the
+    call's token and worker (parameters after the task id), ``deadline`` not passed."""
+    return (f"WHERE task_id = ? AND status = '{status}' AND lease_token = ? "
+            f"AND lease_owner = ? AND {deadline} > ?")
+
+
+# leased → running (the claim's deadline), and a running lease renewed (its own).
+_START = ("UPDATE tasks SET status = 'running', claim_expires_at = NULL, lease_expires_at = ?, "
+          "renewed_at = ?, started_at = ?, attempts = attempts + 1, updated_at = ? "
+          + _held("leased", "claim_expires_at"))
+_RENEW = ("UPDATE tasks SET lease_expires_at = ?, renewed_at = ?, "
+          "progress = coalesce(?, progress), updated_at = ? "
+          + _held("running", "lease_expires_at"))
+
 _CLEAR_LEASE = ("lease_owner = NULL, lease_token = NULL, lease_request_id = NULL, "
                 "claim_expires_at = NULL, lease_expires_at = NULL")
 
@@ -106,14 +121,6 @@ def leased_by_request(conn: Connection, worker_id: str, request_id: str,
 
 # ---- transitions ------------------------------------------------------------------
 
-def take_lease(conn: Connection, task_id: str, worker_id: str, token: str,
-               request_id: str | None, claim_expires_at: float, now: float) -> Row | None:
-    """queued → leased (see :func:`take_leases`): the leased row, or None if the task
-    was not queued."""
-    taken = take_leases(conn, [(task_id, token)], worker_id, request_id, claim_expires_at, now)
-    return taken[0] if taken else None
-
-
 def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: str,
                 request_id: str | None, claim_expires_at: float, now: float) -> list[Row]:
     """queued → leased, each ``(task_id, token)`` with its token, in one UPDATE: only a
@@ -128,25 +135,14 @@ def start(conn: Connection, task_id: str, worker_id: str, token: str,
           lease_expires_at: float, now: float) -> Row | None:
     """leased → running within the claim window; the attempt is burned here. The
     running row, or None if the call does not hold the claim."""
-    cur = conn.execute(
-        "UPDATE tasks SET status = 'running', claim_expires_at = NULL, lease_expires_at = ?, "
-        "renewed_at = ?, started_at = ?, attempts = attempts + 1, updated_at = ? "
-        "WHERE task_id = ? AND status = 'leased' AND lease_token = ? AND lease_owner = ? "
-        "AND claim_expires_at > ?",
-        (lease_expires_at, now, now, now, task_id, token, worker_id, now),
-    )
+    cur = conn.execute(_START, (lease_expires_at, now, now, now, task_id, token, worker_id, now))
     return get(conn, task_id) if cur.rowcount == 1 else None
 
 
 def renew(conn: Connection, task_id: str, worker_id: str, token: str,
           lease_expires_at: float, progress: str | None, now: float) -> bool:
-    cur = conn.execute(
-        "UPDATE tasks SET lease_expires_at = ?, renewed_at = ?, "
-        "progress = coalesce(?, progress), updated_at = ? "
-        "WHERE task_id = ? AND status = 'running' AND lease_token = ? AND lease_owner = ? "
-        "AND lease_expires_at > ?",
-        (lease_expires_at, now, progress, now, task_id, token, worker_id, now),
-    )
+    cur = conn.execute(_RENEW, (lease_expires_at, now, progress, now, task_id, token,
+                                worker_id, now))
     return cur.rowcount == 1
 
 

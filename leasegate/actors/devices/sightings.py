@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TypeVar
 
 from leasegate.actors.checks import check_id, check_int, check_page
 from leasegate.actors.devices.ref import Devices
@@ -21,10 +22,12 @@ from leasegate.storage import devices_sql as sql
 
 log = logging.getLogger("leasegate.devices")
 
+R_co = TypeVar("R_co", covariant=True)
+
 
 @dataclass(frozen=True)
-class SeeDevice(Ask[Devices, Sighted]):
-    """A heartbeat, or a submit that names the device: it is online from now."""
+class OfDevice(Ask[Devices, R_co]):
+    """A message about one device (its reply an ``R_co``): the tenant's device id."""
 
     tenant: str
     device_id: str
@@ -32,6 +35,11 @@ class SeeDevice(Ask[Devices, Sighted]):
     def check(self) -> None:
         check_id("tenant", self.tenant)
         check_id("device_id", self.device_id)
+
+
+@dataclass(frozen=True)
+class SeeDevice(OfDevice[Sighted]):
+    """A heartbeat, or a submit that names the device: it is online from now."""
 
 
 @DEVICES.on(SeeDevice)
@@ -76,16 +84,13 @@ def _came_back(turn: DeviceTurn, key: DeviceKey) -> None:
 
 
 @dataclass(frozen=True)
-class ActionDone(Ask[Devices, bool]):
+class ActionDone(OfDevice[bool]):
     """The task actor applied the action of the device's change ``version``."""
 
-    tenant: str
-    device_id: str
     version: int
 
     def check(self) -> None:
-        check_id("tenant", self.tenant)
-        check_id("device_id", self.device_id)
+        super().check()
         check_int("version", self.version, 0, 2**62)
 
 

@@ -12,7 +12,6 @@ message per 100, and retries them 100 a message, each on its own.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -20,7 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from leasegate.actors.jobs.channel import JobChannel
 from leasegate.actors.ledger.holds import Settle
 from leasegate.actors.ledger.rehold import HoldAgain, HoldsAgain
-from leasegate.actors.queue.retry import FindRetryable, RetryCandidate, RetryJob
+from leasegate.actors.queue.retry import FindRetryable, Redrive, RetryCandidate, RetryJob
 from leasegate.actors.queue.sites import check_reason
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.runtime.mailbox import Ask
@@ -41,19 +40,6 @@ class RetryableView(Protocol):
 
 A = TypeVar("A")
 V = TypeVar("V", bound=RetryableView)
-
-
-@dataclass(frozen=True)
-class Redrive:
-    """A redrive's selection (see ``FindRetryable``)."""
-
-    status: str
-    site: str | None = None
-    kind: str | None = None
-    tenant: str | None = None
-    since: float | None = None
-    until: float | None = None
-    limit: int = 1000
 
 
 @dataclass(frozen=True)
@@ -101,7 +87,7 @@ class OperatorActions(Generic[A, V]):
         first); ``dry_run``: count them only."""
         channel = self.channel
         check_reason(reason)  # a bad reason: 400, nothing looked up
-        found = await channel.queue.ask(self._find(**dataclasses.asdict(selection)))
+        found = await channel.queue.ask(self._find(selection))
         if dry_run:
             return Redriven(found.matched, 0)
         requeued = 0

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
-from leasegate.actors.checks import MAX_AMOUNT, check_id, check_int, check_job_id, check_json
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
@@ -17,32 +16,14 @@ from leasegate.actors.queue.submissions import (
     handle_submits,
 )
 from leasegate.actors.runtime.batches import Batch
-from leasegate.actors.views import JSONObject
 from leasegate.storage import queries_sql as sql
 
 
 @dataclass(frozen=True)
 class SubmitQuery(Submit[Queries, QuerySubmitted]):
-    tenant: str
-    site: str
-    kind: str
-    params: JSONObject = field(default_factory=dict)
     query_id: str | None = None
     max_cost: int | None = None
-
-    def check(self) -> None:
-        for name, value in (("tenant", self.tenant), ("site", self.site), ("kind", self.kind)):
-            check_id(name, value)
-        check_job_id("query_id", self.query_id)
-        check_json("params", self.params, optional=False, object_only=True)
-        check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
-
-    @property
-    def job_id(self) -> str | None:
-        return self.query_id
-
-    def with_job_id(self, job_id: str) -> SubmitQuery:
-        return dataclasses.replace(self, query_id=job_id)
+    id_field: ClassVar[str] = "query_id"
 
 
 def new_query(turn: QueryTurn, m: SubmitQuery) -> NewJob:

@@ -66,9 +66,9 @@ class Retryable:
 
 
 @dataclass(frozen=True)
-class FindRetryable(Ask[A_contra, Retryable]):
-    """The jobs of ``status`` a redrive would retry (site, kind, tenant: None is any;
-    ``since``/``until``: when they ended, wall seconds)."""
+class Redrive:
+    """A redrive's selection: the jobs of ``status`` (site, kind, tenant: None is any;
+    ``since``/``until``: when they ended, wall seconds), the oldest ``limit`` of them."""
 
     status: str
     site: str | None = None
@@ -77,17 +77,27 @@ class FindRetryable(Ask[A_contra, Retryable]):
     since: float | None = None
     until: float | None = None
     limit: int = 1000
+
+
+@dataclass(frozen=True)
+class FindRetryable(Ask[A_contra, Retryable]):
+    """The jobs a redrive would retry: those its ``selection`` matches."""
+
+    selection: Redrive
     statuses: ClassVar[tuple[str, ...]] = ("failed", "expired")
 
     def check(self) -> None:
-        if self.status not in self.statuses:
+        selection = self.selection
+        if not isinstance(selection, Redrive):
+            raise InvalidRequest("selection must be a Redrive")
+        if selection.status not in self.statuses:
             raise InvalidRequest(f"status must be one of {', '.join(self.statuses)} "
-                                 f"(got {self.status!r:.40})")
+                                 f"(got {selection.status!r:.40})")
         for name in ("site", "kind", "tenant"):
-            check_id(name, getattr(self, name), optional=True)
+            check_id(name, getattr(selection, name), optional=True)
         for name in ("since", "until"):
-            check_number(name, getattr(self, name), 0, 1e12, optional=True)
-        check_int("limit", self.limit, 1, MAX_REDRIVE)
+            check_number(name, getattr(selection, name), 0, 1e12, optional=True)
+        check_int("limit", selection.limit, 1, MAX_REDRIVE)
 
 
 def retry_job(turn: QueueTurn[V], m: RetryJob[Any, V], statuses: tuple[str, ...]) -> V:
@@ -112,9 +122,10 @@ def retry_job(turn: QueueTurn[V], m: RetryJob[Any, V], statuses: tuple[str, ...]
 
 
 def find_retryable(turn: QueueTurn[Any], m: FindRetryable[Any]) -> Retryable:
+    s = m.selection
     matched, rows = operator_sql.redrive_candidates(
-        turn.conn, turn.kind.channel, m.status,
-        {"site": m.site, "kind": m.kind, "tenant": m.tenant}, m.since, m.until, m.limit)
+        turn.conn, turn.kind.channel, s.status,
+        {"site": s.site, "kind": s.kind, "tenant": s.tenant}, s.since, s.until, s.limit)
     return Retryable(matched, tuple(RetryCandidate(r["job_id"], r["tenant"], r["max_cost"])
                                     for r in rows))
 

@@ -18,17 +18,20 @@ the ids a client chose, one INSERT of the new jobs, one of their history rows.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Protocol, Self, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
+from leasegate.actors.checks import MAX_AMOUNT, check_id, check_int, check_job_id, check_json
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import ItemByItem
+from leasegate.actors.views import JSONObject
 from leasegate.errors import IdempotencyConflict, LeasegateError
 from leasegate.storage.engine import Connection, Row
 
@@ -39,23 +42,39 @@ QT = TypeVar("QT", bound=QueueTurn[Any])
 S = TypeVar("S", bound="Submit[Any, Any]")
 
 
+@dataclass(frozen=True)
 class Submit(Ask[A_contra, R_co]):
-    """A job's submit: its tenant, the ``max_cost`` to hold (None: no hold) and its id
-    (None: the server chooses one), as the jobs facade reads them whatever the
-    channel. Each channel's submit is a dataclass with these fields."""
-
-    __slots__ = ()
+    """A job's submit: the fields every channel's has (checked here), and its id
+    (None: the server chooses one) and the ``max_cost`` to hold (None: no hold), as the
+    jobs facade reads them whatever the channel. Each channel's submit adds its id
+    field (``id_field``), ``max_cost`` and what only it has."""
 
     tenant: str
-    max_cost: int | None
+    site: str
+    kind: str
+    params: JSONObject = field(default_factory=dict)
+    id_field: ClassVar[str]  # the channel's name of its job id (``task_id``)
+
+    @property
+    def max_cost(self) -> int | None:
+        raise NotImplementedError  # each channel's submit has the field
+
+    def check(self) -> None:
+        for name, value in (("tenant", self.tenant), ("site", self.site), ("kind", self.kind)):
+            check_id(name, value)
+        check_job_id(self.id_field, self.job_id)
+        check_json("params", self.params, optional=False, object_only=True)
+        check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
 
     @property
     def job_id(self) -> str | None:
-        raise NotImplementedError
+        job_id: str | None = getattr(self, self.id_field)
+        return job_id
 
     def with_job_id(self, job_id: str) -> Self:
         """The same submit under ``job_id`` (the id is chosen before the hold)."""
-        raise NotImplementedError
+        changes: dict[str, Any] = {self.id_field: job_id}
+        return dataclasses.replace(self, **changes)
 
 
 def new_id(prefix: str) -> str:

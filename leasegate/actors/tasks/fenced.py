@@ -9,7 +9,7 @@ mismatch is refused (6002) and logged with what the caller claimed.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal, TypeVar
 
 from leasegate.actors.checks import (
@@ -58,19 +58,33 @@ class Fenced(Ask[Tasks, R_co]):
 
 
 @dataclass(frozen=True)
-class StartTask(Fenced[Started]):
-    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
+class FencedOnSites(Fenced[R_co]):
+    """A fenced call of a worker key that may be limited to ``sites`` (None: every
+    site), whose task must be on one of them."""
+
+    sites: tuple[str, ...] | None = field(default=None, kw_only=True)
 
     def check(self) -> None:
         super().check()
         check_ids("sites", self.sites)
 
 
+def _leased_task(turn: TaskTurn, m: FencedOnSites[object]) -> Row:
+    """The row of ``m``'s task (404 if unknown), if the caller's sites reach it (else 403)."""
+    row = turn.visible(m.task_id, None)
+    check_site(row["site"], m.sites)
+    return row
+
+
+@dataclass(frozen=True)
+class StartTask(FencedOnSites[Started]):
+    """The claim turned into a running lease (the attempt is burned here)."""
+
+
 @TASKS.on(StartTask)
 def start(turn: TaskTurn, m: StartTask) -> Started:
     conn, now = turn.conn, turn.now
-    row = turn.visible(m.task_id, None)
-    check_site(row["site"], m.sites)
+    row = _leased_task(turn, m)
     started = row  # a retry after a lost response gets the current state
     if not (row["status"] == "running" and _holds(row, m.worker_id, m.lease_token)):
         lease_expires_at = now + turn.settings.task_lease_ttl
@@ -101,21 +115,18 @@ TASKS.each(StartTasks, start)
 
 
 @dataclass(frozen=True)
-class RenewTask(Fenced[Renewed]):
+class RenewTask(FencedOnSites[Renewed]):
     progress: JSONObject | None = None
-    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
 
     def check(self) -> None:
         super().check()
         check_json("progress", self.progress, object_only=self.progress is not None)
-        check_ids("sites", self.sites)
 
 
 @TASKS.on(RenewTask)
 def renew(turn: TaskTurn, m: RenewTask) -> Renewed:
     conn, now = turn.conn, turn.now
-    row = turn.visible(m.task_id, None)
-    check_site(row["site"], m.sites)
+    row = _leased_task(turn, m)
     progress = None if m.progress is None else canonical_json(m.progress)
     lease_expires_at = now + turn.settings.task_lease_ttl
     if not sql.renew(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at,

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Final
+from dataclasses import dataclass
+from typing import ClassVar, Final
 
 from leasegate.actors.checks import (
     INT32,
-    MAX_AMOUNT,
     check_id,
     check_int,
-    check_job_id,
-    check_json,
     check_number,
 )
 from leasegate.actors.payloads import canonical_json, fingerprint
@@ -26,7 +22,6 @@ from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import TaskSubmitted
-from leasegate.actors.views import JSONObject
 from leasegate.storage import tasks_sql as sql
 
 MAX_PRIORITY: Final = 9
@@ -37,10 +32,6 @@ MAX_INSTANT: Final = 2**40
 
 @dataclass(frozen=True)
 class SubmitTask(Submit[Tasks, TaskSubmitted]):
-    tenant: str
-    site: str
-    kind: str
-    params: JSONObject = field(default_factory=dict)
     task_id: str | None = None
     account: str = "-"
     priority: int = 0
@@ -48,25 +39,15 @@ class SubmitTask(Submit[Tasks, TaskSubmitted]):
     device_id: str | None = None
     batch_total: int | None = None
     max_cost: int | None = None
+    id_field: ClassVar[str] = "task_id"
 
     def check(self) -> None:
-        for name, value in (("tenant", self.tenant), ("site", self.site),
-                            ("account", self.account), ("kind", self.kind)):
-            check_id(name, value)
-        check_job_id("task_id", self.task_id)
+        super().check()
+        check_id("account", self.account)
         check_id("device_id", self.device_id, optional=True)
-        check_json("params", self.params, optional=False, object_only=True)
         check_int("priority", self.priority, 0, MAX_PRIORITY)
         check_number("not_before", self.not_before, -MAX_INSTANT, MAX_INSTANT, optional=True)
         check_int("batch_total", self.batch_total, 1, INT32, optional=True)
-        check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
-
-    @property
-    def job_id(self) -> str | None:
-        return self.task_id
-
-    def with_job_id(self, job_id: str) -> SubmitTask:
-        return dataclasses.replace(self, task_id=job_id)
 
 
 def new_task(turn: TaskTurn, m: SubmitTask) -> NewJob:

@@ -13,7 +13,8 @@ from typing import Any
 from quart import Response, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
-from leasegate.actors.jobs.operator import OperatorActions, Redrive
+from leasegate.actors.jobs.operator import OperatorActions
+from leasegate.actors.queue.retry import Redrive
 from leasegate.actors.tasks.control import ControlTask
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.actions import _field

@@ -3,8 +3,7 @@ page, the ledger, workers and devices, API keys."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from quart import Response, redirect, request, url_for
 from werkzeug.wrappers import Response as Redirect
@@ -31,6 +30,7 @@ TASK_STATUSES: tuple[TaskStatus, ...] = get_args(TaskStatus)
 QUERY_STATUSES: tuple[QueryStatus, ...] = get_args(QueryStatus)
 PAGE_SIZE = 50
 STALE_SHOWN = 20
+S = TypeVar("S", bound=SearchArgs)
 
 
 def _arg_id(name: str) -> str | None:
@@ -105,30 +105,31 @@ async def overview() -> Response:
         charts=activity().charts(sys.clock.now()))
 
 
-async def _named_job(args: SearchArgs, shown: dict[str, str],
-                     get: Callable[[str, None], Awaitable[object]], missing: type[Exception],
-                     page_of: Callable[[str], str]) -> Redirect | None:
-    """A search by an id alone that names a job opens the job's page; None when it names
-    none (the id is then the start of ids, listed)."""
+async def _searched(model: type[S], channel: Literal["task", "query"],
+                    ) -> tuple[S, dict[str, str], Redirect | None]:
+    """The page's search (``form_search``), and the redirect to the job's page when it
+    is by an id alone that names a job of ``channel``; None when it names none (the id
+    is then the start of ids, listed)."""
+    args, shown = form_search(model)
     if args.id_prefix is None or not shown.keys() <= {"id"}:
-        return None
+        return args, shown, None
+    jobs = system().jobs
     try:
-        await get(args.id_prefix, None)
-    except missing:
-        return None
-    return redirect(page_of(args.id_prefix), 303)
+        await (jobs.tasks if channel == "task" else jobs.queries).get(args.id_prefix, None)
+    except (TaskNotFound, QueryNotFound):
+        return args, shown, None
+    job_page: dict[str, Any] = {f"{channel}_id": args.id_prefix}
+    return args, shown, redirect(url_for(f"console.{channel}", **job_page), 303)
 
 
 @bp.get("/tasks")
 async def tasks() -> Response | Redirect:
     """Stale tasks first (each with what its last lease left and the reclaim form),
     then a search (``console.search``); an id alone that names a task opens it."""
-    args, shown = form_search(TaskListArgs)
-    sys = system()
-    named = await _named_job(args, shown, sys.jobs.tasks.get, TaskNotFound,
-                             lambda task_id: url_for("console.task", task_id=task_id))
+    args, shown, named = await _searched(TaskListArgs, "task")
     if named is not None:
         return named
+    sys = system()
     stale = await sys.tasks.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
     artifacts = {task.task_id: to_json((await sys.tasks.ask(
         ListArtifacts(task.task_id))).items) for task in stale.items}
@@ -141,14 +142,11 @@ async def tasks() -> Response | Redirect:
 
 @bp.get("/queries")
 async def queries() -> Response | Redirect:
-    args, shown = form_search(QueryListArgs)
-    sys = system()
-    named = await _named_job(args, shown, sys.jobs.queries.get, QueryNotFound,
-                             lambda query_id: url_for("console.query", query_id=query_id))
+    args, shown, named = await _searched(QueryListArgs, "query")
     if named is not None:
         return named
-    found = await sys.jobs.queries.page(ListQueries(status=args.status,
-                                                    **message_fields(args)))
+    found = await system().jobs.queries.page(ListQueries(status=args.status,
+                                                         **message_fields(args)))
     return await page("queries.html", live=f"{ALL_EVENTS}?channel=query", found=to_json(found),
                       statuses=QUERY_STATUSES, form=shown)
 
