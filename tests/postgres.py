@@ -74,14 +74,14 @@ class Server:
         name = _name(url)
         new = f"leasegate_test_{secrets.token_hex(6)}"
         with self._admin() as admin:
-            for _ in range(100):
-                admin.execute("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+            for _ in range(1000):  # some 10 s: terminated sessions take a moment to end
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                               "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
                 try:
                     admin.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
                         sql.Identifier(name), sql.Identifier(new)))
                     break
-                except psycopg.errors.ObjectInUse:  # a session started meanwhile
+                except psycopg.errors.ObjectInUse:  # a session still ending, or new
                     time.sleep(0.01)
             else:
                 raise Dirty(f"sessions on {name} do not end")
