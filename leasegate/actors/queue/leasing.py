@@ -18,7 +18,7 @@ from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, 
 from leasegate.actors.queue.leases import lease_wait, new_lease_token
 from leasegate.actors.queue.reports import Reporting
 from leasegate.actors.queue.turn import QueueTurn
-from leasegate.actors.runtime.batches import MAX_BATCH, check_batch_size
+from leasegate.actors.runtime.batches import MAX_BATCH, check_messages
 from leasegate.actors.runtime.handlers import Parks
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
 from leasegate.actors.runtime.parking import Park
@@ -82,13 +82,7 @@ class LeaseAfterResults(Ask[A_contra, tuple[tuple[V_co | LeasegateError, ...], t
     lease_kind: ClassVar[type[Message]] = Message  # what the lease must be
 
     def check(self) -> None:
-        if not isinstance(self.results, tuple):
-            raise InvalidRequest("results must be a tuple of messages")
-        check_batch_size(len(self.results))
-        for result in self.results:
-            if not isinstance(result, self.item):
-                raise InvalidRequest(f"every result must be a {self.item.__name__}, "
-                                     f"not {type(result).__name__}")
+        check_messages(self.results, self.item, "result")
         if not isinstance(self.lease, self.lease_kind):
             raise InvalidRequest(f"lease must be a {self.lease_kind.__name__}")
         self.lease.check()
