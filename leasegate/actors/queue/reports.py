@@ -10,7 +10,7 @@ two ways never part::
 
     REPORTING = Reporting(job_id=lambda m: m.query_id, judge=judge, refused=..., sql=sql,
                           table="queries")
-    QUERIES.each(QueryResults, result, REPORTING.all)   # result: REPORTING.one
+    REPORTING.handle(QUERIES, QueryResult, QueryResults)   # one, and the batch of them
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from leasegate.actors.queue.turn import QueueTurn
+from leasegate.actors.runtime.batches import Batch
+from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.mailbox import Message
 from leasegate.actors.runtime.turn import ItemByItem
 from leasegate.errors import LeasegateError
@@ -73,6 +75,17 @@ class Reporting(Generic[QT, M, V]):
     sql: ResultSQL
     table: str  # "tasks", "queries": where an error's type and traceback are kept
     done: Callable[[QT, M, Row, Row], None] = _nothing
+
+    def handle(self, handlers: Handlers[Any, QT], one: type[M],
+               many: Callable[..., Batch[Any, M, V]]) -> None:
+        """Register the channel's result handlers: of ``one`` (:meth:`one`) and of its
+        batch ``many`` (:meth:`all`, else each item in a savepoint of its own)."""
+        def result(turn: QT, m: Message) -> V:
+            assert isinstance(m, one)  # the runtime routes only ``one`` here; this narrows it
+            return self.one(turn, m)
+
+        handlers.on(one)(result)
+        handlers.each(many, result, self.all)
 
     def one(self, turn: QT, m: M) -> V:
         """One result: the job's view after it, or its refusal raised."""

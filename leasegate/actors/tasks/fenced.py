@@ -230,11 +230,6 @@ REPORTING: Final[Reporting[TaskTurn, TaskResult, TaskView]] = Reporting(
 """Task results, one or a batch (see ``queue.reports``)."""
 
 
-@TASKS.on(TaskResult)
-def result(turn: TaskTurn, m: TaskResult) -> TaskView:
-    return REPORTING.one(turn, m)
-
-
 @dataclass(frozen=True)
 class TaskResults(Batch[Tasks, TaskResult, TaskView]):
     """Up to 100 results, each fenced on its own (applied set-based: ``REPORTING.all``)."""
@@ -242,7 +237,7 @@ class TaskResults(Batch[Tasks, TaskResult, TaskView]):
     item = TaskResult
 
 
-TASKS.each(TaskResults, result, REPORTING.all)
+REPORTING.handle(TASKS, TaskResult, TaskResults)
 
 
 def _holds(row: Row, worker_id: str, token: str) -> bool:
