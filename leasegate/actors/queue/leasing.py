@@ -19,10 +19,10 @@ from leasegate.actors.queue.leases import lease_wait, new_lease_token
 from leasegate.actors.queue.reports import Reporting
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import MAX_BATCH, check_messages
-from leasegate.actors.runtime.handlers import Parks
+from leasegate.actors.runtime.handlers import Handlers, Parks
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
-from leasegate.actors.runtime.parking import Park
-from leasegate.errors import InvalidRequest, LeasegateError
+from leasegate.actors.runtime.parking import PARK, Park
+from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.storage.engine import Connection, Row
 
 A_contra = TypeVar("A_contra", contravariant=True)
@@ -157,19 +157,38 @@ def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L
     return tuple(leasing.view(row) for row in leased)
 
 
-def results_then_lease(turn: QT, m: LeaseAfterResults[Any, M, V, L],
-                       results: Reporting[QT, M, V],
-                       lease_or_wait: Callable[[QT, Any], tuple[L, ...] | Park],
-                       ) -> tuple[tuple[V | LeasegateError, ...], tuple[L, ...]]:
-    """A lease call carrying results: the results as the results route applies them
-    (the channel's ``results``: set-based, else each in a savepoint of its own), then the
-    lease (by the channel's ``lease_or_wait``, which never waits here)."""
-    answers = turn.each(m.results, results.one, results.all)
-    if turn.draining:  # the results are taken; no new work while shutting down
-        return answers, ()
-    leases = lease_or_wait(turn, m.lease)
-    assert not isinstance(leases, Park)  # checked: a lease that carries results never waits
-    return answers, leases
+def lease_or_park(turn: QT, m: LA, lease: Callable[[QT, LA], tuple[L, ...]],
+                  ) -> tuple[L, ...] | Park:
+    """A lease call served now (refused while the gateway shuts down): its leases by the
+    channel's ``lease``, or ``PARK`` when it found none and waits."""
+    if turn.draining:
+        raise Unavailable("the gateway is shutting down")
+    leases = lease(turn, m)
+    if not leases and m.wait:
+        return PARK
+    return leases
+
+
+def handle_results_then_lease(handlers: Handlers[Any, QT],
+                              kind: type[LeaseAfterResults[Any, M, V, L]],
+                              results: Reporting[QT, M, V],
+                              lease_or_wait: Callable[[QT, Any], tuple[L, ...] | Park],
+                              ) -> None:
+    """Register the handler of ``kind``, a lease call carrying results: the results as
+    the results route applies them (the channel's ``results``: set-based, else each in a
+    savepoint of its own), then the lease (by the channel's ``lease_or_wait``, which
+    never waits here)."""
+    def results_then_lease(turn: QT, m: LeaseAfterResults[Any, Any, Any, Any],
+                           ) -> tuple[tuple[V | LeasegateError, ...], tuple[L, ...]]:
+        assert isinstance(m, kind)  # the runtime routes only ``kind`` here; this narrows it
+        answers = turn.each(m.results, results.one, results.all)
+        if turn.draining:  # the results are taken; no new work while shutting down
+            return answers, ()
+        leases = lease_or_wait(turn, m.lease)
+        assert not isinstance(leases, Park)  # checked: a lease carrying results never waits
+        return answers, leases
+
+    handlers.on(kind)(results_then_lease)
 
 
 def waiting_for_work(lease: Callable[[QT, LA], tuple[L, ...]],
