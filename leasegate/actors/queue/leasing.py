@@ -31,7 +31,7 @@ L_co = TypeVar("L_co", covariant=True)
 T = TypeVar("T", bound=Tell[Any])
 QT = TypeVar("QT", bound=QueueTurn[Any])
 LA = TypeVar("LA", bound="LeaseCall[Any, Any]")
-M = TypeVar("M", bound=Message)
+M = TypeVar("M", bound=Ask[Any, Any])
 V_co = TypeVar("V_co", covariant=True)
 V = TypeVar("V")
 

@@ -22,14 +22,14 @@ from typing import Any, Generic, Protocol, TypeVar
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.handlers import Handlers
-from leasegate.actors.runtime.mailbox import Message
+from leasegate.actors.runtime.mailbox import Ask, Message
 from leasegate.actors.runtime.turn import ItemByItem
 from leasegate.errors import LeasegateError
 from leasegate.storage.engine import Connection, Row
 from leasegate.storage.job_errors_sql import record_detail
 
 QT = TypeVar("QT", bound=QueueTurn[Any])
-M = TypeVar("M", bound=Message)
+M = TypeVar("M", bound=Ask[Any, Any])  # a result: a request, answered
 V = TypeVar("V")
 
 
