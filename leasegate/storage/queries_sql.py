@@ -17,16 +17,9 @@ from leasegate.storage.rows import lease_rows, marks, update_rows
 
 TERMINAL = ("succeeded", "failed", "expired")
 
-_QUERIES = JobTable("queries", "query_id", "query_tombstones",
-                    finished="completed_at IS NOT NULL")
-get = _QUERIES.get
-get_many = _QUERIES.get_many
-get_or_tombstone = _QUERIES.get_or_tombstone
-insert = _QUERIES.insert
-insert_many = _QUERIES.insert_many
-known = _QUERIES.known
-purge_completed_before = _QUERIES.purge_completed_before
-purge_tombstones_before = _QUERIES.purge_tombstones_before
+JOBS: Final = JobTable("queries", "query_id", "query_tombstones",
+                       finished="completed_at IS NOT NULL")
+"""What the queries table shares with the tasks': ``JOBS.get``, ``JOBS.insert_many``…"""
 
 # INDEXED BY: with both indexes on queued rows SQLite's planner would take either
 # (PostgreSQL's indexes name the rowid they are ordered by: no hint needed).

@@ -28,16 +28,11 @@ STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "pau
 TERMINAL = ("succeeded", "failed", "canceled", "expired")
 UNFINISHED = ("queued", "leased", "running", "paused", "stale")
 
-_TASKS = JobTable("tasks", "task_id", "task_tombstones",
-                  finished="status IN ('succeeded', 'failed', 'canceled', 'expired')")
-get = _TASKS.get
-get_many = _TASKS.get_many
-get_or_tombstone = _TASKS.get_or_tombstone
-insert = _TASKS.insert
-insert_many = _TASKS.insert_many
-known = _TASKS.known
-purge_completed_before = _TASKS.purge_completed_before  # (their artifact rows cascade)
-purge_tombstones_before = _TASKS.purge_tombstones_before
+JOBS: Final = JobTable("tasks", "task_id", "task_tombstones",
+                       finished="status IN ('succeeded', 'failed', 'canceled', 'expired')")
+"""What the tasks table shares with the queries': ``JOBS.get``, ``JOBS.insert_many``…
+(a purged task's artifact rows cascade)."""
+
 
 def _held(status: str, deadline: str) -> str:
     """The condition of a worker's call on a task it holds: the task in ``status``, the
@@ -136,7 +131,7 @@ def start(conn: Connection, task_id: str, worker_id: str, token: str,
     """leased → running within the claim window; the attempt is burned here. The
     running row, or None if the call does not hold the claim."""
     cur = conn.execute(_START, (lease_expires_at, now, now, now, task_id, token, worker_id, now))
-    return get(conn, task_id) if cur.rowcount == 1 else None
+    return JOBS.get(conn, task_id) if cur.rowcount == 1 else None
 
 
 def renew(conn: Connection, task_id: str, worker_id: str, token: str,

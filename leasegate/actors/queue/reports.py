@@ -27,6 +27,7 @@ from leasegate.actors.runtime.turn import ItemByItem
 from leasegate.errors import LeasegateError
 from leasegate.storage.engine import Connection, Row
 from leasegate.storage.job_errors_sql import record_detail
+from leasegate.storage.jobs_sql import JobTable
 
 QT = TypeVar("QT", bound=QueueTurn[Any])
 M = TypeVar("M", bound=Ask[Any, Any])  # a result: a request, answered
@@ -46,8 +47,9 @@ class Finish:
 class ResultSQL(Protocol):
     """A channel's SQL module, as results use it."""
 
-    def get_many(self, conn: Connection, ids: Sequence[str], /) -> dict[str, Row]:
-        """The jobs of ``ids`` (one that does not exist left out), by id."""
+    @property
+    def JOBS(self) -> JobTable:
+        """Its job table: ``JOBS.get_many``, the jobs of some ids, by id."""
         ...
 
     def finish_many(self, conn: Connection, finishes: Sequence[Sequence[Any]],
@@ -112,7 +114,7 @@ class Reporting(Generic[QT, M, V]):
         """Each result judged against its job's row (all read at once), then the
         accepted ones written at once: an answer per result, in order."""
         kind = turn.kind
-        rows = self.sql.get_many(turn.conn, [self.job_id(m) for m in items])
+        rows = self.sql.JOBS.get_many(turn.conn, [self.job_id(m) for m in items])
         answers: dict[int, V | LeasegateError] = {}
         accepted: list[tuple[int, M, Row, Finish]] = []
         for at, m in enumerate(items):
@@ -154,7 +156,7 @@ class Reporting(Generic[QT, M, V]):
         for job_id, error in kept:
             record_detail(conn, self.table, job_id, *error)
         if kept:  # rare: their rows read again, with the error's detail
-            after.update(self.sql.get_many(conn, [job_id for job_id, _ in kept]))
+            after.update(self.sql.JOBS.get_many(conn, [job_id for job_id, _ in kept]))
         turn.history.record_many("result", [
             (job_id, after[job_id], finish.detail)
             for job_id, (_, _, _, finish) in zip(ids, accepted, strict=True)])

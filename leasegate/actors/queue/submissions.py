@@ -119,7 +119,7 @@ class NewJob:
 
 
 class SubmitSQL(Protocol):
-    """A channel's SQL module, as submits use it."""
+    """A channel's job table (its SQL module's ``JOBS``), as submits use it."""
 
     def insert_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]], /) -> int:
         """Rows inserted in one statement unless their ids are taken: how many were."""
@@ -133,7 +133,7 @@ class SubmitSQL(Protocol):
 @dataclass(frozen=True)
 class Submitting(Generic[QT, S, R]):
     """A channel's submits: the row of one (checked), its reply ``(job_id, status,
-    created)``, and its SQL module (its functions looked up at each call)."""
+    created)``, and its job table (its methods looked up at each call)."""
 
     new_job: Callable[[QT, S], NewJob]
     reply: Callable[[str, str, bool], R]

@@ -46,7 +46,7 @@ class ReleaseTaskLeases(ReleaseLeases[Tasks]):
 def give_back(turn: TaskTurn, m: ReleaseTaskLeases) -> None:
     """Claims nobody received: back to the queue, burning nothing."""
     for task_id, token in m.leases:
-        row = sql.get(turn.conn, task_id)
+        row = sql.JOBS.get(turn.conn, task_id)
         if row is None or row["status"] != "leased" or row["lease_token"] != token:
             continue
         if sql.back_to_queue(turn.conn, task_id, "leased", token, requeue_status(row),
