@@ -13,7 +13,7 @@ from typing import Any, Final
 from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.jobs_sql import JobTable
 from leasegate.storage.keyset import merged, ordered
-from leasegate.storage.rows import lease_rows, marks, update_rows
+from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
 
 TERMINAL = ("succeeded", "failed", "expired")
 
@@ -115,18 +115,13 @@ def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
 
 def expire_past_ttl(conn: Connection, now: float) -> list[Row]:
     """queued/leased past TTL → expired. The TTL is checked before redelivery."""
-    rows = conn.execute(
-        "SELECT query_id, kind, attempts FROM queries "
-        "WHERE status IN ('queued', 'leased') AND expires_at <= ?", (now,)
-    ).fetchall()
-    for row in rows:
-        conn.execute(
-            "UPDATE queries SET status = 'expired', lease_expires_at = NULL, error_code = NULL, "
-            "error_message = ?, updated_at = ?, completed_at = ? WHERE query_id = ?",
-            (f"not completed within its TTL (attempts={row['attempts']}; "
-             "most likely no worker was online)", now, now, row["query_id"]),
-        )
-    return rows
+    return expire_each(
+        conn, "SELECT query_id, kind, attempts FROM queries "
+        "WHERE status IN ('queued', 'leased') AND expires_at <= ?", (now,),
+        "UPDATE queries SET status = 'expired', lease_expires_at = NULL, error_code = NULL, "
+        "error_message = ?, updated_at = ?, completed_at = ? WHERE query_id = ?",
+        lambda row: (f"not completed within its TTL (attempts={row['attempts']}; "
+                     "most likely no worker was online)"), now)
 
 
 def lapsed_leases(conn: Connection, now: float) -> list[Row]:

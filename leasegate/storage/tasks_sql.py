@@ -21,7 +21,7 @@ from typing import Any, Final
 from leasegate.storage import lanes_sql
 from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.jobs_sql import JobTable
-from leasegate.storage.rows import lease_rows, marks, update_rows
+from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
 
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
           "expired")
@@ -294,35 +294,24 @@ def lapsed_leases(conn: Connection, now: float) -> list[Row]:
 
 def expire_past_ttl(conn: Connection, now: float, ttl: float) -> list[Row]:
     """queued past its TTL → expired."""
-    rows = conn.execute(
-        "SELECT task_id, kind, site, account, attempts FROM tasks "
-        "WHERE status = 'queued' AND expires_at <= ?", (now,)
-    ).fetchall()
-    for row in rows:
-        conn.execute(
-            "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
-            "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'queued'",
-            (f"not started within task_ttl ({ttl:g} s) while queued (attempts="
-             f"{row['attempts']}; most likely no worker serves site {row['site']}, or its "
-             "lane was blocked)", now, now, row["task_id"]),
-        )
-    return rows
+    return expire_each(
+        conn, "SELECT task_id, kind, site, account, attempts FROM tasks "
+        "WHERE status = 'queued' AND expires_at <= ?", (now,),
+        "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
+        "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'queued'",
+        lambda row: (f"not started within task_ttl ({ttl:g} s) while queued (attempts="
+                     f"{row['attempts']}; most likely no worker serves site {row['site']}, "
+                     "or its lane was blocked)"), now)
 
 
 def expire_paused(conn: Connection, now: float, ttl: float) -> list[Row]:
     """paused for ``ttl`` (since it last changed: paused, then nothing) → expired."""
-    rows = conn.execute(
-        "SELECT task_id, kind, site, account, updated_at FROM tasks "
-        "WHERE status = 'paused' AND updated_at <= ?", (now - ttl,)
-    ).fetchall()
-    for row in rows:
-        conn.execute(
-            "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
-            "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'paused'",
-            (f"paused for task_ttl ({ttl:g} s) without being resumed", now, now,
-             row["task_id"]),
-        )
-    return rows
+    return expire_each(
+        conn, "SELECT task_id, kind, site, account, updated_at FROM tasks "
+        "WHERE status = 'paused' AND updated_at <= ?", (now - ttl,),
+        "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
+        "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'paused'",
+        lambda row: f"paused for task_ttl ({ttl:g} s) without being resumed", now)
 
 
 def next_paused_deadline(conn: Connection, ttl: float) -> float | None:
