@@ -92,7 +92,7 @@ VALID: dict[type[Any], Any] = {
         (fenced.TaskResult("t1", "w1", "tok", "failed"),),
         task_lease.LeaseTasks("w1", ("shop",), 2, "r2")),
     fenced.TaskResult: fenced.TaskResult("t1", "w1", "tok", "failed", {}, 1, "m",
-                                                       3, {}, ("shop",)),
+                                                       3, {}, sites=("shop",)),
     control.ReclaimTask: control.ReclaimTask("t1", "failed", "why", "admin", {}, 2),
     task_lease.ReleaseTaskLeases: task_lease.ReleaseTaskLeases((("t1", "tok"),)),
     presence.ListWorkers: presence.ListWorkers(),

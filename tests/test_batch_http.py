@@ -347,14 +347,14 @@ async def test_a_bug_met_by_one_item_fails_it_alone(gateway: Gateway,
                                                     monkeypatch: Any) -> None:
     from leasegate.storage import tasks_sql
 
-    insert_many = tasks_sql.insert_many  # the batch's one insert, or an item's
+    insert_many = tasks_sql.JOBS.insert_many  # the batch's one insert, or an item's
 
     def buggy(conn: Any, rows: Any) -> int:
         if any(row["task_id"] == "boom" for row in rows):
             raise RuntimeError("a bug")
         return insert_many(conn, rows)
 
-    monkeypatch.setattr(tasks_sql, "insert_many", buggy)
+    monkeypatch.setattr(tasks_sql.JOBS, "insert_many", buggy)
     items = await batch(gateway, "/v1/tasks/batch", "t1", {"items": [
         {**ORDER, "task_id": "ok1", "account": "a"}, {**ORDER, "task_id": "boom"},
         {**ORDER, "task_id": "ok2", "account": "b"}]})

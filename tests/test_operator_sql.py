@@ -28,7 +28,7 @@ def test_retry_redrive_and_the_site_filter(conn: Connection) -> None:
         assert operator_sql.retry(conn, "task", "t0", "failed", NOW + 600, NOW + 5)
         assert not operator_sql.retry(conn, "task", "t0", "failed", NOW + 600, NOW + 5)
         assert operator_sql.retry(conn, "task", "t2", "failed", NOW + 600, NOW + 5)
-    row = tasks_sql.get(conn, "t0")
+    row = tasks_sql.JOBS.get(conn, "t0")
     assert row is not None and (row["status"], row["error_message"], row["cost"],
                                 row["completed_at"]) == ("queued", None, None, None)
     assert operator_sql.queued_by_site(conn, "task", ["s", "t", "u"]) == {"s": 1, "t": 1}
@@ -61,7 +61,7 @@ def test_sites_and_a_retried_hold(conn: Connection) -> None:
     assert hold is not None and (hold["status"], hold["charged"]) == ("open", None)
     assert not ledger_sql.was_settled(conn, "query", "q1")
     with transaction(conn):
-        assert queries_sql.insert(conn, query_id="q1", tenant="ten", site="s", kind="k",
+        assert queries_sql.JOBS.insert(conn, query_id="q1", tenant="ten", site="s", kind="k",
                                   params="{}", max_cost=10, fingerprint="f",
                                   status="expired", created_at=NOW, updated_at=NOW,
                                   expires_at=NOW, completed_at=NOW)

@@ -72,7 +72,7 @@ def conn(tmp_path: Path) -> sqlite3.Connection:
 
 def add_task(conn: sqlite3.Connection, task_id: str, site: str, account: str, *,
              priority: int = 0, not_before: float | None = None, at: float = EPOCH) -> None:
-    assert tasks_sql.insert(conn, task_id=task_id, tenant="t1", site=site, account=account,
+    assert tasks_sql.JOBS.insert(conn, task_id=task_id, tenant="t1", site=site, account=account,
                             kind="k", params="{}", priority=priority, not_before=not_before,
                             fingerprint="f", status="queued", created_at=at, updated_at=at,
                             expires_at=at + 3600)
@@ -104,7 +104,7 @@ def test_the_query_lease_reads_queued_rows_only(conn: sqlite3.Connection,
                                                 sites: list[str] | None) -> None:
     # Finished ones first (a walk in rowid order would meet them), then queued ones.
     for n, site in enumerate(["s1", "s2", "s1", "s2", "s1", "s1", "s1", "s2"]):
-        queries_sql.insert(conn, query_id=f"q{n}", tenant="t1", site=site,
+        queries_sql.JOBS.insert(conn, query_id=f"q{n}", tenant="t1", site=site,
                            kind="k", params="{}", fingerprint="f",
                            status="succeeded" if n < 4 else "queued", created_at=EPOCH,
                            expires_at=EPOCH + 60, updated_at=EPOCH)
@@ -321,7 +321,7 @@ def transition(conn: sqlite3.Connection, rnd: random.Random, now: float) -> None
     elif status == "paused":
         tasks_sql.resume(conn, task_id, token, now + 30, now)
     if rnd.random() < 0.05:
-        tasks_sql.purge_completed_before(conn, now, now)
+        tasks_sql.JOBS.purge_completed_before(conn, now, now)
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -39,7 +39,7 @@ def conn(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Connection]
 
 def submit(conn: Connection, task_id: str, *, site: str = "s", account: str = "a",
            priority: int = 0, at: float = NOW, **more: Any) -> bool:
-    return tasks_sql.insert(
+    return tasks_sql.JOBS.insert(
         conn, task_id=task_id, tenant="ten", site=site, account=account, kind="k",
         params="{}", priority=priority, fingerprint=f"fp-{task_id}", status="queued",
         created_at=at, updated_at=at, expires_at=at + 3600, **more)
@@ -98,7 +98,7 @@ def test_unleased_tasks_pause_resume_and_cancel_with_a_null_token(conn: Connecti
         assert tasks_sql.resume(conn, "t1", None, NOW + 100, NOW)
         assert tasks_sql.cancel_unleased(conn, "t2", "queued", None, NOW)
         assert not tasks_sql.cancel_unleased(conn, "t1", "queued", "a token", NOW)
-    row = tasks_sql.get(conn, "t2")
+    row = tasks_sql.JOBS.get(conn, "t2")
     assert row is not None and (row["status"], row["completed_at"]) == ("canceled", NOW)
     assert leasable(conn) == ["t1"]
 
@@ -109,14 +109,14 @@ def test_a_purged_task_leaves_a_tombstone_that_keeps_its_id(conn: Connection) ->
         assert tasks_sql.cancel_unleased(conn, "t1", "queued", None, NOW)
         events_sql.append(conn, "task", "t1", "canceled", "{}", NOW)
     with transaction(conn):
-        assert tasks_sql.purge_completed_before(conn, NOW, NOW + 1) == ["t1"]
-    assert tasks_sql.get(conn, "t1") is None
+        assert tasks_sql.JOBS.purge_completed_before(conn, NOW, NOW + 1) == ["t1"]
+    assert tasks_sql.JOBS.get(conn, "t1") is None
     assert events_sql.history(conn, "task", "t1") == []  # the trigger took them along
-    tombstone = tasks_sql.get_or_tombstone(conn, "t1")
+    tombstone = tasks_sql.JOBS.get_or_tombstone(conn, "t1")
     assert tombstone is not None and tombstone["status"] == "canceled"
     with transaction(conn):
         assert not submit(conn, "t1")  # the tombstone refuses the id
-        assert tasks_sql.purge_tombstones_before(conn, NOW + 1) == 1
+        assert tasks_sql.JOBS.purge_tombstones_before(conn, NOW + 1) == 1
         assert submit(conn, "t1")
     assert tasks_sql.existing(conn, ["t1", "t9"]) == {"t1"}
 
@@ -185,7 +185,7 @@ def test_ledger_recovery_finds_holds_whose_job_ended_or_never_was(conn: Connecti
 def test_queries_are_leased_oldest_first_by_site(conn: Connection) -> None:
     with transaction(conn):
         for i, site in enumerate(["x", "y", "x", "z"]):
-            assert queries_sql.insert(conn, query_id=f"q{i}", tenant="ten", site=site,
+            assert queries_sql.JOBS.insert(conn, query_id=f"q{i}", tenant="ten", site=site,
                                       kind="k", params="{}", max_cost=None,
                                       fingerprint="f", status="queued", created_at=NOW,
                                       updated_at=NOW, expires_at=NOW + 600)
@@ -281,9 +281,9 @@ def test_total_changes_counts_rows_written_not_read(conn: Connection) -> None:
     before = conn.total_changes
     with transaction(conn):
         assert submit(conn, "t1") and submit(conn, "t2")
-        tasks_sql.get(conn, "t1")
+        tasks_sql.JOBS.get(conn, "t1")
     written = conn.total_changes - before
     assert written >= 2  # SQLite counts the lane triggers' rows too; PostgreSQL does not
     with transaction(conn):
-        tasks_sql.get(conn, "t2")
+        tasks_sql.JOBS.get(conn, "t2")
     assert conn.total_changes - before == written

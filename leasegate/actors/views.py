@@ -47,6 +47,18 @@ class JobError:
     traceback: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class Receipt:
+    """What a request that creates something under an id did (a submit, a hold):
+    ``status``, the thing's state; ``created``, False for a replay (nothing changed).
+    Each kind of receipt adds the id, under its own name (``task_id``), its one
+    positional field. (The wire sorts an object's keys: where the id stands among the
+    fields is no part of the API.)"""
+
+    status: str
+    created: bool
+
+
 @dataclass(frozen=True)
 class Billing:
     """A job's money: what was held, charged and refunded, and the hold's state."""

@@ -23,7 +23,7 @@ from leasegate.errors import InvalidRequest, LeasegateError
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require_tenant
 from leasegate.http.context import system
 from leasegate.http.errors import _describe
-from leasegate.http.models import ErrorEnvelope
+from leasegate.http.models_replies import ErrorEnvelope
 from leasegate.http.render import to_json
 from leasegate.http.validation import validate_request
 

@@ -6,7 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StrictInt, StringConstraints
 
-from leasegate.http.models import Id, ListArgs, ListPage, Strict, Timestamp
+from leasegate.http.models import Id, ListArgs, Strict, Timestamp
+from leasegate.http.models_replies import ListPage
 from leasegate.settings import MAX_AMOUNT
 
 

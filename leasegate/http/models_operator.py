@@ -8,7 +8,8 @@ from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, Strin
 
 from leasegate.actors.queue.retry import MAX_REDRIVE
 from leasegate.actors.queue.sites import MAX_RATE, MAX_REASON
-from leasegate.http.models import DateTime, Id, ListPage, Strict, Timestamp
+from leasegate.http.models import DateTime, Id, Strict, Timestamp
+from leasegate.http.models_replies import ListPage
 
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=MAX_REASON)]
 

@@ -37,7 +37,7 @@ from quart_schema.validation import (
 )
 from werkzeug.routing.rules import Rule
 
-from leasegate.http.models import ErrorEnvelope
+from leasegate.http.models_replies import ErrorEnvelope
 from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN, RESERVED_JOB_IDS
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}

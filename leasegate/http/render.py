@@ -4,8 +4,8 @@ Replies are frozen dataclasses (and tuples of them); a field annotated
 ``Instant`` becomes an ISO 8601 UTC timestamp, tuples become lists, payloads
 (already JSON) pass through::
 
-    to_json(TaskSubmitted("t1", "queued", True))
-    # {"task_id": "t1", "status": "queued", "created": True}
+    to_json(TaskSubmitted("t1", status="queued", created=True))
+    # {"status": "queued", "created": True, "task_id": "t1"} (the wire sorts the keys)
 
 Each dataclass gets its own renderer, written once (on first use) as one dict
 display: a batch reply renders up to 100 views of 26 fields, and a generic walk

@@ -22,19 +22,16 @@ from leasegate.errors import LeasegateError
 from leasegate.http.auth import Authenticator, allow, require
 from leasegate.http.context import system
 from leasegate.http.metrics import Metrics
-from leasegate.http.models import (
+from leasegate.http.models import CreateKeyBody, ListArgs, TaskSiteArgs, page
+from leasegate.http.models_replies import (
     BackupMade,
     CreatedKey,
-    CreateKeyBody,
     Health,
     KeyObject,
     KeyPage,
-    ListArgs,
     QuerySitePage,
-    TaskSiteArgs,
     TaskSitePage,
     WorkerPage,
-    page,
 )
 from leasegate.http.render import to_json
 from leasegate.http.validation import validate_querystring, validate_request

@@ -14,7 +14,7 @@ from leasegate.actors.tasks.artifacts import FindArtifact, ListArtifacts, Record
 from leasegate.errors import ArtifactNotFound, InvalidRequest
 from leasegate.http.auth import allow, require, require_tenant
 from leasegate.http.context import system
-from leasegate.http.models import ArtifactList, ArtifactStored
+from leasegate.http.models_replies import ArtifactList, ArtifactStored
 from leasegate.http.render import to_json
 from leasegate.ids import ARTIFACT_NAME_RULE, is_artifact_name, is_id
 from leasegate.settings import Settings

@@ -16,7 +16,8 @@ from leasegate.actors.devices.forwarder import see_device
 from leasegate.actors.devices.sightings import ListDevices
 from leasegate.http.auth import allow, require_tenant
 from leasegate.http.context import system
-from leasegate.http.models import ErrorEnvelope, ListArgs, ListPage, Timestamp, page
+from leasegate.http.models import ListArgs, Timestamp, page
+from leasegate.http.models_replies import ErrorEnvelope, ListPage
 from leasegate.http.render import to_json
 from leasegate.http.validation import validate_querystring
 

@@ -26,7 +26,8 @@ from leasegate.http.ledger_models import (
     HoldListArgs,
     HoldPage,
 )
-from leasegate.http.models import ErrorEnvelope, ListArgs, page
+from leasegate.http.models import ListArgs, page
+from leasegate.http.models_replies import ErrorEnvelope
 from leasegate.http.render import to_json
 from leasegate.http.validation import validate_querystring, validate_request
 from leasegate.ids import ID_RULE, is_id

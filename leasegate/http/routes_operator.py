@@ -17,7 +17,7 @@ from leasegate.actors.tasks.operator import SiteAction
 from leasegate.errors import InvalidRequest
 from leasegate.http.auth import allow, require
 from leasegate.http.context import system
-from leasegate.http.models import ErrorEnvelope, ListArgs, QueryObject, TaskObject, page
+from leasegate.http.models import ListArgs, page
 from leasegate.http.models_operator import (
     CancelBody,
     QueryRedriveBody,
@@ -28,6 +28,7 @@ from leasegate.http.models_operator import (
     SitePage,
     ThrottleBody,
 )
+from leasegate.http.models_replies import ErrorEnvelope, QueryObject, TaskObject
 from leasegate.http.render import to_json
 from leasegate.http.validation import validate_querystring, validate_request
 

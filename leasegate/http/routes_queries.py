@@ -23,20 +23,22 @@ from leasegate.http.context import system
 from leasegate.http.job_reads import job_reply, search_reply
 from leasegate.http.json_fields import check_json_field
 from leasegate.http.models import (
-    ErrorEnvelope,
-    QueriesSubmitted,
-    QueryItems,
-    QueryObject,
-    QueryPage,
     QueryResultBody,
     QueryResultItem,
     QueryResultsBody,
-    QuerySubmitted,
     SubmitQueriesBody,
     SubmitQueryBody,
     WaitArgs,
     page,
     reported_error,
+)
+from leasegate.http.models_replies import (
+    ErrorEnvelope,
+    QueriesSubmitted,
+    QueryItems,
+    QueryObject,
+    QueryPage,
+    QuerySubmitted,
 )
 from leasegate.http.models_search import QueryListArgs
 from leasegate.http.render import to_json

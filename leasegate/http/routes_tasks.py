@@ -31,28 +31,30 @@ from leasegate.http.context import system
 from leasegate.http.job_reads import job_reply, search_reply
 from leasegate.http.json_fields import check_json_field
 from leasegate.http.models import (
-    ErrorEnvelope,
     FencedBody,
     ReclaimBody,
     RenewBody,
-    Renewed,
-    Started,
     StartItem,
     StartTasksBody,
     SubmitTaskBody,
     SubmitTasksBody,
-    TaskItems,
-    TaskObject,
-    TaskPage,
     TaskResultBody,
     TaskResultItem,
     TaskResultsBody,
-    TasksStarted,
-    TasksSubmitted,
-    TaskSubmitted,
     WaitArgs,
     page,
     reported_error,
+)
+from leasegate.http.models_replies import (
+    ErrorEnvelope,
+    Renewed,
+    Started,
+    TaskItems,
+    TaskObject,
+    TaskPage,
+    TasksStarted,
+    TasksSubmitted,
+    TaskSubmitted,
 )
 from leasegate.http.models_search import TaskListArgs
 from leasegate.http.render import to_json

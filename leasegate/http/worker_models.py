@@ -8,19 +8,21 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from leasegate.http.models import (
-    BatchItem,
     Id,
     LeaseBody,
-    QueryItem,
-    QueryLease,
     QueryResultItem,
-    Renewed,
     Strict,
-    TaskItem,
-    TaskLease,
     TaskResultItem,
     Token,
     _batch,
+)
+from leasegate.http.models_replies import (
+    BatchItem,
+    QueryItem,
+    QueryLease,
+    Renewed,
+    TaskItem,
+    TaskLease,
 )
 
 _RESULTS = ("The outcomes of the worker's previous jobs (0 to 100), each fenced and "

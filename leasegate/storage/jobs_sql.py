@@ -3,8 +3,8 @@ a batch of them, in one statement), which of some ids are taken, and the purge o
 finished jobs (each leaving a tombstone that keeps its id taken) and of tombstones
 past theirs.
 
-``tasks_sql`` and ``queries_sql`` each name their table once (``JobTable``) and
-export these as their own functions (``tasks_sql.get``), beside what only they do.
+``tasks_sql`` and ``queries_sql`` each name their table once, as their ``JOBS`` (a
+``JobTable``: ``tasks_sql.JOBS.get``), beside what only they do.
 """
 
 from __future__ import annotations

@@ -13,20 +13,13 @@ from typing import Any, Final
 from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.jobs_sql import JobTable
 from leasegate.storage.keyset import merged, ordered
-from leasegate.storage.rows import lease_rows, marks, update_rows
+from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
 
 TERMINAL = ("succeeded", "failed", "expired")
 
-_QUERIES = JobTable("queries", "query_id", "query_tombstones",
-                    finished="completed_at IS NOT NULL")
-get = _QUERIES.get
-get_many = _QUERIES.get_many
-get_or_tombstone = _QUERIES.get_or_tombstone
-insert = _QUERIES.insert
-insert_many = _QUERIES.insert_many
-known = _QUERIES.known
-purge_completed_before = _QUERIES.purge_completed_before
-purge_tombstones_before = _QUERIES.purge_tombstones_before
+JOBS: Final = JobTable("queries", "query_id", "query_tombstones",
+                       finished="completed_at IS NOT NULL")
+"""What the queries table shares with the tasks': ``JOBS.get``, ``JOBS.insert_many``…"""
 
 # INDEXED BY: with both indexes on queued rows SQLite's planner would take either
 # (PostgreSQL's indexes name the rowid they are ordered by: no hint needed).
@@ -122,18 +115,13 @@ def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
 
 def expire_past_ttl(conn: Connection, now: float) -> list[Row]:
     """queued/leased past TTL → expired. The TTL is checked before redelivery."""
-    rows = conn.execute(
-        "SELECT query_id, kind, attempts FROM queries "
-        "WHERE status IN ('queued', 'leased') AND expires_at <= ?", (now,)
-    ).fetchall()
-    for row in rows:
-        conn.execute(
-            "UPDATE queries SET status = 'expired', lease_expires_at = NULL, error_code = NULL, "
-            "error_message = ?, updated_at = ?, completed_at = ? WHERE query_id = ?",
-            (f"not completed within its TTL (attempts={row['attempts']}; "
-             "most likely no worker was online)", now, now, row["query_id"]),
-        )
-    return rows
+    return expire_each(
+        conn, "SELECT query_id, kind, attempts FROM queries "
+        "WHERE status IN ('queued', 'leased') AND expires_at <= ?", (now,),
+        "UPDATE queries SET status = 'expired', lease_expires_at = NULL, error_code = NULL, "
+        "error_message = ?, updated_at = ?, completed_at = ? WHERE query_id = ?",
+        lambda row: (f"not completed within its TTL (attempts={row['attempts']}; "
+                     "most likely no worker was online)"), now)
 
 
 def lapsed_leases(conn: Connection, now: float) -> list[Row]:

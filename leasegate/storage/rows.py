@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, respelled
@@ -99,3 +99,14 @@ def update_rows(conn: Connection, table: str, key: str, columns: Mapping[str, st
     changed: list[Row] = conn.execute(
         statement, [*args, *(value for row in rows for value in row)]).fetchall()
     return changed
+
+
+def expire_each(conn: Connection, select: str, params: Sequence[Any], update: str,
+                reason: Callable[[Row], str], now: float) -> list[Row]:
+    """The jobs ``select`` finds (its first column the id) expired one at a time, each
+    with its own ``reason``: ``update``'s parameters are the reason, ``now`` (updated
+    and completed) and the id. The rows as found."""
+    rows: list[Row] = conn.execute(select, tuple(params)).fetchall()
+    for row in rows:
+        conn.execute(update, (reason(row), now, now, row[0]))
+    return rows

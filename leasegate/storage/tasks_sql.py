@@ -21,23 +21,18 @@ from typing import Any, Final
 from leasegate.storage import lanes_sql
 from leasegate.storage.engine import Connection, Row, respelled
 from leasegate.storage.jobs_sql import JobTable
-from leasegate.storage.rows import lease_rows, marks, update_rows
+from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
 
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
           "expired")
 TERMINAL = ("succeeded", "failed", "canceled", "expired")
 UNFINISHED = ("queued", "leased", "running", "paused", "stale")
 
-_TASKS = JobTable("tasks", "task_id", "task_tombstones",
-                  finished="status IN ('succeeded', 'failed', 'canceled', 'expired')")
-get = _TASKS.get
-get_many = _TASKS.get_many
-get_or_tombstone = _TASKS.get_or_tombstone
-insert = _TASKS.insert
-insert_many = _TASKS.insert_many
-known = _TASKS.known
-purge_completed_before = _TASKS.purge_completed_before  # (their artifact rows cascade)
-purge_tombstones_before = _TASKS.purge_tombstones_before
+JOBS: Final = JobTable("tasks", "task_id", "task_tombstones",
+                       finished="status IN ('succeeded', 'failed', 'canceled', 'expired')")
+"""What the tasks table shares with the queries': ``JOBS.get``, ``JOBS.insert_many``…
+(a purged task's artifact rows cascade)."""
+
 
 def _held(status: str, deadline: str) -> str:
     """The condition of a worker's call on a task it holds: the task in ``status``, the
@@ -136,7 +131,7 @@ def start(conn: Connection, task_id: str, worker_id: str, token: str,
     """leased → running within the claim window; the attempt is burned here. The
     running row, or None if the call does not hold the claim."""
     cur = conn.execute(_START, (lease_expires_at, now, now, now, task_id, token, worker_id, now))
-    return get(conn, task_id) if cur.rowcount == 1 else None
+    return JOBS.get(conn, task_id) if cur.rowcount == 1 else None
 
 
 def renew(conn: Connection, task_id: str, worker_id: str, token: str,
@@ -299,35 +294,24 @@ def lapsed_leases(conn: Connection, now: float) -> list[Row]:
 
 def expire_past_ttl(conn: Connection, now: float, ttl: float) -> list[Row]:
     """queued past its TTL → expired."""
-    rows = conn.execute(
-        "SELECT task_id, kind, site, account, attempts FROM tasks "
-        "WHERE status = 'queued' AND expires_at <= ?", (now,)
-    ).fetchall()
-    for row in rows:
-        conn.execute(
-            "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
-            "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'queued'",
-            (f"not started within task_ttl ({ttl:g} s) while queued (attempts="
-             f"{row['attempts']}; most likely no worker serves site {row['site']}, or its "
-             "lane was blocked)", now, now, row["task_id"]),
-        )
-    return rows
+    return expire_each(
+        conn, "SELECT task_id, kind, site, account, attempts FROM tasks "
+        "WHERE status = 'queued' AND expires_at <= ?", (now,),
+        "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
+        "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'queued'",
+        lambda row: (f"not started within task_ttl ({ttl:g} s) while queued (attempts="
+                     f"{row['attempts']}; most likely no worker serves site {row['site']}, "
+                     "or its lane was blocked)"), now)
 
 
 def expire_paused(conn: Connection, now: float, ttl: float) -> list[Row]:
     """paused for ``ttl`` (since it last changed: paused, then nothing) → expired."""
-    rows = conn.execute(
-        "SELECT task_id, kind, site, account, updated_at FROM tasks "
-        "WHERE status = 'paused' AND updated_at <= ?", (now - ttl,)
-    ).fetchall()
-    for row in rows:
-        conn.execute(
-            "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
-            "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'paused'",
-            (f"paused for task_ttl ({ttl:g} s) without being resumed", now, now,
-             row["task_id"]),
-        )
-    return rows
+    return expire_each(
+        conn, "SELECT task_id, kind, site, account, updated_at FROM tasks "
+        "WHERE status = 'paused' AND updated_at <= ?", (now - ttl,),
+        "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
+        "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'paused'",
+        lambda row: f"paused for task_ttl ({ttl:g} s) without being resumed", now)
 
 
 def next_paused_deadline(conn: Connection, ttl: float) -> float | None:

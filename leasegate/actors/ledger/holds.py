@@ -85,7 +85,7 @@ def hold_money(turn: LedgerTurn, m: JobHold, open_row: OpenRow, *,
         memo = f"hold for {m.channel} {m.job_id}" + (" (retried)" if retried else "")
         sql.post(conn, "hold", m.job_id, memo, now,
                  [(m.account, -m.amount), ("@holds", m.amount)])
-    return HoldPlaced(m.job_id, "open", created=True)
+    return HoldPlaced(m.job_id, status="open", created=True)
 
 
 @dataclass(frozen=True)
@@ -111,9 +111,9 @@ def hold(turn: LedgerTurn, m: PlaceHold) -> HoldPlaced:
         raise IdempotencyConflict(f"the hold of {m.channel} {m.job_id} was settled and "
                                   "no job took it; submit under another id")
     if row is not None:
-        return HoldPlaced(m.job_id, row["status"], created=False)
+        return HoldPlaced(m.job_id, status=row["status"], created=False)
     if settled:
-        return HoldPlaced(m.job_id, "settled", created=False)  # never held again
+        return HoldPlaced(m.job_id, status="settled", created=False)  # never held again
     return hold_money(turn, m, sql.open_hold)
 
 

@@ -29,7 +29,7 @@ class HoldAgain(JobHold):
 def hold_again(turn: LedgerTurn, m: HoldAgain) -> HoldPlaced:
     row = sql.hold(turn.conn, m.channel, m.job_id)
     if row is not None and row["status"] == "open":
-        return HoldPlaced(m.job_id, "open", created=False)
+        return HoldPlaced(m.job_id, status="open", created=False)
     return hold_money(turn, m, operator_sql.reopen_hold, retried=True)
 
 

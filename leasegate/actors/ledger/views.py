@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from leasegate.actors.views import Instant
+from leasegate.actors.views import Instant, Receipt
 from leasegate.storage.engine import Row
 
 
@@ -46,14 +46,12 @@ class HoldView:
 
 
 @dataclass(frozen=True)
-class HoldPlaced:
+class HoldPlaced(Receipt):
     """What a hold request did: ``created`` False when the job id was held before
     (a replay: nothing moved), ``status`` the hold's state (``settled`` for a job id
     settled before, whose hold may be gone by retention)."""
 
     job_id: str
-    status: str
-    created: bool
 
 
 @dataclass(frozen=True)

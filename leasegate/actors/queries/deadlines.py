@@ -28,13 +28,13 @@ def on_wakeup(turn: QueryTurn, now: float) -> None:
         log.warning("query expired: query_id=%s kind=%s", escape(row["query_id"]),
                     escape(row["kind"]))
         turn.history.record(row["query_id"], "expired")
-        turn.settle.ended(sql.get(conn, row["query_id"]))
+        turn.settle.ended(sql.JOBS.get(conn, row["query_id"]))
     for row in sql.lapsed_leases(conn, now):
         query_id, attempts = row["query_id"], row["attempts"]
         if attempts >= turn.settings.query_max_attempts:
             sql.fail_exhausted(conn, query_id, attempts, now)
             turn.history.record(query_id, "lease_expired", attempts=attempts)
-            turn.settle.ended(sql.get(conn, query_id))
+            turn.settle.ended(sql.JOBS.get(conn, query_id))
             log.warning("query attempts exhausted, failed: query_id=%s attempts=%s",
                         escape(query_id), attempts)
         else:
@@ -52,9 +52,9 @@ QUERIES.deadlines(next_wakeup, on_wakeup)
 def purge(turn: QueryTurn, now: float) -> bool:
     """Delete finished queries past retention (each leaves a tombstone that keeps
     its id taken) and tombstones past theirs, a batch at a time; True if more remain."""
-    purged = len(sql.purge_completed_before(
+    purged = len(sql.JOBS.purge_completed_before(
         turn.conn, now - turn.settings.query_retention, now, PURGE_BATCH))
-    forgotten = sql.purge_tombstones_before(
+    forgotten = sql.JOBS.purge_tombstones_before(
         turn.conn, now - turn.settings.id_tombstone_retention, PURGE_BATCH)
     if purged:
         log.info("purged %d finished queries past retention", purged)

@@ -17,12 +17,12 @@ from leasegate.actors.queue.leasing import (
     Leasing,
     ReleaseLeases,
     give_back_with,
-    results_then_lease,
+    handle_results_then_lease,
+    lease_or_park,
     take_leases,
     waiting_for_work,
 )
-from leasegate.actors.runtime.parking import PARK, Park
-from leasegate.errors import LeasegateError, Unavailable
+from leasegate.actors.runtime.parking import Park
 from leasegate.storage import queries_sql as sql
 
 
@@ -65,12 +65,7 @@ WAIT_FOR_WORK: Final = waiting_for_work(lease, release_message)
 
 @QUERIES.parks(LeaseQueries, WAIT_FOR_WORK)
 def lease_or_wait(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...] | Park:
-    if turn.draining:
-        raise Unavailable("the gateway is shutting down")
-    leases = lease(turn, m)
-    if not leases and m.wait:
-        return PARK
-    return leases
+    return lease_or_park(turn, m, lease)
 
 
 @dataclass(frozen=True)
@@ -82,7 +77,4 @@ class LeaseQueriesAfterResults(LeaseAfterResults[Queries, QueryResult, QueryView
     lease_kind = LeaseQueries
 
 
-@QUERIES.on(LeaseQueriesAfterResults)
-def lease_after_results(turn: QueryTurn, m: LeaseQueriesAfterResults,
-                        ) -> tuple[tuple[QueryView | LeasegateError, ...], tuple[QueryLease, ...]]:
-    return results_then_lease(turn, m, REPORTING, lease_or_wait)
+handle_results_then_lease(QUERIES, LeaseQueriesAfterResults, REPORTING, lease_or_wait)

@@ -97,11 +97,6 @@ REPORTING: Final[Reporting[QueryTurn, QueryResult, QueryView]] = Reporting(
 """Query results, one or a batch (see ``queue.reports``)."""
 
 
-@QUERIES.on(QueryResult)
-def result(turn: QueryTurn, m: QueryResult) -> QueryView:
-    return REPORTING.one(turn, m)
-
-
 @dataclass(frozen=True)
 class QueryResults(Batch[Queries, QueryResult, QueryView]):
     """Up to 100 results, each fenced on its own (applied set-based: ``REPORTING.all``)."""
@@ -109,4 +104,4 @@ class QueryResults(Batch[Queries, QueryResult, QueryView]):
     item = QueryResult
 
 
-QUERIES.each(QueryResults, result, REPORTING.all)
+REPORTING.handle(QUERIES, QueryResult, QueryResults)

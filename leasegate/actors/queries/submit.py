@@ -45,4 +45,4 @@ class SubmitQueries(Batch[Queries, SubmitQuery, QuerySubmitted]):
     item = SubmitQuery
 
 
-handle_submits(QUERIES, SubmitQuery, SubmitQueries, Submitting(new_query, QuerySubmitted, sql))
+handle_submits(QUERIES, SubmitQuery, SubmitQueries, Submitting(new_query, QuerySubmitted, sql.JOBS))

@@ -14,7 +14,7 @@ from leasegate.storage.engine import Row
 
 QUERY_KIND: Final[JobKind[QueryView]] = JobKind(
     actor="queries", channel="query", noun="query", id_prefix="q", id_column="query_id",
-    settled=sql.TERMINAL, terminal=sql.TERMINAL, get=sql.get, view=query_view,
+    settled=sql.TERMINAL, terminal=sql.TERMINAL, get=sql.JOBS.get, view=query_view,
     not_found=QueryNotFound)
 """Queries as the code both queues share reads them: a waiting read returns once
 the query is terminal."""

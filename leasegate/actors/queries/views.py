@@ -10,6 +10,7 @@ from leasegate.actors.views import (
     JobError,
     JSONObject,
     JSONValue,
+    Receipt,
     billing,
     job_error,
     loads,
@@ -18,10 +19,8 @@ from leasegate.storage.engine import Row
 
 
 @dataclass(frozen=True)
-class QuerySubmitted:
+class QuerySubmitted(Receipt):
     query_id: str
-    status: str
-    created: bool
 
 
 @dataclass(frozen=True)

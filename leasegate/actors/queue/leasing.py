@@ -18,11 +18,11 @@ from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, 
 from leasegate.actors.queue.leases import lease_wait, new_lease_token
 from leasegate.actors.queue.reports import Reporting
 from leasegate.actors.queue.turn import QueueTurn
-from leasegate.actors.runtime.batches import MAX_BATCH, check_batch_size
-from leasegate.actors.runtime.handlers import Parks
+from leasegate.actors.runtime.batches import MAX_BATCH, check_messages
+from leasegate.actors.runtime.handlers import Handlers, Parks
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
-from leasegate.actors.runtime.parking import Park
-from leasegate.errors import InvalidRequest, LeasegateError
+from leasegate.actors.runtime.parking import PARK, Park
+from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.storage.engine import Connection, Row
 
 A_contra = TypeVar("A_contra", contravariant=True)
@@ -31,7 +31,7 @@ L_co = TypeVar("L_co", covariant=True)
 T = TypeVar("T", bound=Tell[Any])
 QT = TypeVar("QT", bound=QueueTurn[Any])
 LA = TypeVar("LA", bound="LeaseCall[Any, Any]")
-M = TypeVar("M", bound=Message)
+M = TypeVar("M", bound=Ask[Any, Any])
 V_co = TypeVar("V_co", covariant=True)
 V = TypeVar("V")
 
@@ -82,13 +82,7 @@ class LeaseAfterResults(Ask[A_contra, tuple[tuple[V_co | LeasegateError, ...], t
     lease_kind: ClassVar[type[Message]] = Message  # what the lease must be
 
     def check(self) -> None:
-        if not isinstance(self.results, tuple):
-            raise InvalidRequest("results must be a tuple of messages")
-        check_batch_size(len(self.results))
-        for result in self.results:
-            if not isinstance(result, self.item):
-                raise InvalidRequest(f"every result must be a {self.item.__name__}, "
-                                     f"not {type(result).__name__}")
+        check_messages(self.results, self.item, "result")
         if not isinstance(self.lease, self.lease_kind):
             raise InvalidRequest(f"lease must be a {self.lease_kind.__name__}")
         self.lease.check()
@@ -163,19 +157,38 @@ def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L
     return tuple(leasing.view(row) for row in leased)
 
 
-def results_then_lease(turn: QT, m: LeaseAfterResults[Any, M, V, L],
-                       results: Reporting[QT, M, V],
-                       lease_or_wait: Callable[[QT, Any], tuple[L, ...] | Park],
-                       ) -> tuple[tuple[V | LeasegateError, ...], tuple[L, ...]]:
-    """A lease call carrying results: the results as the results route applies them
-    (the channel's ``results``: set-based, else each in a savepoint of its own), then the
-    lease (by the channel's ``lease_or_wait``, which never waits here)."""
-    answers = turn.each(m.results, results.one, results.all)
-    if turn.draining:  # the results are taken; no new work while shutting down
-        return answers, ()
-    leases = lease_or_wait(turn, m.lease)
-    assert not isinstance(leases, Park)  # checked: a lease that carries results never waits
-    return answers, leases
+def lease_or_park(turn: QT, m: LA, lease: Callable[[QT, LA], tuple[L, ...]],
+                  ) -> tuple[L, ...] | Park:
+    """A lease call served now (refused while the gateway shuts down): its leases by the
+    channel's ``lease``, or ``PARK`` when it found none and waits."""
+    if turn.draining:
+        raise Unavailable("the gateway is shutting down")
+    leases = lease(turn, m)
+    if not leases and m.wait:
+        return PARK
+    return leases
+
+
+def handle_results_then_lease(handlers: Handlers[Any, QT],
+                              kind: type[LeaseAfterResults[Any, M, V, L]],
+                              results: Reporting[QT, M, V],
+                              lease_or_wait: Callable[[QT, Any], tuple[L, ...] | Park],
+                              ) -> None:
+    """Register the handler of ``kind``, a lease call carrying results: the results as
+    the results route applies them (the channel's ``results``: set-based, else each in a
+    savepoint of its own), then the lease (by the channel's ``lease_or_wait``, which
+    never waits here)."""
+    def results_then_lease(turn: QT, m: LeaseAfterResults[Any, Any, Any, Any],
+                           ) -> tuple[tuple[V | LeasegateError, ...], tuple[L, ...]]:
+        assert isinstance(m, kind)  # the runtime routes only ``kind`` here; this narrows it
+        answers = turn.each(m.results, results.one, results.all)
+        if turn.draining:  # the results are taken; no new work while shutting down
+            return answers, ()
+        leases = lease_or_wait(turn, m.lease)
+        assert not isinstance(leases, Park)  # checked: a lease carrying results never waits
+        return answers, leases
+
+    handlers.on(kind)(results_then_lease)
 
 
 def waiting_for_work(lease: Callable[[QT, LA], tuple[L, ...]],

@@ -10,7 +10,7 @@ two ways never part::
 
     REPORTING = Reporting(job_id=lambda m: m.query_id, judge=judge, refused=..., sql=sql,
                           table="queries")
-    QUERIES.each(QueryResults, result, REPORTING.all)   # result: REPORTING.one
+    REPORTING.handle(QUERIES, QueryResult, QueryResults)   # one, and the batch of them
 """
 
 from __future__ import annotations
@@ -20,14 +20,17 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from leasegate.actors.queue.turn import QueueTurn
-from leasegate.actors.runtime.mailbox import Message
+from leasegate.actors.runtime.batches import Batch
+from leasegate.actors.runtime.handlers import Handlers
+from leasegate.actors.runtime.mailbox import Ask, Message
 from leasegate.actors.runtime.turn import ItemByItem
 from leasegate.errors import LeasegateError
 from leasegate.storage.engine import Connection, Row
 from leasegate.storage.job_errors_sql import record_detail
+from leasegate.storage.jobs_sql import JobTable
 
 QT = TypeVar("QT", bound=QueueTurn[Any])
-M = TypeVar("M", bound=Message)
+M = TypeVar("M", bound=Ask[Any, Any])  # a result: a request, answered
 V = TypeVar("V")
 
 
@@ -44,8 +47,9 @@ class Finish:
 class ResultSQL(Protocol):
     """A channel's SQL module, as results use it."""
 
-    def get_many(self, conn: Connection, ids: Sequence[str], /) -> dict[str, Row]:
-        """The jobs of ``ids`` (one that does not exist left out), by id."""
+    @property
+    def JOBS(self) -> JobTable:
+        """Its job table: ``JOBS.get_many``, the jobs of some ids, by id."""
         ...
 
     def finish_many(self, conn: Connection, finishes: Sequence[Sequence[Any]],
@@ -74,6 +78,17 @@ class Reporting(Generic[QT, M, V]):
     table: str  # "tasks", "queries": where an error's type and traceback are kept
     done: Callable[[QT, M, Row, Row], None] = _nothing
 
+    def handle(self, handlers: Handlers[Any, QT], one: type[M],
+               many: Callable[..., Batch[Any, M, V]]) -> None:
+        """Register the channel's result handlers: of ``one`` (:meth:`one`) and of its
+        batch ``many`` (:meth:`all`, else each item in a savepoint of its own)."""
+        def result(turn: QT, m: Message) -> V:
+            assert isinstance(m, one)  # the runtime routes only ``one`` here; this narrows it
+            return self.one(turn, m)
+
+        handlers.on(one)(result)
+        handlers.each(many, result, self.all)
+
     def one(self, turn: QT, m: M) -> V:
         """One result: the job's view after it, or its refusal raised."""
         answer = self.answers(turn, [m])[0]
@@ -99,7 +114,7 @@ class Reporting(Generic[QT, M, V]):
         """Each result judged against its job's row (all read at once), then the
         accepted ones written at once: an answer per result, in order."""
         kind = turn.kind
-        rows = self.sql.get_many(turn.conn, [self.job_id(m) for m in items])
+        rows = self.sql.JOBS.get_many(turn.conn, [self.job_id(m) for m in items])
         answers: dict[int, V | LeasegateError] = {}
         accepted: list[tuple[int, M, Row, Finish]] = []
         for at, m in enumerate(items):
@@ -141,7 +156,7 @@ class Reporting(Generic[QT, M, V]):
         for job_id, error in kept:
             record_detail(conn, self.table, job_id, *error)
         if kept:  # rare: their rows read again, with the error's detail
-            after.update(self.sql.get_many(conn, [job_id for job_id, _ in kept]))
+            after.update(self.sql.JOBS.get_many(conn, [job_id for job_id, _ in kept]))
         turn.history.record_many("result", [
             (job_id, after[job_id], finish.detail)
             for job_id, (_, _, _, finish) in zip(ids, accepted, strict=True)])

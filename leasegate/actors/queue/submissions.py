@@ -119,7 +119,7 @@ class NewJob:
 
 
 class SubmitSQL(Protocol):
-    """A channel's SQL module, as submits use it."""
+    """A channel's job table (its SQL module's ``JOBS``), as submits use it."""
 
     def insert_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]], /) -> int:
         """Rows inserted in one statement unless their ids are taken: how many were."""
@@ -130,13 +130,20 @@ class SubmitSQL(Protocol):
         ...
 
 
+class Reply(Protocol[R_co]):
+    """A channel's submit reply (a ``Receipt``), made from the job's id, its status and
+    whether it was created."""
+
+    def __call__(self, job_id: str, /, *, status: str, created: bool) -> R_co: ...
+
+
 @dataclass(frozen=True)
 class Submitting(Generic[QT, S, R]):
-    """A channel's submits: the row of one (checked), its reply ``(job_id, status,
-    created)``, and its SQL module (its functions looked up at each call)."""
+    """A channel's submits: the row of one (checked), its reply, and its job table
+    (its methods looked up at each call)."""
 
     new_job: Callable[[QT, S], NewJob]
-    reply: Callable[[str, str, bool], R]
+    reply: Reply[R]
     sql: SubmitSQL
 
 
@@ -148,9 +155,9 @@ def submit_one(turn: QT, m: S, how: Submitting[QT, S, R]) -> R:
         lambda i: how.sql.insert_many(conn, [{kind.id_column: i, **job.row}]) == 1,
         lambda i: how.sql.known(conn, [i]).get(i))
     if replayed is not None:
-        return how.reply(job_id, replayed, False)
+        return how.reply(job_id, status=replayed, created=False)
     _created(turn, [(job_id, job)])
-    return how.reply(job_id, "queued", True)
+    return how.reply(job_id, status="queued", created=True)
 
 
 def submit_all(turn: QT, items: Sequence[S], how: Submitting[QT, S, R]) -> list[R]:
@@ -178,8 +185,9 @@ def submit_all(turn: QT, items: Sequence[S], how: Submitting[QT, S, R]) -> list[
         if how.sql.insert_many(conn, rows) != len(rows):
             raise ItemByItem("an id taken after all")
         _created(turn, new)
-    return [how.reply(job_id, str(taken[job_id]["status"]), False) if job_id in taken
-            else how.reply(job_id, "queued", True) for job_id, _ in jobs]
+    return [how.reply(job_id, status=str(taken[job_id]["status"]), created=False)
+            if job_id in taken else how.reply(job_id, status="queued", created=True)
+            for job_id, _ in jobs]
 
 
 def handle_submits(handlers: Handlers[Any, QT], one: type[S],

@@ -39,6 +39,18 @@ def check_batch_size(count: int) -> None:
         raise InvalidRequest(f"a batch takes 1 to {MAX_BATCH} items, not {count}")
 
 
+def check_messages(messages: object, kind: type[Message], what: str) -> None:
+    """A batch's ``messages`` (each a ``what``: "item", "result"): a tuple of 1 to
+    :data:`MAX_BATCH` messages, every one a ``kind``."""
+    if not isinstance(messages, tuple):
+        raise InvalidRequest(f"{what}s must be a tuple of messages")
+    check_batch_size(len(messages))
+    for message in messages:
+        if not isinstance(message, kind):
+            raise InvalidRequest(f"every {what} must be a {kind.__name__}, "
+                                 f"not {type(message).__name__}")
+
+
 @dataclass(frozen=True)
 class Batch(Ask[A_contra, tuple[R | LeasegateError, ...]], Generic[A_contra, M, R]):
     """Up to :data:`MAX_BATCH` requests; each item is checked in its own savepoint (a
@@ -48,13 +60,7 @@ class Batch(Ask[A_contra, tuple[R | LeasegateError, ...]], Generic[A_contra, M, 
     item: ClassVar[type[Message]] = Message  # what every item must be
 
     def check(self) -> None:
-        if not isinstance(self.items, tuple):
-            raise InvalidRequest("items must be a tuple of messages")
-        check_batch_size(len(self.items))
-        for item in self.items:
-            if not isinstance(item, self.item):
-                raise InvalidRequest(f"every item must be a {self.item.__name__}, "
-                                     f"not {type(item).__name__}")
+        check_messages(self.items, self.item, "item")
 
 
 async def ask_each(ref: Ref[A],

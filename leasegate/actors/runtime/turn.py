@@ -5,7 +5,7 @@ Every handler takes the actor's turn context and its message::
 
     @TASKS.on(StartTask)
     def start(turn: TaskTurn, m: StartTask) -> Started:
-        row = tasks_sql.get(turn.conn, m.task_id)     # the turn's connection
+        row = tasks_sql.JOBS.get(turn.conn, m.task_id)  # the turn's connection
         ...; turn.history.record(m.task_id, "started")
         turn.work_may_be_available(*new_work(row["site"]))
         return Started(...)

@@ -52,14 +52,14 @@ def on_wakeup(turn: TaskTurn, now: float) -> None:
                     escape(row["task_id"]), escape(row["kind"]), escape(row["site"]),
                     escape(row["account"]))
         turn.history.record(row["task_id"], "expired")
-        turn.settle.ended(sql.get(conn, row["task_id"]))
+        turn.settle.ended(sql.JOBS.get(conn, row["task_id"]))
     for row in sql.expire_paused(conn, now, turn.settings.task_ttl):
         # The seed's rule: queued, running and paused work all end at a limit.
         log.warning("paused task expired, never resumed: task_id=%s kind=%s site=%s "
                     "paused_since=%s", escape(row["task_id"]), escape(row["kind"]),
                     escape(row["site"]), iso(row["updated_at"]))
         turn.history.record(row["task_id"], "expired")
-        turn.settle.ended(sql.get(conn, row["task_id"]))
+        turn.settle.ended(sql.JOBS.get(conn, row["task_id"]))
     if sql.not_before_passed(conn, turn.not_before_seen, now):
         turn.work_may_be_available()  # a parked lease may take it now
     turn.after_commit(lambda: _passed_not_before(turn, now))
@@ -87,8 +87,8 @@ def purge(turn: TaskTurn, now: float) -> bool:
     its id taken) and tombstones past theirs, a batch at a time; True if more remain."""
     conn = turn.conn
     cutoff = now - turn.settings.task_retention
-    purged = sql.purge_completed_before(conn, cutoff, now, PURGE_BATCH)
-    forgotten_ids = sql.purge_tombstones_before(
+    purged = sql.JOBS.purge_completed_before(conn, cutoff, now, PURGE_BATCH)
+    forgotten_ids = sql.JOBS.purge_tombstones_before(
         conn, now - turn.settings.id_tombstone_retention, PURGE_BATCH)
     more = PURGE_BATCH in (len(purged), forgotten_ids)
     if forgotten_ids:

@@ -152,14 +152,13 @@ TASKS.each(RenewTasks, renew)
 
 
 @dataclass(frozen=True)
-class TaskResult(Fenced[TaskView]):
+class TaskResult(FencedOnSites[TaskView]):
     outcome: TaskOutcome
     result: JSONValue = None
     error_code: int | None = None
     error_message: str | None = None
     cost: int | None = None
     progress: JSONObject | None = None
-    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
     error_type: str | None = None
     error_traceback: str | None = None
 
@@ -169,7 +168,6 @@ class TaskResult(Fenced[TaskView]):
         check_report(self.result, self.error_code, self.error_message, self.error_type,
                      self.error_traceback, self.cost)
         check_json("progress", self.progress, object_only=self.progress is not None)
-        check_ids("sites", self.sites)
 
 
 def _judge(turn: TaskTurn, m: TaskResult, row: Row) -> Row | Finish:
@@ -232,11 +230,6 @@ REPORTING: Final[Reporting[TaskTurn, TaskResult, TaskView]] = Reporting(
 """Task results, one or a batch (see ``queue.reports``)."""
 
 
-@TASKS.on(TaskResult)
-def result(turn: TaskTurn, m: TaskResult) -> TaskView:
-    return REPORTING.one(turn, m)
-
-
 @dataclass(frozen=True)
 class TaskResults(Batch[Tasks, TaskResult, TaskView]):
     """Up to 100 results, each fenced on its own (applied set-based: ``REPORTING.all``)."""
@@ -244,7 +237,7 @@ class TaskResults(Batch[Tasks, TaskResult, TaskView]):
     item = TaskResult
 
 
-TASKS.each(TaskResults, result, REPORTING.all)
+REPORTING.handle(TASKS, TaskResult, TaskResults)
 
 
 def _holds(row: Row, worker_id: str, token: str) -> bool:

@@ -19,17 +19,17 @@ from leasegate.actors.queue.leasing import (
     Leasing,
     ReleaseLeases,
     give_back_with,
-    results_then_lease,
+    handle_results_then_lease,
+    lease_or_park,
     take_leases,
     waiting_for_work,
 )
-from leasegate.actors.runtime.parking import PARK, Park
+from leasegate.actors.runtime.parking import Park
 from leasegate.actors.tasks import presence
 from leasegate.actors.tasks.fenced import REPORTING, TaskResult
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
 from leasegate.actors.tasks.views import TaskLease, TaskView, task_lease
-from leasegate.errors import LeasegateError, Unavailable
 from leasegate.logs import escape
 from leasegate.storage import tasks_sql as sql
 
@@ -46,7 +46,7 @@ class ReleaseTaskLeases(ReleaseLeases[Tasks]):
 def give_back(turn: TaskTurn, m: ReleaseTaskLeases) -> None:
     """Claims nobody received: back to the queue, burning nothing."""
     for task_id, token in m.leases:
-        row = sql.get(turn.conn, task_id)
+        row = sql.JOBS.get(turn.conn, task_id)
         if row is None or row["status"] != "leased" or row["lease_token"] != token:
             continue
         if sql.back_to_queue(turn.conn, task_id, "leased", token, requeue_status(row),
@@ -99,14 +99,15 @@ WAIT_FOR_WORK: Final = waiting_for_work(_lease_seen, release_message)
 
 @TASKS.parks(LeaseTasks, WAIT_FOR_WORK)
 def lease_or_wait(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...] | Park:
-    if turn.draining:
-        raise Unavailable("the gateway is shutting down")
+    return lease_or_park(turn, m, _admitted)
+
+
+def _admitted(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
+    """A lease call served now: its worker admitted (a key creates so many workers) and
+    seen, whether it gets work or not."""
     presence.admit(turn, m.worker_id, m.key_id)
     turn.seen(m.worker_id, sites=m.sites, key_id=m.key_id, leasing=True)
-    leases = lease(turn, m)
-    if not leases and m.wait:
-        return PARK
-    return leases
+    return lease(turn, m)
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,4 @@ class LeaseTasksAfterResults(LeaseAfterResults[Tasks, TaskResult, TaskView, Task
     lease_kind = LeaseTasks
 
 
-@TASKS.on(LeaseTasksAfterResults)
-def lease_after_results(turn: TaskTurn, m: LeaseTasksAfterResults,
-                        ) -> tuple[tuple[TaskView | LeasegateError, ...], tuple[TaskLease, ...]]:
-    return results_then_lease(turn, m, REPORTING, lease_or_wait)
+handle_results_then_lease(TASKS, LeaseTasksAfterResults, REPORTING, lease_or_wait)

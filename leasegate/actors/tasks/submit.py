@@ -72,4 +72,4 @@ class SubmitTasks(Batch[Tasks, SubmitTask, TaskSubmitted]):
     item = SubmitTask
 
 
-handle_submits(TASKS, SubmitTask, SubmitTasks, Submitting(new_task, TaskSubmitted, sql))
+handle_submits(TASKS, SubmitTask, SubmitTasks, Submitting(new_task, TaskSubmitted, sql.JOBS))

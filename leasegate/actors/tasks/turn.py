@@ -27,7 +27,7 @@ SETTLED: Final = (*sql.TERMINAL, "stale", "paused")
 
 TASK_KIND: Final[JobKind[TaskView]] = JobKind(
     actor="tasks", channel="task", noun="task", id_prefix="t", id_column="task_id",
-    settled=SETTLED, terminal=sql.TERMINAL, get=sql.get, view=task_view,
+    settled=SETTLED, terminal=sql.TERMINAL, get=sql.JOBS.get, view=task_view,
     not_found=TaskNotFound)
 """Tasks as the code both queues share reads them."""
 
