@@ -89,12 +89,18 @@ def update_rows(conn: Connection, table: str, key: str, columns: Mapping[str, st
     integer column refuses. As :func:`insert_new`, the names are the caller's constants,
     never a client's."""
     names = [key, *columns]
-    first = ", ".join(["?", *(f"CAST(? AS {kind})" for kind in columns.values())])
-    values = ", ".join([f"({first})", *[f"({marks(names)})"] * (len(rows) - 1)])
-    listed = ", ".join(f"column{n} AS {name}" for n, name in enumerate(names, 1))
+    if len(rows) == 1:  # one row (a single result): a row of parameters, no VALUES to
+        # materialize (SQLite: 48 µs a turn's statement where VALUES took 73)
+        source = ", ".join([f"? AS {key}", *(f"CAST(? AS {kind}) AS {name}"
+                                               for name, kind in columns.items())])
+    else:
+        first = ", ".join(["?", *(f"CAST(? AS {kind})" for kind in columns.values())])
+        values = ", ".join([f"({first})", *[f"({marks(names)})"] * (len(rows) - 1)])
+        listed = ", ".join(f"column{n} AS {name}" for n, name in enumerate(names, 1))
+        source = f"{listed} FROM (VALUES {values}) AS listed"
     statement = respelled(
-        f"UPDATE {table} SET {changes} FROM (SELECT {listed} FROM (VALUES {values}) "
-        f"AS listed) AS v WHERE {table}.{key} = v.{key} AND {where} RETURNING *",
+        f"UPDATE {table} SET {changes} FROM (SELECT {source}) AS v "
+        f"WHERE {table}.{key} = v.{key} AND {where} RETURNING *",
         (" RETURNING *", f" RETURNING {table}.*"))
     changed: list[Row] = conn.execute(
         statement, [*args, *(value for row in rows for value in row)]).fetchall()
