@@ -231,4 +231,8 @@ async def test_a_throttle_set_through_one_gateway_is_one_budget_for_all_and_both
     assert [when for when, _, _ in got] == pytest.approx([0.5 * n for n in range(1, 7)],
                                                           abs=1e-6)
     assert [channel for _, channel, _ in got] == ["tasks", "queries"] * 3
-    assert {gateway for _, _, gateway in got} == {"gw-a", "gw-b"}, got
+    # Which gateway's parked worker takes a token is not asserted: both gateways wake at
+    # the same virtual time and trio orders such tasks at random (all six went to one
+    # gateway in about one run in thirty). That the budget is one across gateways is
+    # shown above: a token drawn through A is gone for B, and the next drawn through B is
+    # gone for A.
