@@ -85,15 +85,6 @@ def give_back(conn: Connection, query_id: str, token: str, now: float) -> bool:
     return cur.rowcount == 1
 
 
-def finish(conn: Connection, query_id: str, token: str, status: str, now: float,
-           result: str | None, error_code: int | None, error_message: str | None,
-           cost: int | None, digest: str) -> Row | None:
-    """leased → an outcome: the row after it, or None if the lease is not current."""
-    done = finish_many(conn, [(query_id, token, status, result, error_code, error_message,
-                               cost, digest)], now)
-    return done[0] if done else None
-
-
 # What each query's outcome sets (finish_many), after its id: name and SQL type.
 FINISH: Final = {"lease_token": "TEXT", "status": "TEXT", "result": "TEXT",
                  "error_code": "BIGINT", "error_message": "TEXT", "cost": "BIGINT",

@@ -160,17 +160,6 @@ def back_to_queue(conn: Connection, task_id: str, from_status: str, token: str,
     return cur.rowcount == 1
 
 
-def finish(conn: Connection, task_id: str, from_status: str, token: str, status: str,
-           now: float, *, result: str | None, error_code: int | None,
-           error_message: str | None, cost: int | None, progress: str | None, digest: str,
-           late: bool) -> Row | None:
-    """running (or stale, a late result) → a worker's outcome (see :func:`finish_many`):
-    the row after it, or None if the call does not hold the lease."""
-    done = finish_many(conn, [(task_id, from_status, token, status, result, error_code,
-                               error_message, cost, progress, digest, int(late))], now)
-    return done[0] if done else None
-
-
 # What each task's outcome sets (finish_many), after its id: name and SQL type.
 FINISH: Final = {"from_status": "TEXT", "lease_token": "TEXT", "status": "TEXT",
                  "result": "TEXT", "error_code": "BIGINT", "error_message": "TEXT",
