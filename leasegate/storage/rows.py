@@ -54,16 +54,15 @@ def lease_rows(conn: Connection, table: str, key: str, tokens: Sequence[tuple[st
                changes: str, args: Sequence[Any]) -> list[Row]:
     """queued → leased for each ``(id, token)`` in one UPDATE, each row its own token
     (``CASE key WHEN ? THEN ? ... END``), ``changes`` (with ``args``) set beside it: the
-    rows that took their token, in the order given (one no longer queued is left out)."""
+    rows that took their token, as the UPDATE returns them, in the order given (one no
+    longer queued is left out)."""
     ids = [job_id for job_id, _ in tokens]
     whens = " ".join(["WHEN ? THEN ?"] * len(tokens))
-    conn.execute(
+    leased = {row[key]: row for row in conn.execute(
         f"UPDATE {table} SET lease_token = CASE {key} {whens} END, {changes} "
-        f"WHERE {key} IN ({marks(ids)}) AND status = 'queued'",
-        [*(value for pair in tokens for value in pair), *args, *ids])
-    rows = {row[key]: row for row in conn.execute(
-        f"SELECT * FROM {table} WHERE {key} IN ({marks(ids)})", ids)}
-    return [rows[i] for i, token in tokens if i in rows and rows[i]["lease_token"] == token]
+        f"WHERE {key} IN ({marks(ids)}) AND status = 'queued' RETURNING *",
+        [*(value for pair in tokens for value in pair), *args, *ids]).fetchall()}
+    return [leased[job_id] for job_id in ids if job_id in leased]
 
 
 def rows_by_key(conn: Connection, table: str, key: str, ids: Sequence[str]) -> dict[str, Row]:
