@@ -26,7 +26,8 @@ sends none (or sends it only after reading the answer) has its answer at once.
 ::
 
     limits = BodyLimits(settings)                  # once per app
-    exchange = Exchange(limits, scope, receive, send)  # per request
+    exchange = Exchange(limits, scope, receive, send, seen)  # per request; seen: the
+    # first content-length, transfer-encoding and expect of the scope's headers
     # the request reads exchange.receive and answers through exchange.send
 """
 
@@ -59,10 +60,6 @@ def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None
         if key.lower() == name:
             return value
     return None
-
-
-def declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
-    return _length(_header(headers, b"content-length"))
 
 
 def _length(value: bytes | None) -> int | None:
@@ -110,17 +107,13 @@ class Exchange:
                  "disconnected", "limits", "received", "settled", "status", "withheld")
 
     def __init__(self, limits: BodyLimits, scope: Message, receive: ASGIReceiveCallable,
-                 send: ASGISendCallable, seen: Mapping[bytes, bytes] | None = None) -> None:
+                 send: ASGISendCallable, seen: Mapping[bytes, bytes]) -> None:
         """``seen``: the first value of each of the headers ``content-length``,
-        ``transfer-encoding`` and ``expect`` the scope has, when the caller has looked
-        already (else they are looked up here)."""
+        ``transfer-encoding`` and ``expect`` the scope has (the connection class looks
+        them up in its one walk of the headers)."""
         self.limits = limits
         self._receive = receive
         self._send = send
-        if seen is None:
-            headers = scope.get("headers", [])
-            seen = {name: value for name in (b"content-length", b"transfer-encoding", b"expect")
-                    if (value := _header(headers, name)) is not None}
         length = seen.get(b"content-length")
         self.declared = _length(length)
         chunked = b"transfer-encoding" in seen
