@@ -65,10 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-Commands = argparse._SubParsersAction  # what add_subparsers returns
-
-
-def _serve_command(commands: Commands[argparse.ArgumentParser]) -> None:
+def _serve_command(commands: cli_actions.Subcommands) -> None:
     serve = commands.add_parser(
         "serve", help="serve the gateway",
         description="Serve the gateway until SIGINT/SIGTERM. On a fresh data directory, "
@@ -99,7 +96,7 @@ def _serve_command(commands: Commands[argparse.ArgumentParser]) -> None:
                        help="log level; logs go to stderr (default: %(default)s)")
 
 
-def _key_commands(commands: Commands[argparse.ArgumentParser]) -> None:
+def _key_commands(commands: cli_actions.Subcommands) -> None:
     keys = commands.add_parser("keys", help="manage API keys")
     key_commands = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
     create = key_commands.add_parser(
@@ -116,7 +113,7 @@ def _key_commands(commands: Commands[argparse.ArgumentParser]) -> None:
     create.add_argument("--database", metavar="URL", default=None, help=DATABASE_HELP)
 
 
-def _backup_commands(commands: Commands[argparse.ArgumentParser]) -> None:
+def _backup_commands(commands: cli_actions.Subcommands) -> None:
     back = commands.add_parser(
         "backup", help="a consistent copy of the database",
         description="Write a consistent copy of the database (safe while serving).")
@@ -139,7 +136,7 @@ def _backup_commands(commands: Commands[argparse.ArgumentParser]) -> None:
                            "PostgreSQL is restored with pg_restore")
 
 
-def _job_commands(commands: Commands[argparse.ArgumentParser]) -> None:
+def _job_commands(commands: cli_actions.Subcommands) -> None:
     """The operator's commands on a running gateway (``cli_actions``), added to the
     ``tasks``, ``queries`` and ``sites`` groups beside ``cli_inspect``'s."""
     cli_actions.register(lambda name, what: subcommands(commands, name,

@@ -95,8 +95,8 @@ class Settings:
     sqlite_synchronous: str = "FULL"
     # true, with FULL or EXTRA: SQLite commits without syncing and the gateway syncs the
     # WAL off the write lock before answering, so the next turn applies meanwhile (still
-    # durable before acknowledged). Off until bench/commit_pipeline.py shows it pays:
-    # on a loaded 2-core machine it did not (README, Durability).
+    # durable before acknowledged). Off until bench/commit_pipeline.py shows it pays;
+    # so far it has not (README, Durability).
     sqlite_commit_pipeline: bool = False
     # Serve on storage that cannot keep "durable before acknowledged" (e.g.
     # sqlite_synchronous OFF or NORMAL); refused at start without it.

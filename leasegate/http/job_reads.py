@@ -8,11 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from leasegate.actors.jobs.channel import JobChannel
-from leasegate.actors.pages import Page, Paged
+from leasegate.actors.pages import Paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.http.auth import require_tenant
 from leasegate.http.context import system
 from leasegate.http.long_poll import parked
+from leasegate.http.models import page
 from leasegate.http.models_search import SearchArgs
 from leasegate.http.render import to_json
 from leasegate.http.search import nothing, search_fields
@@ -27,12 +28,13 @@ async def job_reply(channel: JobChannel[Any, Any, Any], job_id: str,
         return to_json(await channel.get(job_id, tenant, wait_seconds=wait))
 
 
-async def search_reply(channel: JobChannel[Any, Any, Any], args: SearchArgs, page: Page,
+async def search_reply(channel: JobChannel[Any, Any, Any], args: SearchArgs,
                        message: Callable[..., Ask[Any, Paged[Any]]]) -> Any:
-    """The ``page`` of jobs that match ``args``: ``message`` (the channel's list
-    message) of the shared filters (``search.search_fields``)."""
+    """The page ``args`` ask for of the jobs that match them: ``message`` (the channel's
+    list message) of the shared filters (``search.search_fields``)."""
     _, tenant = require_tenant("client")
-    fields = search_fields(args, tenant, page)
+    asked = page(args)
+    fields = search_fields(args, tenant, asked)
     if fields is None:
-        return to_json(nothing(page))
+        return to_json(nothing(asked))
     return to_json(await channel.page(message(**fields)))

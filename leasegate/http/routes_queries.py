@@ -29,7 +29,6 @@ from leasegate.http.models import (
     SubmitQueriesBody,
     SubmitQueryBody,
     WaitArgs,
-    page,
     reported_error,
 )
 from leasegate.http.models_replies import (
@@ -104,7 +103,7 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
 @document_response(QueryPage)
 async def list_queries(query_args: QueryListArgs) -> Any:
     """Queries, newest first (own tenant; admin: all), that match every filter given."""
-    return await search_reply(system().jobs.queries, query_args, page(query_args),
+    return await search_reply(system().jobs.queries, query_args,
                               functools.partial(ListQueries, status=query_args.status))
 
 

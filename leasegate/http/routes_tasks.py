@@ -42,7 +42,6 @@ from leasegate.http.models import (
     TaskResultItem,
     TaskResultsBody,
     WaitArgs,
-    page,
     reported_error,
 )
 from leasegate.http.models_replies import (
@@ -147,7 +146,7 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
 @document_response(TaskPage)
 async def list_tasks(query_args: TaskListArgs) -> Any:
     """Tasks, newest first (own tenant; admin: all), that match every filter given."""
-    return await search_reply(system().jobs.tasks, query_args, page(query_args),
+    return await search_reply(system().jobs.tasks, query_args,
                               functools.partial(ListTasks, status=query_args.status,
                                                 account=query_args.account))
 
