@@ -170,6 +170,26 @@ async def test_retry_of_queries(gateway: Gateway) -> None:
     assert status == 409 and reply["error"]["code"] == 6003
 
 
+
+async def test_a_retried_query_that_fails_again_shows_only_its_new_error(
+        gateway: Gateway) -> None:
+    """The first failure's type and traceback go with the retry: a second failure that
+    gives none does not show the first one's."""
+    status, _ = await call(gateway, "POST", "/v1/queries", "t1", {**QUERY, "query_id": "qq2"})
+    assert status == 201
+    for error in ({"message": "down", "type": "shop.Down", "traceback": "Traceback ..."},
+                  {"message": "still down"}):
+        (item,) = await lease(gateway, "queries")
+        status, reply = await call(gateway, "POST", "/v1/queries/qq2/result", "worker",
+                                   {"worker_id": "w1", "lease_token": item["lease_token"],
+                                    "outcome": "failed", "error": error})
+        assert status == 200, reply
+        assert reply["error"] == {"code": None, "type": None, "traceback": None, **error}
+        status, reply = await call(gateway, "POST", "/v1/queries/qq2/retry",
+                                   body={"reason": "again"})
+        assert status == 200 and reply["error"] is None, reply
+
+
 # ---- redrive ------------------------------------------------------------------------------
 
 async def test_redrive_previews_then_retries_the_matching_failed_tasks(

@@ -307,7 +307,7 @@ def transition(conn: sqlite3.Connection, rnd: random.Random, now: float) -> None
     elif status == "running":
         tasks_sql.finish_many(conn, [(task_id, "running", token,
                                       rnd.choice(["succeeded", "paused"]), None, None, None,
-                                      None, None, "d", 0)], now)
+                                      None, None, "d", 0, None, None)], now)
     elif status == "stale":
         tasks_sql.reclaim(conn, task_id, token, rnd.choice(["queued", "failed", "paused"]),
                           action="a", reason="r", by="b", now=now, result=None,

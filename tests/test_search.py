@@ -13,7 +13,6 @@ from leasegate.actors.payloads import canonical_json
 from leasegate.storage import search_sql, tasks_sql
 from leasegate.storage.connection import transaction
 from leasegate.storage.engine import Connection
-from leasegate.storage.job_errors_sql import record_detail
 from leasegate.storage.search_sql import Search
 from tests.conftest import Gateway
 from tests.test_http_tasks import call, fence, finish, lease_one, start, submit
@@ -50,8 +49,8 @@ def test_every_filter_is_the_same_on_both_engines(conn: Connection) -> None:
         add(conn, "bulk_0", at=NOW + 4)  # "_" is no wildcard here
         add(conn, "bulk-2", at=NOW + 5, params={"percent": "50%"})
         conn.execute("UPDATE tasks SET status = 'failed', error_message = 'Sold out', "
+                     "error_type = 'shop.errors.OutOfStock', error_traceback = 'Traceback ...', "
                      "lease_owner = 'desk-1' WHERE task_id = 'bulk-1'")
-        record_detail(conn, "tasks", "bulk-1", "shop.errors.OutOfStock", "Traceback ...")
     # Newest first; an id prefix is the start of ids, case and all.
     assert found(conn, id_prefix="bulk-0") == ["bulk-01", "bulk-0"]
     assert found(conn, id_prefix="Bulk") == ["Bulk-0x"]

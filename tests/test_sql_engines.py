@@ -78,7 +78,8 @@ def test_a_task_goes_from_submit_to_result_through_its_lane(conn: Connection) ->
         assert tasks_sql.renew(conn, "t2", "w1", "tok", NOW + 200, '{"p": 1}', NOW + 2)
         assert not tasks_sql.renew(conn, "t2", "w1", "wrong", NOW + 200, None, NOW + 2)
         [done] = tasks_sql.finish_many(conn, [("t2", "running", "tok", "succeeded",
-                                                '{"ok": true}', None, None, 7, None, "d", 0)],
+                                                '{"ok": true}', None, None, 7, None, "d", 0,
+                                                None, None)],
                                        NOW + 3)
         assert (done["status"], done["cost"], done["late_result"]) == ("succeeded", 7, 0)
         events_sql.append(conn, "task", "t2", "succeeded", "{}", NOW + 3, job=done)
@@ -197,7 +198,7 @@ def test_queries_are_leased_oldest_first_by_site(conn: Connection) -> None:
         assert queries_sql.give_back(conn, "q0", "tok", NOW)
         assert queries_sql.take_leases(conn, [("q1", "tok")], "w", "r", NOW + 60, NOW) != []
         [done] = queries_sql.finish_many(conn, [("q1", "tok", "succeeded", "{}", None, None,
-                                                  3, "d")], NOW + 1)
+                                                  3, "d", None, None)], NOW + 1)
         assert done["attempts"] == 1
     assert queries_sql.next_deadline(conn) == NOW + 600
     assert queries_sql.count_live(conn, "queued") == (3, 2)

@@ -39,7 +39,8 @@ def retry(conn: Connection, channel: str, job_id: str, from_status: str,
     cur = conn.execute(
         f"UPDATE {table} SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
         f"lease_request_id = NULL, lease_expires_at = NULL, {_RETRY_CLEARS[channel]}, "
-        "result = NULL, error_code = NULL, error_message = NULL, cost = NULL, "
+        "result = NULL, error_code = NULL, error_message = NULL, error_type = NULL, "
+        "error_traceback = NULL, cost = NULL, "
         "outcome_digest = NULL, completed_at = NULL, expires_at = ?, updated_at = ? "
         f"WHERE {key} = ? AND status = ?",
         (expires_at, now, job_id, from_status))

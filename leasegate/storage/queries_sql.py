@@ -88,19 +88,20 @@ def give_back(conn: Connection, query_id: str, token: str, now: float) -> bool:
 # What each query's outcome sets (finish_many), after its id: name and SQL type.
 FINISH: Final = {"lease_token": "TEXT", "status": "TEXT", "result": "TEXT",
                  "error_code": "BIGINT", "error_message": "TEXT", "cost": "BIGINT",
-                 "outcome_digest": "TEXT"}
+                 "outcome_digest": "TEXT", "error_type": "TEXT", "error_traceback": "TEXT"}
 
 
 def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
                 now: float) -> list[Row]:
     """leased → an outcome for each query, in one UPDATE: each of ``finishes`` is
     ``(query_id, lease_token, status, result, error_code, error_message, cost,
-    digest)`` (:data:`FINISH`); a query whose lease is not that token is left as it
-    was. The finished rows, as they are now (in no order)."""
+    digest, error_type, error_traceback)`` (:data:`FINISH`); a query whose lease is not
+    that token is left as it was. The finished rows, as they are now (in no order)."""
     return update_rows(conn, "queries", "query_id", FINISH, finishes, (
         "status = v.status, lease_expires_at = NULL, result = v.result, "
         "error_code = v.error_code, error_message = v.error_message, cost = v.cost, "
-        "outcome_digest = v.outcome_digest, updated_at = ?, completed_at = ?"), [now, now],
+        "outcome_digest = v.outcome_digest, error_type = v.error_type, "
+        "error_traceback = v.error_traceback, updated_at = ?, completed_at = ?"), [now, now],
         "queries.status = 'leased' AND queries.lease_token = v.lease_token")
 
 
@@ -110,7 +111,8 @@ def expire_past_ttl(conn: Connection, now: float) -> list[Row]:
         conn, "SELECT query_id, kind, attempts FROM queries "
         "WHERE status IN ('queued', 'leased') AND expires_at <= ?", (now,),
         "UPDATE queries SET status = 'expired', lease_expires_at = NULL, error_code = NULL, "
-        "error_message = ?, updated_at = ?, completed_at = ? WHERE query_id = ?",
+        "error_message = ?, error_type = NULL, error_traceback = NULL, updated_at = ?, "
+        "completed_at = ? WHERE query_id = ?",
         lambda row: (f"not completed within its TTL (attempts={row['attempts']}; "
                      "most likely no worker was online)"), now)
 

@@ -164,14 +164,15 @@ def back_to_queue(conn: Connection, task_id: str, from_status: str, token: str,
 FINISH: Final = {"from_status": "TEXT", "lease_token": "TEXT", "status": "TEXT",
                  "result": "TEXT", "error_code": "BIGINT", "error_message": "TEXT",
                  "cost": "BIGINT", "progress": "TEXT", "outcome_digest": "TEXT",
-                 "late_result": "SMALLINT"}
+                 "late_result": "SMALLINT", "error_type": "TEXT", "error_traceback": "TEXT"}
 
 
 def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
                 now: float) -> list[Row]:
     """running (or stale, a late result) → a worker's outcome for each task, in one
     UPDATE: each of ``finishes`` is ``(task_id, from_status, lease_token, status, result,
-    error_code, error_message, cost, progress, digest, late)`` (:data:`FINISH`); a task
+    error_code, error_message, cost, progress, digest, late, error_type,
+    error_traceback)`` (:data:`FINISH`); a task
     no longer in ``from_status`` under that token is left as it was. The finished
     rows, as they are now (in no order).
 
@@ -183,6 +184,7 @@ def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
         "result = v.result, error_code = v.error_code, error_message = v.error_message, "
         "cost = v.cost, progress = coalesce(v.progress, tasks.progress), "
         "outcome_digest = v.outcome_digest, late_result = v.late_result, "
+        "error_type = v.error_type, error_traceback = v.error_traceback, "
         "pause_requested = CASE WHEN v.status = 'paused' THEN 0 ELSE tasks.pause_requested "
         "END, updated_at = ?, "
         "completed_at = CASE WHEN v.status = 'paused' THEN NULL ELSE ? END"), [now, now],
@@ -287,6 +289,7 @@ def expire_past_ttl(conn: Connection, now: float, ttl: float) -> list[Row]:
         conn, "SELECT task_id, kind, site, account, attempts FROM tasks "
         "WHERE status = 'queued' AND expires_at <= ?", (now,),
         "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
+        "error_type = NULL, error_traceback = NULL, "
         "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'queued'",
         lambda row: (f"not started within task_ttl ({ttl:g} s) while queued (attempts="
                      f"{row['attempts']}; most likely no worker serves site {row['site']}, "
@@ -299,6 +302,7 @@ def expire_paused(conn: Connection, now: float, ttl: float) -> list[Row]:
         conn, "SELECT task_id, kind, site, account, updated_at FROM tasks "
         "WHERE status = 'paused' AND updated_at <= ?", (now - ttl,),
         "UPDATE tasks SET status = 'expired', error_code = NULL, error_message = ?, "
+        "error_type = NULL, error_traceback = NULL, "
         "updated_at = ?, completed_at = ? WHERE task_id = ? AND status = 'paused'",
         lambda row: f"paused for task_ttl ({ttl:g} s) without being resumed", now)
 

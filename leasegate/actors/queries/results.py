@@ -80,11 +80,11 @@ def _judge(turn: QueryTurn, m: QueryResult, row: Row) -> Row | Finish:
         code, message = m.error_code, m.error_message or "the worker gave no reason"
         log.warning("query failed: query_id=%s kind=%s code=%s message=%s",
                     escape(m.query_id), escape(row["kind"]), code, escape(message))
-    kept = m.outcome == "failed" and (m.error_type or m.error_traceback) is not None
-    return Finish((m.lease_token, m.outcome, stored, code, message, m.cost, digest),
+    kept = m.outcome == "failed"  # an error's type and traceback, or none left over
+    return Finish((m.lease_token, m.outcome, stored, code, message, m.cost, digest,
+                   m.error_type if kept else None, m.error_traceback if kept else None),
                   {"outcome": m.outcome, "late": False, "worker_id": m.worker_id,
-                   "cost": m.cost},
-                  (m.error_type, m.error_traceback) if kept else None)
+                   "cost": m.cost})
 
 
 def _not_held(m: QueryResult, row: Row | None = None) -> LeasegateError:
@@ -93,7 +93,7 @@ def _not_held(m: QueryResult, row: Row | None = None) -> LeasegateError:
 
 
 REPORTING: Final[Reporting[QueryTurn, QueryResult, QueryView]] = Reporting(
-    job_id=lambda m: m.query_id, judge=_judge, refused=_not_held, sql=sql, table="queries")
+    job_id=lambda m: m.query_id, judge=_judge, refused=_not_held, sql=sql)
 """Query results, one or a batch (see ``queue.reports``)."""
 
 

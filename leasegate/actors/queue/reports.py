@@ -8,8 +8,7 @@ returns the rows after it), their history in one insert, and the ledger told of 
 job that ended with a hold. One result is a batch of one (:meth:`Reporting.one`), so the
 two ways never part::
 
-    REPORTING = Reporting(job_id=lambda m: m.query_id, judge=judge, refused=..., sql=sql,
-                          table="queries")
+    REPORTING = Reporting(job_id=lambda m: m.query_id, judge=judge, refused=..., sql=sql)
     REPORTING.handle(QUERIES, QueryResult, QueryResults)   # one, and the batch of them
 """
 
@@ -26,7 +25,6 @@ from leasegate.actors.runtime.mailbox import Ask, Message
 from leasegate.actors.runtime.turn import ItemByItem
 from leasegate.errors import LeasegateError
 from leasegate.storage.engine import Connection, Row
-from leasegate.storage.job_errors_sql import record_detail
 from leasegate.storage.jobs_sql import JobTable
 
 QT = TypeVar("QT", bound=QueueTurn[Any])
@@ -36,12 +34,11 @@ V = TypeVar("V")
 
 @dataclass(frozen=True)
 class Finish:
-    """An accepted result: what its row takes, its history event's detail and the
-    error's type and traceback to keep (None: none kept)."""
+    """An accepted result: what its row takes (the error's type and traceback too) and
+    its history event's detail."""
 
     values: tuple[Any, ...]  # after the job's id, as the channel's ``finish_many`` takes
     detail: dict[str, Any]
-    error: tuple[str | None, str | None] | None = None
 
 
 class ResultSQL(Protocol):
@@ -68,14 +65,13 @@ class Reporting(Generic[QT, M, V]):
     """A channel's results: the job a result is of, how it is judged against the job's
     row (raises a refusal; a row: a retry of the accepted result, answered with it), the
     refusal of one whose lease changed between the read and the write, what else an
-    accepted one does (``done(turn, m, before, after)``, after the history), its SQL
-    module (its functions looked up at each call) and table."""
+    accepted one does (``done(turn, m, before, after)``, after the history) and its SQL
+    module (its functions looked up at each call)."""
 
     job_id: Callable[[M], str]
     judge: Callable[[QT, M, Row], Row | Finish]
     refused: Callable[[M, Row], LeasegateError]
     sql: ResultSQL
-    table: str  # "tasks", "queries": where an error's type and traceback are kept
     done: Callable[[QT, M, Row, Row], None] = _nothing
 
     def handle(self, handlers: Handlers[Any, QT], one: type[M],
@@ -137,8 +133,8 @@ class Reporting(Generic[QT, M, V]):
 
     def _finish(self, turn: QT, accepted: Sequence[tuple[int, M, Row, Finish]],
                 ) -> list[tuple[int, V]]:
-        """The accepted results written in one statement (their rows returned; any
-        error's detail after it), their history in one; each one's view, by its place."""
+        """The accepted results written in one statement (their rows returned), their
+        history in one; each one's view, by its place."""
         conn, kind = turn.conn, turn.kind
         ids = [self.job_id(m) for _, m, _, _ in accepted]
         finishes = [(job_id, *finish.values)
@@ -150,13 +146,6 @@ class Reporting(Generic[QT, M, V]):
             _, m, row, _ = accepted[0]
             raise self.refused(m, row)
         after = {row[kind.id_column]: row for row in finished}
-        kept = [(job_id, finish.error)
-                for job_id, (_, _, _, finish) in zip(ids, accepted, strict=True)
-                if finish.error is not None]
-        for job_id, error in kept:
-            record_detail(conn, self.table, job_id, *error)
-        if kept:  # rare: their rows read again, with the error's detail
-            after.update(self.sql.JOBS.get_many(conn, [job_id for job_id, _ in kept]))
         turn.history.record_many("result", [
             (job_id, after[job_id], finish.detail)
             for job_id, (_, _, _, finish) in zip(ids, accepted, strict=True)])

@@ -204,12 +204,12 @@ def _judge(turn: TaskTurn, m: TaskResult, row: Row) -> Row | Finish:
                     escape(m.task_id), escape(row["kind"]), code, escape(message))
     # A batch task paused at a checkpoint while its client asked to cancel: canceled.
     to = "canceled" if m.outcome == "paused" and row["cancel_requested"] else m.outcome
-    kept = m.outcome != "succeeded" and (m.error_type or m.error_traceback) is not None
+    kept = m.outcome != "succeeded"  # an error's type and traceback, or none left over
     return Finish((status, m.lease_token, to, result, code, message, m.cost, progress,
-                   digest, int(late)),
+                   digest, int(late), m.error_type if kept else None,
+                   m.error_traceback if kept else None),
                   {"outcome": m.outcome, "late": late, "worker_id": m.worker_id,
-                   "cost": m.cost},
-                  (m.error_type, m.error_traceback) if kept else None)
+                   "cost": m.cost})
 
 
 def _done(turn: TaskTurn, m: TaskResult, before: Row, after: Row) -> None:
@@ -226,7 +226,7 @@ def _done(turn: TaskTurn, m: TaskResult, before: Row, after: Row) -> None:
 REPORTING: Final[Reporting[TaskTurn, TaskResult, TaskView]] = Reporting(
     job_id=lambda m: m.task_id, judge=_judge,
     refused=lambda m, row: _refuse("result", row, m.worker_id, m.lease_token),
-    sql=sql, table="tasks", done=_done)
+    sql=sql, done=_done)
 """Task results, one or a batch (see ``queue.reports``)."""
 
 
