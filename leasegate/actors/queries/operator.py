@@ -56,7 +56,7 @@ class ApplySiteControls(Ask[Queries, None]):
 @QUERIES.on(ApplySiteControls)
 def apply_controls(turn: QueryTurn, m: ApplySiteControls) -> None:
     for control in m.controls:
-        if turn.sites.apply(control, turn.now):
+        if turn.sites.apply(control):
             turn.work_may_be_available(*new_work(control.site))
 
 

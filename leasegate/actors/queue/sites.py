@@ -192,11 +192,11 @@ class SiteGate:
         """No site is paused or throttled: the lease path asks nothing."""
         return not self.paused and not self.rates
 
-    def load(self, controls: Iterable[SiteControl], now: float) -> None:
+    def load(self, controls: Iterable[SiteControl]) -> None:
         for control in controls:
-            self.apply(control, now)
+            self.apply(control)
 
-    def apply(self, control: SiteControl, now: float) -> bool:
+    def apply(self, control: SiteControl) -> bool:
         """Take a site's controls; True when its work may be leasable now where it was
         not (resumed, or throttled otherwise)."""
         site = control.site

@@ -88,7 +88,7 @@ def set_site(turn: TaskTurn, m: SetSite) -> SiteControl:
     sql.set_site(turn.conn, m.site, paused=paused, reason=reason, by=m.by,
                  leases_per_second=rate, now=turn.now)
     control = SiteControl(m.site, paused, rate, reason, m.by, turn.now)
-    if turn.sites.apply(control, turn.now):
+    if turn.sites.apply(control):
         turn.work_may_be_available(*new_work(m.site))
     log.warning("site %s: %s by %s (paused=%s leases_per_second=%s reason=%s)",
                 escape(m.site), m.action, escape(m.by), paused, rate, escape(reason or "-"))
@@ -122,14 +122,14 @@ def reload_site_controls(turn: TaskTurn, m: ReloadSiteControls) -> tuple[SiteCon
         if (control.paused, control.leases_per_second)
         != (control.site in gate.paused, gate.rates.get(control.site)))
     for control in changed:
-        if gate.apply(control, turn.now):
+        if gate.apply(control):
             turn.work_may_be_available(*new_work(control.site))
     return changed
 
 
 def load_sites(turn: TaskTurn) -> None:
     """At start-up: the controls kept in the database."""
-    turn.sites.load((site_control(row) for row in sql.site_controls(turn.conn)), turn.now)
+    turn.sites.load(site_control(row) for row in sql.site_controls(turn.conn))
 
 
 TASKS.on_start(load_sites)
