@@ -21,7 +21,9 @@ Today's uses:
   quart-schema's decorators set on a view and its OpenAPI reads;
 * ``http/connection.py``: quart-trio's ``TrioASGIHTTPConnection`` (``handle_messages``),
   Quart's request constructor and its ``DataBody``, and the request Quart makes from a
-  scope, which ours copies.
+  scope, which ours copies;
+* ``http/validation.py``, ``http/app.py``, ``http/preflight.py``: Quart's request JSON
+  cache (``_cached_json``) and its context variables (``_cv_request``, ``_cv_app``).
 """
 
 from __future__ import annotations
@@ -211,3 +213,29 @@ def test_our_request_is_the_one_quart_makes() -> None:
                  f"differs: ours {getattr(ours, field)!r}, Quart's {getattr(theirs, field)!r}")
         need(list(ours.headers.items()) == list(theirs.headers.items()), "quart",
              "the request made from a scope (headers)", "http/connection.py", "differs")
+
+
+# ---- Quart's request internals: http/validation.py, http/app.py, http/preflight.py ------
+
+
+def test_the_json_cache_and_context_variables_ours_use() -> None:
+    """validation.json_body fills Quart's JSON cache (``_cached_json[False]``: the parse
+    of ``get_json()`` without ``silent``); app.py, preflight.py and validation.py read
+    the request and ``g`` from Quart's context variables, not its proxies."""
+    import quart.globals
+    from quart.wrappers import Request
+    from werkzeug.datastructures import Headers
+
+    async def no_push(path: str, headers: Headers) -> None:
+        return None
+
+    scope: Any = {"type": "http"}
+    request = Request("POST", "http", "/", b"", Headers(), "", "1.1", scope,
+                      send_push_promise=no_push)
+    cached = getattr(request, "_cached_json", None)
+    need(isinstance(cached, dict) and cached.get(False) is Ellipsis, "quart",
+         "Request._cached_json (a dict, {False: ..., True: ...})", "http/validation.py",
+         f"is {cached!r}")
+    for name in ("_cv_request", "_cv_app"):
+        need(hasattr(quart.globals, name), "quart", f"quart.globals.{name}",
+             "http/app.py, http/preflight.py, http/validation.py", "is gone")
