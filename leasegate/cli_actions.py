@@ -53,6 +53,8 @@ def register(group: Groups) -> None:
 def _task_commands(tasks: Subcommands) -> None:
     """What only tasks have: cancel, resume, and the reclaim of a stale one."""
     for action, doc in (("cancel", "cancel a task"),
+                        ("pause", "pause a batch task (queued: now; running: at its "
+                                  "next checkpoint)"),
                         ("resume", "resume a paused task (back to the queue)")):
         control = gateway_options(tasks.add_parser(action, help=doc))
         control.add_argument("task_id")

@@ -84,7 +84,9 @@ def test_tasks_resume(gateway: served.Served, capsys: pytest.CaptureFixture[str]
                                           "account": task_id, "kind": "k", "params": {},
                                           "batch_total": 10})
             assert r.status_code == 201, r.text
-            assert admin.post(f"/v1/tasks/{task_id}/pause").json()["status"] == "paused"
+        assert admin.post("/v1/tasks/rs1/pause").json()["status"] == "paused"
+    assert cli_json(gateway, capsys, "tasks", "pause", "rs2", "--reason", "hold on")[
+        "status"] == "paused"
     out = cli(gateway, capsys, "tasks", "resume", "rs1", "--reason", "go on")
     assert out.startswith("task rs1\n") and "status    queued" in out
     assert cli_json(gateway, capsys, "tasks", "resume", "rs2")["status"] == "queued"
