@@ -344,3 +344,92 @@ async def test_a_batch_of_100_results_is_one_update_on_each_channel(
     assert read(tmp_path, database_url,
                 "SELECT channel, count(*) FROM job_events WHERE kind = 'result' "
                 "GROUP BY channel ORDER BY channel") == [("query", 100), ("task", 100)]
+
+
+# ---- starts -------------------------------------------------------------------------
+
+def spy_starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of each UPDATE that starts tasks (``tasks_sql.start_many``)."""
+    sizes: list[int] = []
+    real = tasks_sql.start_many
+
+    def spy(conn: Connection, starts: Any, lease_expires_at: float, now: float) -> list[Any]:
+        sizes.append(len(starts))
+        done: list[Any] = real(conn, starts, lease_expires_at, now)
+        return done
+
+    monkeypatch.setattr(tasks_sql, "start_many", spy)
+    return sizes
+
+
+async def task_starts(gw: Gateway, prefix: str) -> list[Json]:
+    """Tasks ``{prefix}1``.. leased, one started already and one canceled, then a batch
+    of starts of every case."""
+    for n in range(1, 6):
+        await submit(gw, task_id=f"{prefix}{n}", account=f"{prefix}{n}")
+    leased = {i["task_id"][len(prefix):]: i for i in await lease(gw, max=100)}
+    status, reply = await call(gw, "POST", f"/v1/tasks/{prefix}3/start", "worker",
+                               fence(leased["3"]))
+    assert status == 200, reply
+    status, reply = await call(gw, "POST", f"/v1/tasks/{prefix}5/cancel", "t1", {})
+    assert status == 200, reply
+
+    def item(n: str, **fields: Any) -> Json:
+        lease = leased.get(n, {"lease_token": "x"})
+        return {"task_id": f"{prefix}{n}", "lease_token": lease["lease_token"], **fields}
+
+    return await batch(gw, "/v1/tasks/start", "worker", {"worker_id": "w1", "items": [
+        item("1"),
+        item("2", lease_token=leased["1"]["lease_token"]),  # another task's token: 6002
+        item("3"),                                          # a retry: its current state
+        item("9"),                                          # no such task: 404
+        item("4"),
+        item("5"),                                          # canceled meanwhile
+    ]})
+
+
+async def test_a_mixed_batch_of_starts_answers_each_as_item_by_item(
+        gateway: Gateway, tmp_path: Path, database_url: str | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes = spy_starts(monkeypatch)
+    together = await task_starts(gateway, "set-")
+    # The four not running yet, in one UPDATE, which refuses two (token, canceled); the
+    # single start before it is not set-based.
+    assert sizes == [4]
+    assert statuses(together) == [200, 409, 200, 404, 200, 409]
+    assert codes(together) == [None, 6002, None, 6001, None, 6002]
+    assert [a["task"]["status"] for a in together if a["status"] == 200] == ["running"] * 3
+    item_by_item(monkeypatch)
+    alone = await task_starts(gateway, "one-")
+    assert shape(together, "set-") == shape(alone, "one-")
+    rows = read(tmp_path, database_url,
+                "SELECT task_id, status, attempts, lease_owner, lease_token IS NULL, "
+                "claim_expires_at IS NULL, started_at IS NULL FROM tasks ORDER BY task_id")
+    assert len(rows) == 10
+    assert shape([r for r in rows if r[0].startswith("set-")], "set-") == shape(
+        [r for r in rows if r[0].startswith("one-")], "one-")
+    events = read(tmp_path, database_url,
+                  "SELECT job_id, kind, status, detail FROM job_events WHERE kind = 'started' "
+                  "ORDER BY event_id")
+    assert shape([e for e in events if e[0].startswith("set-")], "set-") == shape(
+        [e for e in events if e[0].startswith("one-")], "one-")
+    assert [e[0] for e in events if e[0].startswith("set-")] == ["set-3", "set-1", "set-4"]
+
+
+async def test_a_batch_of_100_starts_is_one_update(
+        gateway: Gateway, tmp_path: Path, database_url: str | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    await batch(gateway, "/v1/tasks/batch", "t1", {"items": [
+        {**ORDER, "task_id": f"t{n}", "account": f"a{n}"} for n in range(100)]})
+    tasks = await lease(gateway, "w1", max=100)
+    sizes = spy_starts(monkeypatch)
+    answers = await batch(gateway, "/v1/tasks/start", "worker", {"worker_id": "w1", "items": [
+        {"task_id": i["task_id"], "lease_token": i["lease_token"]} for i in tasks]})
+    assert statuses(answers) == [200] * 100
+    assert [a["task"]["task_id"] for a in answers] == [i["task_id"] for i in tasks]
+    assert sizes == [100]
+    assert read(tmp_path, database_url,
+                "SELECT status, count(*), sum(attempts) FROM tasks GROUP BY status") == [
+        ("running", 100, 100)]
+    assert read(tmp_path, database_url,
+                "SELECT count(*) FROM job_events WHERE kind = 'started'") == [(100,)]

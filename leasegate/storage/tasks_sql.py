@@ -134,6 +134,24 @@ def start(conn: Connection, task_id: str, worker_id: str, token: str,
     return JOBS.get(conn, task_id) if cur.rowcount == 1 else None
 
 
+START: Final = {"lease_token": "TEXT", "lease_owner": "TEXT", "at": "DOUBLE PRECISION"}
+"""The columns of each start in :func:`start_many`, after the task's id, with their SQL
+types."""
+
+
+def start_many(conn: Connection, starts: Sequence[Sequence[Any]], lease_expires_at: float,
+               now: float) -> list[Row]:
+    """:func:`start` of many tasks in one UPDATE: each of ``starts`` is ``(task_id,
+    lease_token, worker_id, now)`` (:data:`START`); a task whose claim the call does not
+    hold is left as it was. The running rows, as they are now (in no order)."""
+    return update_rows(conn, "tasks", "task_id", START, starts, (
+        "status = 'running', claim_expires_at = NULL, lease_expires_at = ?, renewed_at = ?, "
+        "started_at = ?, attempts = tasks.attempts + 1, updated_at = ?"),
+        [lease_expires_at, now, now, now],
+        "tasks.status = 'leased' AND tasks.lease_token = v.lease_token "
+        "AND tasks.lease_owner = v.lease_owner AND tasks.claim_expires_at > v.at")
+
+
 def renew(conn: Connection, task_id: str, worker_id: str, token: str,
           lease_expires_at: float, progress: str | None, now: float) -> bool:
     cur = conn.execute(_RENEW, (lease_expires_at, now, progress, now, task_id, token,

@@ -9,6 +9,7 @@ mismatch is refused (6002) and logged with what the caller claimed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeVar
 
@@ -26,6 +27,7 @@ from leasegate.actors.queue.leases import check_site, new_work
 from leasegate.actors.queue.reports import Finish, Reporting
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
+from leasegate.actors.runtime.turn import ItemByItem
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import Renewed, Started, TaskView
@@ -86,32 +88,96 @@ def start(turn: TaskTurn, m: StartTask) -> Started:
     conn, now = turn.conn, turn.now
     row = _leased_task(turn, m)
     started = row  # a retry after a lost response gets the current state
-    if not (row["status"] == "running" and _holds(row, m.worker_id, m.lease_token)):
+    if not _started_already(row, m):
         lease_expires_at = now + turn.settings.task_lease_ttl
         now_running = sql.start(conn, m.task_id, m.worker_id, m.lease_token,
                                 lease_expires_at, now)
         if now_running is None:
             raise _refuse("start", row, m.worker_id, m.lease_token)
         started = now_running
-        log.info("task started: task_id=%s worker=%s attempt=%d",
-                 escape(m.task_id), escape(m.worker_id), row["attempts"] + 1)
-        turn.history.record(m.task_id, "started", job=started,
-                            worker_id=m.worker_id, attempt=row["attempts"] + 1)
+        _log_started(m, row)
+        turn.history.record(m.task_id, "started", job=started, **_start_detail(m, row))
     turn.seen(m.worker_id)
+    return _started(started)
+
+
+def _started_already(row: Row, m: StartTask) -> bool:
+    """Whether ``m`` repeats the start that made its task run (a lost reply)."""
+    return bool(row["status"] == "running" and _holds(row, m.worker_id, m.lease_token))
+
+
+def _log_started(m: StartTask, before: Row) -> None:
+    log.info("task started: task_id=%s worker=%s attempt=%d",
+             escape(m.task_id), escape(m.worker_id), before["attempts"] + 1)
+
+
+def _start_detail(m: StartTask, before: Row) -> dict[str, object]:
+    return {"worker_id": m.worker_id, "attempt": before["attempts"] + 1}
+
+
+def _started(row: Row) -> Started:
     # The control flags too: a cancel may have come while the reply was lost,
     # and the worker should know before it touches the site.
-    return Started(m.task_id, "running", started["lease_expires_at"],
-                   bool(started["cancel_requested"]), bool(started["pause_requested"]))
+    return Started(row["task_id"], "running", row["lease_expires_at"],
+                   bool(row["cancel_requested"]), bool(row["pause_requested"]))
+
+
+def start_all(turn: TaskTurn, items: Sequence[StartTask]) -> list[Started | LeasegateError]:
+    """A batch of starts, each answered as :func:`start` would answer it alone (a
+    refusal is that item's answer: it wrote nothing), set-based: the tasks' rows in one
+    read, the claims turned into leases in one UPDATE, their history in one insert.
+    Raises :class:`ItemByItem` (each item then goes in a savepoint of its own) before
+    it writes anything when an item fails its checks or a task's start comes twice."""
+    for m in items:
+        m.check()
+    ids = [m.task_id for m in items]
+    if len(set(ids)) < len(ids):
+        raise ItemByItem("a task's start twice")
+    conn, now, kind = turn.conn, turn.now, turn.kind
+    rows = sql.JOBS.get_many(conn, ids)
+    answers: dict[int, Started | LeasegateError] = {}
+    claims: list[tuple[int, StartTask, Row]] = []
+    for at, m in enumerate(items):
+        row = rows.get(m.task_id)
+        try:
+            if row is None:
+                raise kind.not_found(f"no {kind.noun} {m.task_id}")
+            check_site(row["site"], m.sites)
+        except LeasegateError as exc:
+            answers[at] = exc
+            continue
+        if _started_already(row, m):
+            turn.seen(m.worker_id)
+            answers[at] = _started(row)
+        else:
+            claims.append((at, m, row))
+    if claims:
+        running = {row["task_id"]: row for row in sql.start_many(
+            conn, [(m.task_id, m.lease_token, m.worker_id, now) for _, m, _ in claims],
+            now + turn.settings.task_lease_ttl, now)}
+        history: list[tuple[str, Row, dict[str, object]]] = []
+        for at, m, row in claims:
+            after = running.get(m.task_id)
+            if after is None:
+                answers[at] = _refuse("start", row, m.worker_id, m.lease_token)
+                continue
+            _log_started(m, row)
+            history.append((m.task_id, after, _start_detail(m, row)))
+            turn.seen(m.worker_id)
+            answers[at] = _started(after)
+        turn.history.record_many("started", history)
+    return [answers[at] for at in range(len(items))]
 
 
 @dataclass(frozen=True)
 class StartTasks(Batch[Tasks, StartTask, Started]):
-    """Up to 100 starts, each fenced on its own (and each still explicit)."""
+    """Up to 100 starts, each fenced on its own (and each still explicit), applied
+    set-based (:func:`start_all`)."""
 
     item = StartTask
 
 
-TASKS.each(StartTasks, start)
+TASKS.each(StartTasks, start, start_all)
 
 
 @dataclass(frozen=True)
