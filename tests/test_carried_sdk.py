@@ -187,3 +187,60 @@ async def test_a_worker_stopped_in_a_long_poll_that_carried_results_sends_them_o
     assert [len(ids) for _, ids in transport.carried] == [5]
     assert transport.calls["POST /v1/queries/results"] == 1
     assert not any(call.endswith("/result") for call in transport.calls)
+
+
+async def test_a_lease_call_that_came_back_short_waits_out_the_linger_for_more_work(
+        gateway: Gateway, transport: Recording, autojump_clock: Any) -> None:
+    """q0 alone (no backlog): its result waits its linger, and q1, submitted meanwhile,
+    comes back on the lease call that carries it, not on a call of its own."""
+    ended: dict[str, float] = {}
+    q0_ended, both_ended = trio.Event(), trio.Event()
+
+    async def handler(job: AsyncJob) -> HandlerResult:
+        ended[job.id] = trio.current_time()
+        (q0_ended if job.id == "q0" else both_ended).set()
+        return {"balance": job.id}
+
+    batched = worker(gateway, transport, channel="queries", batch=10)
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_queries(balance_queries(1))
+
+        async def submit_q1_within_the_linger() -> None:
+            await q0_ended.wait()
+            await trio.sleep(DEFAULT_LINGER / 2)
+            await upstream.submit_many_queries(balance_queries(2)[1:])
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(submit_q1_within_the_linger)
+            nursery.start_soon(batched.run, handler)
+            await both_ended.wait()
+            await trio.sleep(1)
+            batched.stop()
+    await batched.aclose()
+    (first_at, first), (_, second) = transport.carried
+    assert first == ["q0"] and second == ["q1"]
+    assert first_at == pytest.approx(ended["q0"] + DEFAULT_LINGER, abs=1e-6)
+    assert ended["q1"] == pytest.approx(first_at, abs=1e-6)  # leased by that very call
+    assert transport.calls["POST /v1/queries/lease"] == 3  # q0's, its result's, q1's's
+
+
+async def test_a_full_lease_call_leases_again_at_once(
+        gateway: Gateway, transport: Recording, autojump_clock: Any) -> None:
+    """A lease call that brought ``batch`` jobs (a backlog): the next one, carrying their
+    results, goes as soon as the last of them ends."""
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_queries(balance_queries(20))
+    ended: list[float] = []
+
+    async def handler(job: AsyncJob) -> HandlerResult:
+        await trio.sleep(0.001)
+        ended.append(trio.current_time())
+        return {"balance": job.id}
+
+    batched = worker(gateway, transport, channel="queries", batch=10)
+    await run_until_done(gateway, transport, batched, handler, "queries", 20)
+    await batched.aclose()
+    assert transport.calls["POST /v1/queries/results"] == 0
+    first_at, ids = transport.carried[0]
+    assert len(ids) == 10
+    assert first_at == pytest.approx(ended[9], abs=1e-6)

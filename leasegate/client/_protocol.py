@@ -54,10 +54,10 @@ The rules, whatever the network does:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from leasegate.client._batch import DEFAULT_LINGER, MAX_BATCH
+from leasegate.client._batch import DEFAULT_LINGER, MAX_BATCH, Pending
 from leasegate.client._errors import (
     InvalidRequest,
     LeasegateError,
@@ -184,6 +184,22 @@ class _WorkerBase:
     def _wall(self) -> float:
         """The worker's wall clock (seconds since the epoch)."""
         raise NotImplementedError
+
+    def _now(self) -> float:
+        """The worker's monotonic clock (seconds)."""
+        raise NotImplementedError
+
+    def _gathering(self, carried: Sequence[Pending], leased: int) -> float:
+        """How long ``run``'s next lease call, which carries ``carried`` (the results of
+        the jobs of a lease call that brought ``leased``), waits before it goes (with
+        ``batch``). A lease call that came back short of ``max`` found no backlog: the
+        results wait out their linger (never past their lease: ``Pending.due_at``), and
+        the work submitted meanwhile comes back on the same call instead of one call
+        each (a long-poll answers as soon as one job is there). A full one leases
+        again at once."""
+        if self.batch == 1 or not carried or leased >= self.max:
+            return 0.0
+        return max(0.0, min(p.due_at for p in carried) - self._now())
 
     def _lease_duration(self, job: BaseJob, server_time: float | None) -> float | None:
         """How long the lease of a start or renew reply lasts, by the gateway's clock:

@@ -104,7 +104,12 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
     above holds for each job.
 
     ``run`` sends the results of the jobs that end last on the lease call that
-    follows at once (``results``), not in a call of their own (see ``carried``).
+    follows (``results``), not in a call of their own (see ``carried``). With
+    ``batch``, after a lease call that came back short of ``batch`` jobs (no backlog),
+    that call waits until the first of its results has lingered ``linger`` seconds, so
+    that the jobs submitted meanwhile come back on it: a busy worker makes about one
+    lease call per ``batch`` jobs, and one that is kept waiting for work about one per
+    linger, not one per job.
     """
 
     def __init__(
@@ -136,6 +141,7 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
         self._stopper = Stopper()
         self._carry: list[Pending] = []  # results for the next lease call (see carried)
         self._carrying = False  # run(): a lease call follows the jobs' end at once
+        self._last_leased = 0  # how many jobs the last lease call brought
 
     async def run(self, handler: AsyncHandler) -> None:
         """Lease and handle jobs until :meth:`stop` (or cancellation). A gateway that
@@ -151,6 +157,8 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
                 handled = await self._run_once(handler, forever=True)
                 if self._idle(handled, current_time() - began) and not self._carry:
                     await self._stopper.wait(IDLE_PAUSE)
+                elif (gathering := self._gathering(self._carry, self._last_leased)) > 0:
+                    await self._stopper.wait(gathering)  # see _gathering
             await send_alone(self, self._take_carry())  # stopped: no lease call to carry them
         except BaseException as error:
             if not interrupted(error):
@@ -192,6 +200,7 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
     async def _run_once(self, handler: AsyncHandler, *, forever: bool) -> int:
         self._carrying = forever
         leases, server_time = await self._lease(forever=forever)
+        self._last_leased = len(leases)
         if not leases:
             return 0
         handled: list[int] = []  # per job, 1 if its handler ran (appended by its task)

@@ -105,7 +105,12 @@ class Worker(_WorkerBase, SyncHTTPOwner):
     above holds for each job.
 
     ``run`` sends the results of the jobs that end last on the lease call that
-    follows at once (``results``), not in a call of their own (see ``carried``).
+    follows (``results``), not in a call of their own (see ``carried``). With
+    ``batch``, after a lease call that came back short of ``batch`` jobs (no backlog),
+    that call waits until the first of its results has lingered ``linger`` seconds, so
+    that the jobs submitted meanwhile come back on it: a busy worker makes about one
+    lease call per ``batch`` jobs, and one that is kept waiting for work about one per
+    linger, not one per job.
     """
 
     def __init__(
@@ -137,6 +142,7 @@ class Worker(_WorkerBase, SyncHTTPOwner):
         self._stopper = Stopper()
         self._carry: list[Pending] = []  # results for the next lease call (see carried)
         self._carrying = False  # run(): a lease call follows the jobs' end at once
+        self._last_leased = 0  # how many jobs the last lease call brought
 
     def run(self, handler: Handler) -> None:
         """Lease and handle jobs until :meth:`stop` (or cancellation). A gateway that
@@ -152,6 +158,8 @@ class Worker(_WorkerBase, SyncHTTPOwner):
                 handled = self._run_once(handler, forever=True)
                 if self._idle(handled, current_time() - began) and not self._carry:
                     self._stopper.wait(IDLE_PAUSE)
+                elif (gathering := self._gathering(self._carry, self._last_leased)) > 0:
+                    self._stopper.wait(gathering)  # see _gathering
             send_alone(self, self._take_carry())  # stopped: no lease call to carry them
         except BaseException as error:
             if not interrupted(error):
@@ -193,6 +201,7 @@ class Worker(_WorkerBase, SyncHTTPOwner):
     def _run_once(self, handler: Handler, *, forever: bool) -> int:
         self._carrying = forever
         leases, server_time = self._lease(forever=forever)
+        self._last_leased = len(leases)
         if not leases:
             return 0
         handled: list[int] = []  # per job, 1 if its handler ran (appended by its task)
