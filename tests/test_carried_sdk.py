@@ -221,7 +221,7 @@ async def test_a_lease_call_that_came_back_short_waits_out_the_linger_for_more_w
     assert first == ["q0"] and second == ["q1"]
     assert first_at == pytest.approx(ended["q0"] + DEFAULT_LINGER, abs=1e-6)
     assert ended["q1"] == pytest.approx(first_at, abs=1e-6)  # leased by that very call
-    assert transport.calls["POST /v1/queries/lease"] == 3  # q0's, its result's, q1's's
+    assert transport.calls["POST /v1/queries/lease"] == 3  # q0's, the one carrying its result, q1's result's
 
 
 async def test_a_full_lease_call_leases_again_at_once(

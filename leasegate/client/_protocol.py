@@ -185,10 +185,6 @@ class _WorkerBase:
         """The worker's wall clock (seconds since the epoch)."""
         raise NotImplementedError
 
-    def _now(self) -> float:
-        """The worker's monotonic clock (seconds)."""
-        raise NotImplementedError
-
     def _gathering(self, carried: Sequence[Pending], leased: int) -> float:
         """How long ``run``'s next lease call, which carries ``carried`` (the results of
         the jobs of a lease call that brought ``leased``), waits before it goes (with
