@@ -221,13 +221,16 @@ async def test_a_lease_call_that_came_back_short_waits_out_the_linger_for_more_w
     assert first == ["q0"] and second == ["q1"]
     assert first_at == pytest.approx(ended["q0"] + DEFAULT_LINGER, abs=1e-6)
     assert ended["q1"] == pytest.approx(first_at, abs=1e-6)  # leased by that very call
-    assert transport.calls["POST /v1/queries/lease"] == 3  # q0's, the one carrying its result, q1's result's
+    # q0's lease call, the one that carried its result (and brought q1), q1's result's
+    assert transport.calls["POST /v1/queries/lease"] == 3
 
 
-async def test_a_full_lease_call_leases_again_at_once(
-        gateway: Gateway, transport: Recording, autojump_clock: Any) -> None:
-    """A lease call that brought ``batch`` jobs (a backlog): the next one, carrying their
-    results, goes as soon as the last of them ends."""
+@pytest.mark.parametrize("batch", [10, 100])
+async def test_a_lease_call_of_ten_or_more_leases_again_at_once(
+        gateway: Gateway, transport: Recording, autojump_clock: Any, batch: int) -> None:
+    """A lease call that brought ten jobs or more (a full one of ``batch=10``, twenty of
+    ``batch=100``): the next one, carrying their results, goes as soon as the last of
+    them ends."""
     async with client(gateway, transport) as upstream:
         await upstream.submit_many_queries(balance_queries(20))
     ended: list[float] = []
@@ -237,10 +240,10 @@ async def test_a_full_lease_call_leases_again_at_once(
         ended.append(trio.current_time())
         return {"balance": job.id}
 
-    batched = worker(gateway, transport, channel="queries", batch=10)
+    batched = worker(gateway, transport, channel="queries", batch=batch)
     await run_until_done(gateway, transport, batched, handler, "queries", 20)
     await batched.aclose()
     assert transport.calls["POST /v1/queries/results"] == 0
     first_at, ids = transport.carried[0]
-    assert len(ids) == 10
-    assert first_at == pytest.approx(ended[9], abs=1e-6)
+    assert len(ids) == min(batch, 20)
+    assert first_at == pytest.approx(ended[len(ids) - 1], abs=1e-6)

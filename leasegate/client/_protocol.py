@@ -78,6 +78,12 @@ IDLE_PAUSE: Final = 1.0
 """``run()`` pauses this long after a lease call that came back early and empty
 (a draining gateway, or ``wait_seconds=0``), so an idle worker never spins."""
 
+GATHER_BELOW: Final = 10
+"""A lease call that brought fewer jobs than this is followed by a gathering pause (see
+``_WorkerBase._gathering``); from ten on, a lease call costs a tenth of a request a job
+or less, and the pause would add only latency (in ``bench/lifecycle.py``'s batched
+modes, whose lease calls bring dozens, it cost 10-20% of the jobs a second)."""
+
 MIN_RENEW_INTERVAL: Final = 0.05
 EXPIRED_RENEW_INTERVAL: Final = 1.0
 
@@ -188,12 +194,12 @@ class _WorkerBase:
     def _gathering(self, carried: Sequence[Pending], leased: int) -> float:
         """How long ``run``'s next lease call, which carries ``carried`` (the results of
         the jobs of a lease call that brought ``leased``), waits before it goes (with
-        ``batch``). A lease call that came back short of ``max`` found no backlog: the
-        results wait out their linger (never past their lease: ``Pending.due_at``), and
-        the work submitted meanwhile comes back on the same call instead of one call
-        each (a long-poll answers as soon as one job is there). A full one leases
-        again at once."""
-        if self.batch == 1 or not carried or leased >= self.max:
+        ``batch``). A lease call that came back with fewer than :data:`GATHER_BELOW`
+        jobs (and short of ``max``) found no backlog: the results wait out their linger
+        (never past their lease: ``Pending.due_at``), and the work submitted meanwhile
+        comes back on the same call instead of one call each (a long-poll answers as
+        soon as one job is there). Any other leases again at once."""
+        if self.batch == 1 or not carried or leased >= min(self.max, GATHER_BELOW):
             return 0.0
         return max(0.0, min(p.due_at for p in carried) - self._now())
 

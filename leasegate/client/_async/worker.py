@@ -105,11 +105,11 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
 
     ``run`` sends the results of the jobs that end last on the lease call that
     follows (``results``), not in a call of their own (see ``carried``). With
-    ``batch``, after a lease call that came back short of ``batch`` jobs (no backlog),
-    that call waits until the first of its results has lingered ``linger`` seconds, so
-    that the jobs submitted meanwhile come back on it: a busy worker makes about one
-    lease call per ``batch`` jobs, and one that is kept waiting for work about one per
-    linger, not one per job.
+    ``batch``, after a lease call that came back with fewer than ten jobs and short of
+    ``batch`` (no backlog), that call waits until the first of its results has
+    lingered ``linger`` seconds, so that the jobs submitted meanwhile come back on it:
+    a busy worker makes about one lease call per ``batch`` jobs, and one that is kept
+    waiting for work about one per linger, not one per job.
     """
 
     def __init__(
