@@ -193,6 +193,17 @@ def shape(value: Any, prefix: str) -> Any:
     return value.replace(prefix, "<p>") if isinstance(value, str) else value
 
 
+def same_both_ways(tmp_path: Path, database_url: str | None, sql: str
+                   ) -> list[tuple[Any, ...]]:
+    """The rows ``sql`` reads (a job's id first), after the same calls made once set-based
+    (ids ``set-...``) and once item by item (``one-...``): each group's rows must be the
+    other's. All the rows, in the order read."""
+    rows = read(tmp_path, database_url, sql)
+    assert shape([r for r in rows if r[0].startswith("set-")], "set-") == shape(
+        [r for r in rows if r[0].startswith("one-")], "one-")
+    return rows
+
+
 async def query_results(gw: Gateway, prefix: str) -> list[list[Json]]:
     """Queries ``{prefix}1``.. leased, one result accepted already, then two batches of
     results: every case, and one with a job's result twice."""
@@ -242,17 +253,15 @@ async def test_a_mixed_batch_of_query_results_answers_each_as_item_by_item(
     alone = await query_results(gateway, "one-")
     assert shape(together, "set-") == shape(alone, "one-")
     # What each way committed, read on a connection of the test's own, is the same too.
-    rows = read(tmp_path, database_url,
-                "SELECT query_id, status, result, error_code, error_message, error_type, "
-                "error_traceback, cost, outcome_digest FROM queries ORDER BY query_id")
+    rows = same_both_ways(
+        tmp_path, database_url,
+        "SELECT query_id, status, result, error_code, error_message, error_type, "
+        "error_traceback, cost, outcome_digest FROM queries ORDER BY query_id")
     assert len(rows) == 16
-    assert shape([r for r in rows if r[0].startswith("set-")], "set-") == shape(
-        [r for r in rows if r[0].startswith("one-")], "one-")
-    events = read(tmp_path, database_url,
-                  "SELECT job_id, kind, status, detail FROM job_events WHERE kind = 'result' "
-                  "ORDER BY event_id")
-    assert shape([e for e in events if e[0].startswith("set-")], "set-") == shape(
-        [e for e in events if e[0].startswith("one-")], "one-")
+    events = same_both_ways(
+        tmp_path, database_url,
+        "SELECT job_id, kind, status, detail FROM job_events WHERE kind = 'result' "
+        "ORDER BY event_id")
     assert [e[0] for e in events[:7]] == [f"set-{n}" for n in (3, 8, 1, 4, 5, 6, 7)]
 
 
@@ -298,13 +307,12 @@ async def test_a_mixed_batch_of_task_results_answers_each_as_item_by_item(
     item_by_item(monkeypatch)
     alone = await task_results(gateway, "one-")
     assert shape(together, "set-") == shape(alone, "one-")
-    rows = read(tmp_path, database_url,
-                "SELECT task_id, status, result, error_code, error_message, error_type, "
-                "error_traceback, cost, progress, outcome_digest, late_result, "
-                "pause_requested FROM tasks ORDER BY task_id")
+    rows = same_both_ways(
+        tmp_path, database_url,
+        "SELECT task_id, status, result, error_code, error_message, error_type, "
+        "error_traceback, cost, progress, outcome_digest, late_result, "
+        "pause_requested FROM tasks ORDER BY task_id")
     assert len(rows) == 12
-    assert shape([r for r in rows if r[0].startswith("set-")], "set-") == shape(
-        [r for r in rows if r[0].startswith("one-")], "one-")
 
 
 async def test_a_batch_of_100_results_is_one_update_on_each_channel(
@@ -402,17 +410,15 @@ async def test_a_mixed_batch_of_starts_answers_each_as_item_by_item(
     item_by_item(monkeypatch)
     alone = await task_starts(gateway, "one-")
     assert shape(together, "set-") == shape(alone, "one-")
-    rows = read(tmp_path, database_url,
-                "SELECT task_id, status, attempts, lease_owner, lease_token IS NULL, "
-                "claim_expires_at IS NULL, started_at IS NULL FROM tasks ORDER BY task_id")
+    rows = same_both_ways(
+        tmp_path, database_url,
+        "SELECT task_id, status, attempts, lease_owner, lease_token IS NULL, "
+        "claim_expires_at IS NULL, started_at IS NULL FROM tasks ORDER BY task_id")
     assert len(rows) == 10
-    assert shape([r for r in rows if r[0].startswith("set-")], "set-") == shape(
-        [r for r in rows if r[0].startswith("one-")], "one-")
-    events = read(tmp_path, database_url,
-                  "SELECT job_id, kind, status, detail FROM job_events WHERE kind = 'started' "
-                  "ORDER BY event_id")
-    assert shape([e for e in events if e[0].startswith("set-")], "set-") == shape(
-        [e for e in events if e[0].startswith("one-")], "one-")
+    events = same_both_ways(
+        tmp_path, database_url,
+        "SELECT job_id, kind, status, detail FROM job_events WHERE kind = 'started' "
+        "ORDER BY event_id")
     assert [e[0] for e in events if e[0].startswith("set-")] == ["set-3", "set-1", "set-4"]
 
 
