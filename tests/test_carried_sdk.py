@@ -247,3 +247,34 @@ async def test_a_lease_call_of_ten_or_more_leases_again_at_once(
     first_at, ids = transport.carried[0]
     assert len(ids) == min(batch, 20)
     assert first_at == pytest.approx(ended[len(ids) - 1], abs=1e-6)
+
+
+async def test_a_worker_stopped_while_it_gathers_sends_its_results_at_once(
+        gateway: Gateway, transport: Recording, autojump_clock: Any) -> None:
+    """Stopped during the linger after a short lease call: the results it carried go at
+    once, in a call of their own, and no lease call follows."""
+    async with client(gateway, transport) as upstream:
+        await upstream.submit_many_queries(balance_queries(1))
+        batched = worker(gateway, transport, channel="queries", batch=10)
+        ended: list[float] = []
+        handled = trio.Event()
+
+        async def handler(job: AsyncJob) -> HandlerResult:
+            ended.append(trio.current_time())
+            handled.set()
+            return {"balance": job.id}
+
+        async def stop_within_the_linger() -> None:
+            await handled.wait()
+            await trio.sleep(DEFAULT_LINGER / 10)
+            batched.stop()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_within_the_linger)
+            await batched.run(handler)
+        await batched.aclose()
+        assert (await upstream.get_query("q0"))["status"] == "succeeded"
+    results = [when for call, _, when in transport.sent if call == "POST /v1/queries/results"]
+    assert results == [pytest.approx(ended[0] + DEFAULT_LINGER / 10, abs=1e-6)]
+    assert transport.calls["POST /v1/queries/lease"] == 1
+    assert transport.carried == []
