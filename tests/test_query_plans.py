@@ -298,7 +298,7 @@ def transition(conn: sqlite3.Connection, rnd: random.Random, now: float) -> None
         return
     task_id, status, token, pick = row["task_id"], row["status"], row["lease_token"], rnd.random()
     if status == "leased" and pick < 0.5:
-        tasks_sql.start(conn, task_id, "w", token, now + 5, now)
+        tasks_sql.start_many(conn, [(task_id, token, "w", now)], now + 5, now)
     elif status == "leased":
         tasks_sql.back_to_queue(conn, task_id, "leased", token,
                                 rnd.choice(["queued", "paused", "canceled"]), now)

@@ -73,8 +73,9 @@ def test_a_task_goes_from_submit_to_result_through_its_lane(conn: Connection) ->
         == ["t2"]
 
     with transaction(conn):
-        running = tasks_sql.start(conn, "t2", "w1", "tok", NOW + 120, NOW + 1)
-        assert running is not None and running["attempts"] == 1
+        [running] = tasks_sql.start_many(conn, [("t2", "tok", "w1", NOW + 1)], NOW + 120,
+                                         NOW + 1)
+        assert (running["status"], running["attempts"]) == ("running", 1)
         assert tasks_sql.renew(conn, "t2", "w1", "tok", NOW + 200, '{"p": 1}', NOW + 2)
         assert not tasks_sql.renew(conn, "t2", "w1", "wrong", NOW + 200, None, NOW + 2)
         [done] = tasks_sql.finish_many(conn, [("t2", "running", "tok", "succeeded",

@@ -41,10 +41,7 @@ def _held(status: str, deadline: str) -> str:
             f"AND lease_owner = ? AND {deadline} > ?")
 
 
-# leased → running (the claim's deadline), and a running lease renewed (its own).
-_START = ("UPDATE tasks SET status = 'running', claim_expires_at = NULL, lease_expires_at = ?, "
-          "renewed_at = ?, started_at = ?, attempts = attempts + 1, updated_at = ? "
-          + _held("leased", "claim_expires_at"))
+# A running lease renewed (its own deadline; a start: start_many).
 _RENEW = ("UPDATE tasks SET lease_expires_at = ?, renewed_at = ?, "
           "progress = coalesce(?, progress), updated_at = ? "
           + _held("running", "lease_expires_at"))
@@ -126,14 +123,6 @@ def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: 
         "lease_expires_at = NULL, updated_at = ?"), [worker_id, request_id, claim_expires_at, now])
 
 
-def start(conn: Connection, task_id: str, worker_id: str, token: str,
-          lease_expires_at: float, now: float) -> Row | None:
-    """leased → running within the claim window; the attempt is burned here. The
-    running row, or None if the call does not hold the claim."""
-    cur = conn.execute(_START, (lease_expires_at, now, now, now, task_id, token, worker_id, now))
-    return JOBS.get(conn, task_id) if cur.rowcount == 1 else None
-
-
 START: Final = {"lease_token": "TEXT", "lease_owner": "TEXT", "at": "DOUBLE PRECISION"}
 """The columns of each start in :func:`start_many`, after the task's id, with their SQL
 types."""
@@ -141,9 +130,12 @@ types."""
 
 def start_many(conn: Connection, starts: Sequence[Sequence[Any]], lease_expires_at: float,
                now: float) -> list[Row]:
-    """:func:`start` of many tasks in one UPDATE: each of ``starts`` is ``(task_id,
-    lease_token, worker_id, now)`` (:data:`START`); a task whose claim the call does not
-    hold is left as it was. The running rows, as they are now (in no order)."""
+    """leased → running within the claim window, for many tasks in one UPDATE (the
+    attempt is burned here): each of ``starts`` is ``(task_id, lease_token, worker_id,
+    now)`` (:data:`START`: ``now`` per row, as the claim's deadline is compared in the
+    statement's WHERE, which takes no parameters of its own); a task whose claim the
+    call does not hold is left as it was. The running rows, as they are now (in no
+    order)."""
     return update_rows(conn, "tasks", "task_id", START, starts, (
         "status = 'running', claim_expires_at = NULL, lease_expires_at = ?, renewed_at = ?, "
         "started_at = ?, attempts = tasks.attempts + 1, updated_at = ?"),

@@ -85,56 +85,32 @@ class StartTask(FencedOnSites[Started]):
 
 @TASKS.on(StartTask)
 def start(turn: TaskTurn, m: StartTask) -> Started:
-    conn, now = turn.conn, turn.now
-    row = _leased_task(turn, m)
-    started = row  # a retry after a lost response gets the current state
-    if not _started_already(row, m):
-        lease_expires_at = now + turn.settings.task_lease_ttl
-        now_running = sql.start(conn, m.task_id, m.worker_id, m.lease_token,
-                                lease_expires_at, now)
-        if now_running is None:
-            raise _refuse("start", row, m.worker_id, m.lease_token)
-        started = now_running
-        _log_started(m, row)
-        turn.history.record(m.task_id, "started", job=started, **_start_detail(m, row))
-    turn.seen(m.worker_id)
-    return _started(started)
-
-
-def _started_already(row: Row, m: StartTask) -> bool:
-    """Whether ``m`` repeats the start that made its task run (a lost reply)."""
-    return bool(row["status"] == "running" and _holds(row, m.worker_id, m.lease_token))
-
-
-def _log_started(m: StartTask, before: Row) -> None:
-    log.info("task started: task_id=%s worker=%s attempt=%d",
-             escape(m.task_id), escape(m.worker_id), before["attempts"] + 1)
-
-
-def _start_detail(m: StartTask, before: Row) -> dict[str, object]:
-    return {"worker_id": m.worker_id, "attempt": before["attempts"] + 1}
-
-
-def _started(row: Row) -> Started:
-    # The control flags too: a cancel may have come while the reply was lost,
-    # and the worker should know before it touches the site.
-    return Started(row["task_id"], "running", row["lease_expires_at"],
-                   bool(row["cancel_requested"]), bool(row["pause_requested"]))
+    """One start: a batch of one (:func:`_starts`), so that one and many never part."""
+    answer = _starts(turn, [m])[0]
+    if isinstance(answer, LeasegateError):
+        raise answer
+    return answer
 
 
 def start_all(turn: TaskTurn, items: Sequence[StartTask]) -> list[Started | LeasegateError]:
-    """A batch of starts, each answered as :func:`start` would answer it alone (a
-    refusal is that item's answer: it wrote nothing), set-based: the tasks' rows in one
-    read, the claims turned into leases in one UPDATE, their history in one insert.
-    Raises :class:`ItemByItem` (each item then goes in a savepoint of its own) before
-    it writes anything when an item fails its checks or a task's start comes twice."""
+    """A batch of starts, each answered as :func:`start` would answer it alone. Raises
+    :class:`ItemByItem` (each item then goes in a savepoint of its own) before it
+    writes anything when an item fails its checks or a task's start comes twice."""
     for m in items:
         m.check()
     ids = [m.task_id for m in items]
     if len(set(ids)) < len(ids):
         raise ItemByItem("a task's start twice")
+    return _starts(turn, items)
+
+
+def _starts(turn: TaskTurn, items: Sequence[StartTask]) -> list[Started | LeasegateError]:
+    """The claims turned into running leases (the attempt is burned here), set-based:
+    the tasks' rows in one read, the claims in one UPDATE, their history in one insert;
+    a refusal is its item's answer (it wrote nothing). A repeat of the start that made
+    a task run (a lost reply) gets its current state."""
     conn, now, kind = turn.conn, turn.now, turn.kind
-    rows = sql.JOBS.get_many(conn, ids)
+    rows = sql.JOBS.get_many(conn, [m.task_id for m in items])
     answers: dict[int, Started | LeasegateError] = {}
     claims: list[tuple[int, StartTask, Row]] = []
     for at, m in enumerate(items):
@@ -146,7 +122,7 @@ def start_all(turn: TaskTurn, items: Sequence[StartTask]) -> list[Started | Leas
         except LeasegateError as exc:
             answers[at] = exc
             continue
-        if _started_already(row, m):
+        if row["status"] == "running" and _holds(row, m.worker_id, m.lease_token):
             turn.seen(m.worker_id)
             answers[at] = _started(row)
         else:
@@ -161,12 +137,21 @@ def start_all(turn: TaskTurn, items: Sequence[StartTask]) -> list[Started | Leas
             if after is None:
                 answers[at] = _refuse("start", row, m.worker_id, m.lease_token)
                 continue
-            _log_started(m, row)
-            history.append((m.task_id, after, _start_detail(m, row)))
+            attempt = row["attempts"] + 1
+            log.info("task started: task_id=%s worker=%s attempt=%d",
+                     escape(m.task_id), escape(m.worker_id), attempt)
+            history.append((m.task_id, after, {"worker_id": m.worker_id, "attempt": attempt}))
             turn.seen(m.worker_id)
             answers[at] = _started(after)
         turn.history.record_many("started", history)
     return [answers[at] for at in range(len(items))]
+
+
+def _started(row: Row) -> Started:
+    # The control flags too: a cancel may have come while the reply was lost,
+    # and the worker should know before it touches the site.
+    return Started(row["task_id"], "running", row["lease_expires_at"],
+                   bool(row["cancel_requested"]), bool(row["pause_requested"]))
 
 
 @dataclass(frozen=True)
