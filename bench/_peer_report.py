@@ -138,7 +138,7 @@ def targets_table(rates: dict[str, float], cost: RouteCost | None) -> None:
     figures = None if cost is None else {
         **{name: RouteCost.per_request_us(getattr(cost, name))
            for name in ("bare", "submit", "lease", "result")},
-        **{f"bare beside {route}": RouteCost.per_request_us(cost.bare_beside(route))
+        **{f"bare beside {route}": RouteCost.per_request_us(cost.beside[route])
            for route in ("submit", "lease", "result")}}
     if cost is not None:
         route_cost_table(cost)
@@ -157,7 +157,7 @@ def route_cost_table(cost: RouteCost) -> None:
     for route, label, r in (("submit", "submit POST /v1/queries", cost.submit),
                             ("lease", "lease POST /v1/queries/lease, max 1", cost.lease),
                             ("result", "result POST /v1/queries/{id}/result", cost.result)):
-        ours, bare = RouteCost.per_request_us(r), RouteCost.per_request_us(cost.bare_beside(route))
+        ours, bare = RouteCost.per_request_us(r), RouteCost.per_request_us(cost.beside[route])
         rows.append((label, f"{ours:,.0f} us", f"{r.ok:,}", f"{bare:,.0f} us",
                      f"{ours / max(bare, 1):.2f}", f"{r.errors}"))
     _table(("route", "server CPU/request", "requests", "bare route beside it", "x bare route",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +46,11 @@ class RouteCost:
     submit: LoadResult  # leasegate's POST /v1/queries
     lease: LoadResult  # POST /v1/queries/lease, max 1
     result: LoadResult  # POST /v1/queries/{id}/result
-    # Per route, the bare route's slices that alternated with its own.
-    beside: dict[str, LoadResult] = field(default_factory=dict)
+    beside: dict[str, LoadResult]  # per route, the bare slices that alternated with it
 
     @staticmethod
     def per_request_us(r: LoadResult) -> float:
         return r.server_cpu / max(r.ok, 1) * 1e6
-
-    def bare_beside(self, route: str) -> LoadResult:
-        """The bare route as measured beside ``route`` (every slice if not known)."""
-        return self.beside.get(route, self.bare)
 
 
 Work = Callable[[int, httpx.AsyncClient, LoadResult], Awaitable[None]]
@@ -133,9 +128,9 @@ async def _lease_and_result(lg: Served, base: Served
 
     async def report(i: int, client: httpx.AsyncClient, result: LoadResult) -> None:
         for query_id, token in leased[i][reported[i]:reported[i] + per_slice]:
-            reported[i] += 1
             if time.perf_counter() > end[0]:
                 break
+            reported[i] += 1
             body = {"worker_id": f"cost-{i}", "lease_token": token, "outcome": "succeeded",
                     "result": {"n": 1}}
             await _post(client, f"/v1/queries/{query_id}/result", body, 200, result)
