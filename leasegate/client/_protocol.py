@@ -82,7 +82,8 @@ GATHER_BELOW: Final = 10
 """A lease call that brought fewer jobs than this is followed by a gathering pause (see
 ``_WorkerBase._gathering``); from ten on, a lease call costs a tenth of a request a job
 or less, and the pause would add only latency (in ``bench/lifecycle.py``'s batched
-modes, whose lease calls bring dozens, it cost 10-20% of the jobs a second)."""
+modes, whose lease calls bring dozens, it cost batched queries 8-22% of their jobs a
+second)."""
 
 MIN_RENEW_INTERVAL: Final = 0.05
 EXPIRED_RENEW_INTERVAL: Final = 1.0
