@@ -103,17 +103,27 @@ def check_page(value: object) -> None:
 
 
 def check_json(name: str, value: object, *, optional: bool = True,
-               object_only: bool = False) -> None:
+               object_only: bool = False) -> str | None:
     """A payload we store and hand out again must be JSON (no NaN, no unpaired
-    surrogates, not nested past the encoder's limits)."""
+    surrogates, not nested past the encoder's limits): its canonical text (None for an
+    optional None)."""
     if value is None and optional:
-        return
+        return None
     if object_only and not isinstance(value, dict):
         raise InvalidRequest(f"{name} must be a JSON object")
     try:
-        canonical_json(value).encode()
+        text = canonical_json(value)
+        text.encode()
     except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
         raise InvalidRequest(f"{name} is not a JSON value that can be stored") from None
+    return text
+
+
+def keep_text(message: object, name: str, text: str | None) -> None:
+    """Keep ``text``, the canonical JSON a check made of a payload, as the message's
+    cached property ``name`` (a ``functools.cached_property``), so that its handler,
+    which stores that text and digests it, does not make it again."""
+    vars(message)[name] = text
 
 
 def check_leases(leases: object) -> None:

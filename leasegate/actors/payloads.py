@@ -22,6 +22,11 @@ def canonical_json(value: Any) -> str:
                       allow_nan=False)
 
 
+def stored_json(value: Any) -> str | None:
+    """What is stored of an optional payload: None for None, else its canonical JSON."""
+    return None if value is None else canonical_json(value)
+
+
 def compact_json(value: Any) -> str:
     """Compact JSON text where the spelling does not matter (no digest is taken of it):
     orjson's, three times quicker; the standard library's for what orjson refuses

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -12,8 +13,9 @@ from leasegate.actors.checks import (
     check_id,
     check_ids,
     check_text,
+    keep_text,
 )
-from leasegate.actors.payloads import canonical_json, fingerprint
+from leasegate.actors.payloads import canonical_json, fingerprint, stored_json
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryView
@@ -47,13 +49,19 @@ class QueryResult(Ask[Queries, QueryView]):
     error_type: str | None = None
     error_traceback: str | None = None
 
+    @functools.cached_property
+    def result_text(self) -> str | None:
+        """The result as stored (made once, by :meth:`check`)."""
+        return stored_json(self.result)
+
     def check(self) -> None:
         check_id("query_id", self.query_id)
         check_id("worker_id", self.worker_id)
         check_text("lease_token", self.lease_token, most=MAX_TOKEN, empty=False)
         check_choice("outcome", self.outcome, QueryOutcome)
-        check_report(self.result, self.error_code, self.error_message, self.error_type,
-                     self.error_traceback, self.cost)
+        keep_text(self, "result_text", check_report(
+            self.result, self.error_code, self.error_message, self.error_type,
+            self.error_traceback, self.cost))
         check_ids("sites", self.sites)
 
 
@@ -61,7 +69,7 @@ def _judge(turn: QueryTurn, m: QueryResult, row: Row) -> Row | Finish:
     """The query's row if ``m`` is a retry of its accepted result, else what the result
     writes; a result the query does not take is refused (6006)."""
     check_site(row["site"], m.sites)
-    given = None if m.result is None else canonical_json(m.result)  # once
+    given = m.result_text
     digest = fingerprint(m.outcome, given, m.error_code, m.error_message, m.cost,
                          *detail_digest(m.error_type, m.error_traceback))
     ours = row["lease_owner"] == m.worker_id and row["lease_token"] == m.lease_token

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from leasegate.actors.payloads import canonical_json, fingerprint
+from leasegate.actors.payloads import fingerprint
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QuerySubmitted
@@ -28,7 +28,7 @@ class SubmitQuery(Submit[Queries, QuerySubmitted]):
 
 def new_query(turn: QueryTurn, m: SubmitQuery) -> NewJob:
     now = turn.now
-    params = canonical_json(m.params)  # once: the fingerprint takes the text
+    params = m.params_text  # made once, by the check; the fingerprint takes it too
     digest = fingerprint(m.tenant, m.site, m.kind, params, m.max_cost)
     return NewJob({
         "tenant": m.tenant, "site": m.site, "kind": m.kind, "params": params,

@@ -23,13 +23,15 @@ MAX_TRACEBACK: Final = 8192
 
 def check_report(result: object, error_code: int | None, error_message: str | None,
                  error_type: str | None, error_traceback: str | None,
-                 cost: int | None) -> None:
-    """A result message's report beside its outcome (``TaskResult``, ``QueryResult``)."""
-    check_json("result", result)
+                 cost: int | None) -> str | None:
+    """A result message's report beside its outcome (``TaskResult``, ``QueryResult``):
+    the result's text as stored (canonical JSON; None for none)."""
+    text = check_json("result", result)
     check_int("error.code", error_code, -INT32 - 1, INT32, optional=True)
     check_text("error.message", error_message, optional=True, most=MAX_TEXT)
     check_error_detail(error_type, error_traceback)
     check_int("cost", cost, 0, MAX_AMOUNT, optional=True)
+    return text
 
 
 def check_error_detail(error_type: str | None, traceback: str | None) -> None:

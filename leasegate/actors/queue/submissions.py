@@ -19,12 +19,21 @@ the ids a client chose, one INSERT of the new jobs, one of their history rows.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import secrets
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
-from leasegate.actors.checks import MAX_AMOUNT, check_id, check_int, check_job_id, check_json
+from leasegate.actors.checks import (
+    MAX_AMOUNT,
+    check_id,
+    check_int,
+    check_job_id,
+    check_json,
+    keep_text,
+)
+from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import Batch
@@ -59,11 +68,19 @@ class Submit(Ask[A_contra, R_co]):
     def max_cost(self) -> int | None:
         raise NotImplementedError  # each channel's submit has the field
 
+    @functools.cached_property
+    def params_text(self) -> str:
+        """``params`` as stored: canonical JSON, made once a message (by :meth:`check`,
+        which proves JSON can carry them; the handler stores it and takes its
+        fingerprint)."""
+        return canonical_json(self.params)
+
     def check(self) -> None:
         for name, value in (("tenant", self.tenant), ("site", self.site), ("kind", self.kind)):
             check_id(name, value)
         check_job_id(self.id_field, self.job_id)
-        check_json("params", self.params, optional=False, object_only=True)
+        keep_text(self, "params_text", check_json("params", self.params, optional=False,
+                                                  object_only=True))
         check_int("max_cost", self.max_cost, 0, MAX_AMOUNT, optional=True)
 
     @property

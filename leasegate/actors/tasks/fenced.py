@@ -8,6 +8,7 @@ mismatch is refused (6002) and logged with what the caller claimed.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,8 +21,9 @@ from leasegate.actors.checks import (
     check_ids,
     check_json,
     check_text,
+    keep_text,
 )
-from leasegate.actors.payloads import canonical_json, fingerprint
+from leasegate.actors.payloads import canonical_json, fingerprint, stored_json
 from leasegate.actors.queue.errors import check_report, detail_digest
 from leasegate.actors.queue.leases import check_site, new_work
 from leasegate.actors.queue.reports import Finish, Reporting
@@ -169,16 +171,22 @@ TASKS.each(StartTasks, start, start_all)
 class RenewTask(FencedOnSites[Renewed]):
     progress: JSONObject | None = None
 
+    @functools.cached_property
+    def progress_text(self) -> str | None:
+        """The progress as stored (made once, by :meth:`check`)."""
+        return stored_json(self.progress)
+
     def check(self) -> None:
         super().check()
-        check_json("progress", self.progress, object_only=self.progress is not None)
+        keep_text(self, "progress_text", check_json(
+            "progress", self.progress, object_only=self.progress is not None))
 
 
 @TASKS.on(RenewTask)
 def renew(turn: TaskTurn, m: RenewTask) -> Renewed:
     conn, now = turn.conn, turn.now
     row = _leased_task(turn, m)
-    progress = None if m.progress is None else canonical_json(m.progress)
+    progress = m.progress_text
     lease_expires_at = now + turn.settings.task_lease_ttl
     if not sql.renew(conn, m.task_id, m.worker_id, m.lease_token, lease_expires_at,
                      progress, now):
@@ -213,12 +221,24 @@ class TaskResult(FencedOnSites[TaskView]):
     error_type: str | None = None
     error_traceback: str | None = None
 
+    @functools.cached_property
+    def result_text(self) -> str | None:
+        """The result as stored (made once, by :meth:`check`)."""
+        return stored_json(self.result)
+
+    @functools.cached_property
+    def progress_text(self) -> str | None:
+        """The progress as stored (made once, by :meth:`check`)."""
+        return stored_json(self.progress)
+
     def check(self) -> None:
         super().check()
         check_choice("outcome", self.outcome, TaskOutcome)
-        check_report(self.result, self.error_code, self.error_message, self.error_type,
-                     self.error_traceback, self.cost)
-        check_json("progress", self.progress, object_only=self.progress is not None)
+        keep_text(self, "result_text", check_report(
+            self.result, self.error_code, self.error_message, self.error_type,
+            self.error_traceback, self.cost))
+        keep_text(self, "progress_text", check_json(
+            "progress", self.progress, object_only=self.progress is not None))
 
 
 def _judge(turn: TaskTurn, m: TaskResult, row: Row) -> Row | Finish:
@@ -228,8 +248,7 @@ def _judge(turn: TaskTurn, m: TaskResult, row: Row) -> Row | Finish:
     if m.outcome == "paused" and row["batch_total"] is None:
         raise StateConflict(f"task {m.task_id} is not a batch task (no batch_total): "
                             "outcome paused is only for batch tasks")
-    result = None if m.result is None else canonical_json(m.result)  # once each
-    progress = None if m.progress is None else canonical_json(m.progress)
+    result, progress = m.result_text, m.progress_text
     digest = fingerprint(m.outcome, result, m.error_code, m.error_message, m.cost, progress,
                          *detail_digest(m.error_type, m.error_traceback))
     ours = _holds(row, m.worker_id, m.lease_token)

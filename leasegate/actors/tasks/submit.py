@@ -11,7 +11,7 @@ from leasegate.actors.checks import (
     check_int,
     check_number,
 )
-from leasegate.actors.payloads import canonical_json, fingerprint
+from leasegate.actors.payloads import fingerprint
 from leasegate.actors.queue.submissions import (
     NewJob,
     Submit,
@@ -52,7 +52,7 @@ class SubmitTask(Submit[Tasks, TaskSubmitted]):
 
 def new_task(turn: TaskTurn, m: SubmitTask) -> NewJob:
     now = turn.now
-    params = canonical_json(m.params)  # once: the fingerprint takes the text
+    params = m.params_text  # made once, by the check; the fingerprint takes it too
     digest = fingerprint(m.tenant, m.site, m.account, m.kind, params, m.priority,
                          m.not_before, m.device_id, m.batch_total, m.max_cost)
     return NewJob({
