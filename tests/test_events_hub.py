@@ -69,6 +69,32 @@ async def test_events_are_streamed_in_id_order_and_a_hole_is_skipped(
         nursery.cancel_scope.cancel()
 
 
+async def test_one_commits_events_reach_a_waiting_reader_in_one_read_in_id_order(
+        autojump_clock: trio.testing.MockClock) -> None:
+    hub = EventHub(capacity=100, max_readers=10)
+    hub.start(0)
+    reader = hub.subscribe(EventFilter(), after=None)
+    reads: list[list[int]] = []
+
+    async def read() -> None:
+        got = await reader.next(1)
+        assert isinstance(got, list)
+        reads.append([e.event_id for e in got])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read)
+        await trio.testing.wait_all_tasks_blocked()
+        hub.publish(event(2))  # another actor's commit, ahead of a hole
+        hub.publish_many([event(3), event(1), event(4)])  # 1 fills the hole
+    assert reads == [[1, 2, 3, 4]]  # one read, nothing held back, in id order
+    assert hub.last_event_id == 4
+    began = trio.current_time()
+    hub.publish(event(5))  # no hole left open: the next event is streamed at once
+    got = await reader.next(1)
+    assert isinstance(got, list) and [e.event_id for e in got] == [5]
+    assert trio.current_time() == began
+
+
 async def test_resuming_and_filters(autojump_clock: trio.testing.MockClock) -> None:
     hub = EventHub(capacity=10, max_readers=1)
     hub.start(100)

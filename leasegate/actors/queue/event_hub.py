@@ -36,7 +36,7 @@ import contextlib
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -133,17 +133,25 @@ class EventHub:
     # ---- the writers' side (after each commit, on the trio thread) ----
 
     def publish(self, event: JobEvent) -> None:
-        if self._tail is not None:  # the table brings it, in order with the others'
-            if event.event_id > self._last:
-                self._own.add(event.event_id)
+        self.publish_many((event,))
+
+    def publish_many(self, events: Iterable[JobEvent]) -> None:
+        """:meth:`publish` of each of ``events`` (one commit's), the readers woken once
+        for them all."""
+        if self._tail is not None:  # the table brings them, in order with the others'
+            self._own.update(e.event_id for e in events if e.event_id > self._last)
             self._poke.set()
             return
-        if event.event_id <= self._last:  # behind a skipped hole: too late for the ring
-            log.warning("event %d came after its hole was skipped; not streamed",
-                        event.event_id)
-            return
-        self._pending[event.event_id] = event
-        self._flush()
+        added = False
+        for event in events:
+            if event.event_id <= self._last:  # behind a skipped hole: too late for the ring
+                log.warning("event %d came after its hole was skipped; not streamed",
+                            event.event_id)
+                continue
+            self._pending[event.event_id] = event
+            added = True
+        if added:
+            self._flush()
 
     def _flush(self) -> None:
         moved = False

@@ -126,11 +126,7 @@ class JobHistory:
                                row["kind"])
                       for row, (job_id, _, _), d in zip(rows, jobs, kept, strict=True)]
 
-            def publish() -> None:
-                for event in events:
-                    hub.publish(event)
-
-            turn.after_commit(publish)
+            turn.after_commit(lambda: hub.publish_many(events))
 
     def controlled(self, action: str, before: Row, after: Row, by: str | None = None,
                    reason: str | None = None) -> None:
