@@ -22,7 +22,7 @@ from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.mailbox import Ask, Message
-from leasegate.actors.runtime.turn import ItemByItem
+from leasegate.actors.runtime.turn import ItemByItem, answer_of_one, checked_once_each
 from leasegate.errors import LeasegateError
 from leasegate.storage.engine import Connection, Row
 from leasegate.storage.jobs_sql import JobTable
@@ -87,10 +87,7 @@ class Reporting(Generic[QT, M, V]):
 
     def one(self, turn: QT, m: M) -> V:
         """One result: the job's view after it, or its refusal raised."""
-        answer = self.answers(turn, [m])[0]
-        if isinstance(answer, LeasegateError):
-            raise answer
-        return answer
+        return answer_of_one(self.answers(turn, [m]))
 
     def all(self, turn: QT, items: Sequence[M]) -> list[V | LeasegateError]:
         """A batch of results, each answered as :meth:`one` would (a refusal is an item's
@@ -99,11 +96,7 @@ class Reporting(Generic[QT, M, V]):
         fails its checks or the answers depend on the order (a job's result twice), and
         after, when a lease changed between the read and the write (PostgreSQL, another
         gateway: never within one turn)."""
-        for m in items:
-            m.check()
-        ids = [self.job_id(m) for m in items]
-        if len(set(ids)) < len(ids):
-            raise ItemByItem("a job's result twice")
+        checked_once_each(items, self.job_id, "a job's result twice")
         return self.answers(turn, items)
 
     def answers(self, turn: QT, items: Sequence[M]) -> list[V | LeasegateError]:

@@ -56,6 +56,27 @@ class ItemByItem(Exception):
     applied again item by item (nothing of the attempt kept)."""
 
 
+def checked_once_each(items: Sequence[M], job: Callable[[M], Hashable], twice: str) -> None:
+    """A set-based :data:`Together`'s first step, before it writes anything: every item's
+    checks, and no job twice (the answers would depend on the order: ``twice`` says
+    which). Raises (:class:`ItemByItem` for a job twice): the batch is then applied item
+    by item, each failing alone."""
+    for item in items:
+        item.check()
+    jobs = [job(item) for item in items]
+    if len(set(jobs)) < len(jobs):
+        raise ItemByItem(twice)
+
+
+def answer_of_one(answers: Sequence[R | LeasegateError]) -> R:
+    """The answer of a batch of one, as a handler of one message gives it: a refusal
+    raised (one and many applied by the same code never part)."""
+    answer = answers[0]
+    if isinstance(answer, LeasegateError):
+        raise answer
+    return answer
+
+
 class Receiver(Protocol[M_contra]):
     """What takes a message without waiting: the ``Ref`` of an actor that takes it."""
 

@@ -29,7 +29,7 @@ from leasegate.actors.queue.leases import check_site, new_work
 from leasegate.actors.queue.reports import Finish, Reporting
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.runtime.turn import ItemByItem
+from leasegate.actors.runtime.turn import answer_of_one, checked_once_each
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import Renewed, Started, TaskView
@@ -88,21 +88,14 @@ class StartTask(FencedOnSites[Started]):
 @TASKS.on(StartTask)
 def start(turn: TaskTurn, m: StartTask) -> Started:
     """One start: a batch of one (:func:`_starts`), so that one and many never part."""
-    answer = _starts(turn, [m])[0]
-    if isinstance(answer, LeasegateError):
-        raise answer
-    return answer
+    return answer_of_one(_starts(turn, [m]))
 
 
 def start_all(turn: TaskTurn, items: Sequence[StartTask]) -> list[Started | LeasegateError]:
     """A batch of starts, each answered as :func:`start` would answer it alone. Raises
     :class:`ItemByItem` (each item then goes in a savepoint of its own) before it
     writes anything when an item fails its checks or a task's start comes twice."""
-    for m in items:
-        m.check()
-    ids = [m.task_id for m in items]
-    if len(set(ids)) < len(ids):
-        raise ItemByItem("a task's start twice")
+    checked_once_each(items, lambda m: m.task_id, "a task's start twice")
     return _starts(turn, items)
 
 
