@@ -12,10 +12,11 @@ invariants: a value sent straight to it that breaks a rule is a domain error
 
 from __future__ import annotations
 
+import functools
 from typing import Any, get_args
 
 from leasegate.actors.pages import MAX_LIMIT, MAX_OFFSET, Page
-from leasegate.actors.payloads import canonical_json
+from leasegate.actors.payloads import canonical_json, stored_json
 from leasegate.errors import InvalidRequest
 from leasegate.ids import ID_RULE, RESERVED_JOB_IDS, is_id
 from leasegate.settings import MAX_AMOUNT as MAX_AMOUNT  # minor units; exact in JSON too
@@ -121,9 +122,19 @@ def check_json(name: str, value: object, *, optional: bool = True,
 
 def keep_text(message: object, name: str, text: str | None) -> None:
     """Keep ``text``, the canonical JSON a check made of a payload, as the message's
-    cached property ``name`` (a ``functools.cached_property``), so that its handler,
-    which stores that text and digests it, does not make it again."""
+    cached property ``name`` (:func:`stored_text`, or a ``functools.cached_property``),
+    so that its handler, which stores that text and digests it, does not make it
+    again."""
     vars(message)[name] = text
+
+
+def stored_text(payload: str) -> functools.cached_property[str | None]:
+    """A message's optional ``payload`` field as it is stored (canonical JSON; None for
+    None), made once: by its check (:func:`keep_text`), else on first use::
+
+        result_text = stored_text("result")
+    """
+    return functools.cached_property(lambda message: stored_json(getattr(message, payload)))
 
 
 def check_leases(leases: object) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -14,8 +13,9 @@ from leasegate.actors.checks import (
     check_ids,
     check_text,
     keep_text,
+    stored_text,
 )
-from leasegate.actors.payloads import canonical_json, fingerprint, stored_json
+from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryView
@@ -49,10 +49,7 @@ class QueryResult(Ask[Queries, QueryView]):
     error_type: str | None = None
     error_traceback: str | None = None
 
-    @functools.cached_property
-    def result_text(self) -> str | None:
-        """The result as stored (made once, by :meth:`check`)."""
-        return stored_json(self.result)
+    result_text = stored_text("result")  # made once, by check()
 
     def check(self) -> None:
         check_id("query_id", self.query_id)

@@ -8,7 +8,6 @@ mismatch is refused (6002) and logged with what the caller claimed.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,8 +21,9 @@ from leasegate.actors.checks import (
     check_json,
     check_text,
     keep_text,
+    stored_text,
 )
-from leasegate.actors.payloads import canonical_json, fingerprint, stored_json
+from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.queue.errors import check_report, detail_digest
 from leasegate.actors.queue.leases import check_site, new_work
 from leasegate.actors.queue.reports import Finish, Reporting
@@ -164,10 +164,7 @@ TASKS.each(StartTasks, start, start_all)
 class RenewTask(FencedOnSites[Renewed]):
     progress: JSONObject | None = None
 
-    @functools.cached_property
-    def progress_text(self) -> str | None:
-        """The progress as stored (made once, by :meth:`check`)."""
-        return stored_json(self.progress)
+    progress_text = stored_text("progress")  # made once, by check()
 
     def check(self) -> None:
         super().check()
@@ -214,15 +211,9 @@ class TaskResult(FencedOnSites[TaskView]):
     error_type: str | None = None
     error_traceback: str | None = None
 
-    @functools.cached_property
-    def result_text(self) -> str | None:
-        """The result as stored (made once, by :meth:`check`)."""
-        return stored_json(self.result)
+    result_text = stored_text("result")  # made once, by check()
 
-    @functools.cached_property
-    def progress_text(self) -> str | None:
-        """The progress as stored (made once, by :meth:`check`)."""
-        return stored_json(self.progress)
+    progress_text = stored_text("progress")  # made once, by check()
 
     def check(self) -> None:
         super().check()
