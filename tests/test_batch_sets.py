@@ -10,6 +10,8 @@ its own that fences that job alone.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +195,15 @@ def shape(value: Any, prefix: str) -> Any:
     return value.replace(prefix, "<p>") if isinstance(value, str) else value
 
 
+async def same_answers_item_by_item(monkeypatch: pytest.MonkeyPatch, together: Any,
+                                    calls: Callable[[str], Awaitable[Any]]) -> None:
+    """The same ``calls`` made again (ids ``one-...``) with every batch applied item by
+    item: their answers must be ``together``'s, the set-based ones (ids ``set-...``)."""
+    item_by_item(monkeypatch)
+    alone = await calls("one-")
+    assert shape(together, "set-") == shape(alone, "one-")
+
+
 def same_both_ways(tmp_path: Path, database_url: str | None, sql: str
                    ) -> list[tuple[Any, ...]]:
     """The rows ``sql`` reads (a job's id first), after the same calls made once set-based
@@ -249,9 +260,8 @@ async def test_a_mixed_batch_of_query_results_answers_each_as_item_by_item(
     assert statuses(together[1]) == [200, 200, 200, 409]
     assert together[0][3]["query"]["error"] == {
         "code": 7, "message": "boom", "type": "ValueError", "traceback": "Trace\n"}
-    item_by_item(monkeypatch)
-    alone = await query_results(gateway, "one-")
-    assert shape(together, "set-") == shape(alone, "one-")
+    await same_answers_item_by_item(monkeypatch, together,
+                                    functools.partial(query_results, gateway))
     # What each way committed, read on a connection of the test's own, is the same too.
     rows = same_both_ways(
         tmp_path, database_url,
@@ -304,9 +314,8 @@ async def test_a_mixed_batch_of_task_results_answers_each_as_item_by_item(
     assert sizes == [1, 1, 2]
     assert statuses(together) == [200, 409, 200, 200, 404, 409, 409]
     assert codes(together) == [None, 6002, None, None, 6001, 6003, 6002]
-    item_by_item(monkeypatch)
-    alone = await task_results(gateway, "one-")
-    assert shape(together, "set-") == shape(alone, "one-")
+    await same_answers_item_by_item(monkeypatch, together,
+                                    functools.partial(task_results, gateway))
     rows = same_both_ways(
         tmp_path, database_url,
         "SELECT task_id, status, result, error_code, error_message, error_type, "
@@ -407,9 +416,8 @@ async def test_a_mixed_batch_of_starts_answers_each_as_item_by_item(
     assert statuses(together) == [200, 409, 200, 404, 200, 409]
     assert codes(together) == [None, 6002, None, 6001, None, 6002]
     assert [a["task"]["status"] for a in together if a["status"] == 200] == ["running"] * 3
-    item_by_item(monkeypatch)
-    alone = await task_starts(gateway, "one-")
-    assert shape(together, "set-") == shape(alone, "one-")
+    await same_answers_item_by_item(monkeypatch, together,
+                                    functools.partial(task_starts, gateway))
     rows = same_both_ways(
         tmp_path, database_url,
         "SELECT task_id, status, attempts, lease_owner, lease_token IS NULL, "
