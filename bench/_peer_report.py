@@ -83,6 +83,61 @@ def target_rows(rates: dict[str, float], cost: dict[str, float] | None
     return rows
 
 
+def reach_rows(runs: dict[str, Measured], rates: dict[str, float], bare_us: float,
+               cores: int) -> list[tuple[str, str, str, str, str, str, str]]:
+    """How far each jobs/s target is from what this run's framework leaves: ``(target,
+    jobs/s it needs, a job's time at one core, the bare route's CPU a job, what is left
+    of it for leasegate's own work, what leasegate's own work costs a job now, the
+    machine's cores the clients and the bare route alone would use at that rate)``.
+
+    A gateway's HTTP work runs on its one event loop, at most one core: at ``n`` jobs/s
+    a job may take ``1 / n`` of it. The framework's part (hypercorn, h11, Quart) is at
+    least this run's requests a job times the bare route's server CPU a request
+    (``bare_us``, measured at 32 clients, where it is lowest); the rest is ours. The
+    clients' CPU a job is every other process's, as this run measured it. A target whose
+    run or peer is missing, or whose run counted no requests, has no row."""
+    rows: list[tuple[str, str, str, str, str, str, str]] = []
+    for target in TARGETS:
+        run, peer = runs.get(target.ours), rates.get(target.peer, 0.0)
+        if run is None or run.skipped or run.done <= 0 or run.requests <= 0 or peer <= 0:
+            continue
+        needed = target.times * peer
+        a_job = 1e6 / needed
+        per_job = run.requests / run.done
+        framework = per_job * bare_us
+        ours = (run.server_cpu or 0.0) / run.done * 1e6 - framework
+        jobs_busy = run.per_second * run.busy_seconds
+        clients = (run.machine_busy_cpu - (run.server_busy_cpu or 0.0)) / max(jobs_busy, 1)
+        machine = (clients * 1e6 + framework) * needed / 1e6
+        left = a_job - framework
+        rows.append((target.text, f"{needed:,.0f}", f"{a_job:,.0f} us",
+                     f"{framework:,.0f} us ({per_job:.2f} x {bare_us:,.0f})",
+                     f"{left:,.0f} us" if left > 0 else "none",
+                     f"{ours:,.0f} us" + (f" ({ours / left:.1f}x too much)"
+                                         if 0 < left < ours else ""),
+                     f"{machine:.2f} of {cores}"))
+    return rows
+
+
+def reach_table(runs: list[Measured], rates: dict[str, float], cost: RouteCost | None,
+                cores: int) -> None:
+    """:func:`reach_rows`, printed (nothing without the bare route's figure)."""
+    if cost is None:
+        return
+    rows = reach_rows({m.label: m for m in runs}, rates, RouteCost.per_request_us(cost.bare),
+                      cores)
+    if not rows:
+        return
+    say()
+    say("What each target leaves for leasegate's own work (same run): a gateway's HTTP "
+        "work runs on one event loop, at most one core")
+    _table(("target", "needs jobs/s", "a job at 1 core", "bare route a job (req/job x us)",
+            "left for leasegate", "leasegate's own now", "clients + bare route, cores"),
+           rows)
+    say("  (leasegate's own: its server CPU a job less the bare route's part; clients: "
+        "every other process's CPU a job in its run, SDK workers included)")
+
+
 def _table(heads: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
     say("  " + "  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip())

@@ -54,6 +54,7 @@ class Measured:
     calls: Counter[str] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
     skipped: str | None = None
+    requests: int = 0  # every HTTP request the server counted (leasegate's runs)
 
     @property
     def label(self) -> str:

@@ -44,7 +44,7 @@ import _peer_clients as clients
 import _peer_report as names
 import lifecycle
 from _load import fsync_ms, percentile, start_leasegate, stop
-from _peer_report import ratio_table, systems_table, targets_table
+from _peer_report import ratio_table, reach_table, systems_table, targets_table
 from _peer_run import Child, Measured, run_clients
 from _peer_servers import (
     DEFAULT_POSTGRES,
@@ -82,7 +82,7 @@ def run_leasegate(label: str, mode: lifecycle.Mode, data: Path, jobs: int, procs
                     (lifecycle.produce, (served.url, served.keys["client"], mode)),
                     (clients.consume_leasegate, (served.url, served.keys["worker"], mode)),
                     procs, served.pid)
-        outcome.requests = lifecycle.served_requests(served)
+        outcome.requests = measured.requests = lifecycle.served_requests(served)
     finally:
         stop(served)
     outcome.done, outcome.seconds = measured.done, measured.seconds
@@ -149,6 +149,7 @@ def main() -> int:
     systems_table(runs)
     ratio_table(rates)
     targets_table(rates, cost)
+    reach_table(runs, rates, cost, os.cpu_count() or 1)
     say(f"\nmachine load at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}; "
         f"total run time {time.perf_counter() - began:.0f} s")
     return 0

@@ -30,3 +30,31 @@ def test_each_target_is_judged_on_its_own_ratio_and_a_run_left_out_is_not_judged
     batched_tasks = rows["tasks batched 100 a call >= 1.0x beanstalkd (pipelined 100)"][0]
     assert batched_tasks == "not measured (beanstalkd, pipelined 100 did not run)"
     assert all(v == "-" for _, _, v in peers.target_rows({}, None))
+
+
+def test_what_a_target_leaves_for_leasegate_is_the_time_a_job_less_the_framework() -> None:
+    from _peer_run import Measured
+
+    queries = Measured("leasegate", "queries", 1000, done=1000, seconds=10.0,
+                       busy_seconds=10.0, server_cpu=3.0, server_busy_cpu=3.0,
+                       machine_busy_cpu=5.0, requests=1500)
+    tasks = Measured("leasegate", "tasks", 1000, done=1000, seconds=10.0, busy_seconds=10.0,
+                     server_cpu=4.0, server_busy_cpu=4.0, machine_busy_cpu=6.0,
+                     requests=3500)
+    rates = {peers.LG_QUERIES: 100.0, peers.LG_TASKS: 100.0, peers.PROCRASTINATE: 400.0,
+             peers.RQ: 300.0}
+
+    rows = peers.reach_rows({m.label: m for m in (queries, tasks)}, rates, 800.0, 2)
+
+    # queries >= 1.5x procrastinate: 600 jobs/s, 1,667 us a job; the bare route's part
+    # 1.5 requests x 800 us; ours 3,000 - 1,200; the clients 2,000 us a job.
+    assert rows[0] == (
+        "queries, one job a request, SDK workers >= 1.5x procrastinate", "600", "1,667 us",
+        "1,200 us (1.50 x 800)", "467 us", "1,800 us (3.9x too much)", "1.92 of 2")
+    assert rows[1][1:3] == ("600", "1,667 us")  # >= 2x RQ: the same rate
+    # tasks >= 1.0x procrastinate: 3.5 requests a job of the bare route are over 2,500 us
+    assert rows[2] == (
+        "tasks, one job a request, SDK workers >= 1.0x procrastinate", "400", "2,500 us",
+        "2,800 us (3.50 x 800)", "none", "1,200 us", "1.92 of 2")
+    assert len(rows) == 3  # the batched runs and beanstalkd did not run
+    assert peers.reach_rows({}, rates, 800.0, 2) == []
