@@ -68,6 +68,12 @@ class Measured:
     def submits_per_second(self) -> float:
         return self.jobs / self.submit_seconds if self.submit_seconds > 0 else 0.0
 
+    @property
+    def others_busy_cpu(self) -> float:
+        """CPU seconds every process but the server used while the jobs ran: the
+        clients' (and whatever else ran on the machine)."""
+        return max(0.0, self.machine_busy_cpu - (self.server_busy_cpu or 0.0))
+
 
 Child = tuple[Callable[..., None], tuple[Any, ...]]
 

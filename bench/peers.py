@@ -87,8 +87,8 @@ def run_leasegate(label: str, mode: lifecycle.Mode, data: Path, jobs: int, procs
         stop(served)
     outcome.done, outcome.seconds = measured.done, measured.seconds
     outcome.server_cpu = measured.server_cpu or 0.0
-    others = max(0.0, measured.machine_busy_cpu - (measured.server_busy_cpu or 0.0))
-    outcome.others_cpu = others * measured.seconds / max(measured.busy_seconds, 1e-9)
+    outcome.others_cpu = (measured.others_busy_cpu * measured.seconds
+                          / max(measured.busy_seconds, 1e-9))
     outcome.submit_s, outcome.calls = measured.submit_s, measured.calls
     outcome.failures = measured.failures
     return measured, outcome

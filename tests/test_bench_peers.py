@@ -9,6 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import _peer_report as peers
+from _peer_run import Measured
 
 
 def test_each_target_is_judged_on_its_own_ratio_and_a_run_left_out_is_not_judged() -> None:
@@ -33,8 +34,6 @@ def test_each_target_is_judged_on_its_own_ratio_and_a_run_left_out_is_not_judged
 
 
 def test_what_a_target_leaves_for_leasegate_is_the_time_a_job_less_the_framework() -> None:
-    from _peer_run import Measured
-
     queries = Measured("leasegate", "queries", 1000, done=1000, seconds=10.0,
                        busy_seconds=10.0, server_cpu=3.0, server_busy_cpu=3.0,
                        machine_busy_cpu=5.0, requests=1500)
