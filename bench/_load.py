@@ -334,8 +334,8 @@ async def actor_gauge(admin: httpx.AsyncClient, metric: str, actor: str = "queri
 
 
 async def parked_queries(admin: httpx.AsyncClient) -> int:
-    """The ``leasegate_parked_requests{actor="queries"}`` gauge."""
-    return int(await actor_gauge(admin, "leasegate_parked_requests"))
+    """The ``leasegate_actor_waiting_polls{actor="queries"}`` gauge."""
+    return int(await actor_gauge(admin, "leasegate_actor_waiting_polls"))
 
 
 async def wait_until(check: Callable[[int], bool], admin: httpx.AsyncClient,

@@ -9,7 +9,7 @@ caller off) and:
 2. parks N ``POST /v1/queries/lease`` long-polls (``wait_seconds`` 30, sites
    ``["parked"]``) from C client processes, each holding N/C raw keep-alive
    HTTP/1.1 sockets, and prints the time from the first connect until the
-   ``leasegate_parked_requests`` gauge shows N, the server's VmRSS before and
+   ``leasegate_actor_waiting_polls`` gauge shows N, the server's VmRSS before and
    after, and the KiB per parked poll;
 3. times the same submits again with N parked (for another site, so no waiter
    is served: each submit's turn would have to skip all N if a turn visited
@@ -142,7 +142,7 @@ async def latencies(url: str, key: str) -> tuple[list[float], list[float]]:
 
 
 async def parked(admin: httpx.AsyncClient) -> int:
-    return int(await actor_gauge(admin, "leasegate_parked_requests"))
+    return int(await actor_gauge(admin, "leasegate_actor_waiting_polls"))
 
 
 async def wait_for_gauge(admin: httpx.AsyncClient, done: Callable[[int], bool],

@@ -82,7 +82,7 @@ def answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
 def parked_polls(served: Served) -> int:
     with served.client("admin") as admin:
         text = admin.get("/metrics").text
-    found = re.search(r"^leasegate_parked_polls (\S+)$", text, re.MULTILINE)
+    found = re.search(r"^leasegate_http_held_polls (\S+)$", text, re.MULTILINE)
     assert found, text
     return int(float(found.group(1)))
 

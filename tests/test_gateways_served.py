@@ -81,7 +81,7 @@ def finish(gateway: Served, worker: str, item: Json) -> None:
 def parked(gateway: Served, actor: str = "tasks") -> int:
     text = call(gateway, "admin", "GET", "/metrics").text
     for line in text.splitlines():
-        if line.startswith(f'leasegate_parked_requests{{actor="{actor}"}}'):
+        if line.startswith(f'leasegate_actor_waiting_polls{{actor="{actor}"}}'):
             return int(float(line.rsplit(" ", 1)[1]))
     return 0
 

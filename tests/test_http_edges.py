@@ -182,7 +182,7 @@ async def test_metrics_need_admin(gateway: Gateway) -> None:
     assert_error(status, body, 403, 4030)
     response = await gateway.client.get("/metrics", headers=gateway.auth("admin"))
     text = (await response.get_data()).decode()
-    assert response.status_code == 200 and "leasegate_job_runs_total" in text
+    assert response.status_code == 200 and "leasegate_periodic_runs_total" in text
 
 
 HUGE = 10**20

@@ -18,7 +18,7 @@ from tests.conftest import EPOCH, Gateway
 from tests.test_http_tasks import control, finish, lease_one, start, submit
 
 # What only grows, whatever its name said before: each must be a counter.
-COUNTERS = {"leasegate_http_requests", "leasegate_job_runs", "leasegate_job_failures",
+COUNTERS = {"leasegate_http_requests", "leasegate_periodic_runs", "leasegate_periodic_failures",
             "leasegate_actor_commits", "leasegate_actor_internal_errors",
             "leasegate_job_outcomes", "leasegate_artifact_delete_failures",
             "leasegate_device_transitions", "leasegate_device_evictions",
@@ -61,6 +61,17 @@ async def test_metrics_follow_prometheus_conventions(
             assert {s.name for s in family.samples} == {family.name + "_total"}, family
     assert {name for name, f in families.items() if f.type == "counter"} >= COUNTERS
     assert not {"leasegate_tasks_queued", "leasegate_queries"} & families.keys()
+    # "job" is the scrape job's label in Prometheus (ours would turn into "exported_job"),
+    # and a job here is a task or a query: the periodic jobs' series say "periodic".
+    for family in families.values():
+        assert all("job" not in s.labels for s in family.samples), family.name
+    runs = families["leasegate_periodic_runs"]
+    assert {s.labels["periodic"] for s in runs.samples} >= {"recover_holds"}
+    # The process collector's series, as every Prometheus client exports them.
+    assert {"process_resident_memory_bytes", "process_cpu_seconds", "process_open_fds"} \
+        <= families.keys()
+    assert "leasegate_http_request_duration_seconds" in families
+    assert "leasegate_actor_waiting_polls" in families
 
     outcomes = families["leasegate_job_outcomes"]
     assert {(s.labels["channel"], s.labels["kind"], s.labels["outcome"], s.value)

@@ -389,7 +389,7 @@ async def test_health_is_degraded_when_a_job_has_not_run_for_three_intervals(
         async def metric(name: str, job: str) -> str:
             response = await client.get("/metrics", headers=auth)
             text = await response.get_data(as_text=True)
-            found = re.search(rf'^{name}\{{job="{job}",owner="test"\}} (\S+)$', text,
+            found = re.search(rf'^{name}\{{owner="test",periodic="{job}"\}} (\S+)$', text,
                               re.MULTILINE)
             assert found is not None, text
             return found.group(1)
@@ -417,8 +417,8 @@ async def test_health_is_degraded_when_a_job_has_not_run_for_three_intervals(
         assert report["checks"]["overdue_jobs"] == 2
         assert report["checks"]["failing_jobs"] == 1
         assert jobs["test.broken"]["last_failure_at"] == "2026-11-30T08:03:00Z"
-        assert await metric("leasegate_job_overdue", "stuck") == "1.0"
-        assert await metric("leasegate_job_last_run_timestamp_seconds", "stuck") == "0.0"
+        assert await metric("leasegate_periodic_overdue", "stuck") == "1.0"
+        assert await metric("leasegate_periodic_last_run_timestamp_seconds", "stuck") == "0.0"
 
         unblock.set()  # the stuck run completes now: it is no longer overdue
         await trio.sleep(1)
@@ -426,7 +426,7 @@ async def test_health_is_degraded_when_a_job_has_not_run_for_three_intervals(
         assert report["details"]["jobs"]["test.stuck"]["overdue"] is False
         assert report["details"]["jobs"]["test.stuck"]["runs"] == 1
         assert report["checks"]["overdue_jobs"] == 1  # the broken one still is
-        assert await metric("leasegate_job_overdue", "stuck") == "0.0"
-        assert float(await metric("leasegate_job_last_run_timestamp_seconds", "stuck")) \
+        assert await metric("leasegate_periodic_overdue", "stuck") == "0.0"
+        assert float(await metric("leasegate_periodic_last_run_timestamp_seconds", "stuck")) \
             == pytest.approx(clock.now(), abs=2)
         system.close()

@@ -12,9 +12,10 @@ from leasegate.http.parked import ParkedPolls
 
 
 def hold_families(polls: ParkedPolls, gate: ConnectionGate | None) -> Iterator[Metric]:
-    yield GaugeMetricFamily("leasegate_parked_polls",
-                            "Parked long-polls and event streams held now", value=polls.held)
-    yield CounterMetricFamily("leasegate_parked_polls_refused",
+    yield GaugeMetricFamily("leasegate_http_held_polls",
+                            "Long-polls and event streams the HTTP layer holds open now, "
+                            "counted against their key's and address's bounds", value=polls.held)
+    yield CounterMetricFamily("leasegate_http_held_polls_refused",
                               "Long-polls and event streams refused (429): their key or "
                               "address held its bound", value=polls.refused)
     if gate is None:  # not served by leasegate serve (tests in one process)

@@ -13,7 +13,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -50,7 +56,7 @@ class Metrics(Collector):
         self.on_job_event = self.job_events.on_event
         self.requests = Counter("leasegate_http_requests", "HTTP requests served",
                                 ["method", "route", "status"], registry=self.registry)
-        self.latency = Histogram("leasegate_http_request_seconds", "HTTP request latency",
+        self.latency = Histogram("leasegate_http_request_duration_seconds", "HTTP request latency",
                                  ["route"], registry=self.registry,
                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                           0.5, 1, 2.5, 5, 10, 30))
@@ -61,6 +67,8 @@ class Metrics(Collector):
         self._devices: DeviceCounts | None = None
         self._artifacts: dict[str, int] = {}
         self.registry.register(self)
+        # process_* series (memory, CPU, open fds): the library's own collector.
+        ProcessCollector(registry=self.registry)
         # Label children by key: labels() costs a lock and several dict lookups.
         self._counted: dict[tuple[str, str, int], Any] = {}
         self._timed: dict[str, Any] = {}
@@ -118,7 +126,10 @@ class Metrics(Collector):
         yield from self._job_metrics(stats)
         if self._devices is not None:
             yield from device_families(self._devices)
-        parked = GaugeMetricFamily("leasegate_parked_requests", "Long-polls parked in an actor",
+        parked = GaugeMetricFamily("leasegate_actor_waiting_polls",
+                                   "Lease and result long-polls waiting inside each actor "
+                                   "for a job (leasegate_http_held_polls: all the HTTP layer "
+                                   "holds open)",
                                    labels=["actor"])
         commits = CounterMetricFamily("leasegate_actor_commits", "Group commits per actor",
                                       labels=["actor"])
@@ -152,15 +163,17 @@ class Metrics(Collector):
     def _job_metrics(self, stats: SystemStatistics) -> Iterator[Metric]:
         """Every periodic and on-demand job: runs, failures, last run, overdue; and the
         token buckets the idle-bucket sweep keeps small."""
-        labels = ["owner", "job"]
-        runs = CounterMetricFamily("leasegate_job_runs", "Completed runs of each periodic job",
+        # Not "job": Prometheus gives that label to the scrape job (ours would become
+        # "exported_job"), and here a job is a task or a query.
+        labels = ["owner", "periodic"]
+        runs = CounterMetricFamily("leasegate_periodic_runs", "Completed runs of each periodic job",
                                    labels=labels)
-        failures = CounterMetricFamily("leasegate_job_failures",
+        failures = CounterMetricFamily("leasegate_periodic_failures",
                                        "Failed runs of each periodic job", labels=labels)
-        last_run = GaugeMetricFamily("leasegate_job_last_run_timestamp_seconds",
+        last_run = GaugeMetricFamily("leasegate_periodic_last_run_timestamp_seconds",
                                      "Unix time of the job's last successful run (0: none yet)",
                                      labels=labels)
-        overdue = GaugeMetricFamily("leasegate_job_overdue",
+        overdue = GaugeMetricFamily("leasegate_periodic_overdue",
                                     "1 if the job has not run for three of its intervals "
                                     "(since start-up if it never ran); on-demand jobs never",
                                     labels=labels)
