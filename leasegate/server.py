@@ -202,6 +202,10 @@ async def serve(data_dir: Path, settings: Settings, host: str = "127.0.0.1", por
     DataDirUnusable if it cannot be written, StartupError if the port is taken."""
     if settings.gateway is None:
         settings = settings.replace(gateway=f"{socket.gethostname()}:{port}")
+    if settings.database_url is not None:
+        from leasegate.storage.postgres.database import wait_until_reachable
+
+        await wait_until_reachable(settings.database_url, settings.database_connect_timeout)
     with data_dir_held(data_dir, settings):
         config = hypercorn_config(settings, host, port)
         expect.install(settings)  # no 100 Continue for a body that will be refused

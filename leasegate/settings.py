@@ -104,6 +104,9 @@ class Settings:
     # Unset: the SQLite file in the data directory. A postgresql:// URL: that PostgreSQL
     # database (kept out of repr: a URL may carry a password).
     database_url: str | None = dataclasses.field(default=None, repr=False)
+    # serve on PostgreSQL: how long to wait at start for the database to accept a
+    # connection (a supervisor often starts the gateway before its database).
+    database_connect_timeout: float = 60.0
     # This gateway's name among those of one database (/health, who ran a periodic job);
     # unset: <hostname>:<port> (serve), <hostname>:<pid> otherwise.
     gateway: str | None = None
@@ -189,6 +192,8 @@ class Settings:
         if self.device_cancel_after <= self.device_pause_after:
             raise SettingsError("device_cancel_after must be greater than device_pause_after")
         check_database_url(self.database_url)
+        if not 0 <= self.database_connect_timeout <= DAY:
+            raise SettingsError("database_connect_timeout must be 0 to 86400 seconds")
         if self.gateway is not None and not (0 < len(self.gateway) <= 128
                                              and self.gateway.isprintable()):
             raise SettingsError("gateway must be 1 to 128 printable characters")

@@ -12,14 +12,19 @@ restart or a failover without restarting itself::
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Mapping
 
 import psycopg
+import trio
 
 from leasegate.storage.durability import Durability
 from leasegate.storage.postgres.connection import PgConnection, connect
 from leasegate.storage.postgres.failures import Unreachable
 from leasegate.storage.thread import ConnectionThread
+
+log = logging.getLogger("leasegate.storage")
 
 DURABILITY_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes",
                        "synchronous_standby_names")
@@ -105,3 +110,37 @@ def judge_durability(settings: Mapping[str, str]) -> Durability:
         weakened.append("full_page_writes=off: a crash in the middle of a page write can "
                         "leave the page torn")
     return Durability(tuple(weakened))
+
+
+# Waiting for a database that is starting: the first retry soon, then less often.
+FIRST_RETRY_SECONDS = 0.5
+LONGEST_RETRY_SECONDS = 5.0
+
+
+async def wait_until_reachable(url: str, give_up_after: float) -> None:
+    """Return once the PostgreSQL database ``url`` names accepts a connection, trying
+    again with a doubling pause (0.5 s up to 5 s) and a log line a failed try, for up
+    to ``give_up_after`` seconds; then raise :class:`Unreachable` with the last reason. Made
+    for start-up: under docker-compose or systemd a gateway often starts before its
+    database. Cancellation: a try under way finishes on its thread (libpq's own
+    ``connect_timeout`` bounds it) and its connection is closed."""
+    deadline = trio.current_time() + give_up_after
+    pause, attempt = FIRST_RETRY_SECONDS, 1
+    while True:
+        try:
+            conn = await trio.to_thread.run_sync(functools.partial(
+                connect, url, application_name="leasegate-start"))
+        except psycopg.Error as exc:
+            left = deadline - trio.current_time()
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if left <= 0:
+                raise Unreachable(f"cannot connect to PostgreSQL (waited {give_up_after:g} s, "
+                                  f"database_connect_timeout): {reason}") from exc
+            wait = min(pause, left)
+            log.warning("PostgreSQL not reachable yet (try %d): %s; trying again in %.1f s",
+                        attempt, reason, wait)
+            await trio.sleep(wait)
+            pause, attempt = min(pause * 2, LONGEST_RETRY_SECONDS), attempt + 1
+        else:
+            conn.close()
+            return
