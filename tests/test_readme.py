@@ -18,8 +18,8 @@ from tests import served
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-SETUP_LINE = re.compile(
-    r"^export LG=\S+ ADMIN_KEY=lg_\.\.\. CLIENT_KEY=lg_\.\.\. WORKER_KEY=lg_\.\.\.$")
+SETUP_LINE = re.compile(r"^export LEASEGATE_URL=\S+ LEASEGATE_ADMIN_KEY=lg_\.\.\. "
+                        r"CLIENT_KEY=lg_\.\.\. WORKER_KEY=lg_\.\.\.$")
 # Spelled in pieces so that this file does not match itself.
 OUTSIDE_FILES = re.compile("|".join([
     r"\b(?:API|DESIGN)" + r"\.md\b",
@@ -37,22 +37,22 @@ def shell_blocks() -> list[str]:
 def quick_start() -> tuple[str, list[str]]:
     """The setup block without its placeholder line (the test sets those variables),
     and the blocks that talk to the gateway (those that use ``$LG``)."""
-    setup = [block for block in shell_blocks() if "export LG=" in block]
+    setup = [block for block in shell_blocks() if "export LEASEGATE_URL=" in block]
     assert len(setup) == 1, "one block says where the gateway is and which keys to use"
     lines = setup[0].splitlines()
-    assert SETUP_LINE.match(lines[0]), lines[0]
+    placeholders = [line for line in lines if SETUP_LINE.match(line)]
+    assert len(placeholders) == 1, lines
     runnable = [block for block in shell_blocks() if "$LG" in block]
     assert len(runnable) == 2, "a query and a task quick start"
-    return "\n".join(lines[1:]) + "\n", runnable
+    return "\n".join(line for line in lines if line not in placeholders) + "\n", runnable
 
 
 def run(gateway: served.Served, prelude: str, block: str) -> list[Any]:
-    """Run ``block`` with bash as a reader would; every JSON reply it printed, in order."""
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"),
-           "LG": gateway.url, "ADMIN_KEY": gateway.keys["admin"],
-           "CLIENT_KEY": gateway.keys["client"], "WORKER_KEY": gateway.keys["worker"]}
-    done = subprocess.run(["bash", "-c", STRICT + prelude + block], env=env, timeout=60,
-                          capture_output=True, text=True, check=False)
+    """Run ``block`` with bash as a reader would, in a fresh shell of the repository
+    whose PATH has no virtualenv (the setup block puts ``.venv/bin`` on it); every JSON
+    reply it printed, in order."""
+    done = bash(STRICT + prelude + block, reader_env(gateway, gateway.keys["admin"],
+                                                     gateway.keys["worker"]))
     assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
     assert done.stderr == "", done.stderr  # no traceback, no curl error
     decoder, text, replies, at = json.JSONDecoder(), done.stdout, [], 0
@@ -76,18 +76,20 @@ def test_the_quick_starts_run_as_written(gateway: served.Served) -> None:
 
     replies = run(gateway, prelude, queries)
     submitted, read_back = replies[0], replies[-1]
-    assert submitted["query_id"] == "balance-1"
+    assert submitted["query_id"].startswith("balance-")
     assert read_back["status"] == "succeeded" and read_back["result"] == {"balance": 12}
 
     replies = run(gateway, prelude, tasks)
-    orders = [r for r in replies if r.get("task_id") == "order-1" and "status" in r]
+    order = replies[0]["task_id"]
+    orders = [r for r in replies[:-1] if r.get("task_id") == order and "status" in r]
     assert [r["status"] for r in orders] == ["queued", "running", "succeeded", "succeeded"]
     assert orders[-1]["result"] == {"orders": ["A-1001"]}
     renewed = [r for r in replies if "cancel_requested" in r and "status" not in r]
     assert renewed, replies  # the renew reply (it carries cancel and pause requests)
-    canceled, workers = replies[-2:]
-    assert (canceled["task_id"], canceled["status"]) == ("order-2", "canceled")
+    canceled, workers, shown = replies[-3:]
+    assert (canceled["task_id"], canceled["status"]) == (f"{order}-b", "canceled")
     assert [w["worker_id"] for w in workers["items"]] == ["desk-1"]  # the admin key's view
+    assert (shown["task_id"], shown["status"]) == (order, "succeeded")  # the CLI's view
 
 
 def test_the_quick_start_lease_survives_an_empty_lease(gateway: served.Served) -> None:
@@ -107,6 +109,39 @@ def test_the_quick_start_lease_survives_an_empty_lease(gateway: served.Served) -
     assert lease_calls(gateway) - before >= 2  # the first came back empty
     with gateway.client("admin") as admin:
         assert admin.get("/v1/queries/late-1").json()["status"] == "leased"
+
+
+def reader_env(gateway: served.Served, admin_key: str, worker_key: str) -> dict[str, str]:
+    """What a reader's fresh shell has after the setup line: no virtualenv on PATH."""
+    path = ":".join(part for part in os.environ["PATH"].split(":")
+                    if not (Path(part) / "leasegate").exists())
+    return {"PATH": path, "HOME": os.environ.get("HOME", "/tmp"),
+            "LEASEGATE_URL": gateway.url, "LEASEGATE_ADMIN_KEY": admin_key,
+            "CLIENT_KEY": gateway.keys["client"], "WORKER_KEY": worker_key}
+
+
+def bash(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", script], env=env, cwd=ROOT, timeout=60,
+                          capture_output=True, text=True, check=False)
+
+
+def test_the_quick_starts_run_again_as_pasted(gateway: served.Served) -> None:
+    """A second run in the same shell makes new jobs and leases them: it does not wait
+    for ever on a replayed submit that is already done."""
+    prelude, (queries, tasks) = quick_start()
+    for block in (queries, tasks):
+        first, again = run(gateway, prelude, block)[0], run(gateway, prelude, block)[0]
+        assert first["created"] and again["created"] and first != again
+
+
+def test_the_quick_start_with_a_wrong_key_says_so(gateway: served.Served) -> None:
+    """The lease loop with a key the gateway does not know stops with the error's
+    message, not a Python traceback."""
+    prelude, (queries, _) = quick_start()
+    done = bash(STRICT + prelude + queries, reader_env(gateway, gateway.keys["admin"],
+                                                        "lg_not_a_key"))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and "error: " in done.stderr, done.stderr
 
 
 def lease_calls(gateway: served.Served) -> float:
