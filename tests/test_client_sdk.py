@@ -1112,3 +1112,47 @@ async def test_without_a_date_header_renewals_fall_back_to_the_wall_clock(
 
     assert await async_worker(gateway).run_once(handler) == 1
     assert len(gateway.bodies("POST", "/v1/tasks/t1/renew")) == 4
+
+
+async def test_a_handler_reads_a_jobs_id_by_the_apis_names_too(autojump_clock: Any) -> None:
+    """``job.id`` is the task's or query's id; the API's names for it work as well, and
+    the other channel's name says which field to use instead of a bare AttributeError."""
+    seen: list[tuple[str, str]] = []
+
+    async def handler(job: AsyncJob) -> None:
+        if job.channel == "tasks":
+            seen.append((job.task_id, job.id))
+            with pytest.raises(AttributeError, match=r"a task has no query_id: .*job\.id"):
+                job.query_id  # noqa: B018
+        else:
+            seen.append((job.query_id, job.id))
+            with pytest.raises(AttributeError, match=r"a query has no task_id: .*job\.id"):
+                job.task_id  # noqa: B018
+
+    gateway = one_task("t1")
+    assert await async_worker(gateway, wait_seconds=0).run_once(handler) == 1
+    async with AsyncClient(BASE, "lg_client", transport=gateway.transport()) as client:
+        await client.submit_query("shop", "balance", {}, query_id="q1")
+    assert await async_worker(gateway, channel="queries", wait_seconds=0).run_once(handler) == 1
+    assert seen == [("t1", "t1"), ("q1", "q1")]
+
+
+async def test_a_string_error_code_is_refused_in_the_handler_not_lost_at_the_gateway(
+        autojump_clock: Any) -> None:
+    """The API's ``error.code`` is an integer (a string is a 400, and the result would wait
+    for the lease to lapse): the SDK refuses one where the handler makes it, so the job
+    is reported failed at once with that reason."""
+    with pytest.raises(TypeError, match="code must be an integer"):
+        Failed("site down", code="site_down")  # type: ignore[arg-type]
+
+    async def handler(job: AsyncJob) -> Failed:
+        return Failed("site down", code="site_down")  # type: ignore[arg-type]
+
+    gateway = FakeGateway(Clock().now)
+    async with AsyncClient(BASE, "lg_client", transport=gateway.transport()) as client:
+        await client.submit_query("shop", "balance", {}, query_id="q1")
+        assert await async_worker(gateway, channel="queries").run_once(handler) == 1
+        query = await client.get_query("q1")
+    assert query["status"] == "failed" and query["error"] is not None
+    assert query["error"]["type"] == "TypeError"
+    assert "code must be an integer" in query["error"]["message"]

@@ -41,6 +41,11 @@ class Outcome(Exception):
         cost: int | None = None,
     ) -> None:
         super().__init__(message)
+        # Refused here, in the handler's own traceback: the gateway answers a string code
+        # 400, and the result would be lost until the lease lapsed.
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+            raise TypeError(f"code must be an integer or None (the API's error.code), not "
+                            f"{code!r}: put a name such as {code!r} in the message")
         self.message = message
         self.code = code
         self.result = result
@@ -126,6 +131,22 @@ class BaseJob:
         self._cancel = self._pause = self._lost = False
         self._renew_failures = 0  # renewals failed in a row (the worker's bookkeeping)
         self._due_by: float | None = None  # the lease's end on the worker's monotonic clock
+
+    @property
+    def task_id(self) -> str:
+        """A task's ``id``, by the API's name for it."""
+        if self.channel != "tasks":
+            raise AttributeError(f"a query has no task_id: its id is job.id "
+                                 f"(or job.query_id), {self.id!r}")
+        return self.id
+
+    @property
+    def query_id(self) -> str:
+        """A query's ``id``, by the API's name for it."""
+        if self.channel != "queries":
+            raise AttributeError(f"a task has no query_id: its id is job.id "
+                                 f"(or job.task_id), {self.id!r}")
+        return self.id
 
     @property
     def progress(self) -> JSONObject | None:
