@@ -258,3 +258,32 @@ def test_a_gateway_killed_with_unstarted_claims_loses_nothing(
         history = call(b, "client", "GET", f"/v1/tasks/{task_id}/events").json()["items"]
         kinds = [event["kind"] for event in history]
         assert kinds.count("started") == 1 and "claim_lapsed" in kinds, kinds
+
+
+def test_the_sdk_given_both_gateways_fails_over_when_one_is_killed(
+        gateways: tuple[Served, Served]) -> None:
+    """A client and a worker given both gateways' URLs go on through B once A is killed
+    (kill -9): a submit, the lease, the start and the result all reach B, with no nginx
+    in front."""
+    from leasegate.client import Client, Job, Retry, Worker
+
+    a, b = gateways
+    urls = [a.url, b.url]  # A first: every call goes to A while it serves
+    retry = Retry(attempts=4, backoff=0.05, max_backoff=0.2)
+    done: list[str] = []
+
+    def handler(job: Job) -> Json:
+        done.append(job.id)
+        return {"by": "sdk"}
+
+    with Client(urls, a.keys["client"], retry=retry) as client, \
+            Worker(urls, a.keys["worker"], "w-failover", retry=retry, wait_seconds=1) as worker:
+        client.submit_task("shop", "order", {"n": 1}, task_id="before", account="x")
+        assert worker.run_once(handler) == 1
+        a.process.kill()
+        a.process.wait()
+        client.submit_task("shop", "order", {"n": 2}, task_id="after", account="y")
+        assert worker.run_once(handler) == 1
+        assert client.get_task("after")["status"] == "succeeded"
+    assert done == ["before", "after"]
+    assert call(b, "admin", "GET", "/v1/tasks/before").json()["status"] == "succeeded"

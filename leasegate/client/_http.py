@@ -14,7 +14,7 @@ import random
 import re
 import secrets
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
@@ -203,39 +203,66 @@ _SIMPLE_PATH: Final = re.compile(r"/[A-Za-z0-9\-._~%:@/]*")
 _MAX_CACHED_URLS: Final = 256
 
 
-def client_options(base_url: str, key: str, timeout: float, transport: object) -> dict[str, Any]:
-    """The keywords of the httpx client (sync or async) of the gateway at ``base_url``."""
-    return {"base_url": base_url, "headers": _headers(key), "timeout": timeout,
-            "transport": transport, "verify": _verify(base_url, transport)}
+def gateways(base_url: str | Sequence[str]) -> list[str]:
+    """The gateways' base URLs, in the order they are tried: one URL, or several
+    gateways of one database (any of them serves every call)."""
+    bases = [base_url] if isinstance(base_url, str) else list(base_url)
+    if not bases or not all(isinstance(base, str) and base for base in bases):
+        raise ValueError(f"base_url must be a URL or a list of URLs, got {base_url!r}")
+    return bases
 
 
-def tuned(client: httpx.Client | httpx.AsyncClient) -> _Urls:
+def client_options(bases: Sequence[str], key: str, timeout: float,
+                   transport: object) -> dict[str, Any]:
+    """The keywords of the httpx client (sync or async) of the gateways at ``bases``."""
+    verify = next((v for v in (_verify(base, transport) for base in bases) if v is True),
+                  _verify(bases[0], transport))
+    return {"base_url": bases[0], "headers": _headers(key), "timeout": timeout,
+            "transport": transport, "verify": verify}
+
+
+def tuned(client: httpx.Client | httpx.AsyncClient, bases: Sequence[str]) -> list[_Urls]:
     """Give ``client`` the cookie jar that skips replies without cookies (when it has
-    httpx's own jar), and return its maker of absolute URLs."""
+    httpx's own jar), and return a maker of absolute URLs for each gateway."""
     if isinstance(getattr(client, "_cookies", None), httpx.Cookies):  # httpx's own
         client._cookies = _Cookies(client.cookies.jar)
-    return _Urls(client)
+    return [_Urls(httpx.URL(base)) for base in bases]
 
 
 class _Urls:
-    """The absolute URL of a request path, as httpx would merge it with the base URL
-    (``Client._merge_url``), without its two URL parses per request: the fixed paths
-    (submit, lease, batches) are made once, a path with an id parsed once."""
+    """The absolute URL of a request path on one gateway, as httpx would merge it with
+    a client's base URL (``Client._merge_url``), without its two URL parses per
+    request: the fixed paths (submit, lease, batches) are made once, a path with an id
+    parsed once."""
 
-    def __init__(self, client: httpx.Client | httpx.AsyncClient) -> None:
-        self.base = client.base_url
+    def __init__(self, base: httpx.URL) -> None:
+        if not base.raw_path.endswith(b"/"):  # as httpx keeps a base URL
+            base = base.copy_with(raw_path=base.raw_path + b"/")
+        self.base = base
         self.cache: dict[str, httpx.URL] = {}
 
-    def __call__(self, url: str) -> httpx.URL | str:
+    def __call__(self, url: str) -> httpx.URL:
         found = self.cache.get(url)
         if found is not None:
             return found
-        if not _SIMPLE_PATH.fullmatch(url):
-            return url  # httpx merges it
+        if not _SIMPLE_PATH.fullmatch(url):  # merged as httpx merges it
+            relative = httpx.URL(url)
+            if not relative.is_relative_url:
+                return relative
+            return self.base.copy_with(raw_path=self.base.raw_path
+                                       + relative.raw_path.lstrip(b"/"))
         merged = self.base.copy_with(raw_path=self.base.raw_path + url[1:].encode("ascii"))
         if url.count("/") <= 3 and len(self.cache) < _MAX_CACHED_URLS:  # no per-job ids
             self.cache[url] = merged
         return merged
+
+
+def gateway_failed(error: Exception) -> bool:
+    """A failure of the gateway rather than an answer about the request: the next try
+    goes to another gateway, when there are several."""
+    if isinstance(error, httpx.TransportError):
+        return True
+    return isinstance(error, LeasegateError) and error.status in (502, 503, 504)
 
 
 def retryable(error: LeasegateError) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -46,7 +46,7 @@ class AsyncClientBase(AsyncHTTPOwner):
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         key: str,
         *,
         timeout: float = DEFAULT_TIMEOUT,

@@ -19,7 +19,8 @@ async def read_events(http: AsyncHTTP, cursor: Cursor) -> AsyncGenerator[Event, 
     timeout = httpx.Timeout(http.timeout, read=READ_TIMEOUT)
     while True:
         try:
-            async with http.client.stream("GET", "/v1/events", params=cursor.params,
+            async with http.client.stream("GET", http.base_url.join("v1/events"),
+                                          params=cursor.params,
                                           headers=cursor.headers(),
                                           timeout=timeout) as response:
                 if response.status_code >= 400:
@@ -38,4 +39,5 @@ async def read_events(http: AsyncHTTP, cursor: Cursor) -> AsyncGenerator[Event, 
                 raise
             failures += 1
             delay = next_delay(error, failures, http.retry, forever=True, what="GET /v1/events")
+            http.fail_over(error)
         await sleep(delay)

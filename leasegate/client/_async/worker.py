@@ -114,7 +114,7 @@ class AsyncWorker(_WorkerBase, AsyncHTTPOwner):
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         key: str,
         worker_id: str,
         *,

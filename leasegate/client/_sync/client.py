@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -47,7 +47,7 @@ class ClientBase(SyncHTTPOwner):
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         key: str,
         *,
         timeout: float = DEFAULT_TIMEOUT,

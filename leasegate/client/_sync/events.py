@@ -20,7 +20,8 @@ def read_events(http: SyncHTTP, cursor: Cursor) -> Generator[Event, None]:
     timeout = httpx.Timeout(http.timeout, read=READ_TIMEOUT)
     while True:
         try:
-            with http.client.stream("GET", "/v1/events", params=cursor.params,
+            with http.client.stream("GET", http.base_url.join("v1/events"),
+                                          params=cursor.params,
                                           headers=cursor.headers(),
                                           timeout=timeout) as response:
                 if response.status_code >= 400:
@@ -39,4 +40,5 @@ def read_events(http: SyncHTTP, cursor: Cursor) -> Generator[Event, None]:
                 raise
             failures += 1
             delay = next_delay(error, failures, http.retry, forever=True, what="GET /v1/events")
+            http.fail_over(error)
         sleep(delay)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self, TypedDict, Unpack
@@ -17,6 +19,8 @@ from leasegate.client._http import (
     client_options,
     decode,
     encode_json,
+    gateway_failed,
+    gateways,
     next_delay,
     server_time,
     tuned,
@@ -35,12 +39,17 @@ class CallOptions(TypedDict, total=False):
     pause: Sleep
 
 
+log = logging.getLogger("leasegate.client")
+
+
 class SyncHTTP:
-    """An httpx client with the gateway's key, answers decoded, retries done."""
+    """An httpx client with the gateway's key, answers decoded, retries done. Given
+    several gateways (of one database), a try that finds its gateway failing (no
+    connection, a timeout, a 502-504) is followed by a try on the next one."""
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         key: str,
         *,
         timeout: float,
@@ -49,8 +58,23 @@ class SyncHTTP:
     ) -> None:
         self.timeout = timeout
         self.retry = retry
-        self.client = httpx.Client(**client_options(base_url, key, timeout, transport))
-        self._url = tuned(self.client)
+        bases = gateways(base_url)
+        self.client = httpx.Client(**client_options(bases, key, timeout, transport))
+        self._gateways = tuned(self.client, bases)
+        self._at = 0  # the gateway calls go to, until it fails
+
+    @property
+    def base_url(self) -> httpx.URL:
+        """The gateway calls go to now."""
+        return self._gateways[self._at].base
+
+    def fail_over(self, error: Exception) -> None:
+        """After ``error``, send the next try to the next gateway if the one tried failed
+        (and there is another)."""
+        if len(self._gateways) > 1 and gateway_failed(error):
+            failed = self.base_url
+            self._at = (self._at + 1) % len(self._gateways)
+            log.warning("gateway %s failed (%r); trying %s", failed, error, self.base_url)
 
     def call(self, method: str, url: str, **options: Unpack[CallOptions]) -> Any:
         """Send one request (again, with the same body, while that is safe)."""
@@ -72,7 +96,6 @@ class SyncHTTP:
         """:meth:`call`, and the gateway's clock when it answered (see ``server_time``).
         ``pause`` sleeps between tries (a worker's ends early when it is stopped)."""
         retry = self.retry if attempts is None else replace(self.retry, attempts=attempts)
-        absolute = self._url(url)
         # Encoded once: every retry sends the same bytes.
         content = None if json is None else encode_json(json)
         headers = None if json is None else JSON_HEADERS
@@ -80,13 +103,14 @@ class SyncHTTP:
         while True:
             try:
                 response = self.client.request(
-                    method, absolute, content=content, headers=headers, params=params,
-                    timeout=self.timeout + extra_timeout,
+                    method, self._gateways[self._at](url), content=content, headers=headers,
+                    params=params, timeout=self.timeout + extra_timeout,
                 )
                 return decode(response), server_time(response)
             except (httpx.TransportError, LeasegateError) as error:
                 failures += 1
                 delay = next_delay(error, failures, retry, forever=forever, what=f"{method} {url}")
+                self.fail_over(error)
             pause(delay)
 
     def close(self) -> None:

@@ -115,7 +115,7 @@ class Worker(_WorkerBase, SyncHTTPOwner):
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         key: str,
         worker_id: str,
         *,
