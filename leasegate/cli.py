@@ -1,4 +1,16 @@
-"""The leasegate command: serve the gateway, create keys, back up and restore the database.
+"""The leasegate command: serve the gateway; look at and act on its tasks, queries,
+sites and workers; manage keys; back up and restore the database.
+
+  leasegate serve                     serve the gateway (the SQLite file in ./var)
+  leasegate tasks|queries list|show   look at jobs (a table, or --json)
+  leasegate tasks cancel|pause|resume|reclaim|retry|redrive, queries retry|redrive
+  leasegate sites list|pause|resume|throttle
+  leasegate workers                   the workers seen, what they serve and hold
+  leasegate keys create|list|revoke   API keys
+  leasegate backup|restore            a consistent copy of the database, and back
+
+Commands on a running gateway take --url (default $LEASEGATE_URL or
+http://127.0.0.1:8470) and --key (default $LEASEGATE_ADMIN_KEY, an admin key).
 
 Every command that opens the database takes --database URL (or the environment's
 LEASEGATE_DATABASE_URL) for a PostgreSQL database; without, the SQLite file in --data.

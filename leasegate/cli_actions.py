@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
-from leasegate.cli_table import gateway_options, path_id, print_json, table
+from leasegate.cli_table import gateway_options, path_id, print_json, table, when
 
 SITE_COLUMNS = (("site", "SITE"), ("paused", "PAUSED"), ("rate", "RATE"),
                 ("queued_tasks", "TASKS"), ("queued_queries", "QUERIES"), ("reason", "REASON"))
@@ -34,6 +34,20 @@ Groups = Callable[[str, str], Subcommands]
 
 class Refused(Exception):
     """The gateway answered with an error, or could not be reached."""
+
+    status = FAILED
+
+
+class BadArguments(Refused):
+    """Arguments that would be refused, refused before asking (exit status 2)."""
+
+    status = USAGE_ERROR
+
+
+def _command(group: Subcommands, name: str, doc: str) -> argparse.ArgumentParser:
+    """A command on a running gateway, its ``--help`` opening with ``doc``."""
+    return gateway_options(group.add_parser(name, help=doc,
+                                            description=doc[0].upper() + doc[1:] + "."))
 
 
 def _reason(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -56,12 +70,13 @@ def _task_commands(tasks: Subcommands) -> None:
                         ("pause", "pause a batch task (queued: now; running: at its "
                                   "next checkpoint)"),
                         ("resume", "resume a paused task (back to the queue)")):
-        control = gateway_options(tasks.add_parser(action, help=doc))
+        control = _command(tasks, action, doc)
         control.add_argument("task_id")
         _reason(control, required=False)
         control.set_defaults(handler=lambda a, action=action: _post(
             a, f"/v1/tasks/{path_id(a.task_id)}/{action}", _maybe_reason(a), _job))
-    reclaim = gateway_options(tasks.add_parser("reclaim", help="resolve a stale task"))
+    reclaim = _command(tasks, "reclaim", "resolve a stale task: requeue it, or record how it "
+                                         "ended (succeeded or failed) as you found out")
     reclaim.add_argument("task_id")
     reclaim.add_argument("--action", required=True, choices=("requeue", "succeeded", "failed"))
     _reason(reclaim)
@@ -73,14 +88,16 @@ def _task_commands(tasks: Subcommands) -> None:
 
 def _retry_commands(parser_group: Subcommands, name: str, noun: str) -> None:
     """A channel's retry of one job, and its redrive of many."""
-    retry = gateway_options(parser_group.add_parser(
-        "retry", help=f"retry a failed or expired {noun} as a new attempt"))
+    retry = _command(parser_group, "retry",
+                     f"retry a failed or expired {noun} as a new attempt (its history and "
+                     "errors are kept)")
     retry.add_argument("job_id", metavar=f"{noun}_id")
     _reason(retry)
     retry.set_defaults(handler=lambda a: _post(
         a, f"/v1/{name}/{path_id(a.job_id)}/retry", {"reason": a.reason}, _job))
-    redrive = gateway_options(parser_group.add_parser(
-        "redrive", help=f"retry every {noun} of a status that the filters match"))
+    redrive = _command(parser_group, "redrive",
+                       f"retry every {noun} of a status that the filters match (try "
+                       "--dry-run first: it counts them)")
     redrive.add_argument("--status", required=True,
                          choices=("failed", "expired", "canceled") if noun == "task"
                          else ("failed", "expired"))
@@ -98,24 +115,24 @@ def _retry_commands(parser_group: Subcommands, name: str, noun: str) -> None:
 
 
 def _site_commands(sites: Subcommands) -> None:
-    listing = gateway_options(sites.add_parser("list", help="paused, throttled and busy sites"))
+    listing = _command(sites, "list", "paused, throttled and busy sites")
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--offset", type=int, default=0)
     listing.set_defaults(handler=_list_sites)
     for action, doc in (("pause", "lease nothing of a site (its work still queues)"),
                         ("resume", "lease a paused site's work again")):
-        parser = gateway_options(sites.add_parser(action, help=doc))
+        parser = _command(sites, action, doc)
         parser.add_argument("site")
         _reason(parser)
         parser.set_defaults(handler=lambda a, action=action: _post(
             a, f"/v1/sites/{path_id(a.site)}/{action}", {"reason": a.reason}, _site))
-    throttle = gateway_options(sites.add_parser(
-        "throttle", help="at most N leases a second of a site's jobs"))
+    throttle = _command(sites, "throttle", "at most N leases a second of a site's jobs, "
+                                           "across every worker (--off lifts it)")
     throttle.add_argument("site")
     rate = throttle.add_mutually_exclusive_group(required=True)
     rate.add_argument("--rate", type=float, help="leases a second (> 0)")
     rate.add_argument("--off", action="store_true", help="lift the throttle")
-    throttle.set_defaults(handler=lambda a: _send(
+    throttle.set_defaults(handler=lambda a: _throttled(a) and _send(
         a, "PUT", f"/v1/sites/{path_id(a.site)}/throttle",
         {"leases_per_second": None if a.off else a.rate}, _site))
 
@@ -130,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         code: int = args.handler(args)
     except Refused as exc:
         print(f"leasegate: {exc}", file=sys.stderr)
-        return FAILED
+        return exc.status
     return code
 
 
@@ -199,6 +216,14 @@ def _reclaim_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def _throttled(args: argparse.Namespace) -> bool:
+    """True, or raise: the flag named where the API would name its field."""
+    if args.rate is not None and not args.rate > 0:  # also NaN
+        raise BadArguments(f"--rate must be more than 0 leases a second (got {args.rate:g}); "
+                      "--off lifts the throttle")
+    return True
+
+
 def _list_sites(args: argparse.Namespace) -> int:
     reply = _request(args, "GET", "/v1/sites", params={"limit": args.limit,
                                                         "offset": args.offset})
@@ -216,7 +241,7 @@ def _job(job: dict[str, Any]) -> None:
     job_id = job.get("task_id") or job.get("query_id")
     error = job.get("error") or {}
     rows = [("status", job["status"]), ("site", job["site"]), ("kind", job["kind"]),
-            ("attempts", job["attempts"]), ("updated", job["updated_at"])]
+            ("attempts", job["attempts"]), ("updated", when(job["updated_at"]))]
     if error:
         rows.append(("error", error.get("message")))
     print(f"{'task' if 'task_id' in job else 'query'} {job_id}")

@@ -37,6 +37,8 @@ TASK_COLUMNS = (("task_id", "TASK"), ("status", "STATUS"), ("kind", "KIND"), ("s
 QUERY_COLUMNS = (("query_id", "QUERY"), ("status", "STATUS"), ("kind", "KIND"),
                  ("site", "SITE"), ("tenant", "TENANT"), ("lease_owner", "WORKER"),
                  ("attempts", "ATTEMPTS"), ("created_at", "CREATED"))
+WORKER_COLUMNS = (("worker_id", "WORKER"), ("state", "STATE"), ("last_seen_at", "LAST SEEN"),
+                  ("sites", "SITES"), ("tasks", "TASKS"))
 KEY_COLUMNS = (("key_id", "KEY"), ("role", "ROLE"), ("name", "NAME"), ("tenant", "TENANT"),
                ("sites", "SITES"), ("created_at", "CREATED"), ("revoked_at", "REVOKED"))
 
@@ -88,6 +90,15 @@ def add_commands(commands: Any, data_options: Callable[[argparse.ArgumentParser]
         show.add_argument("job_id", metavar="ID", help=f"the {noun}'s id")
         gateway_options(show)
         show.set_defaults(run=_shower(channel))
+    workers = commands.add_parser(
+        "workers", help="the workers seen, what they serve and the tasks they hold",
+        description="List the workers the gateway has seen (GET /v1/workers): online or "
+                    "offline, when last seen, the sites they serve (every site: all) and "
+                    "the tasks they hold.")
+    workers.add_argument("--limit", type=int, default=50, help="at most (1-500, default 50)")
+    workers.add_argument("--offset", type=int, default=0, help="skip this many (default 0)")
+    gateway_options(workers)
+    workers.set_defaults(run=_list_workers)
     keys = subcommands(commands, "keys", "manage API keys")
     listing = keys.add_parser("list", help="every key, newest first (no secrets)",
                               description="List the keys in the database (server running "
@@ -142,6 +153,8 @@ def _lister(channel: str, columns: Sequence[tuple[str, str]]
         if args.json:
             print_json(page)
             return 0
+        if channel == "tasks" and args.status is None:
+            _stale_first(args, params, columns)
         table(page["items"], columns)
         shown = len(page["items"])
         first = page["offset"] + 1 if shown else page["offset"]
@@ -155,6 +168,30 @@ def _lister(channel: str, columns: Sequence[tuple[str, str]]
     return run
 
 
+def _stale_first(args: argparse.Namespace, params: dict[str, Any],
+                 columns: Sequence[tuple[str, str]]) -> None:
+    """Above a list of every status, the stale tasks the other filters match: each waits
+    for an operator (``leasegate tasks reclaim``), whatever page the list is at."""
+    stale = _get(args, "/v1/tasks", {**params, "status": "stale", "offset": 0})
+    if stale["total"]:
+        print(f"{stale['total']} stale, waiting for an operator (leasegate tasks reclaim "
+              "ID --action ...):")
+        table(stale["items"], columns)
+        print()
+
+
+def _list_workers(args: argparse.Namespace) -> int:
+    page = _get(args, "/v1/workers", {"limit": args.limit, "offset": args.offset})
+    if args.json:
+        print_json(page)
+        return 0
+    table([{**w, "sites": ",".join(w["sites"]) if w.get("sites") else "(all)",
+            "tasks": " ".join(w["task_ids"]) or "-"} for w in page["items"]], WORKER_COLUMNS)
+    online = sum(1 for w in page["items"] if w["state"] == "online")
+    print(f"{len(page['items'])} of {page['total']} workers, {online} online")
+    return 0
+
+
 def _shower(channel: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         job = _get(args, f"/v1/{channel}/{path_id(args.job_id)}")
@@ -162,9 +199,24 @@ def _shower(channel: str) -> Callable[[argparse.Namespace], int]:
             print_json(job)
             return 0
         _print_job(job)
+        history = _get(args, f"/v1/{channel}/{path_id(args.job_id)}/events")
+        _print_history(history["items"])
         return 0
 
     return run
+
+
+def _print_history(events: Sequence[dict[str, Any]]) -> None:
+    """The job's history, oldest first: when, what happened, the status it left, and
+    who and why for an operator's action."""
+    print("history:")
+    for event in events:
+        detail = event.get("detail") or {}
+        said = ", ".join(f"{name}={detail[name]}" for name in ("by", "reason", "worker_id",
+                                                                "attempt")
+                         if detail.get(name) is not None)
+        print(f"  {when(event['at'])}  {event['kind']:<10} {event['status']:<10} {said}"
+              .rstrip())
 
 
 def _print_job(job: dict[str, Any]) -> None:

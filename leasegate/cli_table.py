@@ -39,10 +39,11 @@ def path_id(name: str) -> str:
 
 
 def when(value: Any) -> str:
-    """An API timestamp as a table shows it: ``2026-11-30 08:00:00`` (UTC)."""
+    """An API timestamp as every command shows it: ``2026-11-30 08:00:00 UTC`` (the
+    console's format too)."""
     if not isinstance(value, str):
         return "" if value is None else str(value)
-    return value.replace("T", " ").removesuffix("Z")
+    return value.replace("T", " ").removesuffix("Z") + " UTC"
 
 
 def _cell(name: str, value: Any) -> str:

@@ -184,8 +184,8 @@ def test_sites(gateway: served.Served, capsys: pytest.CaptureFixture[str]) -> No
     assert out.splitlines()[1].split()[:3] == ["site-a", "-", "2.5/s"]
     assert cli_json(gateway, capsys, "sites", "throttle", "site-a", "--off")[
         "leases_per_second"] is None
-    assert "400" in cli(gateway, capsys, "sites", "throttle", "site-a", "--rate", "0",
-                        status=1)
+    refused = cli(gateway, capsys, "sites", "throttle", "site-a", "--rate", "0", status=2)
+    assert "--rate must be more than 0" in refused
 
 
 def test_without_a_key_or_a_gateway(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from tests.test_cli import run_cli
 
 @pytest.fixture(scope="module")
 def served_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    served = start(tmp_path_factory.mktemp("inspect") / "var")
+    # A started task whose worker goes quiet turns stale 1 s after its start.
+    served = start(tmp_path_factory.mktemp("inspect") / "var", {"LEASEGATE_TASK_LEASE_TTL": "1"})
     try:
         client, worker = served.client("client"), served.client("worker")
         for task_id, params in (("bulk-0", {"iban": "DE44"}), ("bulk-1", {"iban": "FR76"}),
@@ -86,6 +88,71 @@ def test_tasks_show_as_text_and_as_json(served_gateway: Served,
     assert '"iban":' in out
     status, out = cli(capsys, served_gateway, "tasks", "show", failed, "--json")
     assert status == 0 and json.loads(out)["error"]["type"] == "bank.Locked"
+
+
+def test_tasks_show_ends_with_the_history(served_gateway: Served,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = cli(capsys, served_gateway, "tasks", "show", served_gateway.env["failed"])
+    assert status == 0
+    history = out[out.index("history:\n"):].splitlines()[1:]
+    assert [line.split()[4] for line in history] == ["queued", "leased", "running", "failed"]
+    assert history[0].split()[3] == "submitted" and "worker_id=desk-1" in history[-1]
+    assert all(line.split()[2] == "UTC" for line in history)  # the zone, as everywhere
+
+
+def test_tasks_list_puts_stale_tasks_first(served_gateway: Served,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    client, worker = served_gateway.client("client"), served_gateway.client("worker")
+    assert client.post("/v1/tasks", json={"task_id": "stuck", "site": "mint", "kind": "k",
+                                          "params": {}}).status_code == 201
+    [lease] = worker.post("/v1/tasks/lease", json={
+        "worker_id": "desk-2", "wait_seconds": 0, "sites": ["mint"]}).json()["items"]
+    fence = {"worker_id": "desk-2", "lease_token": lease["lease_token"]}
+    assert worker.post("/v1/tasks/stuck/start", json=fence).status_code == 200
+    for _ in range(100):  # its lease (1 s) lapses: stale
+        if client.get("/v1/tasks/stuck").json()["status"] == "stale":
+            break
+        time.sleep(0.1)
+    status, out = cli(capsys, served_gateway, "tasks", "list")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("1 stale, waiting for an operator")
+    assert lines[2].split()[:2] == ["stuck", "stale"]
+    status, out = cli(capsys, served_gateway, "tasks", "list", "--site", "bank")
+    assert status == 0 and "stale" not in out  # the filters hold for the stale part too
+
+
+def test_workers_lists_what_each_worker_holds(served_gateway: Served,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = cli(capsys, served_gateway, "workers")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["WORKER", "STATE", "LAST", "SEEN", "SITES", "TASKS"]
+    assert any(line.split()[0] == "desk-1" for line in lines[1:-1])
+    assert lines[-1].endswith("online") and "workers" in lines[-1]
+    status, out = cli(capsys, served_gateway, "workers", "--json")
+    assert status == 0 and "desk-1" in {w["worker_id"] for w in json.loads(out)["items"]}
+
+
+def test_help_names_every_command_and_each_action_says_what_it_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("serve", "tasks", "queries", "sites", "workers", "keys", "backup",
+                    "restore"):
+        assert command in out.split("positional arguments:")[0], command
+    with pytest.raises(SystemExit):
+        main(["tasks", "retry", "--help"])
+    out = capsys.readouterr().out
+    assert "Retry a failed or expired task as a new attempt" in out
+
+
+def test_a_throttle_of_zero_names_the_flag(served_gateway: Served,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    status, err = cli(capsys, served_gateway, "sites", "throttle", "shop", "--rate", "0")
+    assert status == 2 and "--rate must be more than 0" in err and "--off" in err
+    assert "leases_per_second" not in err
 
 
 def test_queries_list_and_show(served_gateway: Served, capsys: pytest.CaptureFixture[str]) -> None:
