@@ -84,6 +84,21 @@ def _task_commands(tasks: Subcommands) -> None:
     reclaim.add_argument("--cost", type=int, default=None, help="what was delivered")
     reclaim.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{path_id(a.task_id)}/reclaim",
                                                  _reclaim_body(a), _job))
+    bulk = _command(tasks, "reclaim-stale", "resolve every stale task the filters match "
+                                            "with one outcome (try --dry-run first: it "
+                                            "counts them)")
+    bulk.add_argument("--action", required=True, choices=("requeue", "succeeded", "failed"))
+    _reason(bulk)
+    for option in ("site", "account"):
+        bulk.add_argument(f"--{option}", default=None, help=f"only this {option}")
+    bulk.add_argument("--since", default=None, help="went stale at or after (RFC 3339)")
+    bulk.add_argument("--until", default=None, help="went stale before (RFC 3339)")
+    bulk.add_argument("--limit", type=int, default=1000,
+                      help="the first this many to go stale (1-10000, default %(default)s)")
+    bulk.add_argument("--dry-run", action="store_true",
+                      help="count what would be reclaimed, reclaim nothing")
+    bulk.set_defaults(handler=lambda a: _post(a, "/v1/tasks/reclaim", _bulk_reclaim_body(a),
+                                              _reclaimed))
 
 
 def _retry_commands(parser_group: Subcommands, name: str, noun: str) -> None:
@@ -204,6 +219,15 @@ def _redrive_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def _bulk_reclaim_body(args: argparse.Namespace) -> dict[str, Any]:
+    body = {"reason": args.reason, "action": args.action, "limit": args.limit,
+            "dry_run": args.dry_run}
+    for name in ("site", "account", "since", "until"):
+        if getattr(args, name) is not None:
+            body[name] = getattr(args, name)
+    return body
+
+
 def _reclaim_body(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {"action": args.action, "reason": args.reason}
     if args.result is not None:
@@ -254,6 +278,13 @@ def _redriven(reply: dict[str, Any]) -> None:
         print(f"matched {reply['matched']}, requeued 0 (a dry run changes nothing)")
     else:
         print(f"matched {reply['matched']}, requeued {reply['requeued']}")
+
+
+def _reclaimed(reply: dict[str, Any]) -> None:
+    if reply["reclaimed"] == 0 and reply["matched"]:
+        print(f"matched {reply['matched']} stale, reclaimed 0 (a dry run changes nothing)")
+    else:
+        print(f"matched {reply['matched']} stale, reclaimed {reply['reclaimed']}")
 
 
 def _site_row(site: dict[str, Any]) -> dict[str, Any]:

@@ -196,3 +196,24 @@ def test_without_a_key_or_a_gateway(tmp_path: Path, capsys: pytest.CaptureFixtur
     port = served.free_port()
     assert main(["sites", "list", "--url", f"http://127.0.0.1:{port}", "--key", "k"]) == 1
     assert capsys.readouterr().err.startswith(f"leasegate: cannot reach http://127.0.0.1:{port}")
+
+
+def test_reclaim_stale_previews_then_resolves(gateway: served.Served,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    submit(gateway, "st-1", site="lapsing")
+    [item] = lease(gateway, sites=["lapsing"])
+    with gateway.client("worker") as c:
+        assert c.post("/v1/tasks/st-1/start", json={
+            "worker_id": "w1", "lease_token": item["lease_token"]}).status_code == 200
+    with gateway.client("admin") as c:
+        for _ in range(100):  # its lease (1 s) lapses: stale
+            if c.get("/v1/tasks/st-1").json()["status"] == "stale":
+                break
+            time.sleep(0.1)
+    out = cli(gateway, capsys, "tasks", "reclaim-stale", "--action", "requeue", "--reason",
+              "checked", "--site", "lapsing", "--dry-run")
+    assert out.strip() == "matched 1 stale, reclaimed 0 (a dry run changes nothing)"
+    assert cli_json(gateway, capsys, "tasks", "reclaim-stale", "--action", "failed",
+                    "--reason", "checked", "--site", "lapsing") == {"matched": 1, "reclaimed": 1}
+    with gateway.client("admin") as c:
+        assert c.get("/v1/tasks/st-1").json()["status"] == "failed"

@@ -700,6 +700,42 @@ async def make_stale(gw: Gateway, task_id: str = "order-1") -> Json:
     return item
 
 
+async def test_bulk_reclaim_previews_then_resolves_the_matching_stale_tasks(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    """POST /v1/tasks/reclaim: every stale task the filters match, the first to have gone
+    stale first, with one outcome and one reason; a dry run counts them only."""
+    for n, (site, account) in enumerate((("shop", "a0"), ("shop", "a1"), ("shop", "a2"),
+                                         ("mall", "a0"))):
+        await running(gateway, f"s{n}", site=site, account=account)
+        await trio.sleep(1)  # they go stale a second apart: s0 first
+    await trio.sleep(120)
+    body = {"reason": "the site shows no orders", "action": "failed", "site": "shop"}
+    status, reply = await gateway.call("POST", "/v1/tasks/reclaim", "admin",
+                                       json={**body, "dry_run": True})
+    assert (status, reply) == (200, {"matched": 3, "reclaimed": 0})
+    assert [(await get(gateway, f"s{n}", "t1"))["status"] for n in range(4)] == ["stale"] * 4
+    status, reply = await gateway.call("POST", "/v1/tasks/reclaim", "admin",
+                                       json={**body, "limit": 2})
+    assert (status, reply) == (200, {"matched": 3, "reclaimed": 2})
+    assert [(await get(gateway, f"s{n}", "t1"))["status"] for n in range(4)] == [
+        "failed", "failed", "stale", "stale"]
+    reclaimed = await get(gateway, "s0", "t1")
+    assert reclaimed["reclaim"]["reason"] == "the site shows no orders"
+    assert reclaimed["reclaim"]["action"] == "failed"
+    status, reply = await gateway.call("POST", "/v1/tasks/reclaim", "admin", json={
+        "reason": "one by one", "action": "requeue", "account": "a0"})
+    assert (status, reply) == (200, {"matched": 1, "reclaimed": 1})  # s3 (mall); s0 is done
+    assert (await get(gateway, "s3", "t1"))["status"] == "queued"
+    for bad in ({"action": "failed"}, {"reason": "x", "action": "retry"},
+                {"reason": "x", "action": "failed", "limit": 0},
+                {"reason": "x", "action": "failed", "since": "yesterday"}):
+        status, reply = await gateway.call("POST", "/v1/tasks/reclaim", "admin", json=bad)
+        assert_error(status, reply, 400, 4000)
+    status, reply = await gateway.call("POST", "/v1/tasks/reclaim", "worker", json=body)
+    assert_error(status, reply, 403, 4030)
+    assert (await get(gateway, "s2", "t1"))["status"] == "stale"  # refusals change nothing
+
+
 async def test_a_lapsed_lease_makes_the_task_stale_and_reclaim_requeues_it(
         gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
     item = await make_stale(gateway)

@@ -47,6 +47,25 @@ class QueryRedriveBody(RedriveBody):
     status: Literal["failed", "expired"]
 
 
+class BulkReclaimBody(Strict):
+    """Resolve every stale task the filters match (``since`` and ``until``: when they
+    went stale), the first ``limit`` to have gone stale, with one outcome for all."""
+
+    reason: Reason
+    action: Literal["requeue", "succeeded", "failed"]
+    site: Id | None = None
+    account: Id | None = None
+    since: DateTime | None = None
+    until: DateTime | None = None
+    dry_run: StrictBool = False
+    limit: Annotated[StrictInt, Field(ge=1, le=MAX_REDRIVE)] = 1000
+
+
+class Reclaimed(BaseModel):
+    matched: int
+    reclaimed: int
+
+
 class Redriven(BaseModel):
     matched: int
     requeued: int

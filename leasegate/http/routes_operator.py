@@ -13,15 +13,24 @@ from quart_schema import document_response
 from leasegate.actors.jobs.operator import OperatorActions
 from leasegate.actors.keys.views import Principal
 from leasegate.actors.queue.retry import Redrive
+from leasegate.actors.runtime.batches import MAX_BATCH
+from leasegate.actors.tasks.control import (
+    FindStaleTasks,
+    ReclaimTask,
+    ReclaimTasks,
+    StaleReclaimed,
+)
 from leasegate.actors.tasks.operator import SiteAction
-from leasegate.errors import InvalidRequest
+from leasegate.errors import InvalidRequest, LeasegateError
 from leasegate.http.auth import allow, require
 from leasegate.http.context import system
 from leasegate.http.models import ListArgs, page
 from leasegate.http.models_operator import (
+    BulkReclaimBody,
     CancelBody,
     QueryRedriveBody,
     ReasonBody,
+    Reclaimed,
     RedriveBody,
     Redriven,
     SiteObject,
@@ -109,6 +118,31 @@ def _redrive_route(channel: str, body: type[RedriveBody]) -> None:
 
 _redrive_route("tasks", RedriveBody)
 _redrive_route("queries", QueryRedriveBody)
+
+
+@bp.post("/v1/tasks/reclaim")
+@allow("admin")
+@validate_request(BulkReclaimBody)
+@document_response(Reclaimed)
+async def reclaim_tasks(data: BulkReclaimBody) -> Any:
+    """Resolve every stale task the filters match (the first ``limit`` to have gone
+    stale) with one outcome: requeue, succeeded or failed, with a reason; ``dry_run``:
+    count them only. Each is reclaimed on its own, as one reclaim would be: a task that
+    is no longer stale is skipped."""
+    by = operator()
+    tasks = system().jobs.tasks.queue
+    found = await tasks.ask(FindStaleTasks(
+        data.site, data.account, data.since.timestamp() if data.since else None,
+        data.until.timestamp() if data.until else None, data.limit))
+    reclaimed = 0
+    if not data.dry_run:
+        ids = found.task_ids
+        for start in range(0, len(ids), MAX_BATCH):
+            replies = await tasks.ask(ReclaimTasks(tuple(
+                ReclaimTask(task_id, data.action, data.reason, by=by)
+                for task_id in ids[start:start + MAX_BATCH])))
+            reclaimed += sum(not isinstance(reply, LeasegateError) for reply in replies)
+    return to_json(StaleReclaimed(found.matched, reclaimed))
 
 
 @bp.get("/v1/sites")

@@ -76,6 +76,32 @@ def redrive_candidates(conn: Connection, channel: str, status: str,
     return matched, rows
 
 
+def stale_candidates(conn: Connection, site: str | None, account: str | None,
+                     since: float | None, until: float | None,
+                     limit: int) -> tuple[int, list[str]]:
+    """``(matched, ids)``: how many stale tasks match (``site``, ``account``: None is
+    any; ``since``/``until``: when they went stale), and the ids of the ``limit`` that
+    went stale first."""
+    where: list[str] = ["status = 'stale'"]
+    args: list[Any] = []
+    for column, value in (("site", site), ("account", account)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    if since is not None:
+        where.append("updated_at >= ?")
+        args.append(since)
+    if until is not None:
+        where.append("updated_at < ?")
+        args.append(until)
+    clause = " AND ".join(where)
+    matched = int(conn.execute(f"SELECT count(*) FROM tasks WHERE {clause}",
+                               args).fetchone()[0])
+    rows = conn.execute(f"SELECT task_id FROM tasks WHERE {clause} "
+                        "ORDER BY updated_at, task_id LIMIT ?", [*args, limit]).fetchall()
+    return matched, [row["task_id"] for row in rows]
+
+
 # ---- sites ---------------------------------------------------------------------------
 
 def site_controls(conn: Connection) -> list[Row]:

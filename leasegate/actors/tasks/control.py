@@ -20,10 +20,13 @@ from leasegate.actors.checks import (
     check_id,
     check_int,
     check_json,
+    check_number,
     check_text,
 )
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queue.leases import new_work
+from leasegate.actors.queue.retry import MAX_REDRIVE
+from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
@@ -31,6 +34,7 @@ from leasegate.actors.tasks.views import TaskView, task_view
 from leasegate.actors.views import JSONValue
 from leasegate.errors import InvalidRequest, StateConflict
 from leasegate.logs import escape
+from leasegate.storage import operator_sql
 from leasegate.storage import tasks_sql as sql
 from leasegate.storage.engine import Row
 
@@ -182,3 +186,58 @@ def reclaim(turn: TaskTurn, m: ReclaimTask) -> TaskView:
     resolved = turn.current(m.task_id)
     turn.settle.ended(resolved)  # a stale task's hold is resolved now
     return task_view(resolved)
+
+
+@dataclass(frozen=True)
+class ReclaimTasks(Batch[Tasks, ReclaimTask, TaskView]):
+    """A bulk reclaim's (up to 100 a message), each on its own: a task that is no
+    longer stale is that item's 409, not the others'."""
+
+    item = ReclaimTask
+
+
+TASKS.each(ReclaimTasks, reclaim)
+
+
+@dataclass(frozen=True)
+class StaleTasks:
+    """What a bulk reclaim's filters match: how many, and the ids of the first ``limit``
+    to have gone stale."""
+
+    matched: int
+    task_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StaleReclaimed:
+    """A bulk reclaim's answer: the stale tasks matched, and those it resolved."""
+
+    matched: int
+    reclaimed: int
+
+
+@dataclass(frozen=True)
+class FindStaleTasks(Ask[Tasks, StaleTasks]):
+    """The stale tasks of ``site`` and ``account`` (None: any) that went stale at or
+    after ``since`` and before ``until`` (wall seconds; None: any), the first ``limit``
+    to have gone stale."""
+
+    site: str | None = None
+    account: str | None = None
+    since: float | None = None
+    until: float | None = None
+    limit: int = 1000
+
+    def check(self) -> None:
+        check_id("site", self.site, optional=True)
+        check_id("account", self.account, optional=True)
+        for name in ("since", "until"):
+            check_number(name, getattr(self, name), 0, 1e12, optional=True)
+        check_int("limit", self.limit, 1, MAX_REDRIVE)
+
+
+@TASKS.on(FindStaleTasks)
+def find_stale(turn: TaskTurn, m: FindStaleTasks) -> StaleTasks:
+    matched, ids = operator_sql.stale_candidates(turn.conn, m.site, m.account, m.since,
+                                                 m.until, m.limit)
+    return StaleTasks(matched, tuple(ids))
