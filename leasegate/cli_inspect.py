@@ -38,7 +38,7 @@ QUERY_COLUMNS = (("query_id", "QUERY"), ("status", "STATUS"), ("kind", "KIND"),
                  ("site", "SITE"), ("tenant", "TENANT"), ("lease_owner", "WORKER"),
                  ("attempts", "ATTEMPTS"), ("created_at", "CREATED"))
 WORKER_COLUMNS = (("worker_id", "WORKER"), ("state", "STATE"), ("last_seen_at", "LAST SEEN"),
-                  ("sites", "SITES"), ("tasks", "TASKS"))
+                  ("channels", "CHANNELS"), ("sites", "SITES"), ("tasks", "TASKS"))
 KEY_COLUMNS = (("key_id", "KEY"), ("role", "ROLE"), ("name", "NAME"), ("tenant", "TENANT"),
                ("sites", "SITES"), ("created_at", "CREATED"), ("revoked_at", "REVOKED"))
 
@@ -186,6 +186,7 @@ def _list_workers(args: argparse.Namespace) -> int:
         print_json(page)
         return 0
     table([{**w, "sites": ",".join(w["sites"]) if w.get("sites") else "(all)",
+            "channels": ",".join(w.get("channels", ())),
             "tasks": " ".join(w["task_ids"]) or "-"} for w in page["items"]], WORKER_COLUMNS)
     online = sum(1 for w in page["items"] if w["state"] == "online")
     print(f"{len(page['items'])} of {page['total']} workers, {online} online")

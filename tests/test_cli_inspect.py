@@ -127,7 +127,7 @@ def test_workers_lists_what_each_worker_holds(served_gateway: Served,
     status, out = cli(capsys, served_gateway, "workers")
     assert status == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["WORKER", "STATE", "LAST", "SEEN", "SITES", "TASKS"]
+    assert lines[0].split() == ["WORKER", "STATE", "LAST", "SEEN", "CHANNELS", "SITES", "TASKS"]
     assert any(line.split()[0] == "desk-1" for line in lines[1:-1])
     assert lines[-1].endswith("online") and "workers" in lines[-1]
     status, out = cli(capsys, served_gateway, "workers", "--json")

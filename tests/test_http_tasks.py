@@ -830,13 +830,34 @@ async def test_workers_are_listed_online_then_offline(
     await start(gateway, item)
     assert await workers(gateway) == {"w1": {
         "worker_id": "w1", "state": "online", "last_seen_at": "2026-11-30T08:00:02Z",
-        "task_ids": ["order-1"], "sites": ["shop"]}}
+        "task_ids": ["order-1"], "sites": ["shop"], "channels": ["tasks"]}}
     await trio.sleep(89)
     assert (await workers(gateway))["w1"]["state"] == "online"
     await trio.sleep(2)  # 91 s without contact
     assert await workers(gateway) == {"w1": {
         "worker_id": "w1", "state": "offline", "last_seen_at": "2026-11-30T08:00:02Z",
-        "task_ids": ["order-1"], "sites": ["shop"]}}
+        "task_ids": ["order-1"], "sites": ["shop"], "channels": ["tasks"]}}
+
+
+async def test_a_query_worker_is_seen_and_never_hides_a_dead_task_loop(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    """Query lease calls make a worker present too, with the sites they serve; a worker
+    seen only on queries does not serve the sites of queued tasks (/health)."""
+    status, reply = await call(gateway, "POST", "/v1/queries/lease", "worker",
+                               {"worker_id": "q1", "wait_seconds": 0, "sites": ["bank"]})
+    assert status == 200, reply
+    await trio.sleep(1)  # told to the task actor after the query actor's commit
+    assert await workers(gateway) == {"q1": {
+        "worker_id": "q1", "state": "online", "last_seen_at": "2026-11-30T08:00:00Z",
+        "task_ids": [], "sites": ["bank"], "channels": ["queries"]}}
+    await submit(gateway, task_id="order-1", site="bank")
+    assert (await health(gateway))["checks"]["sites_without_worker"] == 1
+    item = await lease_one(gateway, "q1", sites=["shop", "bank"])
+    await trio.sleep(1)
+    assert (await workers(gateway))["q1"] == {
+        "worker_id": "q1", "state": "online", "last_seen_at": "2026-11-30T08:00:01Z",
+        "task_ids": [item["task_id"]], "sites": ["bank", "shop"],
+        "channels": ["tasks", "queries"]}
 
 
 async def test_every_worker_call_is_a_heartbeat(
@@ -851,20 +872,6 @@ async def test_every_worker_call_is_a_heartbeat(
     seen = (await workers(gateway))["w1"]
     assert (seen["state"], seen["last_seen_at"], seen["task_ids"]) == (
         "online", "2026-11-30T08:02:40Z", [])
-
-
-async def test_query_activity_never_makes_a_worker_appear(gateway: Gateway) -> None:
-    status, _ = await gateway.call("POST", "/v1/queries", "t1", json={
-        "query_id": "q1", "site": "shop", "kind": "balance", "params": {}})
-    assert status == 201
-    status, leased = await gateway.call("POST", "/v1/queries/lease", "worker",
-                                        json={"worker_id": "qonly", "wait_seconds": 0})
-    [query] = leased["items"]
-    status, _ = await gateway.call("POST", "/v1/queries/q1/result", "worker", json={
-        "worker_id": "qonly", "lease_token": query["lease_token"], "outcome": "succeeded"})
-    assert status == 200
-    status, listed = await gateway.call("GET", "/v1/workers", "admin")
-    assert (status, listed["items"], listed["total"]) == (200, [], 0)
 
 
 async def test_health_names_sites_without_a_worker(gateway: Gateway) -> None:

@@ -155,7 +155,8 @@ class System:
         self.ledger_actor = open_ledger(self._database("ledger"), clock, settings, inbox=ledger,
                                         queues={"task": self.tasks, "query": self.queries})
         self.query_actor = open_queries(self._database("queries"), clock, settings, inbox=queries,
-                                        ledger=self.ledger, events=self.events)
+                                        ledger=self.ledger, events=self.events,
+                                        presence=self.tasks)
         self.task_actor = open_tasks(self._database("tasks"), clock, settings, self.artifacts,
                                      inbox=tasks, ledger=self.ledger, events=self.events)
         self.device_actor, self._forwarder = open_devices(

@@ -212,6 +212,7 @@ class WorkerObject(BaseModel):
     last_seen_at: Timestamp
     task_ids: list[str]
     sites: list[str] | None
+    channels: list[Literal["tasks", "queries"]]
 
 
 class WorkerPage(ListPage):

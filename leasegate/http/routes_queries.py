@@ -124,8 +124,8 @@ async def lease_queries(data: QueryLeaseBody) -> Any:
         lambda item, limit: _result_message(item.query_id, data.worker_id, sites, item, limit))
     return await lease_after_results("query", system().jobs.queries, LeaseQueries(
         worker_id=data.worker_id, sites=worker_sites(principal, data.sites), max=data.max,
-        request_id=data.request_id, wait=data.wait_seconds > 0), results,
-        LeaseQueriesAfterResults, data.wait_seconds, release_message)
+        request_id=data.request_id, wait=data.wait_seconds > 0, key_id=principal.key_id),
+        results, LeaseQueriesAfterResults, data.wait_seconds, release_message)
 
 
 @bp.post("/v1/queries/<query_id>/result")

@@ -14,11 +14,21 @@ from leasegate.storage.rows import marks
 # ambiguous beside excluded.x (SQLite runs both spellings as one); the larger of two
 # values is SQLite's two-argument max(), PostgreSQL's greatest().
 _SEEN = respelled(
-    "INSERT INTO workers (worker_id, first_seen_at, last_seen_at, sites, key_id) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET "
+    "INSERT INTO workers (worker_id, first_seen_at, last_seen_at, task_seen_at, sites, "
+    "key_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET "
     "last_seen_at = max(workers.last_seen_at, excluded.last_seen_at), "
+    "task_seen_at = max(coalesce(workers.task_seen_at, 0), excluded.task_seen_at), "
     "sites = CASE WHEN ? THEN excluded.sites ELSE workers.sites END, "
     "key_id = CASE WHEN ? THEN excluded.key_id ELSE workers.key_id END",
+    ("max(", "greatest("))
+# A sighting on the query channel (told by the query actor): its own time and sites.
+_SEEN_ON_QUERIES = respelled(
+    "INSERT INTO workers (worker_id, first_seen_at, last_seen_at, query_seen_at, "
+    "query_sites, key_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET "
+    "last_seen_at = max(workers.last_seen_at, excluded.last_seen_at), "
+    "query_seen_at = max(coalesce(workers.query_seen_at, 0), excluded.query_seen_at), "
+    "query_sites = CASE WHEN ? THEN excluded.query_sites ELSE workers.query_sites END, "
+    "key_id = coalesce(workers.key_id, excluded.key_id)",
     ("max(", "greatest("))
 _HOLDS_NO_TASK = ("NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.lease_owner = workers.worker_id "
                   f"AND {in_flight('tasks.status')})")
@@ -38,7 +48,13 @@ def seen(conn: Connection, worker_id: str, now: float, *, sites: str | None = No
          update_sites: bool = False, key_id: str | None = None) -> None:
     """Worker presence: upsert ``last_seen_at`` (and the sites filter and key of a lease
     call)."""
-    conn.execute(_SEEN, (worker_id, now, now, sites, key_id, update_sites, update_sites))
+    conn.execute(_SEEN, (worker_id, now, now, now, sites, key_id, update_sites, update_sites))
+
+
+def seen_on_queries(conn: Connection, worker_id: str, at: float, *, sites: str | None,
+                    update_sites: bool, key_id: str | None) -> None:
+    """A sighting on the query channel at ``at`` (and the sites a lease call serves)."""
+    conn.execute(_SEEN_ON_QUERIES, (worker_id, at, at, at, sites, key_id, update_sites))
 
 
 def known(conn: Connection, worker_id: str) -> bool:
@@ -75,9 +91,10 @@ def workers_page(conn: Connection, limit: int, offset: int) -> tuple[int,
 
 def online_workers(conn: Connection, offline_after: float,
                    now: float) -> list[Row]:
-    """Workers seen within ``offline_after`` (offline once ``now >= last_seen + after``)."""
+    """Workers seen on the task channel within ``offline_after`` (offline once
+    ``now >= task_seen_at + after``): a live query loop never hides a dead task loop."""
     return conn.execute(
-        "SELECT * FROM workers WHERE last_seen_at + ? > ?", (offline_after, now)
+        "SELECT * FROM workers WHERE task_seen_at + ? > ?", (offline_after, now)
     ).fetchall()
 
 

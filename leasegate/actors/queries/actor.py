@@ -7,8 +7,10 @@ from leasegate.actors.queries import deadlines, lease, operator, reads, results,
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QUERY_KIND, QueryTurn
 from leasegate.actors.queue.event_hub import EventHub
+from leasegate.actors.queue.leasing import TELL_PRESENCE_EVERY, PresenceTeller, SeenOnQueries
 from leasegate.actors.runtime.actor import Actor
 from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.turn import Receiver
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from leasegate.storage.database import Database
@@ -19,10 +21,14 @@ MODULES = (submit, reads, lease, results, deadlines, operator)
 
 def open_queries(db: Database, clock: Clock, settings: Settings, *,
                  inbox: Inbox[Queries] | None = None, ledger: LedgerRef | None = None,
-                 events: EventHub | None = None) -> Actor[Queries, QueryTurn]:
-    """The query actor on ``db`` (not running yet), settling holds with ``ledger`` and
-    streaming its events to ``events``."""
+                 events: EventHub | None = None,
+                 presence: Receiver[SeenOnQueries] | None = None) -> Actor[Queries, QueryTurn]:
+    """The query actor on ``db`` (not running yet), settling holds with ``ledger``,
+    streaming its events to ``events`` and telling ``presence`` (the task actor) of the
+    workers it sees."""
     turn = QueryTurn(QUERY_KIND, settings, ledger=ledger, events=events)
+    turn.presence = PresenceTeller(presence, min(TELL_PRESENCE_EVERY,
+                                                 settings.worker_offline_after / 3))
     actor = Actor("queries", inbox or Inbox(Queries), db, clock, turn, QUERIES,
                   error_log_window=settings.error_log_window)
     actor.add_job("purge_queries", settings.housekeeping_interval, deadlines.purge)

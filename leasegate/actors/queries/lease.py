@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from leasegate.actors.checks import check_id
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.results import REPORTING, QueryResult
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
@@ -47,10 +48,17 @@ release_message = give_back_with(ReleaseQueryLeases)
 class LeaseQueries(LeaseCall[Queries, QueryLease]):
     """Up to ``max`` queries, each leased until ``query_lease_ttl`` from now."""
 
+    key_id: str | None = None  # the worker key's id: bounds the workers one key creates
+
+    def check(self) -> None:
+        super().check()
+        check_id("key_id", self.key_id, optional=True)
+
 
 def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:
     """Up to ``m.max`` queries, each leased until ``query_lease_ttl`` from now (an
     attempt is counted at each lease)."""
+    turn.presence.saw(turn, m.worker_id, m.sites, m.key_id)
     return take_leases(turn, m, LEASING, turn.now + turn.settings.query_lease_ttl)
 
 

@@ -6,6 +6,7 @@ from typing import Final
 
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.views import QueryView, query_view
+from leasegate.actors.queue.leasing import TELL_PRESENCE_EVERY, PresenceTeller
 from leasegate.actors.queue.turn import JobKind, QueueTurn
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.errors import QueryNotFound
@@ -21,7 +22,10 @@ the query is terminal."""
 
 
 class QueryTurn(QueueTurn[QueryView]):
-    """The query actor keeps nothing beyond what both queues keep (see ``QueueTurn``)."""
+    """Beyond what both queues keep (see ``QueueTurn``), whom it told of the workers it
+    saw (``presence``: the task actor keeps worker presence)."""
+
+    presence = PresenceTeller(None, TELL_PRESENCE_EVERY)
 
     def retry_expiry(self, row: Row) -> float:
         """``query_ttl`` from now: a retried query's attempts start afresh, its TTL too."""

@@ -14,7 +14,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
-from leasegate.actors.checks import check_flag, check_id, check_ids, check_int, check_leases
+from leasegate.actors.channels import JobQueue
+from leasegate.actors.checks import (
+    check_flag,
+    check_id,
+    check_ids,
+    check_int,
+    check_leases,
+    check_number,
+)
 from leasegate.actors.queue.leases import lease_wait, new_lease_token
 from leasegate.actors.queue.reports import Reporting
 from leasegate.actors.queue.turn import QueueTurn
@@ -22,6 +30,7 @@ from leasegate.actors.runtime.batches import MAX_BATCH, check_messages
 from leasegate.actors.runtime.handlers import Handlers, Parks
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
 from leasegate.actors.runtime.parking import PARK, Park
+from leasegate.actors.runtime.turn import Receiver
 from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.storage.engine import Connection, Row
 
@@ -123,6 +132,61 @@ class Leasing(Generic[L]):
     view: Callable[[Row], L]
     attempt: Callable[[Row], int]
     waiting_since: Callable[[Row], float]
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """A worker's lease call on the query channel: when, its sites (None: all), its key."""
+
+    worker_id: str
+    at: float
+    sites: tuple[str, ...] | None
+    key_id: str | None
+
+
+@dataclass(frozen=True)
+class SeenOnQueries(Tell[JobQueue]):
+    """Workers the query channel saw (told by the query actor after its commit): the
+    task actor, which keeps worker presence, records them as seen on queries."""
+
+    sightings: tuple[Sighting, ...]
+
+    def check(self) -> None:
+        for seen in self.sightings:
+            check_id("worker_id", seen.worker_id)
+            check_number("at", seen.at, 0, 1e12)
+            check_ids("sites", seen.sites)
+            check_id("key_id", seen.key_id, optional=True)
+
+
+# A worker's presence on queries is told at most this often while its sites and key stay
+# the same (a busy query worker calls many times a second), and at most this many
+# workers are remembered between tells (worker ids are the callers').
+TELL_PRESENCE_EVERY: Final = 10.0
+TOLD_AT_MOST: Final = 10_000
+
+
+class PresenceTeller:
+    """The query actor's side of worker presence: a lease call's sighting, told to the
+    task actor after the commit, once in a while per worker."""
+
+    def __init__(self, to: Receiver[SeenOnQueries] | None, every: float) -> None:
+        self.to, self.every = to, every
+        self.told: dict[str, tuple[float, tuple[str, ...] | None, str | None]] = {}
+
+    def saw(self, turn: QueueTurn[Any], worker_id: str, sites: tuple[str, ...] | None,
+            key_id: str | None) -> None:
+        if self.to is None:
+            return
+        last = self.told.get(worker_id)
+        if last is not None and last[0] > turn.now - self.every and last[1:] == (sites, key_id):
+            return
+        if len(self.told) >= TOLD_AT_MOST:
+            self.told.clear()
+        self.told[worker_id] = (turn.now, sites, key_id)
+        turn.tell_after_commit(self.to, SeenOnQueries((Sighting(worker_id, turn.now, sites,
+                                                                key_id),)),
+                               "a query worker's presence waits for its next lease call")
 
 
 def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L],

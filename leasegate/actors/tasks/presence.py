@@ -1,8 +1,9 @@
 """Who is serving, and what is stuck: the workers seen, the health report and the
 sites with queued tasks, each message followed by its handler.
 
-Workers are seen only through the task channel (lease, start, renew, result),
-so a live query loop never hides a dead task loop.
+Workers are seen on the task channel (lease, start, renew, result) and, told by the
+query actor, on the query channel (lease calls): each channel's last sighting is kept
+apart, so a live query loop never hides a dead task loop.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from leasegate.actors.checks import check_flag, check_int
 from leasegate.actors.lists import ListPage
 from leasegate.actors.pages import MAX_LIMIT, Page, Paged
+from leasegate.actors.payloads import canonical_json
+from leasegate.actors.queue.leasing import SeenOnQueries
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
@@ -76,6 +79,20 @@ def admit(turn: TaskTurn, worker_id: str, key_id: str | None) -> None:
         f"(max_workers_per_key is {cap}); reuse a worker_id, or retry once one of "
         f"them has been offline for {offline_after:g} s",
         Retry_After=str(max(1, math.ceil(wait))))
+
+
+@TASKS.on(SeenOnQueries)
+def seen_on_queries(turn: TaskTurn, m: SeenOnQueries) -> None:
+    """Workers the query actor saw: recorded as seen on queries, within the same bound
+    on workers per key as a task lease call (one past it is not recorded)."""
+    for seen in m.sightings:
+        try:
+            admit(turn, seen.worker_id, seen.key_id)
+        except RateLimited:
+            continue
+        sites = None if seen.sites is None else canonical_json(list(seen.sites))
+        sql.seen_on_queries(turn.conn, seen.worker_id, seen.at, sites=sites,
+                            update_sites=True, key_id=seen.key_id)
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,8 @@ class WorkerView:
     state: str  # "online" | "offline"
     last_seen_at: Instant
     task_ids: tuple[str, ...]
-    sites: tuple[str, ...] | None
+    sites: tuple[str, ...] | None  # what its lease calls serve, on both channels; None: all
+    channels: tuple[str, ...]  # "tasks", "queries": where it was seen
 
 
 @dataclass(frozen=True)
@@ -204,10 +205,16 @@ def task_lease(row: Row) -> TaskLease:
 
 
 def worker_view(row: Row, task_ids: list[str], online: bool) -> WorkerView:
-    sites = loads(row["sites"])
+    channels = tuple(name for name, column in (("tasks", "task_seen_at"),
+                                               ("queries", "query_seen_at"))
+                     if row[column] is not None)
+    filters = [loads(row[column]) for name, column in (("tasks", "sites"),
+                                                       ("queries", "query_sites"))
+               if name in channels]
+    sites = None if not filters or None in filters else tuple(
+        sorted({site for given in filters for site in given}))
     return WorkerView(row["worker_id"], "online" if online else "offline",
-                      row["last_seen_at"], tuple(task_ids),
-                      None if sites is None else tuple(sites))
+                      row["last_seen_at"], tuple(task_ids), sites, channels)
 
 
 def artifact_info(row: Row) -> ArtifactInfo:

@@ -155,7 +155,10 @@ CREATE TABLE workers (
     first_seen_at double precision NOT NULL,
     last_seen_at  double precision NOT NULL,
     sites         text,
-    key_id        text
+    key_id        text,
+    task_seen_at  double precision,
+    query_seen_at double precision,
+    query_sites   text
 );
 CREATE INDEX workers_last_seen ON workers (last_seen_at);
 CREATE INDEX workers_key ON workers (key_id, last_seen_at);
@@ -535,3 +538,4 @@ INSERT INTO schema_version (version, name) VALUES (13, 'sites');
 INSERT INTO schema_version (version, name) VALUES (14, 'periodic runs');
 INSERT INTO schema_version (version, name) VALUES (15, 'job errors and search');
 INSERT INTO schema_version (version, name) VALUES (16, 'site tokens');
+INSERT INTO schema_version (version, name) VALUES (24, 'worker channels');

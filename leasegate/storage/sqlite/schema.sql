@@ -145,7 +145,10 @@ CREATE TABLE workers (
     first_seen_at REAL NOT NULL,
     last_seen_at  REAL NOT NULL,
     sites         TEXT,
-    key_id        TEXT
+    key_id        TEXT,
+    task_seen_at  REAL,
+    query_seen_at REAL,
+    query_sites   TEXT
 );
 CREATE INDEX workers_last_seen ON workers (last_seen_at);
 CREATE INDEX workers_key ON workers (key_id, last_seen_at);
@@ -499,4 +502,4 @@ CREATE TABLE periodic_runs (
 ) WITHOUT ROWID;
 
 
-PRAGMA user_version = 16;
+PRAGMA user_version = 24;
