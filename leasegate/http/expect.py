@@ -1,17 +1,24 @@
-"""``Expect: 100-continue`` with a body the route refuses anyway: no ``100 Continue``.
+"""The gateway's HTTP/1.1 protocol: hypercorn's, with three things changed.
 
-hypercorn answers ``100 Continue`` itself, as soon as it has read the request
-head and before the app has seen it, so a client announcing 60 MiB for a
-1 MiB route is invited to send all of it only to be told 413. This hook lets
-hypercorn's HTTP/1.1 protocol skip the 100 when the declared length is over
-the route's limit; the app then answers 413 (or 401/403 first), with
-``Connection: close`` (see body_guard)::
+* **No ``100 Continue`` for a body the route refuses anyway.** hypercorn answers
+  ``100 Continue`` itself, as soon as it has read the request head and before the
+  app has seen it, so a client announcing 60 MiB for a 1 MiB route is invited to
+  send all of it only to be told 413. Here the 100 is skipped when the declared
+  length is over the route's limit; the app then answers 413 (or 401/403 first),
+  with ``Connection: close`` (see body_guard).
+* **A bound on pipelining.** hypercorn reads up to 64 KiB at a time and answers
+  every request in it, one after the other, before it reads again: hundreds of
+  pipelined requests, queued in one read. After ``MAX_QUEUED`` answers more than the
+  one that was in flight, with requests of that read still waiting, the answer says
+  ``Connection: close`` and the rest is dropped (a client that pipelines must retry
+  what a closed connection left unanswered; none of the usual ones pipelines).
+* **A sized response in one write** (``Content-Length``: every answer but a stream):
+  hypercorn sends the head, the body and the (empty) end of the message as three
+  writes, each with a lock and a shielded send.
+
+::
 
     expect.install(settings)   # once, before hypercorn serves
-
-The same hook writes a sized response (``Content-Length``: every answer but a
-stream) in one socket write: hypercorn sends the head, the body and the (empty)
-end of the message as three writes, each with a lock and a shielded send.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import cast
 
 import h11
 import hypercorn.protocol
+from hypercorn.events import Event as ConnectionEvent
 from hypercorn.events import RawData
 from hypercorn.protocol.events import Event, Response, StreamClosed
 from hypercorn.protocol.h11 import H11Protocol
@@ -29,20 +37,36 @@ from hypercorn.typing import H11SendableEvent
 from leasegate.http.body_guard import Message, withholds_continue
 from leasegate.settings import Settings
 
+# Answers given, after the one in flight, to requests read ahead in one read from the
+# socket, before the connection is closed. Depth enough for any client that pipelines
+# on purpose; a caller that queues hundreds costs eight answers, not hundreds.
+MAX_QUEUED = 8
+
 
 def install(settings: Settings) -> None:
-    """Make hypercorn's HTTP/1.1 connections use :class:`ExpectAwareH11` with these
+    """Make hypercorn's HTTP/1.1 connections use :class:`GatewayH11` with these
     settings' limits (hypercorn has no setting for its protocol class, nor a hook for
     its 100 or its writes: ``_send_h11_event`` is private; the names relied on are
     checked by tests/test_framework_internals.py, and pyproject.toml bounds hypercorn)."""
 
-    class ExpectAwareH11(H11Protocol):
+    class GatewayH11(H11Protocol):
         _hold_head = False  # the next head is of a sized response: wait for its body
         _held = b""  # that head, as h11 wrote it
+        _answered = 0  # final answers since the last read from the socket
+
+        async def handle(self, event: ConnectionEvent) -> None:
+            if isinstance(event, RawData):
+                self._answered = 0
+            await super().handle(event)
 
         async def stream_send(self, event: Event) -> None:
             if isinstance(event, Response) and event.status_code >= 200:
                 self._hold_head = _sized(event.headers)
+                self._answered += 1
+                if self._answered > MAX_QUEUED and self.connection.trailing_data[0]:
+                    event = Response(stream_id=event.stream_id, status_code=event.status_code,
+                                     headers=[*_closing(event.headers),
+                                              (b"connection", b"close")])
             elif isinstance(event, StreamClosed) and self._held:
                 await self._write(b"")  # a body that never came: the head still goes
             await super().stream_send(event)
@@ -68,7 +92,11 @@ def install(settings: Settings) -> None:
             data, self._held = self._held + data, b""
             await self.send(RawData(data=data))
 
-    hypercorn.protocol.H11Protocol = ExpectAwareH11  # type: ignore[attr-defined]
+    hypercorn.protocol.H11Protocol = GatewayH11  # type: ignore[attr-defined]
+
+
+def _closing(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    return [(name, value) for name, value in headers if name.lower() != b"connection"]
 
 
 def _sized(headers: list[tuple[bytes, bytes]]) -> bool:
