@@ -1,5 +1,6 @@
 """Against the served gateway, callers that try to make it work for nothing:
-pipelined requests on connections they then reset."""
+``Expect: 100-continue`` with the wrong key, pipelined requests on connections they
+then reset."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+from prometheus_client.parser import text_string_to_metric_families
 
 from leasegate.http.expect import MAX_QUEUED
 from leasegate.http.listener import ClientStream
@@ -72,6 +74,49 @@ def errors_logged(served: Served, since: int) -> list[str]:
             if " ERROR " in line or "Traceback" in line or "Error in ASGI" in line]
 
 
+# ---- Expect: 100-continue only after the checks -------------------------------------
+
+
+def answer_head(sock: socket.socket) -> bytes:
+    """The bytes the server sent first (the head of its first answer, at least)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {received!r}"
+        received += chunk
+    return received
+
+
+def expecting_continue(key: str, body: bytes) -> bytes:
+    """A query submitted with ``Expect: 100-continue``: the head, body held back."""
+    return (f"POST /v1/queries HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+            "Content-Type: application/json\r\nExpect: 100-continue\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+
+
+QUERY = b'{"site": "shop", "kind": "k", "params": {}}'
+
+
+@pytest.mark.parametrize(("key", "status"), [("unknown", 401), ("worker", 403)])
+def test_expect_continue_with_a_wrong_key_gets_no_100(served: Served, key: str,
+                                                       status: int) -> None:
+    """The refusal, without a 100 before it: the body is never sent."""
+    with connect(served) as sock:
+        sock.sendall(expecting_continue(served.keys.get(key, "lg_nosuchkey_secret"),
+                                        QUERY))
+        head = answer_head(sock)
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()), head
+    assert b"connection: close" in head.lower()  # the body it held back never comes
+
+
+def test_expect_continue_with_a_good_key_gets_its_100(served: Served) -> None:
+    with connect(served) as sock:
+        sock.sendall(expecting_continue(served.keys["client"], QUERY))
+        assert answer_head(sock).startswith(b"HTTP/1.1 100 ")
+        sock.sendall(QUERY)
+        assert answer_head(sock).startswith(b"HTTP/1.1 201 ")
+
+
 # ---- pipelined requests on connections that are reset -------------------------------
 
 
@@ -86,10 +131,11 @@ class Scrape:
         self.value("leasegate_parked_polls")  # the connection is open from here on
 
     def value(self, name: str, route: str | None = None) -> int:
+        """The sum of the samples called ``name`` (of ``route``, when given)."""
         text = self.http.get("/metrics").text
-        pattern = re.compile(rf"^{name}(?:\{{(.*)\}})? (\S+)$", re.M)
-        return sum(int(float(value)) for labels, value in pattern.findall(text)
-                   if route is None or f'route="{route}"' in labels)
+        return int(sum(sample.value for family in text_string_to_metric_families(text)
+                       for sample in family.samples if sample.name == name
+                       and (route is None or sample.labels.get("route") == route)))
 
     def served_count(self, route: str) -> int:
         """Requests of ``route`` answered."""

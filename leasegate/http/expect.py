@@ -1,11 +1,12 @@
 """The gateway's HTTP/1.1 protocol: hypercorn's, with three things changed.
 
-* **No ``100 Continue`` for a body the route refuses anyway.** hypercorn answers
-  ``100 Continue`` itself, as soon as it has read the request head and before the
-  app has seen it, so a client announcing 60 MiB for a 1 MiB route is invited to
-  send all of it only to be told 413. Here the 100 is skipped when the declared
-  length is over the route's limit; the app then answers 413 (or 401/403 first),
-  with ``Connection: close`` (see body_guard).
+* **No ``100 Continue`` before the checks.** hypercorn answers ``100 Continue``
+  itself, as soon as it has read the request head and before the app has seen it,
+  so a client with a wrong key, or announcing 60 MiB for a 1 MiB route, is invited
+  to send all of it only to be told 401 or 413. Here the 100 is held back and the
+  app sends it once the request's checks have passed (``continuation``); never when
+  the declared length is over the route's limit. The app then answers 413 (or
+  401/403/404...) without one, with ``Connection: close`` (see body_guard).
 * **A bound on pipelining.** hypercorn reads up to 64 KiB at a time and answers
   every request in it, one after the other, before it reads again: hundreds of
   pipelined requests, queued in one read. After ``MAX_QUEUED`` answers more than the
@@ -23,6 +24,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import cast
 
 import h11
@@ -35,6 +37,7 @@ from hypercorn.protocol.http_stream import HTTPStream
 from hypercorn.typing import H11SendableEvent
 
 from leasegate.http.body_guard import Message, withholds_continue
+from leasegate.http.continuation import SEND_CONTINUE, WANTED
 from leasegate.settings import Settings
 
 # Answers given, after the one in flight, to requests read ahead in one read from the
@@ -73,9 +76,13 @@ def install(settings: Settings) -> None:
 
         async def _send_h11_event(self, event: H11SendableEvent) -> None:
             if (isinstance(event, h11.InformationalResponse) and event.status_code == 100
-                    and isinstance(self.stream, HTTPStream)
-                    and withholds_continue(settings, cast(Message, self.stream.scope))):
-                return  # h11 forgets the pending 100 once the final answer is sent
+                    and isinstance(self.stream, HTTPStream)):
+                scope = cast(Message, self.stream.scope)
+                if withholds_continue(settings, scope):
+                    return  # h11 forgets the pending 100 once the final answer is sent
+                if not scope.get(WANTED):  # the app sends it once its checks pass
+                    scope[SEND_CONTINUE] = partial(self._continue, self.stream, event)
+                    return
             hold, self._hold_head = (self._hold_head and isinstance(event, h11.Response)), False
             try:
                 data = self.connection.send(event)
@@ -87,6 +94,11 @@ def install(settings: Settings) -> None:
                 self._held = data
             elif data or self._held:  # an empty end of message is not worth a write
                 await self._write(data or b"")
+
+        async def _continue(self, stream: HTTPStream, event: h11.InformationalResponse) -> None:
+            """The 100 held back for ``stream``, if its client still waits for it."""
+            if self.stream is stream and self.connection.they_are_waiting_for_100_continue:
+                await self._send_h11_event(event)
 
         async def _write(self, data: bytes) -> None:
             data, self._held = self._held + data, b""
