@@ -1,6 +1,6 @@
-"""Against the served gateway, callers that try to make it work for nothing:
-``Expect: 100-continue`` with the wrong key, pipelined requests on connections they
-then reset."""
+"""Against the served gateway, callers that try to make it work for nothing: artifact
+bodies for tasks they hold no lease of, ``Expect: 100-continue`` with the wrong key,
+pipelined requests on connections they then reset."""
 
 from __future__ import annotations
 
@@ -21,12 +21,19 @@ from leasegate.http.expect import MAX_QUEUED
 from leasegate.http.listener import ClientStream
 from tests.served import Served, start, stop
 
+MiB = 1024 * 1024
 PROMPT = 2.0  # seconds: what "at once" may take on a loaded machine
+UPLOAD = 8 * MiB  # what the uploads here announce; a part of it is sent
+PER_KEY, TOTAL = 2, 3  # the served gateway's max_uploads_per_key and max_uploads
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    served = start(tmp_path_factory.mktemp("hostile") / "data", {},
+    served = start(tmp_path_factory.mktemp("hostile") / "data",
+                   {"LEASEGATE_MAX_UPLOADS_PER_KEY": str(PER_KEY),
+                    "LEASEGATE_MAX_UPLOADS": str(TOTAL),
+                    # Uploads held open here must outlast a test on a loaded machine.
+                    "LEASEGATE_HTTP_BODY_TIMEOUT": "50"},
                    collect_output=True, log_level="INFO")
     yield served
     stop(served)
@@ -74,7 +81,15 @@ def errors_logged(served: Served, since: int) -> list[str]:
             if " ERROR " in line or "Traceback" in line or "Error in ASGI" in line]
 
 
-# ---- Expect: 100-continue only after the checks -------------------------------------
+# ---- artifact uploads: checked before the body, bounded -----------------------------
+
+
+def upload_head(key: str, task_id: str, token: str, *, expect: bool = False,
+                length: int = UPLOAD) -> bytes:
+    return (f"PUT /v1/tasks/{task_id}/artifacts/x.bin HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {key}\r\nX-Worker-Id: w\r\nX-Lease-Token: {token}\r\n"
+            f"Content-Length: {length}\r\n" + ("Expect: 100-continue\r\n" if expect else "")
+            + "\r\n").encode()
 
 
 def answer_head(sock: socket.socket) -> bytes:
@@ -85,6 +100,91 @@ def answer_head(sock: socket.socket) -> bytes:
         assert chunk, f"closed after {received!r}"
         received += chunk
     return received
+
+
+def answer(sock: socket.socket) -> bytes:
+    """The server's first final answer, head and body (of its Content-Length)."""
+    received = answer_head(sock)
+    while received.startswith(b"HTTP/1.1 100 "):
+        received = received.split(b"\r\n\r\n", 1)[1] or answer_head(sock)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: (\d+)", head)[1])  # type: ignore[index]
+    while len(body) < length:
+        body += sock.recv(65536)
+    return received[:len(head) + 4] + body
+
+
+def staged(served: Served) -> list[str]:
+    """What the staging area of the artifact store holds."""
+    staging = served.data / "artifacts" / ".staging"
+    return sorted(os.listdir(staging)) if staging.is_dir() else []
+
+
+@pytest.mark.parametrize("target", ["no task", "wrong token"])
+def test_an_upload_without_the_lease_is_refused_before_its_body(
+        served: Served, lease: tuple[str, str], target: str) -> None:
+    """The refusal comes while most of the announced body is still unsent, and not a
+    byte of it reaches the disk."""
+    task_id, token = lease
+    task_id, token, status, code = (("no-such-task", token, 404, b'"code":6001')
+                                    if target == "no task" else
+                                    (task_id, "bogus", 409, b'"code":6002'))
+    with connect(served) as sock:
+        sock.sendall(upload_head(served.keys["worker"], task_id, token) + b"x" * 65536)
+        received = answer(sock)
+        assert received.startswith(f"HTTP/1.1 {status} ".encode()), received
+        assert code in received
+        assert staged(served) == []
+
+
+def hold_upload(served: Served, key: str, lease: tuple[str, str],
+                holders: list[socket.socket]) -> None:
+    """An upload under the lease, its body begun and left waiting: it holds its place
+    (once it stages, it has one); added to ``holders``."""
+    sock = connect(served)
+    holders.append(sock)
+    sock.sendall(upload_head(key, *lease) + b"x" * 1024)
+    assert until(lambda: len(staged(served)) == len(holders), 10)
+
+
+def test_concurrent_uploads_are_bounded_per_key_and_in_all(served: Served,
+                                                            lease: tuple[str, str]) -> None:
+    with served.client("admin") as admin:
+        other = admin.post("/v1/admin/keys", json={"role": "worker", "name": "w2"})
+        assert other.status_code == 201, other.text
+    keys = [served.keys["worker"], other.json()["key"]]
+    holders: list[socket.socket] = []
+    try:
+        for _ in range(PER_KEY):
+            hold_upload(served, keys[0], lease, holders)
+        with httpx.Client(base_url=served.url, timeout=PROMPT) as http:
+            def put(key: str) -> httpx.Response:
+                return http.put(f"/v1/tasks/{lease[0]}/artifacts/y.bin", content=b"y" * 100,
+                                headers={"Authorization": f"Bearer {key}", "X-Worker-Id": "w",
+                                         "X-Lease-Token": lease[1]})
+
+            refused = put(keys[0])
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["error"]["code"] == 4290
+            assert "max_uploads_per_key" in refused.json()["error"]["message"]
+            assert int(refused.headers["Retry-After"]) >= 1
+            for _ in range(TOTAL - PER_KEY):
+                hold_upload(served, keys[1], lease, holders)
+            refused = put(keys[1])  # this key holds fewer, the gateway is full
+            assert refused.status_code == 429 and "max_uploads" in refused.text
+            assert len(staged(served)) == TOTAL  # the refused ones staged nothing
+            for sock in holders:
+                sock.close()
+            holders = []
+            # The places are given back when the uploads end.
+            assert until(lambda: put(keys[0]).status_code == 201, 10)
+    finally:
+        for sock in holders:
+            sock.close()
+    assert until(lambda: staged(served) == [], 10)
+
+
+# ---- Expect: 100-continue only after the checks -------------------------------------
 
 
 def expecting_continue(key: str, body: bytes) -> bytes:
@@ -115,6 +215,29 @@ def test_expect_continue_with_a_good_key_gets_its_100(served: Served) -> None:
         assert answer_head(sock).startswith(b"HTTP/1.1 100 ")
         sock.sendall(QUERY)
         assert answer_head(sock).startswith(b"HTTP/1.1 201 ")
+
+
+@pytest.mark.parametrize(("case", "status"), [("no task", 404), ("wrong token", 409)])
+def test_expect_continue_on_an_upload_without_the_lease_gets_no_100(
+        served: Served, lease: tuple[str, str], case: str, status: int) -> None:
+    task_id, token = lease
+    task_id = "no-such-task" if case == "no task" else task_id
+    token = "bogus" if case == "wrong token" else token
+    with connect(served) as sock:
+        sock.sendall(upload_head(served.keys["worker"], task_id, token, expect=True))
+        head = answer_head(sock)
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()), head  # and no 100 before it
+    assert b"connection: close" in head.lower()
+    assert staged(served) == []
+
+
+def test_expect_continue_on_an_upload_under_the_lease_gets_its_100_then_201(
+        served: Served, lease: tuple[str, str]) -> None:
+    with connect(served) as sock:
+        sock.sendall(upload_head(served.keys["worker"], *lease, expect=True, length=5))
+        assert answer_head(sock).startswith(b"HTTP/1.1 100 ")
+        sock.sendall(b"hello")
+        assert answer(sock).startswith(b"HTTP/1.1 201 ")
 
 
 # ---- pipelined requests on connections that are reset -------------------------------
