@@ -210,6 +210,14 @@ def test_expect_continue_with_a_wrong_key_gets_no_100(served: Served, key: str,
     assert b"connection: close" in head.lower()  # the body it held back never comes
 
 
+def test_expect_continue_on_no_route_gets_no_100(served: Served) -> None:
+    with connect(served) as sock:
+        sock.sendall(expecting_continue(served.keys["client"], QUERY).replace(
+            b"/v1/queries", b"/v1/nowhere"))
+        head = answer_head(sock)
+    assert head.startswith(b"HTTP/1.1 404 ") and b"connection: close" in head.lower()
+
+
 def test_expect_continue_with_a_good_key_gets_its_100(served: Served) -> None:
     with connect(served) as sock:
         sock.sendall(expecting_continue(served.keys["client"], QUERY))

@@ -93,7 +93,8 @@ class Preflight:
         # cost a lookup each time they are read.
         request = _cv_request.get().request
         plan = await self._check(request)
-        if not plan.continues_body_itself:
+        # No route (a 404 or 405 follows): no body is wanted either.
+        if request.endpoint is not None and not plan.continues_body_itself:
             await continue_body(request.scope)
 
     async def _check(self, request: Request) -> RoutePlan:
