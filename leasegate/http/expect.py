@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import weakref
 from functools import partial
 from typing import cast
 
@@ -81,7 +82,10 @@ def install(settings: Settings) -> None:
                 if withholds_continue(settings, scope):
                     return  # h11 forgets the pending 100 once the final answer is sent
                 if not scope.get(WANTED):  # the app sends it once its checks pass
-                    scope[SEND_CONTINUE] = partial(self._continue, self.stream, event)
+                    # A weak reference: the scope keeps this sender, and the stream
+                    # keeps the scope (a cycle would wait for the garbage collector).
+                    scope[SEND_CONTINUE] = partial(self._continue, weakref.ref(self.stream),
+                                                   event)
                     return
             hold, self._hold_head = (self._hold_head and isinstance(event, h11.Response)), False
             try:
@@ -95,9 +99,11 @@ def install(settings: Settings) -> None:
             elif data or self._held:  # an empty end of message is not worth a write
                 await self._write(data or b"")
 
-        async def _continue(self, stream: HTTPStream, event: h11.InformationalResponse) -> None:
+        async def _continue(self, stream: weakref.ref[HTTPStream],
+                            event: h11.InformationalResponse) -> None:
             """The 100 held back for ``stream``, if its client still waits for it."""
-            if self.stream is stream and self.connection.they_are_waiting_for_100_continue:
+            if (self.stream is not None and self.stream is stream()
+                    and self.connection.they_are_waiting_for_100_continue):
                 await self._send_h11_event(event)
 
         async def _write(self, data: bytes) -> None:
