@@ -85,6 +85,10 @@ class Settings:
     # re-upload under a name replaces that artifact and counts once.
     max_artifacts_per_task: int = 100
     max_artifact_bytes_per_task: int = 256 * MiB
+    # Artifact uploads being received at once, per worker key and in all (each holds a
+    # staging file and a stream to disk): 429 past them; 0: no bound.
+    max_uploads_per_key: int = 4
+    max_uploads: int = 16
     # Token bucket per API key; 0 turns rate limiting off.
     rate_limit_per_second: float = 200.0
     rate_limit_burst: int = 400

@@ -12,9 +12,14 @@ Today's uses:
   replaced for ``ProtocolWrapper``), its ``_send_h11_event``, ``stream_send``,
   ``connection``, ``stream`` (an ``HTTPStream`` with its ``scope``) and ``send``;
   h11's events and states;
+* ``http/expect.py`` also: ``H11Protocol.handle`` (a read from the socket) and
+  hypercorn's ``Response`` event, rebuilt with ``Connection: close`` past the
+  pipelining bound;
 * ``http/listener.py``: hypercorn's trio worker parts (``TCPServer``,
   ``WorkerContext``, ``Lifespan``, ``StatsdLogger``), as ``hypercorn.trio.run``
-  assembles them;
+  assembles them; ``TCPServer`` taking a stream without ``do_handshake`` for plain
+  TCP and reading only ``socket`` of it beside the stream methods (``ClientStream``),
+  and catching ``ClosedResourceError``/``BrokenResourceError`` of its sends;
 * ``http/app.py``: quart-schema's wrapping of ``app.make_response`` (an attribute of
   the app, removed: our routes return plain JSON);
 * ``http/validation.py``, ``http/preflight.py``, ``http/openapi.py``: the attributes
@@ -28,7 +33,9 @@ Today's uses:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import re
 from importlib import metadata
 from typing import Any
 
@@ -37,6 +44,7 @@ import hypercorn.protocol
 import pytest
 import quart_schema.validation
 from hypercorn.config import Config
+from hypercorn.protocol.events import Response
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.protocol.http_stream import HTTPStream
 from hypercorn.trio.lifespan import Lifespan
@@ -98,6 +106,20 @@ def test_the_h11_protocol_members_expect_overrides_and_reads() -> None:
          where, "is no longer set by HTTPStream.handle")
 
 
+def test_the_h11_protocol_members_the_pipelining_bound_relies_on() -> None:
+    where = "http/expect.py (MAX_QUEUED)"
+    need(parameters(H11Protocol.handle) == ["self", "event"], "hypercorn",
+         "H11Protocol.handle(self, event)", where, "changed")
+    need("RawData" in inspect.getsource(H11Protocol.handle), "hypercorn",
+         "H11Protocol.handle(RawData)", where, "no longer takes each read from the socket")
+    need([f.name for f in dataclasses.fields(Response)] == ["stream_id", "headers",
+                                                            "status_code"],
+         "hypercorn", "hypercorn.protocol.events.Response(stream_id, headers, status_code)",
+         where, "changed")
+    need(isinstance(h11.Connection(h11.SERVER).trailing_data, tuple), "h11",
+         "h11.Connection.trailing_data", where, "is gone")
+
+
 def test_the_h11_names_expect_uses() -> None:
     for name in ("InformationalResponse", "Response", "LocalProtocolError", "ERROR"):
         need(hasattr(h11, name), "h11", f"h11.{name}", "http/expect.py", "is gone")
@@ -136,6 +158,24 @@ def test_the_trio_worker_parts_the_listener_assembles() -> None:
              f"Lifespan.{method}", where, "is gone")
     need(hasattr(Config, "set_statsd_logger_class"), "hypercorn",
          "Config.set_statsd_logger_class", where, "is gone")
+
+
+def test_the_tcp_server_takes_the_client_stream_for_plain_tcp() -> None:
+    where = "http/listener.py (ClientStream)"
+    run, send = inspect.getsource(TCPServer.run), inspect.getsource(TCPServer.protocol_send)
+    need("do_handshake" in run and "except AttributeError" in run
+         and "self.stream.socket" in run, "hypercorn", "TCPServer.run", where,
+         "no longer tells plain TCP by a stream without do_handshake, or no longer reads "
+         "its socket")
+    need("ClosedResourceError" in send and "BrokenResourceError" in send, "hypercorn",
+         "TCPServer.protocol_send", where,
+         "no longer takes ClosedResourceError/BrokenResourceError of a send as gone")
+    used = {"send_all", "send_eof", "receive_some", "aclose", "do_handshake", "socket",
+            "transport_stream", "selected_alpn_protocol"}
+    source = inspect.getsource(TCPServer)
+    for name in sorted(set(re.findall(r"self\.stream\.(\w+)", source)) - used):
+        need(False, "hypercorn", f"TCPServer's self.stream.{name}", where,
+             "is new: ClientStream does not have it")
 
 
 # ---- quart-schema: http/app.py, validation.py, preflight.py, openapi.py --------------

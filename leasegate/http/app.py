@@ -42,6 +42,7 @@ from leasegate.http.metrics import Metrics
 from leasegate.http.openapi import LeasegateOpenAPI
 from leasegate.http.parked import ParkedPolls
 from leasegate.http.preflight import Preflight
+from leasegate.http.uploads import UploadSlots
 
 # Keys and items of one JSON body: bounds the work of parsing and validating it,
 # which the byte limit alone does not (100k one-byte keys fit in a megabyte).
@@ -144,6 +145,8 @@ def create_app(system: System) -> QuartTrio:
     app.extensions["leasegate.metrics"] = metrics
     app.extensions["leasegate.parked"] = ParkedPolls(system.settings.max_parked_per_key,
                                                      system.settings.max_parked_per_address)
+    app.extensions["leasegate.uploads"] = UploadSlots(system.settings.max_uploads_per_key,
+                                                      system.settings.max_uploads)
     # Outcomes, dispatch latency: of this gateway's own commits (each counted once).
     system.events.own_listeners.append(metrics.on_job_event)
 

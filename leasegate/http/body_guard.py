@@ -15,7 +15,8 @@ once and then, before the exchange ends:
   unread; the client has not finished its request, so it cannot have sent
   another on it); or, when draining cannot work or cannot be promised (a
   declared length over the bound, a chunked body of unknown length, a 408, a
-  body the client holds back until a ``100 Continue`` it will not get),
+  body the client holds back until a ``100 Continue`` it did not get: an answer
+  before the request's checks passed, see ``continuation``),
 * answers with ``Connection: close`` and keeps discarding for a moment
   (``LINGER_SECONDS``) before hypercorn closes the socket, so that closing
   on unread bytes does not reset the connection under the answer.
@@ -44,6 +45,7 @@ from hypercorn.typing import (
     ASGISendEvent,
 )
 
+from leasegate.http.continuation import WANTED
 from leasegate.http.routes_artifacts import body_limit
 from leasegate.settings import Settings
 
@@ -73,15 +75,15 @@ def withholds_continue(settings: Settings, scope: Message) -> bool:
     refuses anyway (its declared length is over the route's limit): it gets its
     413 without a 100, and its body never comes."""
     headers = scope.get("headers", [])
-    return _withholds(settings, scope, _header(headers, b"expect"),
-                      _header(headers, b"content-length"))
+    return _expects_continue(_header(headers, b"expect")) and _over_limit(
+        settings, scope, _length(_header(headers, b"content-length")))
 
 
-def _withholds(settings: Settings, scope: Message, expect: bytes | None,
-               length: bytes | None) -> bool:
-    if expect is None or expect.strip().lower() != b"100-continue":
-        return False
-    declared = _length(length)
+def _expects_continue(expect: bytes | None) -> bool:
+    return expect is not None and expect.strip().lower() == b"100-continue"
+
+
+def _over_limit(settings: Settings, scope: Message, declared: int | None) -> bool:
     return declared is not None and declared > body_limit(settings, scope["method"],
                                                           scope["path"])
 
@@ -103,8 +105,9 @@ class Exchange:
     for as long as it waits.
     """
 
-    __slots__ = ("_receive", "_send", "closing", "complete", "declared", "discarding",
-                 "disconnected", "limits", "received", "settled", "status", "withheld")
+    __slots__ = ("_receive", "_scope", "_send", "closing", "complete", "declared",
+                 "discarding", "disconnected", "expects_continue", "limits", "received",
+                 "settled", "status", "withheld")
 
     def __init__(self, limits: BodyLimits, scope: Message, receive: ASGIReceiveCallable,
                  send: ASGISendCallable, seen: Mapping[bytes, bytes]) -> None:
@@ -120,7 +123,11 @@ class Exchange:
         # No Content-Length and no Transfer-Encoding: HTTP/1.1 says there is no body.
         self.complete = not chunked and not self.declared
         self.disconnected = False
-        self.withheld = _withholds(limits.settings, scope, seen.get(b"expect"), length)
+        self._scope = scope
+        self.expects_continue = _expects_continue(seen.get(b"expect"))
+        # Whether the body waits for a 100 that was never sent (so never comes): known
+        # once the answer starts.
+        self.withheld = False
         self.discarding = False
         self.received = 0
         # Set once the body is complete, gone, or past the bound; made by _discard.
@@ -152,6 +159,9 @@ class Exchange:
         message = cast(Message, event)
         if message["type"] == "http.response.start" and not self.complete:
             self.status = int(message["status"])
+            self.withheld = self.expects_continue and (
+                not self._scope.get(WANTED)
+                or _over_limit(self.limits.settings, self._scope, self.declared))
             if not self._may_drain(self.status):
                 self.closing = True
                 headers = [(k, v) for k, v in message.get("headers", [])

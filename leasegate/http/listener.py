@@ -20,6 +20,10 @@ connection handler (``TCPServer``: HTTP/1.1 and HTTP/2 as before):
 * Once a flood is over (open connections down to a quarter of a peak of at least
   ``FLOOD_CONNECTIONS``), the memory its connections took is given back to the
   system (see :func:`give_back_memory`).
+* A connection whose client is gone (an answer could not be sent: reset, or closed
+  with answers still owed) ends at once, with whatever it still had queued: hypercorn
+  would go on answering its pipelined requests into the void, and hold the descriptor
+  meanwhile (see :class:`ClientStream`).
 
 ::
 
@@ -220,7 +224,7 @@ async def _cancel_when(trigger: Callable[[], Awaitable[object]],
     scope.cancel()
 
 
-Handler = Callable[[trio.SocketStream], Awaitable[None]]
+Handler = Callable[["ClientStream"], Awaitable[None]]
 
 
 async def _accept(listener: trio.SocketListener, gate: ConnectionGate,
@@ -247,10 +251,65 @@ async def _accept(listener: trio.SocketListener, gate: ConnectionGate,
             connections.start_soon(_serve, stream, address, gate, handler)
 
 
+class ClientStream(trio.abc.HalfCloseableStream):
+    """A client's connection as hypercorn's connection handler (``TCPServer``) sees it:
+    trio's socket stream, except that a client found gone ends the connection at once
+    (its reset, or its end of the stream, read), and for two failures of a send.
+
+    * The client is gone (``BrokenResourceError``): hypercorn tells the request in
+      flight, then starts the next request it had read ahead, answers it into the
+      void, and so on through everything the client pipelined (20 connections of
+      2,000 pipelined list reads, reset: 40 s of both cores). Here the send cancels
+      ``connection``, the scope the whole connection runs in: no further request
+      starts, and the descriptor is closed as the scope unwinds.
+    * hypercorn is closing the connection (its close sends EOF outside its send lock,
+      so an answer still being written meets it: ``BusyResourceError``, which no one
+      up the stack expects, logged at ERROR as an error of the app): a send on a
+      closing stream, ``ClosedResourceError``, which hypercorn takes as "gone".
+    """
+
+    def __init__(self, stream: trio.SocketStream, connection: trio.CancelScope) -> None:
+        self.stream = stream
+        self.socket = stream.socket  # hypercorn reads the addresses from it
+        self._connection = connection
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        try:
+            await self.stream.send_all(data)
+        except trio.BusyResourceError:
+            raise trio.ClosedResourceError("the connection is being closed") from None
+        except trio.BrokenResourceError:
+            self._connection.cancel()
+            raise
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self.stream.send_eof()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        try:
+            data = await self.stream.receive_some(max_bytes)
+        except trio.BrokenResourceError:
+            self._connection.cancel()
+            raise
+        if not data:
+            # The client closed its side: hypercorn takes that as gone too (it tells
+            # the request in flight), then keeps the socket until its keep-alive
+            # timer fires (up to 20 s of a descriptor in CLOSE-WAIT).
+            self._connection.cancel()
+        return data
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
 async def _serve(stream: trio.SocketStream, address: str, gate: ConnectionGate,
                  handler: Handler) -> None:
     try:
-        await handler(stream)
+        with trio.CancelScope() as connection:
+            await handler(ClientStream(stream, connection))
     finally:
         gate.release(address)
         await trio.aclose_forcefully(stream)

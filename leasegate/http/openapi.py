@@ -73,6 +73,9 @@ TOO_MANY = {
     ("post", "/v1/devices/{device_id}/heartbeat"): AUTH_ERRORS[429] + " device_limit "
         "(6008): the device table (`device_capacity`) is full of devices with unfinished "
         "tasks.",
+    ("put", "/v1/tasks/{task_id}/artifacts/{name}"): AUTH_ERRORS[429] + " Also when this "
+        "key is sending `max_uploads_per_key` uploads, or the gateway `max_uploads`, at "
+        "once (before the body is read).",
 }
 UNAVAILABLE_BY_ROUTE = {
     ("get", "/v1/events"): " Also when `event_max_streams` streams are open.",

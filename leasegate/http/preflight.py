@@ -1,5 +1,6 @@
 """What every request goes through before its route: the request id, the drain,
-misrouted paths, query names, the key, the route's roles, path ids.
+misrouted paths, query names, the key, the route's roles, path ids; once they pass,
+the ``100 Continue`` a client may wait for before it sends its body (``continuation``).
 
 What a route needs checked is worked out once per route (its :class:`RoutePlan`:
 public or not, the roles it was marked for, its path ids, whether it takes query
@@ -16,7 +17,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from quart import Quart
+from quart import Quart, Request
 from quart.globals import _cv_app, _cv_request
 from quart_schema.validation import QUART_SCHEMA_QUERYSTRING_ATTRIBUTE
 
@@ -27,6 +28,7 @@ from leasegate.errors import Forbidden, InvalidRequest, MethodNotAllowed, Unavai
 from leasegate.http import docs, errors
 from leasegate.http.auth import Authenticator
 from leasegate.http.context import header
+from leasegate.http.continuation import continue_body, continues_body_itself
 from leasegate.ids import ID_RULE, is_id
 
 ID_ARGS = ("task_id", "query_id", "key_id", "device_id", "site")
@@ -55,6 +57,7 @@ class RoutePlan:
     takes_query: bool  # validates query parameters (others refuse any)
     roles: Roles | None  # marked with auth.allow
     id_args: tuple[str, ...]  # path variables that must be ids
+    continues_body_itself: bool  # the route sends the 100 after checks of its own
 
 
 class Preflight:
@@ -80,7 +83,8 @@ class Preflight:
             console=endpoint is not None and endpoint.startswith(f"{CONSOLE_BLUEPRINT}."),
             takes_query=getattr(view, QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None) is not None,
             roles=getattr(view, "allowed_roles", None),
-            id_args=tuple(name for name in ID_ARGS if name in arguments))
+            id_args=tuple(name for name in ID_ARGS if name in arguments),
+            continues_body_itself=continues_body_itself(view))
 
     async def check(self) -> None:
         """The before-request hook (a coroutine function: Quart runs any other kind
@@ -88,6 +92,13 @@ class Preflight:
         # The contexts themselves, not through Quart's proxies (request, g), which
         # cost a lookup each time they are read.
         request = _cv_request.get().request
+        plan = await self._check(request)
+        # No route (a 404 or 405 follows): no body is wanted either.
+        if request.endpoint is not None and not plan.continues_body_itself:
+            await continue_body(request.scope)
+
+    async def _check(self, request: Request) -> RoutePlan:
+        """What must pass before the body is wanted; the route's plan."""
         g = _cv_app.get().g
         g.started = time.perf_counter()
         if self.system.draining:
@@ -108,7 +119,7 @@ class Preflight:
             allowed = ", ".join(sorted(fixed))
             raise MethodNotAllowed(f"{request.path} takes {allowed} only", Allow=allowed)
         if plan.console:
-            return
+            return plan
         if (request.query_string and not plan.takes_query and request.endpoint is not None
                 and request.args):
             # A typo must not be ignored; routes with parameters validate them with a
@@ -116,7 +127,7 @@ class Preflight:
             names = ", ".join(sorted(request.args))
             raise InvalidRequest(f"unknown query parameter(s): {names}")
         if plan.public:
-            return
+            return plan
         g.principal = principal = await self.authenticator.authenticate(request)
         if plan.roles is not None:  # before the body is read: the wrong key costs nothing
             check_roles(principal, plan.roles)
@@ -125,6 +136,7 @@ class Preflight:
             for name in plan.id_args:
                 if name in view_args and not is_id(view_args[name]):
                     raise InvalidRequest(f"{name} must be {ID_RULE}")
+        return plan
 
 
 def check_roles(principal: Principal, marked: Roles) -> None:

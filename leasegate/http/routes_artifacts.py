@@ -6,14 +6,21 @@ import re
 from typing import Any
 
 import trio
-from quart import Blueprint, Response, request, send_file
+from quart import Blueprint, Response, current_app, request, send_file
 from quart_schema import document_response
 from quart_trio.wrappers import TrioRequest
+from werkzeug.exceptions import RequestEntityTooLarge
 
-from leasegate.actors.tasks.artifacts import FindArtifact, ListArtifacts, RecordArtifact
+from leasegate.actors.tasks.artifacts import (
+    CheckUpload,
+    FindArtifact,
+    ListArtifacts,
+    RecordArtifact,
+)
 from leasegate.errors import ArtifactNotFound, InvalidRequest
 from leasegate.http.auth import allow, require, require_tenant
 from leasegate.http.context import system
+from leasegate.http.continuation import checks_before_body, continue_body
 from leasegate.http.models_replies import ArtifactList, ArtifactStored
 from leasegate.http.render import to_json
 from leasegate.ids import ARTIFACT_NAME_RULE, is_artifact_name, is_id
@@ -62,6 +69,7 @@ def _checked_name(name: str) -> str:
 
 @bp.put("/v1/tasks/<task_id>/artifacts/<name>")
 @allow("worker")
+@checks_before_body
 @document_response(ArtifactStored, 201)
 async def put_artifact(task_id: str, name: str) -> tuple[Any, int]:
     """Upload raw bytes (the lease holder: headers ``X-Worker-Id``, ``X-Lease-Token``)."""
@@ -71,14 +79,22 @@ async def put_artifact(task_id: str, name: str) -> tuple[Any, int]:
     token = request.headers.get("X-Lease-Token", "")
     if not is_id(worker_id) or not 0 < len(token) <= 128:
         raise InvalidRequest("X-Worker-Id and X-Lease-Token headers are required")
+    limit = request.max_content_length
+    if request.content_length is not None and limit is not None and request.content_length > limit:
+        raise RequestEntityTooLarge()  # as Quart would once the body is read: first
     sys = system()
-    upload = await sys.stage_upload(request.body)
-    try:
-        stored = await sys.tasks.ask(RecordArtifact(
-            task_id, worker_id, token, name, upload, principal.sites))
-    finally:
-        # Gone if it was placed; otherwise (refused, failed, cancelled) not kept.
-        await sys.discard_upload(upload)
+    with current_app.extensions["leasegate.uploads"].hold(principal.key_id):
+        # Before a byte of the body is read (or invited): a bogus task or token costs
+        # no disk. RecordArtifact checks again once the body is staged.
+        await sys.tasks.ask(CheckUpload(task_id, worker_id, token, principal.sites))
+        await continue_body(request.scope)
+        upload = await sys.stage_upload(request.body)
+        try:
+            stored = await sys.tasks.ask(RecordArtifact(
+                task_id, worker_id, token, name, upload, principal.sites))
+        finally:
+            # Gone if it was placed; otherwise (refused, failed, cancelled) not kept.
+            await sys.discard_upload(upload)
     return to_json(stored), 201
 
 

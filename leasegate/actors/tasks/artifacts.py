@@ -52,17 +52,42 @@ class RecordArtifact(Fenced[ArtifactStored]):
         check_ids("sites", self.sites)
 
 
+@dataclass(frozen=True)
+class CheckUpload(Fenced[None]):
+    """Whether the lease holder may upload to its task now: asked before the body is
+    read, so that an unknown task, a foreign site or a stale token costs no disk.
+    :class:`RecordArtifact` checks again (the lease may end while the body arrives)."""
+
+    sites: tuple[str, ...] | None = None  # the key's sites (None: every site)
+
+    def check(self) -> None:
+        super().check()
+        check_ids("sites", self.sites)
+
+
+@TASKS.on(CheckUpload)
+def check_upload(turn: TaskTurn, m: CheckUpload) -> None:
+    _check_lease(turn, m.task_id, m.worker_id, m.lease_token, m.sites)
+
+
+def _check_lease(turn: TaskTurn, task_id: str, worker_id: str, lease_token: str,
+                 sites: tuple[str, ...] | None) -> None:
+    """404 for an unknown task, 403 off the key's sites, 6002 unless ``worker_id`` holds
+    the task's lease (leased or running) under ``lease_token``."""
+    row = turn.visible(task_id, None)
+    check_site(row["site"], sites)
+    if (row["status"] not in ("leased", "running") or row["lease_owner"] != worker_id
+            or row["lease_token"] != lease_token):
+        raise TaskLeaseInvalid(
+            f"worker {worker_id} does not hold the lease of task {task_id} "
+            f"(status {row['status']}); artifacts are uploaded under the lease")
+
+
 @TASKS.on(RecordArtifact)
 def record(turn: TaskTurn, m: RecordArtifact) -> ArtifactStored:
     """Record an upload; a version it replaced is deleted after the commit."""
     conn = turn.conn
-    row = turn.visible(m.task_id, None)
-    check_site(row["site"], m.sites)
-    if (row["status"] not in ("leased", "running") or row["lease_owner"] != m.worker_id
-            or row["lease_token"] != m.lease_token):
-        raise TaskLeaseInvalid(
-            f"worker {m.worker_id} does not hold the lease of task {m.task_id} "
-            f"(status {row['status']}); artifacts are uploaded under the lease")
+    _check_lease(turn, m.task_id, m.worker_id, m.lease_token, m.sites)
     store = turn.artifacts
     if store is None:
         raise Unavailable("artifact storage is not configured")
