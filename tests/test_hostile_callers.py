@@ -260,7 +260,7 @@ class Scrape:
         self.served = served
         self.http = httpx.Client(base_url=served.url, timeout=10, headers={
             "Authorization": f"Bearer {served.keys['admin']}"})
-        self.value("leasegate_parked_polls")  # the connection is open from here on
+        self.value("leasegate_http_held_polls")  # the connection is open from here on
 
     def value(self, name: str, route: str | None = None) -> int:
         """The sum of the samples called ``name`` (of ``route``, when given)."""
@@ -353,7 +353,7 @@ def test_requests_queued_on_a_connection_that_is_gone_are_dropped(
     request = (f"GET /v1/tasks/{lease[0]}?wait_seconds={wait} HTTP/1.1\r\nHost: x\r\n"
                f"Authorization: Bearer {served.keys['admin']}\r\n\r\n").encode()
     connections = [pipeline(served, request, MAX_QUEUED) for _ in range(5)]
-    assert until(lambda: scrape.value("leasegate_parked_polls") >= 5, 10)
+    assert until(lambda: scrape.value("leasegate_http_held_polls") >= 5, 10)
     for sock in connections:
         reset(sock)
     assert until(lambda: scrape.open_fds() <= fds, wait + 3), (scrape.open_fds(), fds)

@@ -265,7 +265,8 @@ class ClientStream(trio.abc.HalfCloseableStream):
     * hypercorn is closing the connection (its close sends EOF outside its send lock,
       so an answer still being written meets it: ``BusyResourceError``, which no one
       up the stack expects, logged at ERROR as an error of the app): a send on a
-      closing stream, ``ClosedResourceError``, which hypercorn takes as "gone".
+      closing stream, ``ClosedResourceError``, which hypercorn takes as "gone"; and
+      the EOF that meets an answer being written is left out (the close follows).
     """
 
     def __init__(self, stream: trio.SocketStream, connection: trio.CancelScope) -> None:
@@ -286,7 +287,12 @@ class ClientStream(trio.abc.HalfCloseableStream):
         await self.stream.wait_send_all_might_not_block()
 
     async def send_eof(self) -> None:
-        await self.stream.send_eof()
+        try:
+            await self.stream.send_eof()
+        except trio.BusyResourceError:
+            # The same clash the other way round: an answer is being written as
+            # hypercorn closes. The close goes on without the EOF (aclose ends it all).
+            pass
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         try:
