@@ -34,6 +34,7 @@ connection handler (``TCPServer``: HTTP/1.1 and HTTP/2 as before):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -287,12 +288,10 @@ class ClientStream(trio.abc.HalfCloseableStream):
         await self.stream.wait_send_all_might_not_block()
 
     async def send_eof(self) -> None:
-        try:
+        # The same clash the other way round: an answer is being written as hypercorn
+        # closes. The close goes on without the EOF (aclose ends it all).
+        with contextlib.suppress(trio.BusyResourceError):
             await self.stream.send_eof()
-        except trio.BusyResourceError:
-            # The same clash the other way round: an answer is being written as
-            # hypercorn closes. The close goes on without the EOF (aclose ends it all).
-            pass
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         try:
