@@ -8,7 +8,7 @@ from typing import Literal
 
 from leasegate.actors.checks import check_choice, check_id, check_ids, check_text
 from leasegate.actors.keys.ref import Keys
-from leasegate.actors.keys.turn import KEYS
+from leasegate.actors.keys.turn import KEYS, KeysTurn
 from leasegate.actors.keys.views import (
     CreatedKey,
     KeyRecord,
@@ -93,10 +93,40 @@ class RevokeKey(Ask[Keys, KeyView]):
 
 
 @KEYS.on(RevokeKey)
-def revoke(turn: Turn, m: RevokeKey) -> KeyView:
+def revoke(turn: KeysTurn, m: RevokeKey) -> KeyView:
+    """Revoked, and told to the key's listeners before the reply: a poll it holds on
+    this gateway ends before the revoker hears the key is revoked."""
     _row(turn.conn, m.key_id)
     sql.revoke(turn.conn, m.key_id, turn.now)
-    return key_view(_row(turn.conn, m.key_id))
+    row = _row(turn.conn, m.key_id)
+    seq = row["revoked_seq"]
+    if seq is not None:
+        turn.after_commit(lambda: turn.revoked((m.key_id,), seq))
+    return key_view(row)
+
+
+@dataclass(frozen=True)
+class CheckRevocations(Ask[Keys, int]):
+    """Pass on the keys revoked since the last revocation passed on (by another process:
+    ``leasegate keys revoke``, another gateway); how many there were."""
+
+
+@KEYS.on(CheckRevocations)
+def check_revocations(turn: KeysTurn, m: CheckRevocations) -> int:
+    found = sql.revoked_after(turn.conn, turn.revocations_seen)
+    if found:
+        key_ids = tuple(key_id for key_id, _ in found)
+        turn.after_commit(lambda: turn.revoked(key_ids, found[-1][1]))
+    return len(found)
+
+
+def _start(turn: KeysTurn) -> None:
+    # Keys revoked before this start are refused by their lookup: nothing of them is
+    # held here yet.
+    turn.revocations_seen = sql.last_revocation(turn.conn)
+
+
+KEYS.on_start(_start)
 
 
 @dataclass(frozen=True)
@@ -125,7 +155,7 @@ class CreateFirstKeys(Ask[Keys, tuple[CreatedKey, ...]]):
 
 
 @KEYS.on(CreateFirstKeys)
-def create_first(turn: Turn, m: CreateFirstKeys) -> tuple[CreatedKey, ...]:
+def create_first(turn: KeysTurn, m: CreateFirstKeys) -> tuple[CreatedKey, ...]:
     if sql.count_all(turn.conn):
         return ()
     return tuple(create(turn, key) for key in m.keys)
