@@ -135,3 +135,15 @@ async def test_a_401_says_why_and_how_to_authenticate(gateway: Gateway) -> None:
         assert response.headers["WWW-Authenticate"] == challenge
     response = await gateway.client.get("/v1/tasks", headers=gateway.auth("worker"))
     assert response.status_code == 403 and "WWW-Authenticate" not in response.headers
+
+
+@pytest.mark.parametrize("tenant", ["@world", "@holds", "@revenue", "@anything"])
+async def test_no_key_for_a_system_account_of_the_ledger(gateway: Gateway,
+                                                         tenant: str) -> None:
+    for role in ("client", "worker", "admin"):
+        status, body = await gateway.call("POST", "/v1/admin/keys", "admin", json={
+            "role": role, "name": "sneaky", "tenant": tenant})
+        assert (status, body["error"]["code"]) == (400, 4000), body
+        assert "system account of the ledger" in body["error"]["message"]
+    status, body = await gateway.call("GET", "/v1/admin/keys", "admin")
+    assert "sneaky" not in {key["name"] for key in body["items"]}

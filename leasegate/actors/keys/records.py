@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.actors.checks import check_choice, check_id, check_ids, check_text
+from leasegate.actors.checks import check_choice, check_id, check_ids, check_tenant, check_text
 from leasegate.actors.keys.ref import Keys
 from leasegate.actors.keys.turn import KEYS, KeysTurn
 from leasegate.actors.keys.views import (
@@ -30,7 +30,8 @@ Role = Literal["client", "worker", "admin"]
 
 @dataclass(frozen=True)
 class CreateKey(Ask[Keys, CreatedKey]):
-    """A new key. A client key needs a tenant; sites are for worker keys."""
+    """A new key. A client key needs a tenant (never a system account of the ledger:
+    ``@world`` and its kind); sites are for worker keys."""
 
     role: Role
     name: str
@@ -40,7 +41,7 @@ class CreateKey(Ask[Keys, CreatedKey]):
     def check(self) -> None:
         check_choice("role", self.role, Role)
         check_text("name", self.name, most=128, empty=False)
-        check_id("tenant", self.tenant, optional=True)
+        check_tenant("tenant", self.tenant, optional=True)
         check_ids("sites", self.sites)
         if self.role == "client" and self.tenant is None:
             raise InvalidRequest("a client key needs a tenant")
