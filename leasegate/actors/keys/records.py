@@ -28,6 +28,20 @@ from leasegate.storage.engine import Connection, Row
 Role = Literal["client", "worker", "admin"]
 
 
+def sites_typed(text: str | None) -> tuple[str, ...] | None:
+    """The sites of a comma-separated list as people type it (the console's field,
+    ``leasegate keys create --sites``); None (every site) when nothing was given. Blanks
+    between commas are dropped; a list that names no site (", ,") is refused, as the
+    API refuses ``sites: []``: that key could lease nothing."""
+    if text is None:
+        return None
+    sites = tuple(site for part in text.split(",") if (site := part.strip()))
+    if not sites:
+        raise InvalidRequest(f"sites {text!r} names no site: list them separated by "
+                             "commas (a worker key without sites serves every site)")
+    return sites
+
+
 @dataclass(frozen=True)
 class CreateKey(Ask[Keys, CreatedKey]):
     """A new key. A client key needs a tenant (never a system account of the ledger:
@@ -43,6 +57,8 @@ class CreateKey(Ask[Keys, CreatedKey]):
         check_text("name", self.name, most=128, empty=False)
         check_tenant("tenant", self.tenant, optional=True)
         check_ids("sites", self.sites)
+        if self.sites == ():
+            raise InvalidRequest("sites must name at least one site (none: every site)")
         if self.role == "client" and self.tenant is None:
             raise InvalidRequest("a client key needs a tenant")
         if self.role != "worker" and self.sites is not None:
