@@ -11,8 +11,9 @@ that caller holds runs out, when a place is free at the latest) and
     polls = ParkedPolls(per_key=1000, per_address=2000)
     with polls.hold(key_id, address, seconds=30):   # RateLimited past a bound
         ...                                          # park
-    with polls.holding(key_id, address, 30) as held:  # False past a bound
-        ...
+    with polls.holding(key_id, address, 30, reader.end) as held:  # False past a bound
+        ...                                                   # stream
+    polls.end_for_key(key_id)                     # revoked: its polls and streams end
 
 Places are counted only while held, so nothing is left behind by a caller that
 leaves (a cancelled poll leaves its ``with``); a key or address holding none
