@@ -182,14 +182,21 @@ def _database_url(args: argparse.Namespace) -> str | None:
 
 
 def _create_key(args: argparse.Namespace) -> int:
+    from leasegate.actors.keys.records import CreateKey, sites_typed
+    from leasegate.errors import InvalidRequest
     from leasegate.http.models import CreateKeyBody  # the API's validation, offline too
 
-    sites = [s.strip() for s in args.sites.split(",")] if args.sites else None
     try:
-        body = CreateKeyBody(role=args.role, name=args.name, tenant=args.tenant, sites=sites)
+        sites = sites_typed(args.sites)
+        body = CreateKeyBody(role=args.role, name=args.name, tenant=args.tenant,
+                             sites=None if sites is None else list(sites))
+        # And the keys actor's own rules (a tenant is never a system account).
+        CreateKey(body.role, body.name, body.tenant, sites).check()
     except ValidationError as exc:
         reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
         return _fail(f"invalid key: {reasons}", USAGE_ERROR)
+    except InvalidRequest as exc:
+        return _fail(f"invalid key: {exc.message}", USAGE_ERROR)
     def create(conn: Connection) -> tuple[str, str]:
         return keys_sql.create(conn, role=body.role, name=body.name, tenant=body.tenant,
                                sites=body.sites, now=time.time())

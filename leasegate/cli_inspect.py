@@ -5,8 +5,9 @@ jobs and keys from the shell, in the style of ``rq info`` and ``temporal workflo
 Jobs are read through a running gateway's HTTP API (``--url``, ``--key`` or
 ``LEASEGATE_ADMIN_KEY``): the gateway owns them. Keys are read and revoked in the
 database directly, as ``keys create`` makes them, with the server running or not; a
-running gateway refuses a revoked key within ``VERIFIED_SECONDS`` (60 s: how long it
-trusts a key it has verified), its console sessions too.
+running gateway refuses a revoked key within a second, and ends its long-polls, event
+streams and console sessions (told by PostgreSQL at once; on SQLite it looks every
+``key_revocation_poll_interval``).
 """
 
 from __future__ import annotations
@@ -108,10 +109,10 @@ def add_commands(commands: Any, data_options: Callable[[argparse.ArgumentParser]
     listing.set_defaults(run=_list_keys)
     revoke = keys.add_parser(
         "revoke", help="revoke a key",
-        description="Revoke a key in the database (server running or not). A running "
-                    "gateway refuses it within 60 s (how long it trusts a key it has "
-                    "verified), its console sessions too; DELETE /v1/admin/keys/ID "
-                    "takes effect at once.")
+        description="Revoke a key in the database (server running or not). Every running "
+                    "gateway refuses it within a second, and ends its long-polls, event "
+                    "streams and console sessions; DELETE /v1/admin/keys/ID does so at "
+                    "once.")
     revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (lg_<KEY_ID>_...)")
     revoke.add_argument("--json", action="store_true", help="print JSON")
     data_options(revoke)
@@ -322,7 +323,7 @@ def _revoke_key(args: argparse.Namespace) -> int:
         print_json(key)
     elif done:
         print(f"revoked {key['role']} key {key['key_id']} ({key['name']}); a running gateway "
-              "refuses it within 60 s")
+              "refuses it within a second")
     else:
         print(f"{key['role']} key {key['key_id']} ({key['name']}) was revoked already, at "
               f"{when(key['revoked_at'])}")

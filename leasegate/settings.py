@@ -118,6 +118,10 @@ class Settings:
     # nothing else makes it, to meet the deadlines other gateways' turns set (the claim
     # window of a gateway that died).
     deadline_poll_interval: float = 1.0
+    # SQLite: how often the gateway looks for keys revoked by another process
+    # (leasegate keys revoke), to refuse them and end their long-polls and event
+    # streams. PostgreSQL needs no look: each revocation is notified to every gateway.
+    key_revocation_poll_interval: float = 0.5
     # Where artifact files live; unset: <data>/artifacts. Several gateways on one
     # PostgreSQL database must all mount the same directory here.
     artifacts_dir: str | None = None
@@ -167,7 +171,7 @@ class Settings:
             "max_artifact_bytes", "max_artifacts_per_task", "max_artifact_bytes_per_task",
             "http_read_timeout", "http_body_timeout",
             "housekeeping_interval", "event_ring_size", "event_max_streams",
-            "deadline_poll_interval",
+            "deadline_poll_interval", "key_revocation_poll_interval",
             "event_keepalive_seconds",
         )  # fmt: skip
         for name in positive:

@@ -158,10 +158,12 @@ def settings(database_url: str | None) -> Settings:
     # OFF: tests never meet a power cut, and run faster without fsync. On PostgreSQL the
     # deadline poll (meeting other gateways' deadlines) is an hour: one gateway's turns set
     # every deadline, and a test that lets virtual days pass would take a turn a second
-    # (the tests of several gateways set it back).
+    # (the tests of several gateways set it back). So is SQLite's look for keys revoked
+    # by another process (the tests of the CLI's revocation set it back).
     return load(environ={}, overrides={"sqlite_synchronous": "OFF", "unsafe_durability": True,
                                        "database_url": database_url,
-                                       "deadline_poll_interval": 3600})
+                                       "deadline_poll_interval": 3600,
+                                       "key_revocation_poll_interval": 3600})
 
 
 @pytest.fixture

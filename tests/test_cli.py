@@ -6,6 +6,7 @@ be done, 2: usage error); start-up failures run a real process.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -89,6 +90,31 @@ def test_client_key_with_sites_is_refused(tmp_path: Path,
                    "--sites", "shop", "--data", str(tmp_path / "var")])
     assert status == 2
     assert capsys.readouterr().err == "leasegate: invalid key: sites are for worker keys\n"
+
+
+@pytest.mark.parametrize(("options", "refusal"), [
+    (["--role", "worker", "--sites", ", ,"], "sites ', ,' names no site"),
+    (["--role", "worker", "--sites", ""], "sites '' names no site"),
+    (["--role", "client", "--tenant", "@world"], "tenant '@world' names a system account"),
+    (["--role", "worker", "--tenant", "@holds"], "tenant '@holds' names a system account"),
+])
+def test_keys_create_refuses_what_the_api_refuses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str],
+        refusal: str) -> None:
+    """No key that leases nothing (the API refuses ``sites: []``), none for a system
+    account of the ledger; nothing is created."""
+    data = str(tmp_path / "var")
+    make_database(tmp_path / "var")
+    assert main(["keys", "create", "--name", "k", *options, "--data", data]) == 2
+    assert capsys.readouterr().err.startswith(f"leasegate: invalid key: {refusal}")
+    assert main(["keys", "list", "--json", "--data", data]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == 0
+    # Blanks between commas are only typing: the sites named are kept.
+    assert main(["keys", "create", "--name", "k", "--role", "worker", "--sites", " shop, ,b2 ",
+                 "--data", data]) == 0
+    capsys.readouterr()
+    assert main(["keys", "list", "--json", "--data", data]) == 0
+    assert json.loads(capsys.readouterr().out)["items"][0]["sites"] == ["shop", "b2"]
 
 
 def test_backup_without_a_database_refuses(tmp_path: Path,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -221,6 +222,48 @@ async def test_a_revocation_from_the_shell_reaches_a_running_gateway_within_its_
     await trio.sleep(VERIFIED_SECONDS + 1)
     status, body = await gateway.call("POST", "/v1/queries/lease", json=lease, headers=headers)
     assert status == 401 and body["error"]["message"] == "this API key was revoked"
+
+
+def test_a_revocation_from_the_shell_ends_the_keys_poll_on_a_running_gateway_within_a_second(
+        served_gateway: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI writes the database from another process; the gateway looks for new
+    revocations every key_revocation_poll_interval (0.5 s)."""
+    data = str(served_gateway.data)
+    assert main(["keys", "create", "--role", "worker", "--name", "doomed-worker",
+                 "--data", data]) == 0
+    key = capsys.readouterr().out.splitlines()[-1]
+    answered: list[tuple[float, httpx.Response]] = []
+
+    def poll() -> None:  # a site of its own: no other test's work is taken
+        reply = httpx.post(served_gateway.url + "/v1/tasks/lease", timeout=30, json={
+            "worker_id": "w-doomed", "wait_seconds": 20, "sites": ["doomed-site"]},
+            headers={"Authorization": f"Bearer {key}"})
+        answered.append((time.monotonic(), reply))
+
+    polling = threading.Thread(target=poll)
+    polling.start()
+    until_parked(served_gateway, 1)
+    assert main(["keys", "revoke", key.split("_")[1], "--data", data]) == 0
+    revoked = time.monotonic()
+    polling.join(10)
+    [(at, reply)] = answered
+    assert reply.status_code == 401 and reply.json()["error"]["message"] == (
+        "this API key was revoked")
+    assert reply.headers["WWW-Authenticate"].startswith("Bearer ")
+    assert at - revoked < 1.0, at - revoked
+    refused = httpx.get(served_gateway.url + "/v1/tasks",
+                        headers={"Authorization": f"Bearer {key}"})
+    assert refused.status_code == 401
+
+
+def until_parked(served: Served, count: int, actor: str = "tasks") -> None:
+    """Wait (10 s at most) until ``count`` requests are parked in ``actor``."""
+    with served.client("admin") as admin:
+        deadline = time.monotonic() + 10
+        while f'leasegate_parked_requests{{actor="{actor}"}} {count}.0' not in admin.get(
+                "/metrics").text:
+            assert time.monotonic() < deadline, "never parked"
+            time.sleep(0.02)
 
 
 def test_backup_refuses_an_existing_file_unless_forced(

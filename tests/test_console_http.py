@@ -78,6 +78,30 @@ async def test_a_live_refresh_leaves_the_notices_to_the_next_page(gateway: Gatew
     assert "its secret, shown this once" in await shown.get_data(as_text=True)
 
 
+@pytest.mark.parametrize(("form", "refusal"), [
+    ({"role": "worker", "name": "desk-9", "sites": ", ,"}, "names no site"),
+    ({"role": "client", "name": "desk-9", "tenant": "@world"}, "system account"),
+])
+async def test_a_refused_key_form_shows_why_and_keeps_the_values(
+        gateway: Gateway, form: dict[str, str], refusal: str) -> None:
+    """As the API refuses ``sites: []`` and a system account's tenant: nothing is made,
+    and the form comes back with the reason and what was typed."""
+    await sign_in(gateway, OVERVIEW)
+    page = await gateway.client.get("/console/keys")
+    html = await page.get_data(as_text=True)
+    csrf = html.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    refused = await gateway.client.post("/console/keys", form={"csrf": csrf, **form})
+    html = await refused.get_data(as_text=True)
+    assert refused.status_code == 400
+    assert 'role="alert"' in html and refusal in html
+    assert f"<option selected>{form['role']}</option>" in html
+    for name in ("name", "tenant", "sites"):
+        if name in form:
+            assert f'value="{form[name]}"' in html
+    _, keys = await gateway.call("GET", "/v1/admin/keys", "admin")
+    assert "desk-9" not in {key["name"] for key in keys["items"]}
+
+
 async def test_the_degraded_badge_names_each_cause(gateway: Gateway) -> None:
     await sign_in(gateway, OVERVIEW)
     status, _ = await gateway.call("POST", "/v1/tasks", "t1", json={

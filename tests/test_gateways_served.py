@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from leasegate.cli import main
 from tests.served import Served, start, stop
 
 Json = dict[str, Any]
@@ -233,6 +234,43 @@ def test_an_event_stream_on_b_shows_a_submit_on_a_and_resumes_on_a(
 
 
 @pytest.mark.parametrize("gateways", [SHORT_CLAIMS], indirect=True)
+def test_a_revocation_by_the_cli_bites_on_every_gateway_within_a_second(
+        gateways: tuple[Served, Served], postgres_url: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Each gateway hears the revocation's notification: the key's poll parked on B
+    ends with 401, and A and B, which had both verified the key, refuse it."""
+    a, b = gateways
+    database = ["--database", postgres_url]
+    assert main(["keys", "create", "--role", "worker", "--name", "doomed", *database]) == 0
+    key = capsys.readouterr().out.splitlines()[-1]
+    headers = {"Authorization": f"Bearer {key}"}
+    probe = {"worker_id": "w-doomed", "wait_seconds": 0, "sites": ["doomed-site"]}
+    for gateway in (a, b):  # verified by both, and trusted a while
+        assert httpx.post(f"{gateway.url}/v1/tasks/lease", json=probe,
+                          headers=headers).status_code == 200
+    answered: list[tuple[float, httpx.Response]] = []
+
+    def poll_on_b() -> None:
+        reply = httpx.post(f"{b.url}/v1/tasks/lease", json={**probe, "wait_seconds": 20},
+                           headers=headers, timeout=30)
+        answered.append((time.monotonic(), reply))
+
+    waiting = threading.Thread(target=poll_on_b)
+    waiting.start()
+    until(lambda: parked(b) == 1)
+    assert main(["keys", "revoke", key.split("_")[1], *database]) == 0
+    revoked = time.monotonic()
+    waiting.join(10)
+    [(at, reply)] = answered
+    assert reply.status_code == 401, reply.text
+    assert reply.json()["error"]["message"] == "this API key was revoked"
+    assert at - revoked < 1.0, at - revoked
+    for gateway in (a, b):
+        refused = httpx.post(f"{gateway.url}/v1/tasks/lease", json=probe, headers=headers)
+        assert refused.status_code == 401, gateway.url
+    assert time.monotonic() - revoked < 1.0
+
+
 def test_a_gateway_killed_with_unstarted_claims_loses_nothing(
         gateways: tuple[Served, Served]) -> None:
     a, b = gateways

@@ -26,6 +26,7 @@ from leasegate.actors.queue.event_hub import (
     Reset,
 )
 from leasegate.actors.queue.history import JobEvent
+from leasegate.storage.keys_sql import REVOKED_NOTICE
 from leasegate.storage.notices_sql import MAX_PAYLOAD
 from tests.conftest import Gateway
 from tests.test_http_tasks import lease
@@ -90,6 +91,19 @@ async def test_other_gateways_notices_reach_the_named_actor_coalesced_and_never_
         await trio.testing.wait_all_tasks_blocked()
         assert tasks.told[-1].everything and queries.told[-1].everything
         nursery.cancel_scope.cancel()
+
+
+def test_a_revocations_notice_and_a_resync_make_the_keys_look_again() -> None:
+    """A revocation's notice (from any gateway or the CLI: no gateway's name) pokes the
+    keys' watch and nothing else; so does a resync, since notices may have been lost."""
+    looks: list[int] = []
+    pokes: list[int] = []
+    here = Elsewhere("gw-b", {}, heard_any=lambda: pokes.append(1),
+                     others={"keys": lambda: looks.append(1)})
+    here.deliver([REVOKED_NOTICE])
+    assert (len(looks), pokes, here.notices) == (1, [], 0)
+    here.resync()
+    assert (len(looks), len(pokes)) == (2, 1)
 
 
 def _event(event_id: int, tenant: str = "acme") -> JobEvent:

@@ -88,6 +88,8 @@ SETTINGS = load(environ={}, overrides={
     "ledger_orphan_max_age": ORPHAN_AGE,
     # Longer than the jobs' retention: a job's hold outlives its row.
     "ledger_settled_retention": 3 * HOUR, "ledger_audit_interval": 24 * HOUR,
+    # No key is revoked here: a look every half second would be most of the run's turns.
+    "key_revocation_poll_interval": 24 * HOUR,
 })
 SUBMIT_ERRORS = {6004, 6007}
 WORK_ERRORS = {6001, 6002, 6003, 6005, 6006}

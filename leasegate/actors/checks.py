@@ -33,6 +33,16 @@ def check_id(name: str, value: object, *, optional: bool = False) -> None:
         raise InvalidRequest(f"{name} must be {ID_RULE} (got {value!r:.80})")
 
 
+def check_tenant(name: str, value: object, *, optional: bool = False) -> None:
+    """A tenant, whose ledger account has its name: an id that does not name one of
+    the ledger's system accounts (``@world``, ``@holds``, ``@revenue``: names starting
+    with @)."""
+    check_id(name, value, optional=optional)
+    if isinstance(value, str) and value.startswith("@"):
+        raise InvalidRequest(f"{name} {value!r} names a system account of the ledger "
+                             "(names starting with @), not a tenant's")
+
+
 def check_job_id(name: str, value: object) -> None:
     """A client-chosen task or query id (None: the server picks one)."""
     check_id(name, value, optional=True)

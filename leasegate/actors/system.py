@@ -40,6 +40,8 @@ from leasegate.actors.devices.ref import Devices, DevicesRef
 from leasegate.actors.jobs.facade import Jobs
 from leasegate.actors.keys.actor import open_keys
 from leasegate.actors.keys.ref import KeysRef
+from leasegate.actors.keys.turn import Revoked
+from leasegate.actors.keys.watch import RevocationWatch
 from leasegate.actors.ledger.actor import open_ledger
 from leasegate.actors.ledger.audit import LedgerUnbalanced, audit
 from leasegate.actors.ledger.ref import Ledger, LedgerRef
@@ -152,6 +154,10 @@ class System:
         # else holds their refs.
         self.key_actor = open_keys(self._database("keys"), clock)
         self.keys: KeysRef = self.key_actor.ref
+        # Revocations by another process (the CLI; on PostgreSQL another gateway too):
+        # notified on PostgreSQL, read every key_revocation_poll_interval on SQLite.
+        self.revocations = RevocationWatch(self.keys, math.inf if shared
+                                           else settings.key_revocation_poll_interval)
         self.ledger_actor = open_ledger(self._database("ledger"), clock, settings, inbox=ledger,
                                         queues={"task": self.tasks, "query": self.queries})
         self.query_actor = open_queries(self._database("queries"), clock, settings, inbox=queries,
@@ -181,7 +187,8 @@ class System:
         """Several gateways on one database: wake-ups and events cross between them (on
         SQLite, one gateway: nothing crosses)."""
         elsewhere = Elsewhere(f"{self.gateway}/{secrets.token_hex(4)}", {
-            "tasks": self.tasks, "queries": self.queries}, heard_any=self.events.poke)
+            "tasks": self.tasks, "queries": self.queries}, heard_any=self.events.poke,
+            others={"keys": self.revocations.poke})
         if settings.database_url is not None:
             elsewhere.listen(settings.database_url, f"leasegate listener ({self.gateway})",
                              settings.error_log_window, inline=inline_storage)
@@ -238,6 +245,11 @@ class System:
 
     # ---- what the HTTP layer may use ---------------------------------------------
 
+    def on_key_revoked(self, listener: Revoked) -> None:
+        """Call ``listener(key_ids)`` once keys are revoked (through this gateway, or
+        found revoked by another process), after the commit, before the revoker's reply."""
+        self.key_actor.turn.on_revoked.append(listener)
+
     def statistics(self) -> SystemStatistics:
         """Every actor's and job's counters, as of now (call on the trio thread)."""
         actors = tuple(actor.statistics() for actor in self.actors)
@@ -249,7 +261,8 @@ class System:
     @property
     def _services(self) -> tuple[JobRecord, ...]:
         """The on-demand work (no fixed interval: never overdue)."""
-        return (self._deleter, self.task_actor.turn.deadline_timer, self._forwarder.record)
+        return (self._deleter, self.task_actor.turn.deadline_timer, self._forwarder.record,
+                self.revocations.record)
 
     def _job_records(self) -> list[JobRecord]:
         records = [job.record for actor in self.actors for job in actor.jobs]
@@ -350,6 +363,8 @@ class System:
                         jobs.start_soon(self.elsewhere.run)
                     jobs.start_soon(serve_guarded, self._forwarder.record, self.clock, window,
                                     self._forwarder.forward_next)
+                    jobs.start_soon(serve_guarded, self.revocations.record, self.clock, window,
+                                    self.revocations.check_next)
                     task_status.started()
                     await self._closed.wait()
                     jobs.cancel_scope.cancel()  # they hold nothing worth finishing

@@ -143,10 +143,20 @@ def create_app(system: System) -> QuartTrio:
     app.extensions["leasegate.auth"] = authenticator
     metrics = Metrics()
     app.extensions["leasegate.metrics"] = metrics
-    app.extensions["leasegate.parked"] = ParkedPolls(system.settings.max_parked_per_key,
-                                                     system.settings.max_parked_per_address)
+    parked = ParkedPolls(system.settings.max_parked_per_key,
+                         system.settings.max_parked_per_address)
+    app.extensions["leasegate.parked"] = parked
     app.extensions["leasegate.uploads"] = UploadSlots(system.settings.max_uploads_per_key,
                                                       system.settings.max_uploads)
+
+    def key_revoked(key_ids: tuple[str, ...]) -> None:
+        # Nothing of a revoked key stands here from now on: what the authenticator
+        # remembers of it, its console sessions, its parked polls and event streams.
+        for key_id in key_ids:
+            authenticator.forget(key_id)
+            parked.end_for_key(key_id)
+
+    system.on_key_revoked(key_revoked)
     # Outcomes, dispatch latency: of this gateway's own commits (each counted once).
     system.events.own_listeners.append(metrics.on_job_event)
 

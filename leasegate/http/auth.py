@@ -3,11 +3,14 @@
 ``Authorization: Bearer lg_<key_id>_<secret>``. The key is found by id and
 its secret compared in constant time. A verified key is kept in memory for
 ``VERIFIED_SECONDS`` (at most ``VERIFIED_KEYS`` of them, the least recently
-used forgotten first), so a request costs no lookup; a revocation through the
-API drops the entry, so it takes effect on the next request, and any other
-change to a key (a restored backup) within ``VERIFIED_SECONDS``. Only keys
-that passed the check are kept: invented keys cannot grow it. Missing or
-unknown: 401 (4010); known but the wrong role or site: 403 (4030).
+used forgotten first), so a request costs no lookup; a revocation drops the
+entry when the keys actor passes it on (``System.on_key_revoked``: at once for
+one through this gateway, within a second for one by the CLI or another
+gateway), so it takes effect on the next request, and any other change to a key
+(a restored backup) within ``VERIFIED_SECONDS``. Only keys that passed the check
+are kept: invented keys cannot grow it. Missing or unknown: 401 (4010), revoked:
+401 saying so (to the holder of its secret only); every 401 carries
+``WWW-Authenticate: Bearer``. Known but the wrong role or site: 403 (4030).
 
 What a caller can do without a key we already know (no key, an unknown key
 id, a wrong secret, a public route) is paid for by its client address:
@@ -36,6 +39,12 @@ from leasegate.keyformat import secret_matches, split_key
 F = TypeVar("F", bound=Callable[..., object])
 
 SUBMITTER_ONLY = "submitting needs a client key: work belongs to a tenant"
+REVOKED_KEY = "this API key was revoked"
+UNKNOWN_KEY = "unknown API key"
+# Every 401 says how to authenticate (RFC 7235); one for a key that was given but is no
+# good says so too (RFC 6750's invalid_token), so that a client stops retrying it.
+BEARER = 'Bearer realm="leasegate"'
+INVALID_KEY = 'Bearer realm="leasegate", error="invalid_token"'
 
 ADDRESS_BUCKETS = 10_000
 UNKNOWN_KEY_SECONDS = 5.0
@@ -158,9 +167,9 @@ class Authenticator:
             raise RateLimited("too many requests without a valid key from this address",
                               Retry_After=str(max(1, int(wait + 0.999))))
 
-    def _refuse(self, message: str) -> NoReturn:
+    def _refuse(self, message: str, challenge: str = BEARER) -> NoReturn:
         self.charge_address()
-        raise Unauthorized(message)
+        raise Unauthorized(message, WWW_Authenticate=challenge)
 
     async def authenticate(self, request: Request = request) -> Principal:
         """The caller of ``request`` (the current request's proxy by default)."""
@@ -181,26 +190,26 @@ class Authenticator:
         The bearer check and the console's sign-in both come here."""
         parts = split_key(key)
         if parts is None:
-            self._refuse("unknown API key")
+            self._refuse(UNKNOWN_KEY, INVALID_KEY)
         key_id, secret = parts
         now = self.system.clock.now()
         known = self.verified.get(key_id, now)
         if known is not None:
             principal, secret_hash = known
             if not secret_matches(secret, secret_hash):
-                self._refuse("unknown API key")
+                self._refuse(UNKNOWN_KEY, INVALID_KEY)
             return principal
         if self.unknown.holds(key_id, now):
-            self._refuse("unknown API key")
+            self._refuse(UNKNOWN_KEY, INVALID_KEY)
         self.charge_address()  # before the lookup: the address pays for it
         found = await self._lookup(key_id, now)
         if found is None:
             self.unknown.add(key_id, now)
-            raise Unauthorized("unknown API key")
+            raise Unauthorized(UNKNOWN_KEY, WWW_Authenticate=INVALID_KEY)
         if not secret_matches(secret, found.secret_hash):
-            raise Unauthorized("unknown API key")
+            raise Unauthorized(UNKNOWN_KEY, WWW_Authenticate=INVALID_KEY)
         if found.revoked:  # said only to the holder of the secret
-            raise Unauthorized("this API key was revoked")
+            raise Unauthorized(REVOKED_KEY, WWW_Authenticate=INVALID_KEY)
         return found.principal
 
     async def _lookup(self, key_id: str, now: float) -> KeyRecord | None:

@@ -20,6 +20,7 @@ from leasegate.errors import (
     NotFound,
     PayloadTooLarge,
 )
+from leasegate.http.auth import BEARER
 from leasegate.http.routes_artifacts import body_limit_setting
 
 log = logging.getLogger("leasegate.http")
@@ -30,6 +31,8 @@ def error_response(exc: LeasegateError) -> Response:
     response.status_code = exc.status
     for name, value in exc.headers.items():
         response.headers[name.replace("_", "-")] = value
+    if exc.status == 401 and "WWW-Authenticate" not in response.headers:
+        response.headers["WWW-Authenticate"] = BEARER  # every 401 says how to authenticate
     if exc.status == 503 and "Retry-After" not in response.headers:
         # Storage trouble or a draining actor: worth a retry soon, as documented.
         response.headers["Retry-After"] = "1"

@@ -71,11 +71,9 @@ _admin_list("/v1/admin/keys", "list_keys", "Keys, newest first, without their se
 @allow("admin")
 @document_response(KeyObject)
 async def revoke_key(key_id: str) -> Any:
-    """Revoke a key; it is refused from the next request on."""
-    reply = await system().keys.ask(RevokeKey(key_id))
-    authenticator: Authenticator = current_app.extensions["leasegate.auth"]
-    authenticator.forget(key_id)
-    return to_json(reply)
+    """Revoke a key: it is refused from the next request on, and its parked long-polls
+    and event streams end (on every gateway of the database within a second)."""
+    return to_json(await system().keys.ask(RevokeKey(key_id)))
 
 
 @bp.post("/v1/admin/backup")

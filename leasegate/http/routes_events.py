@@ -106,7 +106,7 @@ async def job_events(query_args: EventArgs) -> Response:
     async def stream() -> AsyncIterator[bytes]:
         # Counted only while it runs: a stream never started holds nothing.
         with reader.streaming() as counted, polls.holding(
-                principal.key_id, address, settings.max_wait_seconds) as held:
+                principal.key_id, address, settings.max_wait_seconds, reader.end) as held:
             if not (counted and held):  # raced past the checks above: end at once
                 return
             await reader.begin()
@@ -117,7 +117,7 @@ async def job_events(query_args: EventArgs) -> Response:
             ends = trio.current_time() + settings.max_wait_seconds
             while (remaining := ends - trio.current_time()) > 0:
                 got = await reader.next(min(settings.event_keepalive_seconds, remaining))
-                if got is None:  # the gateway drains
+                if got is None:  # the gateway drains, or the key was revoked
                     return
                 if isinstance(got, Reset):
                     yield _message("reset", got.event_id, {"reason": got.reason})

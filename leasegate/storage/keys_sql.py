@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+from typing import Final
 
 from leasegate.keyformat import hash_secret, new_key
-from leasegate.storage.engine import Connection, Row
+from leasegate.storage.engine import Connection, Row, dialect
+from leasegate.storage.notices_sql import notify
+from leasegate.storage.turn_locks import lock_turn
 
 ROLES = ("client", "worker", "admin")
+
+ACTOR: Final = "keys"  # the actor that owns the table: its turn lock numbers revocations
+# What a revocation tells every gateway of a PostgreSQL database (in the notice format
+# of ``actors.queue.elsewhere``: from no gateway, so that every one hears it, the one
+# that revoked too): look for keys revoked since you last looked.
+REVOKED_NOTICE: Final = '{"g":"","a":"keys","t":"*"}'
 
 
 def create(conn: Connection, *, role: str, name: str, tenant: str | None,
@@ -45,8 +54,29 @@ def count_all(conn: Connection) -> int:
 
 
 def revoke(conn: Connection, key_id: str, now: float) -> bool:
+    """Revoke a live key (False: none such), numbered after every earlier revocation;
+    on PostgreSQL every gateway is told once this commits."""
+    lock_turn(conn, ACTOR)  # the CLI and every gateway number revocations one at a time
     cur = conn.execute(
-        "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
+        "UPDATE api_keys SET revoked_at = ?, revoked_seq = "
+        "(SELECT coalesce(max(revoked_seq), 0) + 1 FROM api_keys) "
+        "WHERE key_id = ? AND revoked_at IS NULL",
         (now, key_id),
     )
-    return cur.rowcount == 1
+    revoked = cur.rowcount == 1
+    if revoked and dialect(conn) == "postgresql":
+        notify(conn, [REVOKED_NOTICE])
+    return revoked
+
+
+def revoked_after(conn: Connection, seq: int) -> list[tuple[str, int]]:
+    """``(key_id, revoked_seq)`` of the keys revoked after revocation ``seq``, in order."""
+    return [(row[0], int(row[1])) for row in conn.execute(
+        "SELECT key_id, revoked_seq FROM api_keys WHERE revoked_seq > ? "
+        "ORDER BY revoked_seq", (seq,))]
+
+
+def last_revocation(conn: Connection) -> int:
+    """The number of the latest revocation (0: none numbered)."""
+    return int(conn.execute("SELECT coalesce(max(revoked_seq), 0) FROM api_keys")
+               .fetchone()[0])

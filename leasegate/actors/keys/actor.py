@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from leasegate.actors.keys import records
 from leasegate.actors.keys.ref import Keys
-from leasegate.actors.keys.turn import KEYS
+from leasegate.actors.keys.turn import KEYS, KeysTurn
 from leasegate.actors.runtime.actor import Actor
 from leasegate.actors.runtime.inbox import Inbox
-from leasegate.actors.runtime.turn import Turn
 from leasegate.clock import Clock
 from leasegate.storage.database import Database
 
@@ -16,6 +15,7 @@ MODULES = (records,)
 """What the keys actor does (importing a module registers its handlers)."""
 
 
-def open_keys(db: Database, clock: Clock, inbox: Inbox[Keys] | None = None) -> Actor[Keys, Turn]:
+def open_keys(db: Database, clock: Clock,
+              inbox: Inbox[Keys] | None = None) -> Actor[Keys, KeysTurn]:
     """The keys actor on ``db`` (not running yet: start ``actor.run``)."""
-    return Actor("keys", inbox or Inbox(Keys, MAILBOX_SIZE), db, clock, Turn("keys"), KEYS)
+    return Actor("keys", inbox or Inbox(Keys, MAILBOX_SIZE), db, clock, KeysTurn(), KEYS)

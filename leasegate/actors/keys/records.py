@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.actors.checks import check_choice, check_id, check_ids, check_text
+from leasegate.actors.checks import check_choice, check_id, check_ids, check_tenant, check_text
 from leasegate.actors.keys.ref import Keys
-from leasegate.actors.keys.turn import KEYS
+from leasegate.actors.keys.turn import KEYS, KeysTurn
 from leasegate.actors.keys.views import (
     CreatedKey,
     KeyRecord,
@@ -28,9 +28,24 @@ from leasegate.storage.engine import Connection, Row
 Role = Literal["client", "worker", "admin"]
 
 
+def sites_typed(text: str | None) -> tuple[str, ...] | None:
+    """The sites of a comma-separated list as people type it (the console's field,
+    ``leasegate keys create --sites``); None (every site) when nothing was given. Blanks
+    between commas are dropped; a list that names no site (", ,") is refused, as the
+    API refuses ``sites: []``: that key could lease nothing."""
+    if text is None:
+        return None
+    sites = tuple(site for part in text.split(",") if (site := part.strip()))
+    if not sites:
+        raise InvalidRequest(f"sites {text!r} names no site: list them separated by "
+                             "commas (a worker key without sites serves every site)")
+    return sites
+
+
 @dataclass(frozen=True)
 class CreateKey(Ask[Keys, CreatedKey]):
-    """A new key. A client key needs a tenant; sites are for worker keys."""
+    """A new key. A client key needs a tenant (never a system account of the ledger:
+    ``@world`` and its kind); sites are for worker keys."""
 
     role: Role
     name: str
@@ -40,8 +55,10 @@ class CreateKey(Ask[Keys, CreatedKey]):
     def check(self) -> None:
         check_choice("role", self.role, Role)
         check_text("name", self.name, most=128, empty=False)
-        check_id("tenant", self.tenant, optional=True)
+        check_tenant("tenant", self.tenant, optional=True)
         check_ids("sites", self.sites)
+        if self.sites == ():
+            raise InvalidRequest("sites must name at least one site (none: every site)")
         if self.role == "client" and self.tenant is None:
             raise InvalidRequest("a client key needs a tenant")
         if self.role != "worker" and self.sites is not None:
@@ -93,10 +110,40 @@ class RevokeKey(Ask[Keys, KeyView]):
 
 
 @KEYS.on(RevokeKey)
-def revoke(turn: Turn, m: RevokeKey) -> KeyView:
+def revoke(turn: KeysTurn, m: RevokeKey) -> KeyView:
+    """Revoked, and told to the key's listeners before the reply: a poll it holds on
+    this gateway ends before the revoker hears the key is revoked."""
     _row(turn.conn, m.key_id)
     sql.revoke(turn.conn, m.key_id, turn.now)
-    return key_view(_row(turn.conn, m.key_id))
+    row = _row(turn.conn, m.key_id)
+    seq = row["revoked_seq"]
+    if seq is not None:
+        turn.after_commit(lambda: turn.revoked((m.key_id,), seq))
+    return key_view(row)
+
+
+@dataclass(frozen=True)
+class CheckRevocations(Ask[Keys, int]):
+    """Pass on the keys revoked since the last revocation passed on (by another process:
+    ``leasegate keys revoke``, another gateway); how many there were."""
+
+
+@KEYS.on(CheckRevocations)
+def check_revocations(turn: KeysTurn, m: CheckRevocations) -> int:
+    found = sql.revoked_after(turn.conn, turn.revocations_seen)
+    if found:
+        key_ids = tuple(key_id for key_id, _ in found)
+        turn.after_commit(lambda: turn.revoked(key_ids, found[-1][1]))
+    return len(found)
+
+
+def _start(turn: KeysTurn) -> None:
+    # Keys revoked before this start are refused by their lookup: nothing of them is
+    # held here yet.
+    turn.revocations_seen = sql.last_revocation(turn.conn)
+
+
+KEYS.on_start(_start)
 
 
 @dataclass(frozen=True)
@@ -125,7 +172,7 @@ class CreateFirstKeys(Ask[Keys, tuple[CreatedKey, ...]]):
 
 
 @KEYS.on(CreateFirstKeys)
-def create_first(turn: Turn, m: CreateFirstKeys) -> tuple[CreatedKey, ...]:
+def create_first(turn: KeysTurn, m: CreateFirstKeys) -> tuple[CreatedKey, ...]:
     if sql.count_all(turn.conn):
         return ()
     return tuple(create(turn, key) for key in m.keys)

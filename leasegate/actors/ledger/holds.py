@@ -21,6 +21,7 @@ from leasegate.actors.checks import (
     check_ids,
     check_int,
     check_page,
+    check_tenant,
 )
 from leasegate.actors.ledger.ref import Ledger
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
@@ -28,7 +29,7 @@ from leasegate.actors.ledger.views import HoldPlaced, HoldView, hold_view
 from leasegate.actors.pages import Page, Paged, paged
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask, Tell
-from leasegate.errors import IdempotencyConflict, InsufficientFunds, InvalidRequest
+from leasegate.errors import IdempotencyConflict, InsufficientFunds
 from leasegate.logs import escape
 from leasegate.storage import ledger_sql as sql
 from leasegate.storage.engine import Connection
@@ -41,10 +42,7 @@ JobOutcome = Literal["succeeded", "failed", "canceled", "expired"]
 
 def check_tenant_account(name: str, value: object) -> None:
     """A tenant's account: an id that does not name a system account."""
-    check_id(name, value)
-    assert isinstance(value, str)
-    if value.startswith("@"):
-        raise InvalidRequest(f"{name} {value!r} is a system account (names starting with @)")
+    check_tenant(name, value)
 
 
 @dataclass(frozen=True)

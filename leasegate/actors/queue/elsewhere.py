@@ -147,12 +147,15 @@ class Elsewhere:
     ``gateway``: this gateway's id (its own notices are skipped); ``queues``: the
     actors that take :class:`WorkElsewhere`, by name; ``heard_any``: called on the trio
     thread for every batch of other gateways' notices, and at a resync (the live event
-    stream tails the events table then)."""
+    stream tails the events table then); ``others``: what to call, by actor, for the
+    notices of an actor that parks nothing (the keys: a revocation), and at a resync."""
 
     def __init__(self, gateway: str, queues: Mapping[str, Teller],
-                 heard_any: Callable[[], None] = lambda: None) -> None:
+                 heard_any: Callable[[], None] = lambda: None,
+                 others: Mapping[str, Callable[[], None]] | None = None) -> None:
         self.gateway = gateway
         self._queues = dict(queues)
+        self._others = dict(others or {})
         self._pending = {name: _Pending() for name in queues}
         self._heard_any = heard_any
         self.notices = 0  # other gateways' notices heard
@@ -188,6 +191,10 @@ class Elsewhere:
             notice = decode(payload)
             if notice is None or notice.gateway == self.gateway:
                 continue
+            other = self._others.get(notice.actor)
+            if other is not None:
+                other()
+                continue
             heard_any = True
             self.notices += 1
             pending = self._pending.get(notice.actor)
@@ -207,6 +214,8 @@ class Elsewhere:
         for pending in self._pending.values():
             pending.everything = True
             pending.ready.set()
+        for other in self._others.values():
+            other()
         self._heard_any()
 
     async def run(self) -> None:

@@ -284,6 +284,8 @@ class Reader:
         self.cursor = hub.last_event_id
         self._reset: str | None = None
         self._after = after
+        self._ended = False
+        self._waiting: trio.CancelScope | None = None  # while next() waits for events
         if after is not None and not (hub.tailing and after > hub.last_event_id):
             self._resume(after)
 
@@ -322,14 +324,21 @@ class Reader:
         finally:
             hub.readers -= 1
 
+    def end(self) -> None:
+        """End this stream now (its key was revoked): :meth:`next` returns None."""
+        self._ended = True
+        if self._waiting is not None:
+            self._waiting.cancel()
+
     async def next(self, wait: float) -> list[JobEvent] | Reset | None:
         """The next events for this reader, waiting up to ``wait`` seconds for some
-        (an empty list when none came); a :class:`Reset`; None once the hub closed."""
+        (an empty list when none came); a :class:`Reset`; None once the hub closed or
+        :meth:`end` was called."""
         if self._after is not None:
             await self.begin()
         deadline = trio.current_time() + wait
         while True:
-            if self.hub.closed:
+            if self.hub.closed or self._ended:
                 return None
             if self._reset is not None:
                 reason, self._reset = self._reset, None
@@ -352,5 +361,7 @@ class Reader:
                 return matching
             if trio.current_time() >= deadline:
                 return []
-            with trio.move_on_at(deadline if math.isfinite(deadline) else math.inf):
+            with trio.move_on_at(deadline if math.isfinite(deadline) else math.inf
+                                 ) as self._waiting:
                 await changed.wait()
+            self._waiting = None

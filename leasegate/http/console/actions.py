@@ -13,7 +13,7 @@ from typing import Any
 from quart import Response, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
-from leasegate.actors.keys.records import CreateKey, RevokeKey
+from leasegate.actors.keys.records import CreateKey, RevokeKey, sites_typed
 from leasegate.actors.ledger.accounts import Credit
 from leasegate.actors.tasks.control import ReclaimTask
 from leasegate.errors import InvalidRequest
@@ -25,6 +25,7 @@ from leasegate.http.console.blueprint import (
     principal,
     session,
 )
+from leasegate.http.console.pages import keys_page
 from leasegate.http.context import system
 from leasegate.http.numbers import whole_number
 from leasegate.http.routes_operator import signed
@@ -79,14 +80,16 @@ async def credit() -> Redirect:
 
 
 @bp.post("/keys")
-async def create_key() -> Redirect:
+async def create_key() -> Response | Redirect:
     """A new key; its secret is shown on the next page only (then gone)."""
     form = await request.form
-    sites = _field(form, "sites", required=False)
-    created = await system().keys.ask(CreateKey(
-        _field(form, "role"),  # type: ignore[arg-type]
-        _field(form, "name") or "", _field(form, "tenant", required=False),
-        tuple(s.strip() for s in sites.split(",") if s.strip()) if sites else None))
+    try:
+        created = await system().keys.ask(CreateKey(
+            _field(form, "role"),  # type: ignore[arg-type]
+            _field(form, "name") or "", _field(form, "tenant", required=False),
+            sites_typed(_field(form, "sites", required=False))))
+    except InvalidRequest as refused:  # the form again, with its values and why
+        return await keys_page(refused.status, refused.message, form)
     session().notify("secret", f"{created.role} key {created.name} ({created.key_id}); "
                                f"its secret, shown this once: {created.key}")
     return back_to(form, url_for("console.keys"))

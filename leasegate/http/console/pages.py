@@ -214,5 +214,13 @@ async def workers() -> Response:
 
 @bp.get("/keys")
 async def keys() -> Response:
+    return await keys_page()
+
+
+async def keys_page(http_status: int = 200, error: str | None = None,
+                    form: Any = None) -> Response:
+    """The keys page; with the create form's refusal (``error``) and what was typed in
+    it (``form``), to be corrected rather than typed again."""
     found = await system().keys.ask(ListKeys(Page(limit=PAGE_SIZE, offset=_offset())))
-    return await page("keys.html", keys=to_json(found))
+    return await page("keys.html", http_status, keys=to_json(found), error=error,
+                      form=form or {})

@@ -42,8 +42,12 @@ CREATE TABLE api_keys (
     sites       text,
     created_at  double precision NOT NULL,
     revoked_at  double precision,
-    rowid       bigint GENERATED ALWAYS AS IDENTITY
+    rowid       bigint GENERATED ALWAYS AS IDENTITY,
+    revoked_seq bigint  -- revocations in commit order (sqlite/schema.sql)
 );
+
+CREATE UNIQUE INDEX api_keys_revoked_seq ON api_keys (revoked_seq)
+    WHERE revoked_seq IS NOT NULL;
 
 
 -- ---- Tasks (the task actor) ------------------------------------------------------------
@@ -538,4 +542,5 @@ INSERT INTO schema_version (version, name) VALUES (13, 'sites');
 INSERT INTO schema_version (version, name) VALUES (14, 'periodic runs');
 INSERT INTO schema_version (version, name) VALUES (15, 'job errors and search');
 INSERT INTO schema_version (version, name) VALUES (16, 'site tokens');
+INSERT INTO schema_version (version, name) VALUES (22, 'key revocation order');
 INSERT INTO schema_version (version, name) VALUES (24, 'worker channels');

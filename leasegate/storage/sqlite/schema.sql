@@ -25,8 +25,12 @@ CREATE TABLE api_keys (
     tenant      TEXT,
     sites       TEXT,
     created_at  REAL NOT NULL,
-    revoked_at  REAL
+    revoked_at  REAL,
+    revoked_seq INTEGER  -- revocations in commit order: what a gateway has not seen yet
 );
+
+CREATE UNIQUE INDEX api_keys_revoked_seq ON api_keys (revoked_seq)
+    WHERE revoked_seq IS NOT NULL;
 
 
 -- ---- Tasks (the task actor) ------------------------------------------------------------
