@@ -260,7 +260,7 @@ def until_parked(served: Served, count: int, actor: str = "tasks") -> None:
     """Wait (10 s at most) until ``count`` requests are parked in ``actor``."""
     with served.client("admin") as admin:
         deadline = time.monotonic() + 10
-        while f'leasegate_parked_requests{{actor="{actor}"}} {count}.0' not in admin.get(
+        while f'leasegate_actor_waiting_polls{{actor="{actor}"}} {count}.0' not in admin.get(
                 "/metrics").text:
             assert time.monotonic() < deadline, "never parked"
             time.sleep(0.02)
