@@ -26,7 +26,7 @@ async def post(gateway: Gateway, path: str, form: dict[str, str]) -> tuple[int, 
 
 async def failed_query(gateway: Gateway, query_id: str) -> None:
     status, _ = await gateway.call("POST", "/v1/queries", "t1", json={
-        "query_id": query_id, "site": "shop", "kind": "k", "params": {}})
+        "query_id": query_id, "site": "shop", "kind": "k", "params": {}, "max_attempts": 1})
     assert status == 201
     _, leased = await gateway.call("POST", "/v1/queries/lease", "worker", json={
         "worker_id": "w1", "wait_seconds": 0})
