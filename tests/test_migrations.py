@@ -43,7 +43,7 @@ RELEASED = {
     14: "36ac19a875f1eefc",  # periodic runs
     15: "d116c49663fe311f",  # job errors and search
     16: "2492f16e8b758cc6",  # site tokens
-    18: "54f217103fb8d3b1",  # query retries
+    18: "5ed174d2978af094",  # query retries
 }
 
 

@@ -185,7 +185,7 @@ CREATE INDEX task_lanes_ready ON task_lanes (head_rank, head_created, head_seq)
 CREATE INDEX task_lanes_ready_by_site ON task_lanes (site, head_rank, head_created, head_seq)
     WHERE blocked_by IS NULL AND head_task IS NOT NULL;
 -- The oldest head of a site's free lanes, in one seek (the backlog's oldest age).
-CREATE INDEX task_lanes_oldest ON task_lanes (site, head_created)
+CREATE INDEX task_lanes_oldest ON task_lanes (site, blocked_by, head_created, head_task)
     WHERE blocked_by IS NULL AND head_task IS NOT NULL;
 
 CREATE FUNCTION task_lanes_lock(lane_site text, lane_account text) RETURNS task_lanes
@@ -373,7 +373,7 @@ CREATE TABLE queries (
 CREATE INDEX queries_ready ON queries (status, rowid) WHERE status = 'queued' AND next_attempt_at IS NULL;
 CREATE INDEX queries_queued ON queries (site, rowid) WHERE status = 'queued' AND next_attempt_at IS NULL;
 -- The oldest leasable query of a site in one seek; the queries waiting for a retry.
-CREATE INDEX queries_leasable_since ON queries (site, available_at)
+CREATE INDEX queries_leasable_since ON queries (site, status, next_attempt_at, available_at)
     WHERE status = 'queued' AND next_attempt_at IS NULL;
 CREATE INDEX queries_waiting ON queries (next_attempt_at)
     WHERE status = 'queued' AND next_attempt_at IS NOT NULL;

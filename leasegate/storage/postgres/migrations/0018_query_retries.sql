@@ -14,10 +14,13 @@ DROP INDEX queries_ready;
 DROP INDEX queries_queued;
 CREATE INDEX queries_ready ON queries (status, rowid) WHERE status = 'queued' AND next_attempt_at IS NULL;
 CREATE INDEX queries_queued ON queries (site, rowid) WHERE status = 'queued' AND next_attempt_at IS NULL;
-CREATE INDEX queries_leasable_since ON queries (site, available_at)
+-- A site's leasable queries, oldest first (the backlog: depth and age, the index alone).
+CREATE INDEX queries_leasable_since ON queries (site, status, next_attempt_at, available_at)
     WHERE status = 'queued' AND next_attempt_at IS NULL;
 CREATE INDEX queries_waiting ON queries (next_attempt_at)
     WHERE status = 'queued' AND next_attempt_at IS NOT NULL;
--- The oldest head of a site's free lanes, in one seek (the backlog's oldest age).
-CREATE INDEX task_lanes_oldest ON task_lanes (site, head_created)
+-- A site's free lanes, oldest head first: the backlog's depth (an index-only count) and
+-- oldest age (one seek). Each index names the columns of its WHERE, so that SQLite reads
+-- it alone (it does not take a partial index's condition as covered).
+CREATE INDEX task_lanes_oldest ON task_lanes (site, blocked_by, head_created, head_task)
     WHERE blocked_by IS NULL AND head_task IS NOT NULL;
