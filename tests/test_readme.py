@@ -42,7 +42,7 @@ def quick_start() -> tuple[str, list[str]]:
     lines = setup[0].splitlines()
     assert SETUP_LINE.match(lines[0]), lines[0]
     runnable = [block for block in shell_blocks() if "$LG" in block]
-    assert len(runnable) == 2, "a query and a task quick start"
+    assert len(runnable) == 3, "a query and a task quick start, and a query's retries"
     return "\n".join(lines[1:]) + "\n", runnable
 
 
@@ -72,7 +72,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[served.Served]
 
 
 def test_the_quick_starts_run_as_written(gateway: served.Served) -> None:
-    prelude, (queries, tasks) = quick_start()
+    prelude, (queries, tasks, _) = quick_start()
 
     replies = run(gateway, prelude, queries)
     submitted, read_back = replies[0], replies[-1]
@@ -93,7 +93,7 @@ def test_the_quick_starts_run_as_written(gateway: served.Served) -> None:
 def test_the_quick_start_lease_survives_an_empty_lease(gateway: served.Served) -> None:
     """Nothing to lease at first: the loop asks again (no IndexError, no call with an
     empty token) and keeps the token of the query submitted meanwhile."""
-    prelude, (queries, _) = quick_start()
+    prelude, (queries, _, _) = quick_start()
     lease = re.search(r"^TOKEN=\n(while .*?^done\n)", queries, re.MULTILINE | re.DOTALL)
     assert lease, queries
     quick = lease[0].replace('"wait_seconds": 20', '"wait_seconds": 1')
@@ -107,6 +107,18 @@ def test_the_quick_start_lease_survives_an_empty_lease(gateway: served.Served) -
     assert lease_calls(gateway) - before >= 2  # the first came back empty
     with gateway.client("admin") as admin:
         assert admin.get("/v1/queries/late-1").json()["status"] == "leased"
+
+
+def test_the_query_retries_example_runs_as_written(gateway: served.Served) -> None:
+    prelude, (_, _, retries) = quick_start()
+    submitted, snoozed, failed, done = run(gateway, prelude, retries)
+    assert (submitted["query_id"], submitted["status"]) == ("statement-1", "queued")
+    assert (snoozed["status"], snoozed["attempts"], snoozed["errors"]) == ("queued", 0, [])
+    assert (failed["status"], failed["attempts"]) == ("queued", 1)
+    assert failed["next_attempt_at"] is not None and failed["error"] is None
+    assert (done["status"], done["attempts"], done["result"]) == ("succeeded", 2, {"lines": 3})
+    assert [(e["attempt"], e["code"], e["message"]) for e in done["errors"]] == [
+        (1, 503, "bank offline")]
 
 
 def lease_calls(gateway: served.Served) -> float:
