@@ -115,6 +115,34 @@ async def test_the_backoff_doubles_up_to_its_cap_with_its_jitter(
     assert all(8 <= w <= 12 for w in waits) and max(waits) - min(waits) > 2
 
 
+async def test_a_query_waiting_past_its_ttl_expires_then(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    """The TTL comes first: a retry due after it never runs."""
+    await submit(gateway, "q1")
+    await trio.sleep(590)
+    (item,) = await lease(gateway)
+    status, reply = await report(gateway, item, outcome="snoozed", snooze_seconds=3600)
+    assert (status, reply["next_attempt_at"]) == (200, "2026-11-30T09:09:50Z")
+    await trio.sleep(10)  # query_ttl: 600 s from its submit
+    reply = await get(gateway, "q1")
+    assert (reply["status"], reply["next_attempt_at"], reply["completed_at"]) == (
+        "expired", None, "2026-11-30T08:10:00Z")
+
+
+async def test_an_operator_retry_keeps_the_errors_and_is_leasable_at_once(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    await submit(gateway, "q1", max_attempts=1)
+    (item,) = await lease(gateway)
+    await report(gateway, item, outcome="failed", error={"message": "down"})
+    status, reply = await gateway.call("POST", "/v1/queries/q1/retry", "admin",
+                                       json={"reason": "the site is back"})
+    assert (status, reply["status"], reply["attempts"], reply["next_attempt_at"]) == (
+        200, "queued", 0, None)
+    assert [e["message"] for e in reply["errors"]] == ["down"]
+    (item,) = await lease(gateway)
+    assert item["attempt"] == 1
+
+
 async def test_a_permanent_error_fails_the_query_at_once(
         gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
     await submit(gateway, "q1", max_attempts=5)

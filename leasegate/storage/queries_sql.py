@@ -122,6 +122,7 @@ def expire_past_ttl(conn: Connection, now: float) -> list[Row]:
         conn, "SELECT query_id, kind, attempts FROM queries "
         "WHERE status IN ('queued', 'leased') AND expires_at <= ?", (now,),
         "UPDATE queries SET status = 'expired', lease_expires_at = NULL, error_code = NULL, "
+        "next_attempt_at = NULL, "
         "error_message = ?, error_type = NULL, error_traceback = NULL, updated_at = ?, "
         "completed_at = ? WHERE query_id = ?",
         lambda row: (f"not completed within its TTL (attempts={row['attempts']}; "
