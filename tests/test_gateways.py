@@ -38,6 +38,13 @@ async def two(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
     return a, b
 
 
+async def named(nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+                name: str) -> Gateway:
+    """Gateway ``name`` on the test's database, as served (deadlines polled each second)."""
+    return await start_gateway(nursery, tmp_path / "leasegate.db",
+                               settings.replace(gateway=name, deadline_poll_interval=1), clock)
+
+
 async def health(gw: Gateway) -> Json:
     status, report = await gw.call("GET", "/health", "admin")
     assert status == 200, report
@@ -116,12 +123,9 @@ async def test_the_claims_of_a_gateway_that_died_go_back_to_the_queue_on_another
         engine: str, autojump_clock: trio.testing.MockClock) -> None:
     if engine == "sqlite":
         pytest.skip("one gateway per SQLite file: its own turns set every deadline")
-    settings = settings.replace(deadline_poll_interval=1)  # as served
-    b = await start_gateway(nursery, tmp_path / "leasegate.db",
-                            settings.replace(gateway="gw-b"), clock)
+    b = await named(nursery, tmp_path, settings, clock, "gw-b")
     async with trio.open_nursery() as doomed:
-        a = await start_gateway(doomed, tmp_path / "leasegate.db",
-                                settings.replace(gateway="gw-a"), clock)
+        a = await named(doomed, tmp_path, settings, clock, "gw-a")
         await submit(a, task_id="t1")
         item = await lease_one(a)
         doomed.cancel_scope.cancel()  # A dies: its claim was never started
@@ -251,12 +255,9 @@ async def test_a_query_waiting_for_its_retry_is_leased_through_another_gateway_o
     from tests.test_query_retries import Fixed
 
     monkeypatch.setattr(retries, "JITTER", Fixed(1.0))
-    settings = settings.replace(deadline_poll_interval=1)  # as served
-    b = await start_gateway(nursery, tmp_path / "leasegate.db",
-                            settings.replace(gateway="gw-b"), clock)
+    b = await named(nursery, tmp_path, settings, clock, "gw-b")
     async with trio.open_nursery() as doomed:
-        a = await start_gateway(doomed, tmp_path / "leasegate.db",
-                                settings.replace(gateway="gw-a"), clock)
+        a = await named(doomed, tmp_path, settings, clock, "gw-a")
         for query_id in ("q1", "q2"):
             status, _ = await a.call("POST", "/v1/queries", "t1", json={
                 "query_id": query_id, "site": "shop", "kind": "k", "params": {}})
