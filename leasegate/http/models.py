@@ -172,7 +172,17 @@ SnoozeSeconds = Annotated[StrictInt, Field(ge=1, le=MAX_SNOOZE, description=(
     "not spent."))]
 
 
+# A snooze names its wait; no other outcome takes one (the document says so as well).
+SNOOZE_RULE = ConfigDict(extra="forbid", json_schema_extra={"allOf": [
+    {"if": {"required": ["outcome"], "properties": {"outcome": {"const": "snoozed"}}},
+     "then": {"required": ["snooze_seconds"],
+              "properties": {"snooze_seconds": {"type": "integer"}}},
+     "else": {"properties": {"snooze_seconds": {"type": "null"}}}}]})
+
+
 class QueryResultBody(Strict):
+    model_config = SNOOZE_RULE
+
     worker_id: Id
     lease_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     outcome: QueryOutcome
@@ -254,6 +264,8 @@ class TaskResultsBody(Strict):
 
 
 class QueryResultItem(Strict):
+    model_config = SNOOZE_RULE
+
     query_id: Id
     lease_token: Token
     outcome: QueryOutcome
