@@ -222,7 +222,7 @@ def _print_history(events: Sequence[dict[str, Any]]) -> None:
 
 
 def _print_job(job: dict[str, Any]) -> None:
-    skip = {"params", "result", "progress", "error", "billing", "reclaim"}
+    skip = {"params", "result", "progress", "error", "errors", "billing", "reclaim"}
     width = max(len(k) for k in job)
     for name, value in job.items():
         if name not in skip and value is not None:
@@ -240,6 +240,12 @@ def _print_job(job: dict[str, Any]) -> None:
         print(f"error: {error.get('type') or 'Error'}{code}: {error['message']}")
         if error.get("traceback"):
             sys.stdout.write("  " + error["traceback"].rstrip("\n").replace("\n", "\n  ") + "\n")
+    if job.get("errors"):
+        print("attempts' errors (oldest first):")
+        for e in job["errors"]:
+            code = f" (code {e['code']})" if e.get("code") is not None else ""
+            print(f"  #{e['attempt']}  {when(e['at'])}  {e.get('worker_id') or '-'}  "
+                  f"{e.get('type') or 'Error'}{code}: {e['message']}")
 
 
 # ---- keys, in the database ----------------------------------------------------------------

@@ -31,6 +31,7 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 # one with a margin.
 MAX_AMOUNT = 2**53
 MAX_BALANCE = 2**62
+MAX_QUERY_ATTEMPTS = 100  # a query's max_attempts, per submit or by default
 
 
 class SettingsError(ValueError):
@@ -50,6 +51,10 @@ class Settings:
     query_lease_ttl: float = 60.0
     query_ttl: float = 600.0
     query_max_attempts: int = 3
+    # A failed query waits min(base * 2**(attempt - 1), max) seconds, +-20%, before
+    # its next attempt.
+    query_retry_base_seconds: float = 2.0
+    query_retry_max_seconds: float = 600.0
     query_retention: float = 7 * DAY
     # How long a purged task's or query's id stays taken (counted from its purge).
     id_tombstone_retention: float = 400 * DAY
@@ -164,6 +169,7 @@ class Settings:
         positive = (
             "max_wait_seconds", "task_claim_window", "task_lease_ttl", "task_hard_timeout",
             "task_ttl", "query_lease_ttl", "query_ttl", "query_max_attempts",
+            "query_retry_base_seconds", "query_retry_max_seconds",
             "id_tombstone_retention",
             "device_capacity", "ledger_recover_interval", "ledger_audit_interval",
             "artifact_orphan_sweep_interval",
@@ -180,6 +186,13 @@ class Settings:
         if self.max_wait_seconds > 30:
             raise SettingsError("max_wait_seconds must be at most 30: a longer long-poll "
                                 "runs into the idle timeouts of proxies on the way")
+        if self.query_max_attempts > MAX_QUERY_ATTEMPTS:
+            raise SettingsError(f"query_max_attempts must be at most {MAX_QUERY_ATTEMPTS} "
+                                "(as a submit's max_attempts)")
+        if self.query_retry_max_seconds < self.query_retry_base_seconds:
+            raise SettingsError(
+                f"query_retry_max_seconds ({self.query_retry_max_seconds}) must be at least "
+                f"query_retry_base_seconds ({self.query_retry_base_seconds})")
         if self.ledger_orphan_max_age <= self.task_hard_timeout:
             raise SettingsError(
                 "ledger_orphan_max_age must be greater than task_hard_timeout "

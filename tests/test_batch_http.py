@@ -309,7 +309,8 @@ async def test_query_results_are_fenced_per_item(gateway: Gateway) -> None:
         {"query_id": "q0", "lease_token": leased["q0"]["lease_token"], "outcome": "succeeded",
          "result": {"balance": 3}},
         {"query_id": "q1", "lease_token": leased["q0"]["lease_token"], "outcome": "succeeded"},
-        {"query_id": "q2", "lease_token": leased["q2"]["lease_token"], "outcome": "failed"},
+        {"query_id": "q2", "lease_token": leased["q2"]["lease_token"], "outcome": "failed",
+         "error": {"message": "down", "retryable": False}},
         {"query_id": "q9", "lease_token": "x", "outcome": "succeeded"},
         {"query_id": "q1", "lease_token": "x", "outcome": "maybe"},
     ]})

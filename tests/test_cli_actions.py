@@ -150,7 +150,7 @@ def test_queries_retry_and_redrive(gateway: served.Served,
     with gateway.client("client") as c:
         for n in range(2):
             r = c.post("/v1/queries", json={"query_id": f"qr{n}", "site": "q-site",
-                                            "kind": "k", "params": {}})
+                                            "kind": "k", "params": {}, "max_attempts": 1})
             assert r.status_code == 201
     with gateway.client("worker") as c:
         for item in lease(gateway, "queries", ["q-site"]):

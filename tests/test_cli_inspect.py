@@ -47,6 +47,14 @@ def served_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
                 "traceback": "Traceback (most recent call last):\n  File \"w.py\"\n"}}
         ).status_code == 200
         served.env["failed"] = lease["task_id"]
+        assert client.post("/v1/queries", json={"query_id": "q-retry", "site": "bank-q",
+                                                "kind": "statement"}).status_code == 201
+        [lease] = worker.post("/v1/queries/lease", json={
+            "worker_id": "desk-1", "wait_seconds": 0, "sites": ["bank-q"]}).json()["items"]
+        assert worker.post("/v1/queries/q-retry/result", json={
+            "worker_id": "desk-1", "lease_token": lease["lease_token"], "outcome": "failed",
+            "error": {"code": 503, "message": "bank offline", "type": "bank.Offline"}}
+        ).status_code == 200  # retried later: queued, its error kept
         yield served
     finally:
         stop(served)
@@ -87,6 +95,7 @@ def test_tasks_show_as_text_and_as_json(served_gateway: Served,
     assert "error: bank.Locked: account locked" in out
     assert '  File "w.py"' in out  # the traceback, indented
     assert '"iban":' in out
+    assert "  desk-1  bank.Locked: account locked" in out.split("attempts' errors", 1)[1]
     status, out = cli(capsys, served_gateway, "tasks", "show", failed, "--json")
     assert status == 0 and json.loads(out)["error"]["type"] == "bank.Locked"
 
@@ -167,6 +176,18 @@ def test_queries_list_and_show(served_gateway: Served, capsys: pytest.CaptureFix
     assert status == 0 and "query_id" in out and "queued" in out
     status, out = cli(capsys, served_gateway, "queries", "show", "q-1", "--json")
     assert status == 0 and json.loads(out)["query_id"] == "q-1"
+
+
+def test_queries_show_lists_each_attempts_error(served_gateway: Served,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = cli(capsys, served_gateway, "queries", "show", "q-retry")
+    assert status == 0
+    lines = out.splitlines()
+    assert any(line.split() == ["max_attempts", "3"] for line in lines)
+    assert any(line.split()[0] == "next_attempt_at" for line in lines)
+    at = lines.index("attempts' errors (oldest first):")
+    assert lines[at + 1].startswith("  #1  ")
+    assert lines[at + 1].endswith("  desk-1  bank.Offline (code 503): bank offline")
 
 
 def test_refusals_are_one_line_with_their_status(served_gateway: Served,

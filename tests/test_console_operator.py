@@ -26,7 +26,7 @@ async def post(gateway: Gateway, path: str, form: dict[str, str]) -> tuple[int, 
 
 async def failed_query(gateway: Gateway, query_id: str) -> None:
     status, _ = await gateway.call("POST", "/v1/queries", "t1", json={
-        "query_id": query_id, "site": "shop", "kind": "k", "params": {}})
+        "query_id": query_id, "site": "shop", "kind": "k", "params": {}, "max_attempts": 1})
     assert status == 201
     _, leased = await gateway.call("POST", "/v1/queries/lease", "worker", json={
         "worker_id": "w1", "wait_seconds": 0})
@@ -89,3 +89,28 @@ async def test_a_site_is_throttled_and_refusals_change_nothing(gateway: Gateway)
     _, sites = await gateway.call("GET", "/v1/sites", "admin")
     assert (sites["items"][0]["paused"], sites["items"][0]["leases_per_second"]) == (False,
                                                                                      1.5)
+
+
+async def test_the_job_page_shows_each_attempts_error_and_the_next_attempt(
+        gateway: Gateway) -> None:
+    await signed_in(gateway)
+    status, _ = await gateway.call("POST", "/v1/queries", "t1", json={
+        "query_id": "rq1", "site": "shop", "kind": "k", "params": {}, "max_attempts": 4})
+    assert status == 201
+    _, leased = await gateway.call("POST", "/v1/queries/lease", "worker", json={
+        "worker_id": "w1", "wait_seconds": 0})
+    (item,) = leased["items"]
+    await gateway.call("POST", "/v1/queries/rq1/result", "worker", json={
+        "worker_id": "w1", "lease_token": item["lease_token"], "outcome": "failed",
+        "error": {"code": 503, "message": "site <down>", "type": "shop.Down",
+                  "traceback": "Traceback: line 1"}})
+    response = await gateway.client.get("/console/queries/rq1")
+    html = await response.get_data(as_text=True)
+    assert response.status_code == 200
+    assert "<dd>0 of 4</dd>" not in html and "<dd>1 of 4</dd>" in html
+    assert "<dt>Next attempt</dt>" in html
+    attempts = html.split("Attempts' errors</h2>", 1)[1].split("</section>", 1)[0]
+    assert "<strong>#1</strong>" in attempts and "(w1)" in attempts
+    assert '<strong class="error-type">shop.Down</strong>' in attempts
+    assert "(code 503)" in attempts and "site &lt;down&gt;" in attempts  # escaped
+    assert "<pre>Traceback: line 1</pre>" in attempts

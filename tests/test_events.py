@@ -143,7 +143,7 @@ def test_the_history_of_a_query_and_of_a_cancel(gateway: served.Served) -> None:
         assert lease["query_id"] == "q-hist"
         assert worker.post("/v1/queries/q-hist/result", json={
             "worker_id": "w2", "lease_token": lease["lease_token"], "outcome": "failed",
-            "error": {"message": "site down"}}).status_code == 200
+            "error": {"message": "site down", "retryable": False}}).status_code == 200
     items = history(gateway, "queries", "q-hist")
     assert 0 <= items[1]["detail"].pop("waited") < 5
     assert [(i["kind"], i["status"], i["detail"]) for i in items] == [

@@ -37,6 +37,13 @@ async def two(nursery: trio.Nursery, tmp_path: Path, settings: Settings,
     return a, b
 
 
+async def named(nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+                name: str) -> Gateway:
+    """Gateway ``name`` on the test's database, as served (deadlines polled each second)."""
+    return await start_gateway(nursery, tmp_path / "leasegate.db",
+                               settings.replace(gateway=name, deadline_poll_interval=1), clock)
+
+
 async def health(gw: Gateway) -> Json:
     status, report = await gw.call("GET", "/health", "admin")
     assert status == 200, report
@@ -117,12 +124,9 @@ async def test_the_claims_of_a_gateway_that_died_go_back_to_the_queue_on_another
         engine: str, autojump_clock: trio.testing.MockClock) -> None:
     if engine == "sqlite":
         pytest.skip("one gateway per SQLite file: its own turns set every deadline")
-    settings = settings.replace(deadline_poll_interval=1)  # as served
-    b = await start_gateway(nursery, tmp_path / "leasegate.db",
-                            settings.replace(gateway="gw-b"), clock)
+    b = await named(nursery, tmp_path, settings, clock, "gw-b")
     async with trio.open_nursery() as doomed:
-        a = await start_gateway(doomed, tmp_path / "leasegate.db",
-                                settings.replace(gateway="gw-a"), clock)
+        a = await named(doomed, tmp_path, settings, clock, "gw-a")
         await submit(a, task_id="t1")
         item = await lease_one(a)
         doomed.cancel_scope.cancel()  # A dies: its claim was never started
@@ -237,3 +241,55 @@ async def test_a_throttle_set_through_one_gateway_is_one_budget_for_all_and_both
     # gateway in about one run in thirty). That the budget is one across gateways is
     # shown above: a token drawn through A is gone for B, and the next drawn through B is
     # gone for A.
+
+
+async def test_a_query_waiting_for_its_retry_is_leased_through_another_gateway_on_time(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        engine: str, autojump_clock: trio.testing.MockClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row guards the wait (no gateway leases it early), the gateway whose timer
+    ends it wakes the leases parked on the others, and a gateway that dies with the wait
+    pending leaves it to another's timer."""
+    if engine == "sqlite":
+        pytest.skip("one gateway per SQLite file: its own turns set every deadline")
+    from leasegate.actors.queries import retries
+    from tests.test_query_retries import Fixed
+
+    monkeypatch.setattr(retries, "JITTER", Fixed(1.0))
+    b = await named(nursery, tmp_path, settings, clock, "gw-b")
+    async with trio.open_nursery() as doomed:
+        a = await named(doomed, tmp_path, settings, clock, "gw-a")
+        for query_id in ("q1", "q2"):
+            status, _ = await a.call("POST", "/v1/queries", "t1", json={
+                "query_id": query_id, "site": "shop", "kind": "k", "params": {}})
+            assert status == 201
+        status, reply = await a.call("POST", "/v1/queries/lease", "worker", json={
+            "worker_id": "w1", "wait_seconds": 0, "max": 2})
+        leases = {item["query_id"]: item for item in reply["items"]}
+
+        async def fail(query_id: str) -> None:
+            item = leases[query_id]
+            status, reply = await a.call("POST", f"/v1/queries/{query_id}/result", "worker",
+                                         json={"worker_id": "w1", "outcome": "failed",
+                                               "lease_token": item["lease_token"],
+                                               "error": {"message": "down"}})
+            assert (status, reply["status"]) == (200, "queued"), reply
+
+        # 1. A is alive: its timer ends the wait and wakes the lease parked on B
+        began = trio.current_time()
+        await fail("q1")
+        status, reply = await b.call("POST", "/v1/queries/lease", "worker", json={
+            "worker_id": "w2", "wait_seconds": 0, "sites": ["shop"]})
+        assert reply["items"] == []  # waiting: not leasable on any gateway
+        status, reply = await b.call("POST", "/v1/queries/lease", "worker", json={
+            "worker_id": "w2", "wait_seconds": 30, "sites": ["shop"]})
+        assert [i["query_id"] for i in reply["items"]] == ["q1"]
+        assert trio.current_time() - began == pytest.approx(2, abs=0.2)
+        # 2. A dies with q2's wait pending: B's own timer ends it
+        await fail("q2")
+        doomed.cancel_scope.cancel()
+    began = trio.current_time()
+    status, reply = await b.call("POST", "/v1/queries/lease", "worker", json={
+        "worker_id": "w2", "wait_seconds": 30, "sites": ["shop"]})
+    assert [i["query_id"] for i in reply["items"]] == ["q2"]
+    assert trio.current_time() - began <= 2.2

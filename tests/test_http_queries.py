@@ -100,7 +100,7 @@ async def test_get_with_wait_returns_when_terminal(gateway: Gateway,
         await trio.sleep(4)
         await gateway.call("POST", "/v1/queries/q1/result", "worker", json={
             "worker_id": "w1", "lease_token": token, "outcome": "failed",
-            "error": {"code": 7, "message": "site down"}})
+            "error": {"code": 7, "message": "site down", "retryable": False}})
     when, body = seen[0]
     assert when - start == 4
     assert body["status"] == "failed" and body["error"] == {"code": 7, "message": "site down",

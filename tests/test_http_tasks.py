@@ -176,7 +176,7 @@ async def test_round_trip_with_exact_times(gateway: Gateway,
         "created_at": "2026-11-30T08:00:00Z", "updated_at": "2026-11-30T08:01:30Z",
         "started_at": "2026-11-30T08:00:10Z", "completed_at": "2026-11-30T08:01:30Z",
         "result": {"order_no": "A-17"}, "error": None, "stale_reason": None, "reclaim": None,
-        "billing": None, "late_result": False,
+        "billing": None, "late_result": False, "errors": [],
     }
 
 

@@ -216,6 +216,8 @@ def query_worker(bank: Bank, worker_id: str, rng: random.Random) -> None:
             body: Json = {"worker_id": worker_id, "lease_token": item["lease_token"],
                           "outcome": outcome, "result": {"balance": 1},
                           **({} if cost is None else {"cost": cost})}
+            if outcome == "failed":  # final: once the workers stop, nothing would retry it
+                body["error"] = {"message": "site down", "retryable": False}
             report(bank, http, f"/v1/queries/{item['query_id']}/result",
                    item["query_id"], body)
 

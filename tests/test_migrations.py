@@ -43,6 +43,7 @@ RELEASED = {
     14: "36ac19a875f1eefc",  # periodic runs
     15: "d116c49663fe311f",  # job errors and search
     16: "2492f16e8b758cc6",  # site tokens
+    18: "5ed174d2978af094",  # query retries
     22: "bd084ab734c3efe7",  # key revocation order
     24: "e6cbc5778cc68183",  # worker channels
 }

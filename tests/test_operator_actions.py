@@ -15,7 +15,7 @@ from tests.conftest import Gateway
 
 Json = dict[str, Any]
 ORDER: Json = {"site": "shop", "account": "a1", "kind": "place_order", "params": {"n": 1}}
-QUERY: Json = {"site": "shop", "kind": "balance", "params": {}}
+QUERY: Json = {"site": "shop", "kind": "balance", "params": {}, "max_attempts": 1}
 
 
 async def call(gw: Gateway, method: str, path: str, who: str | None = "admin",

@@ -25,9 +25,9 @@ def test_retry_redrive_and_the_site_filter(conn: Connection) -> None:
     assert operator_sql.redrive_candidates(conn, "task", "failed", {}, NOW + 1, NOW + 2,
                                            10)[0] == 1
     with transaction(conn):
-        assert operator_sql.retry(conn, "task", "t0", "failed", NOW + 600, NOW + 5)
-        assert not operator_sql.retry(conn, "task", "t0", "failed", NOW + 600, NOW + 5)
-        assert operator_sql.retry(conn, "task", "t2", "failed", NOW + 600, NOW + 5)
+        assert operator_sql.retry(conn, "task", "t0", "failed", NOW + 600, None, NOW + 5)
+        assert not operator_sql.retry(conn, "task", "t0", "failed", NOW + 600, None, NOW + 5)
+        assert operator_sql.retry(conn, "task", "t2", "failed", NOW + 600, None, NOW + 5)
     row = tasks_sql.JOBS.get(conn, "t0")
     assert row is not None and (row["status"], row["error_message"], row["cost"],
                                 row["completed_at"]) == ("queued", None, None, None)
@@ -65,6 +65,6 @@ def test_sites_and_a_retried_hold(conn: Connection) -> None:
                                   params="{}", max_cost=10, fingerprint="f",
                                   status="expired", created_at=NOW, updated_at=NOW,
                                   expires_at=NOW, completed_at=NOW)
-        assert operator_sql.retry(conn, "query", "q1", "expired", NOW + 600, NOW + 3)
+        assert operator_sql.retry(conn, "query", "q1", "expired", NOW + 600, None, NOW + 3)
     assert [r["query_id"] for r in queries_sql.next_queued(
         conn, ["s"], NOW + 3, 10, admit=lambda site: True)] == ["q1"]

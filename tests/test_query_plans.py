@@ -117,6 +117,32 @@ def test_the_query_lease_reads_queued_rows_only(conn: sqlite3.Connection,
         assert_seeks(plan(conn, sql, args), sql)
 
 
+def test_a_sites_backlog_is_index_seeks_never_a_walk_of_the_queue(
+        conn: sqlite3.Connection) -> None:
+    """The backlog's depth is an index-only count of the site's leasable queries (or free
+    lanes), its oldest age one seek: never a walk of the queued or waiting rows."""
+    for n in range(6):
+        add_task(conn, f"t{n}", "s1", f"a{n % 3}", at=EPOCH + n)
+        queries_sql.JOBS.insert(conn, query_id=f"q{n}", tenant="t1", site="s1", kind="k",
+                                params="{}", fingerprint="f", status="queued",
+                                created_at=EPOCH + n, expires_at=EPOCH + 600,
+                                updated_at=EPOCH, available_at=EPOCH + n,
+                                next_attempt_at=EPOCH + 60 if n < 2 else None)
+    for read in (queries_sql.backlog, lanes_sql.backlog):
+        recorder = Recorder(conn)
+        read(recorder, "s1")  # type: ignore[arg-type]
+        for sql, args in recorder.statements:
+            steps = [line for line in plan(conn, sql, args)
+                     if line.startswith(("SCAN", "SEARCH"))]
+            # the index alone (a count reads no row), or the one head's row by its key
+            assert steps and all(line.startswith("SEARCH") and (
+                "COVERING INDEX" in line or "sqlite_autoindex_tasks_1 (task_id=?)" in line)
+                for line in steps), (steps, sql)
+    # waiting queries (q0, q1) are not leasable; the oldest leasable became so at EPOCH + 2
+    assert queries_sql.backlog(conn, "s1") == (4, EPOCH + 2)
+    assert lanes_sql.backlog(conn, "s1") == (3, EPOCH)  # three free lanes, t0 the oldest head
+
+
 def test_every_transition_refreshes_its_lane_by_index_seeks(conn: sqlite3.Connection) -> None:
     """The lane triggers as the database has them: each refresh seeks, never walks."""
     triggers = conn.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' "

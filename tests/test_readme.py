@@ -43,7 +43,7 @@ def quick_start() -> tuple[str, list[str]]:
     placeholders = [line for line in lines if SETUP_LINE.match(line)]
     assert len(placeholders) == 1, lines
     runnable = [block for block in shell_blocks() if "$LG" in block]
-    assert len(runnable) == 2, "a query and a task quick start"
+    assert len(runnable) == 3, "a query and a task quick start, and a query's retries"
     return "\n".join(line for line in lines if line not in placeholders) + "\n", runnable
 
 
@@ -72,7 +72,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[served.Served]
 
 
 def test_the_quick_starts_run_as_written(gateway: served.Served) -> None:
-    prelude, (queries, tasks) = quick_start()
+    prelude, (queries, tasks, _) = quick_start()
 
     replies = run(gateway, prelude, queries)
     submitted, read_back = replies[0], replies[-1]
@@ -95,7 +95,7 @@ def test_the_quick_starts_run_as_written(gateway: served.Served) -> None:
 def test_the_quick_start_lease_survives_an_empty_lease(gateway: served.Served) -> None:
     """Nothing to lease at first: the loop asks again (no IndexError, no call with an
     empty token) and keeps the token of the query submitted meanwhile."""
-    prelude, (queries, _) = quick_start()
+    prelude, (queries, _, _) = quick_start()
     lease = re.search(r"^TOKEN=\n(while .*?^done\n)", queries, re.MULTILINE | re.DOTALL)
     assert lease, queries
     quick = lease[0].replace('"wait_seconds": 20', '"wait_seconds": 1')
@@ -128,7 +128,7 @@ def bash(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def test_the_quick_starts_run_again_as_pasted(gateway: served.Served) -> None:
     """A second run in the same shell makes new jobs and leases them: it does not wait
     for ever on a replayed submit that is already done."""
-    prelude, (queries, tasks) = quick_start()
+    prelude, (queries, tasks, _) = quick_start()
     for block in (queries, tasks):
         first, again = run(gateway, prelude, block)[0], run(gateway, prelude, block)[0]
         assert first["created"] and again["created"] and first != again
@@ -137,11 +137,23 @@ def test_the_quick_starts_run_again_as_pasted(gateway: served.Served) -> None:
 def test_the_quick_start_with_a_wrong_key_says_so(gateway: served.Served) -> None:
     """The lease loop with a key the gateway does not know stops with the error's
     message, not a Python traceback."""
-    prelude, (queries, _) = quick_start()
+    prelude, (queries, _, _) = quick_start()
     done = bash(STRICT + prelude + queries, reader_env(gateway, gateway.keys["admin"],
                                                         "lg_not_a_key"))
     assert done.returncode != 0
     assert "Traceback" not in done.stderr and "error: " in done.stderr, done.stderr
+
+
+def test_the_query_retries_example_runs_as_written(gateway: served.Served) -> None:
+    prelude, (_, _, retries) = quick_start()
+    submitted, snoozed, failed, done = run(gateway, prelude, retries)
+    assert (submitted["query_id"], submitted["status"]) == ("statement-1", "queued")
+    assert (snoozed["status"], snoozed["attempts"], snoozed["errors"]) == ("queued", 0, [])
+    assert (failed["status"], failed["attempts"]) == ("queued", 1)
+    assert failed["next_attempt_at"] is not None and failed["error"] is None
+    assert (done["status"], done["attempts"], done["result"]) == ("succeeded", 2, {"lines": 3})
+    assert [(e["attempt"], e["code"], e["message"]) for e in done["errors"]] == [
+        (1, 503, "bank offline")]
 
 
 def lease_calls(gateway: served.Served) -> float:

@@ -15,6 +15,7 @@ def test_defaults_match_the_design() -> None:
     s = load(environ={})
     assert (s.task_claim_window, s.task_lease_ttl, s.task_hard_timeout) == (30, 120, 4 * 3600)
     assert (s.query_lease_ttl, s.query_ttl, s.query_max_attempts) == (60, 600, 3)
+    assert (s.query_retry_base_seconds, s.query_retry_max_seconds) == (2, 600)
     assert (s.device_capacity, s.ledger_orphan_max_age, s.sqlite_synchronous) == (
         5000, 5 * 3600, "FULL")
     assert s.id_tombstone_retention == 400 * 86400  # an upstream's retries are long over
@@ -42,6 +43,10 @@ def test_precedence(tmp_path: Path) -> None:
     ({"LEASEGATE_LEDGER_ORPHAN_MAX_AGE": "3600"}, "ledger_orphan_max_age"),
     ({"LEASEGATE_SQLITE_SYNCHRONOUS": "sometimes"}, "sqlite_synchronous"),
     ({"LEASEGATE_QUERY_MAX_ATTEMPTS": "0"}, "query_max_attempts"),
+    ({"LEASEGATE_QUERY_MAX_ATTEMPTS": "101"}, "query_max_attempts"),
+    ({"LEASEGATE_QUERY_RETRY_BASE_SECONDS": "0"}, "query_retry_base_seconds"),
+    ({"LEASEGATE_QUERY_RETRY_MAX_SECONDS": "1"}, "query_retry_max_seconds"),
+    ({"LEASEGATE_QUERY_RETRY_MAX_SECONDS": "later"}, "query_retry_max_seconds"),
     ({"LEASEGATE_ID_TOMBSTONE_RETENTION": "0"}, "id_tombstone_retention"),
     ({"LEASEGATE_MAX_WAIT_SECONDS": "31"}, "max_wait_seconds"),
     ({"LEASEGATE_HTTP_READ_TIMEOUT": "30"}, "http_read_timeout"),

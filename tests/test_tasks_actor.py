@@ -132,8 +132,11 @@ async def advance(seconds: float) -> None:
 # ---- submit and read ------------------------------------------------------------------
 
 async def test_submit_is_idempotent(queue: TaskActor) -> None:
-    assert await submit(queue) == {"task_id": "t1", "status": "queued", "created": True}
-    assert await submit(queue) == {"task_id": "t1", "status": "queued", "created": False}
+    # (site_paused false: the HTTP edge leaves it out, see test_query_retries)
+    assert await submit(queue) == {"task_id": "t1", "status": "queued", "created": True,
+                                   "site_paused": False}
+    assert await submit(queue) == {"task_id": "t1", "status": "queued", "created": False,
+                                   "site_paused": False}
     await lease(queue)
     assert (await submit(queue))["status"] == "leased"  # the current status
     with pytest.raises(IdempotencyConflict):
@@ -157,7 +160,7 @@ async def test_task_object(queue: TaskActor) -> None:
         "created_at": at(0), "updated_at": at(0), "started_at": None, "completed_at": None,
         "result": None, "error": None, "stale_reason": None, "reclaim": None,
         "billing": {"max_cost": 50, "charged": None, "refunded": None, "hold_status": None},
-        "late_result": False,
+        "late_result": False, "errors": [],
     }
 
 

@@ -144,7 +144,8 @@ class TaskMachine(RuleBasedStateMachine):
         not_before = None if delay is None else EPOCH + self.elapsed + delay
         reply = self.ask(SubmitTask("ten", site, "order", {"n": task_id}, task_id, account,
                                     priority, not_before, None, 5 if batch else None))
-        assert reply == {"task_id": task_id, "status": "queued", "created": True}
+        assert reply == {"task_id": task_id, "status": "queued", "created": True,
+                         "site_paused": False}
         self.task_ids.append(task_id)
 
     @rule(worker=st.sampled_from(WORKERS),

@@ -80,6 +80,8 @@ from leasegate.client._job import (
     Job,
     Outcome,
     Paused,
+    PermanentError,
+    Snooze,
 )
 from leasegate.client._sync.worker import Worker
 from leasegate.client._types import (
@@ -125,6 +127,7 @@ __all__ = [
     "Page",
     "Paused",
     "PayloadTooLarge",
+    "PermanentError",
     "Query",
     "QueryLeaseInvalid",
     "QueryNotFound",
@@ -132,6 +135,7 @@ __all__ = [
     "RateLimited",
     "RequestTimeout",
     "Retry",
+    "Snooze",
     "StateConflict",
     "Task",
     "TaskLeaseInvalid",

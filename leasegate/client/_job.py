@@ -59,7 +59,9 @@ class Outcome(Exception):
 class Failed(Outcome):
     """The job failed: ``Failed("out of stock", code=17, result={...}, cost=1)``.
 
-    For a task the gateway records it as final: tasks are never retried.
+    For a task the gateway records it as final: tasks are never retried. A query is
+    tried again after a backoff until its ``max_attempts``, unless ``retryable=False``
+    (it fails at once).
     """
 
     outcome = "failed"
@@ -71,8 +73,27 @@ class Failed(Outcome):
         result: Any = None,
         *,
         cost: int | None = None,
+        retryable: bool = True,
     ) -> None:
         super().__init__(message, code=code, result=result, cost=cost)
+        self.retryable = retryable
+
+
+class Snooze(Outcome):
+    """The query cannot run yet: it is queued again after ``seconds`` (1–86400), and
+    this attempt does not count. Return or raise ``Snooze(30)``. Queries only."""
+
+    outcome = "snoozed"
+
+    def __init__(self, seconds: int) -> None:
+        super().__init__(f"snoozed for {seconds} s")
+        self.seconds = seconds
+
+
+class PermanentError(Exception):
+    """Raise it (or a subclass) from a query's handler for an error that trying again
+    cannot mend: the query fails at once instead of being retried. (A worker's
+    ``permanent=(SomeError, ...)`` says the same of other exception types.)"""
 
 
 class Canceled(Outcome):
@@ -218,7 +239,8 @@ class BaseJob:
             body["progress"] = self._progress
         return body
 
-    def _result_body(self, ending: HandlerResult | Exception) -> JSONObject:
+    def _result_body(self, ending: HandlerResult | Exception, *,
+                     permanent: bool = False) -> JSONObject:
         """The body of ``POST .../result`` for what the handler returned or raised; built
         once, so every retry sends the same bytes.
 
@@ -232,9 +254,17 @@ class BaseJob:
         raised: dict[str, str] | None = None
         if isinstance(ending, Exception) and not isinstance(ending, Outcome):
             raised = error_detail(ending)
-            ending = Failed(raised["message"])
-        if isinstance(ending, Outcome) and self.channel == "queries" and ending.outcome != "failed":
+            ending = Failed(raised["message"], retryable=not (
+                permanent or isinstance(ending, PermanentError)))
+        if isinstance(ending, Outcome) and self.channel == "queries" and ending.outcome not in (
+                "failed", "snoozed"):
             ending = Failed(f"{ending!r} is not an outcome of a query")
+        if isinstance(ending, Snooze) and self.channel != "queries":
+            ending = Failed(f"{ending!r}: only a query can be snoozed")
+        if isinstance(ending, Snooze):  # nothing else goes with it
+            body = self._fence()
+            body["outcome"], body["snooze_seconds"] = "snoozed", ending.seconds
+            return body
         fixes: list[str] = []
         if isinstance(ending, Outcome):
             outcome = ending.outcome
@@ -270,7 +300,11 @@ class BaseJob:
                 error["code"] = sent.code
             if raised is not None:
                 error["type"], error["traceback"] = raised["type"], raised["traceback"]
+            if isinstance(ending, Failed) and not ending.retryable and self.channel == "queries":
+                error["retryable"] = False
             body["error"] = error
+        elif isinstance(ending, Failed) and not ending.retryable and self.channel == "queries":
+            body["error"] = {"message": "", "retryable": False}
         if sent.result is not None:
             body["result"] = sent.result
         if sent.cost is not None:

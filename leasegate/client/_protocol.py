@@ -179,6 +179,8 @@ class _WorkerBase:
             raise ValueError(f"linger must be 0 to 1 second, not {linger!r}")
         self.batch = batch
         self.linger = linger
+        # exceptions a query fails with at once (never retried); set by the worker
+        self.permanent: tuple[type[BaseException], ...] = ()
         max = batch if batch > 1 else max
         self.worker_id = worker_id
         self.channel: Channel = channel
@@ -332,7 +334,7 @@ class _WorkerBase:
         """The result to send for what the handler returned or raised, or None if it could
         not be made (logged: the job is not reported)."""
         try:
-            return job._result_body(ending)
+            return job._result_body(ending, permanent=isinstance(ending, self.permanent))
         except Exception:
             self._report_crashed(job)
             return None

@@ -57,10 +57,12 @@ def task_body(
 
 
 def query_body(
-    site: str, kind: str, params: JSONObject, query_id: str | None, max_cost: int | None
+    site: str, kind: str, params: JSONObject, query_id: str | None, max_cost: int | None,
+    max_attempts: int | None = None,
 ) -> JSONObject:
     return given(
-        query_id=query_id or new_id(), site=site, kind=kind, params=params, max_cost=max_cost
+        query_id=query_id or new_id(), site=site, kind=kind, params=params, max_cost=max_cost,
+        max_attempts=max_attempts,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypedDict, TypeVar
+from typing import Any, Generic, NotRequired, TypedDict, TypeVar
 
 JSONObject = dict[str, Any]
 
@@ -24,6 +24,7 @@ class TaskSubmitted(TypedDict):
     task_id: str
     status: str
     created: bool
+    site_paused: NotRequired[bool]  # true when the site is paused (the task waits queued)
 
 
 class QuerySubmitted(TypedDict):
@@ -32,6 +33,7 @@ class QuerySubmitted(TypedDict):
     query_id: str
     status: str
     created: bool
+    site_paused: NotRequired[bool]  # true when the site is paused (the query waits queued)
 
 
 class Task(TypedDict):
@@ -62,6 +64,7 @@ class Task(TypedDict):
     stale_reason: str | None
     reclaim: JSONObject | None
     billing: JSONObject | None
+    errors: list[JSONObject]  # each attempt's: attempt, at, worker_id, code, type, message…
 
 
 class Query(TypedDict):
@@ -82,6 +85,9 @@ class Query(TypedDict):
     result: Any
     error: JSONObject | None
     billing: JSONObject | None
+    max_attempts: int | None
+    next_attempt_at: str | None  # waiting for a retry (queued) until then
+    errors: list[JSONObject]  # the last 20 attempts' errors, oldest first
 
 
 class Account(TypedDict):

@@ -71,14 +71,15 @@ async def each_reported(noun: str, channel: JobChannel[A, Any, V],
 
 
 def reply(noun: str, answers: Sequence[object | LeasegateError],
-          status: Callable[[Any], int] = lambda _: 200) -> dict[str, Any]:
+          status: Callable[[Any], int] = lambda _: 200,
+          render: Callable[[Any], Any] = to_json) -> dict[str, Any]:
     """The batch reply: one entry per answer, in order."""
     items: list[dict[str, Any]] = []
     for answer in answers:
         if isinstance(answer, LeasegateError):
             items.append({"status": answer.status, "error": answer.envelope()["error"]})
         else:
-            items.append({"status": status(answer), noun: to_json(answer)})
+            items.append({"status": status(answer), noun: render(answer)})
     return {"items": items}
 
 
@@ -87,9 +88,18 @@ def created(answer: Any) -> int:
     return 201 if answer.created else 200
 
 
+def receipt(answer: Any) -> Any:
+    """A submit's answer as JSON: ``site_paused: true`` only when its site is paused
+    (the field is left out otherwise, so that a reply is what it always was)."""
+    rendered = to_json(answer)
+    if not rendered.get("site_paused"):
+        rendered.pop("site_paused", None)
+    return rendered
+
+
 def submitted(answer: Any) -> tuple[Any, int]:
     """A single submit's reply: the job's id and status, 201 or (a replay) 200."""
-    return to_json(answer), created(answer)
+    return receipt(answer), created(answer)
 
 
 def submit_route(body: type[BaseModel], reply: type[Any], *, single: bool) -> Callable[[F], F]:

@@ -27,6 +27,7 @@ from leasegate.actors.devices.sightings import CountDevices
 from leasegate.actors.devices.views import DeviceCounts
 from leasegate.actors.queries.reads import CountQueries
 from leasegate.actors.queries.views import QueryCounts
+from leasegate.actors.queue.sites import Backlog
 from leasegate.actors.system import System, SystemStatistics
 from leasegate.actors.tasks.presence import CheckTaskHealth
 from leasegate.actors.tasks.views import TaskHealthReport
@@ -66,6 +67,8 @@ class Metrics(Collector):
                               SystemStatistics] | None = None
         self._devices: DeviceCounts | None = None
         self._artifacts: dict[str, int] = {}
+        # (channel, site) -> its backlog, of the sites with the most queued work
+        self._backlogs: dict[tuple[str, str], Backlog] = {}
         self.registry.register(self)
         # process_* series (memory, CPU, open fds): the library's own collector.
         ProcessCollector(registry=self.registry)
@@ -100,6 +103,7 @@ class Metrics(Collector):
         self._ledger_ok = audit is None or audit.ok
         self._durable = system.durable
         self._snapshot = (tasks, queries, system.statistics())
+        self._backlogs = await _backlogs(system, tasks, queries)
         self._scraped_at = system.clock.now()
         self._devices = await system.devices.ask(CountDevices())
         self._artifacts = system.artifacts.delete_failures.copy()
@@ -119,6 +123,7 @@ class Metrics(Collector):
         for count in query_counts:
             _by_site(jobs, ["query", count.status], count.by_site, count.n)
         yield jobs
+        yield from _backlog_families(self._backlogs)
         yield GaugeMetricFamily("leasegate_tasks_stale", "Stale tasks waiting for an operator",
                                 value=tasks.stale)
         yield GaugeMetricFamily("leasegate_lanes_blocked", "Lanes blocked by a stale task",
@@ -190,6 +195,34 @@ class Metrics(Collector):
         for limiter, n in sorted(self.rate_limit_buckets.items()):
             buckets.add_metric([limiter], n)
         yield buckets
+
+
+async def _backlogs(system: System, tasks: TaskHealthReport,
+                    queries: tuple[QueryCounts, ...]) -> dict[tuple[str, str], Backlog]:
+    """The backlog of each channel at the sites with the most queued work (up to
+    ``METRIC_SITES`` of each channel): a few index seeks a site, never the queue."""
+    sites = {site.site for site in tasks.busiest}
+    sites.update(site for count in queries if count.status == "queued" for site in count.by_site)
+    of_tasks, of_queries = await system.jobs.sites.backlogs(sorted(sites))
+    found = {("task", site): b.backlog for site, b in of_tasks.items()}
+    found.update((("query", site), b.backlog) for site, b in of_queries.items())
+    return found
+
+
+def _backlog_families(backlogs: dict[tuple[str, str], Backlog]) -> Iterator[Metric]:
+    """What an autoscaler reads (KEDA's Prometheus scaler): per site and channel, the
+    jobs a lease could take now and the age of the oldest (0 when there is none)."""
+    depth = GaugeMetricFamily(
+        "leasegate_leasable_jobs", "Jobs a lease could take now (pause and throttle "
+        "aside; tasks: one per free lane), by site and channel", labels=["site", "channel"])
+    age = GaugeMetricFamily(
+        "leasegate_oldest_leasable_age_seconds", "Seconds the oldest leasable job has been "
+        "leasable (0: none), by site and channel", labels=["site", "channel"])
+    for (channel, site), backlog in sorted(backlogs.items()):
+        depth.add_metric([site, channel], backlog.leasable)
+        age.add_metric([site, channel], backlog.oldest_leasable_age_seconds or 0.0)
+    yield depth
+    yield age
 
 
 def _by_site(family: GaugeMetricFamily, labels: list[str], by_site: dict[str, int],

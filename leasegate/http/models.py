@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SkipValidation,
+    StrictBool,
     StrictFloat,
     StrictInt,
     StringConstraints,
@@ -26,14 +27,14 @@ from pydantic import (
 
 from leasegate.actors.keys.records import Role
 from leasegate.actors.pages import Page
-from leasegate.actors.queries.results import QueryOutcome
+from leasegate.actors.queries.results import MAX_SNOOZE, QueryOutcome
 from leasegate.actors.queue.errors import MAX_ERROR_TYPE, MAX_TRACEBACK
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.control import ReclaimAction
 from leasegate.actors.tasks.fenced import TaskOutcome
 from leasegate.http.numbers import ASCII_DIGITS
 from leasegate.ids import ID_PATTERN, RESERVED_JOB_IDS
-from leasegate.settings import MAX_AMOUNT
+from leasegate.settings import MAX_AMOUNT, MAX_QUERY_ATTEMPTS
 
 # pydantic's patterns are Rust regexes, where "$" matches only at the very end
 # (never before a trailing newline), so ID_PATTERN is whole-string here too.
@@ -106,6 +107,9 @@ class SubmitQueryBody(Strict):
     kind: Id
     params: dict[str, Any] = Field(default_factory=dict)
     max_cost: Amount | None = None
+    max_attempts: Annotated[StrictInt, Field(
+        ge=1, le=MAX_QUERY_ATTEMPTS, description="Attempts (failed results and lapsed "
+        "leases) before the query fails; default: the query_max_attempts setting.")] | None = None
 
 
 class SubmitTaskBody(Strict):
@@ -158,13 +162,34 @@ def reported_error(error: ErrorBody | None) -> ReportedError:
             "error_type": error.type, "error_traceback": error.traceback}
 
 
+class QueryErrorBody(ErrorBody):
+    retryable: StrictBool = Field(True, description=(
+        "false: the query fails now, whatever attempts it has left (a permanent error)."))
+
+
+SnoozeSeconds = Annotated[StrictInt, Field(ge=1, le=MAX_SNOOZE, description=(
+    "With outcome `snoozed`: the query is queued again after this long, its attempt "
+    "not spent."))]
+
+
+# A snooze names its wait; no other outcome takes one (the document says so as well).
+SNOOZE_RULE = ConfigDict(extra="forbid", json_schema_extra={"allOf": [
+    {"if": {"required": ["outcome"], "properties": {"outcome": {"const": "snoozed"}}},
+     "then": {"required": ["snooze_seconds"],
+              "properties": {"snooze_seconds": {"type": "integer"}}},
+     "else": {"properties": {"snooze_seconds": {"type": "null"}}}}]})
+
+
 class QueryResultBody(Strict):
+    model_config = SNOOZE_RULE
+
     worker_id: Id
     lease_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     outcome: QueryOutcome
     result: Any = None
-    error: ErrorBody | None = None
+    error: QueryErrorBody | None = None
     cost: Amount | None = None
+    snooze_seconds: SnoozeSeconds | None = None
 
 
 class FencedBody(Strict):
@@ -239,12 +264,15 @@ class TaskResultsBody(Strict):
 
 
 class QueryResultItem(Strict):
+    model_config = SNOOZE_RULE
+
     query_id: Id
     lease_token: Token
     outcome: QueryOutcome
     result: Any = None
-    error: ErrorBody | None = None
+    error: QueryErrorBody | None = None
     cost: Amount | None = None
+    snooze_seconds: SnoozeSeconds | None = None
 
 
 class QueryResultsBody(Strict):

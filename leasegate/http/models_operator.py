@@ -77,6 +77,14 @@ class ThrottleBody(Strict):
     leases_per_second: Annotated[StrictFloat, Field(gt=0, le=MAX_RATE)] | None  # 2 too
 
 
+class Backlog(BaseModel):
+    """Jobs a lease could take now (pause and throttle aside; tasks: one per free lane),
+    and the age of the oldest since it became leasable."""
+
+    leasable: int
+    oldest_leasable_age_seconds: float | None
+
+
 class SiteObject(BaseModel):
     site: str
     paused: bool
@@ -86,6 +94,8 @@ class SiteObject(BaseModel):
     reason: str | None
     changed_by: str | None
     updated_at: Timestamp | None
+    tasks: Backlog
+    queries: Backlog
 
 
 class SitePage(ListPage):

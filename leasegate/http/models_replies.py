@@ -27,10 +27,14 @@ class Submitted(BaseModel):
 
 class QuerySubmitted(Submitted):
     query_id: str
+    site_paused: bool = Field(False, description=(
+        "true when the site is paused: the query waits queued (left out otherwise)."))
 
 
 class TaskSubmitted(Submitted):
     task_id: str
+    site_paused: bool = Field(False, description=(
+        "true when the site is paused: the task waits queued (left out otherwise)."))
 
 
 class JobError(BaseModel):
@@ -45,6 +49,16 @@ class Billing(BaseModel):
     charged: int | None
     refunded: int | None
     hold_status: str | None
+
+
+class AttemptError(BaseModel):
+    attempt: int
+    at: Timestamp
+    worker_id: str | None
+    code: int | None
+    type: str | None
+    message: str
+    traceback: str | None
 
 
 class QueryObject(BaseModel):
@@ -63,6 +77,10 @@ class QueryObject(BaseModel):
     result: Any
     error: JobError | None
     billing: Billing | None
+    max_attempts: int | None
+    next_attempt_at: Timestamp | None = Field(
+        description="While the query waits for a retry (queued): when it is leasable again.")
+    errors: list[AttemptError] = Field(description="The last 20 attempts' errors, oldest first.")
 
 
 class Reclaim(BaseModel):
@@ -99,6 +117,8 @@ class TaskObject(BaseModel):
     reclaim: Reclaim | None
     billing: Billing | None
     late_result: bool
+    errors: list[AttemptError] = Field(description=(
+        "The last 20 attempts' errors, oldest first (kept across operator retries)."))
 
 
 class QueryLease(BaseModel):

@@ -59,7 +59,8 @@ async def submit_query(data: SubmitQueryBody) -> tuple[Any, int]:
 def _submit_message(tenant: str, data: SubmitQueryBody, limit: int | None = None) -> SubmitQuery:
     check_json_field("params", data.params, limit)
     return SubmitQuery(tenant=tenant, query_id=data.query_id, site=data.site, kind=data.kind,
-                       params=data.params, max_cost=data.max_cost)
+                       params=data.params, max_cost=data.max_cost,
+                       max_attempts=data.max_attempts)
 
 
 @bp.post("/v1/queries/batch")
@@ -73,7 +74,8 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
     items = batches.each_body(SubmitQueryBody, data.items,
                               lambda body, limit: _submit_message(tenant, body, limit))
     return batches.reply("query", await system().jobs.queries.submit_many(items),
-                         batches.created)
+                         batches.created,
+                         batches.receipt)
 
 
 @bp.post("/v1/queries/results")
@@ -148,4 +150,5 @@ def _result_message(query_id: str, worker_id: str, sites: tuple[str, ...] | None
     return QueryResult(
         query_id=query_id, worker_id=worker_id, lease_token=body.lease_token, sites=sites,
         outcome=body.outcome, result=body.result, **reported_error(body.error),
-        cost=body.cost)
+        cost=body.cost, retryable=body.error is None or body.error.retryable,
+        snooze_seconds=body.snooze_seconds)

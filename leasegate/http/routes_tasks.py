@@ -102,7 +102,8 @@ async def submit_tasks(data: SubmitTasksBody) -> Any:
     tenant = batches.submitter()
     items = await _see_devices(tenant, batches.each_body(
         SubmitTaskBody, data.items, lambda body, limit: _submit_message(tenant, body, limit)))
-    return batches.reply("task", await system().jobs.tasks.submit_many(items), batches.created)
+    return batches.reply("task", await system().jobs.tasks.submit_many(items), batches.created,
+                         batches.receipt)
 
 
 async def _see_devices(tenant: str, items: list[SubmitTask | LeasegateError],

@@ -113,3 +113,20 @@ def next_leasable(conn: Connection, sites: list[str] | None, now: float,
         if admit is None or admit(row["site"]):
             picked.append(row)
     return picked
+
+
+def backlog(conn: Connection, site: str) -> tuple[int, float | None]:
+    """The tasks of ``site`` a lease could take now, one per free lane (an index-only
+    count of its free lanes; a head still waiting for its ``not_before`` counts), and
+    since when the oldest of those heads waits: queued, or its ``not_before`` if later
+    (one seek of ``task_lanes_oldest``, one of the head's row)."""
+    n = conn.execute(f"SELECT count(*) FROM task_lanes AS l WHERE l.site = ? AND {_FREE}",
+                     (site,)).fetchone()[0]
+    oldest = conn.execute(
+        "SELECT t.created_at, t.not_before FROM tasks AS t WHERE t.task_id = ("
+        f"SELECT l.head_task FROM task_lanes AS l WHERE l.site = ? AND {_FREE} "
+        "ORDER BY l.head_created LIMIT 1)", (site,)).fetchone()
+    if oldest is None:
+        return int(n), None
+    created, not_before = oldest
+    return int(n), float(created if not_before is None else max(created, not_before))

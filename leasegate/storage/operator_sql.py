@@ -32,18 +32,21 @@ _RETRY_CLEARS = {
 
 
 def retry(conn: Connection, channel: str, job_id: str, from_status: str,
-          expires_at: float, now: float) -> bool:
+          expires_at: float, errors: str | None, now: float) -> bool:
     """A finished job (``from_status``) → queued, a new attempt (a task keeps its
-    progress)."""
+    progress), its attempts' ``errors`` as given (kept across retries)."""
     table, key = _TABLES[channel]
+    # a query is leasable from now on (the backlog's age), not waiting for a retry
+    leasable, since = (", next_attempt_at = NULL, available_at = ?", (now,)) \
+        if channel == "query" else ("", ())
     cur = conn.execute(
         f"UPDATE {table} SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
         f"lease_request_id = NULL, lease_expires_at = NULL, {_RETRY_CLEARS[channel]}, "
         "result = NULL, error_code = NULL, error_message = NULL, error_type = NULL, "
-        "error_traceback = NULL, cost = NULL, "
-        "outcome_digest = NULL, completed_at = NULL, expires_at = ?, updated_at = ? "
+        "error_traceback = NULL, cost = NULL, errors = ?, "
+        f"outcome_digest = NULL, completed_at = NULL, expires_at = ?, updated_at = ?{leasable} "
         f"WHERE {key} = ? AND status = ?",
-        (expires_at, now, job_id, from_status))
+        (errors, expires_at, now, *since, job_id, from_status))
     return cur.rowcount == 1
 
 

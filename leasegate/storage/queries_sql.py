@@ -21,6 +21,10 @@ JOBS: Final = JobTable("queries", "query_id", "query_tombstones",
                        finished="completed_at IS NOT NULL")
 """What the queries table shares with the tasks': ``JOBS.get``, ``JOBS.insert_many``…"""
 
+LEASABLE: Final = "status = 'queued' AND next_attempt_at IS NULL"
+"""A query a lease may take (the predicate of its indexes): queued, not waiting for a
+retry (the query actor's timer clears ``next_attempt_at`` when it comes)."""
+
 # INDEXED BY: with both indexes on queued rows SQLite's planner would take either
 # (PostgreSQL's indexes name the rowid they are ordered by: no hint needed).
 _ALL_QUEUED, _SITE_QUEUED = (
@@ -36,7 +40,7 @@ def next_queued(conn: Connection, sites: list[str] | None, now: float,
     Each stream is an index range of queued rows only (``queries_ready``, or
     ``queries_queued`` per site), read a page at a time.
     """
-    live = "status = 'queued' AND expires_at > ?"
+    live = f"{LEASABLE} AND expires_at > ?"
     if sites is None:
         rows = ordered(conn, _ALL_QUEUED, live, [now], _ORDER, limit)
     else:
@@ -71,7 +75,8 @@ def take_leases(conn: Connection, tokens: Sequence[tuple[str, str]], worker_id: 
     left out."""
     return lease_rows(conn, "queries", "query_id", tokens, (
         "status = 'leased', lease_owner = ?, lease_request_id = ?, lease_expires_at = ?, "
-        "attempts = attempts + 1, updated_at = ?"), [worker_id, request_id, expires_at, now])
+        "attempts = attempts + 1, updated_at = ?"), [worker_id, request_id, expires_at, now],
+        also="next_attempt_at IS NULL")
 
 
 def give_back(conn: Connection, query_id: str, token: str, now: float) -> bool:
@@ -88,20 +93,26 @@ def give_back(conn: Connection, query_id: str, token: str, now: float) -> bool:
 # What each query's outcome sets (finish_many), after its id: name and SQL type.
 FINISH: Final = {"lease_token": "TEXT", "status": "TEXT", "result": "TEXT",
                  "error_code": "BIGINT", "error_message": "TEXT", "cost": "BIGINT",
-                 "outcome_digest": "TEXT", "error_type": "TEXT", "error_traceback": "TEXT"}
+                 "outcome_digest": "TEXT", "error_type": "TEXT", "error_traceback": "TEXT",
+                 "next_attempt_at": "DOUBLE PRECISION", "errors": "TEXT",
+                 "refund": "BIGINT"}
 
 
 def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
                 now: float) -> list[Row]:
     """leased → an outcome for each query, in one UPDATE: each of ``finishes`` is
     ``(query_id, lease_token, status, result, error_code, error_message, cost,
-    digest, error_type, error_traceback)`` (:data:`FINISH`); a query whose lease is not
-    that token is left as it was. The finished rows, as they are now (in no order)."""
+    digest, error_type, error_traceback, next_attempt_at, errors, refund)``
+    (:data:`FINISH`); a query whose lease is not that token is left as it was. Status
+    ``queued`` is a retry (waiting until ``next_attempt_at``, not finished; ``refund``:
+    attempts given back, 1 for a snooze). The rows, as they are now (in no order)."""
     return update_rows(conn, "queries", "query_id", FINISH, finishes, (
         "status = v.status, lease_expires_at = NULL, result = v.result, "
         "error_code = v.error_code, error_message = v.error_message, cost = v.cost, "
         "outcome_digest = v.outcome_digest, error_type = v.error_type, "
-        "error_traceback = v.error_traceback, updated_at = ?, completed_at = ?"), [now, now],
+        "error_traceback = v.error_traceback, next_attempt_at = v.next_attempt_at, "
+        "errors = v.errors, attempts = queries.attempts - v.refund, updated_at = ?, "
+        "completed_at = CASE WHEN v.status = 'queued' THEN NULL ELSE ? END"), [now, now],
         "queries.status = 'leased' AND queries.lease_token = v.lease_token")
 
 
@@ -111,6 +122,7 @@ def expire_past_ttl(conn: Connection, now: float) -> list[Row]:
         conn, "SELECT query_id, kind, attempts FROM queries "
         "WHERE status IN ('queued', 'leased') AND expires_at <= ?", (now,),
         "UPDATE queries SET status = 'expired', lease_expires_at = NULL, error_code = NULL, "
+        "next_attempt_at = NULL, "
         "error_message = ?, error_type = NULL, error_traceback = NULL, updated_at = ?, "
         "completed_at = ? WHERE query_id = ?",
         lambda row: (f"not completed within its TTL (attempts={row['attempts']}; "
@@ -119,26 +131,39 @@ def expire_past_ttl(conn: Connection, now: float) -> list[Row]:
 
 def lapsed_leases(conn: Connection, now: float) -> list[Row]:
     return conn.execute(
-        "SELECT query_id, attempts FROM queries WHERE status = 'leased' "
-        "AND lease_expires_at <= ?", (now,)
+        "SELECT query_id, attempts, max_attempts, lease_owner, errors FROM queries "
+        "WHERE status = 'leased' AND lease_expires_at <= ?", (now,)
     ).fetchall()
 
 
-def requeue(conn: Connection, query_id: str, now: float) -> None:
+def requeue(conn: Connection, query_id: str, errors: str, now: float) -> None:
+    """leased → queued at once (a lapsed lease), its error kept."""
     conn.execute(
         "UPDATE queries SET status = 'queued', lease_owner = NULL, lease_token = NULL, "
-        "lease_request_id = NULL, lease_expires_at = NULL, updated_at = ? "
-        "WHERE query_id = ? AND status = 'leased'", (now, query_id),
+        "lease_request_id = NULL, lease_expires_at = NULL, errors = ?, available_at = ?, "
+        "updated_at = ? WHERE query_id = ? AND status = 'leased'",
+        (errors, now, now, query_id),
     )
 
 
-def fail_exhausted(conn: Connection, query_id: str, attempts: int, now: float) -> None:
+def fail_exhausted(conn: Connection, query_id: str, attempts: int, errors: str,
+                   now: float) -> None:
     conn.execute(
         "UPDATE queries SET status = 'failed', lease_expires_at = NULL, error_message = ?, "
-        "updated_at = ?, completed_at = ? WHERE query_id = ? AND status = 'leased'",
+        "errors = ?, updated_at = ?, completed_at = ? WHERE query_id = ? "
+        "AND status = 'leased'",
         (f"leased {attempts} times without a result; not redelivered again "
-         "(the site page may be stuck or the worker keeps crashing)", now, now, query_id),
+         "(the site page may be stuck or the worker keeps crashing)", errors, now, now,
+         query_id),
     )
+
+
+def due_retries(conn: Connection, now: float) -> list[str]:
+    """Queued queries whose wait for their next attempt is over become leasable (as of
+    that instant: ``available_at``); the sites they are on."""
+    return [row[0] for row in conn.execute(
+        "UPDATE queries SET available_at = next_attempt_at, next_attempt_at = NULL "
+        "WHERE status = 'queued' AND next_attempt_at <= ? RETURNING site", (now,))]
 
 
 def next_deadline(conn: Connection) -> float | None:
@@ -147,9 +172,22 @@ def next_deadline(conn: Connection) -> float | None:
         " SELECT min(lease_expires_at) AS t FROM queries WHERE status = 'leased'"
         " UNION ALL"
         " SELECT min(expires_at) FROM queries WHERE status IN ('queued', 'leased')"
+        " UNION ALL"
+        " SELECT min(next_attempt_at) FROM queries"
+        " WHERE status = 'queued' AND next_attempt_at IS NOT NULL"
         ") AS deadlines"
     ).fetchone()
     return None if row[0] is None else float(row[0])
+
+
+def backlog(conn: Connection, site: str) -> tuple[int, float | None]:
+    """The leasable queries of ``site`` (an index-only count of ``queries_queued``) and
+    since when the oldest of them is leasable (one seek of ``queries_leasable_since``)."""
+    n = conn.execute(f"SELECT count(*) FROM queries WHERE site = ? AND {LEASABLE}",
+                     (site,)).fetchone()[0]
+    oldest = conn.execute(f"SELECT min(available_at) FROM queries WHERE site = ? "
+                          f"AND {LEASABLE}", (site,)).fetchone()[0]
+    return int(n), None if oldest is None else float(oldest)
 
 
 # Live queries (each status on its partial index), by site.

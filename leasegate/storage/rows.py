@@ -51,16 +51,16 @@ def known_ids(conn: Connection, table: str, tombstones: str, key: str,
 
 
 def lease_rows(conn: Connection, table: str, key: str, tokens: Sequence[tuple[str, str]],
-               changes: str, args: Sequence[Any]) -> list[Row]:
+               changes: str, args: Sequence[Any], *, also: str = "true") -> list[Row]:
     """queued → leased for each ``(id, token)`` in one UPDATE, each row its own token
     (``CASE key WHEN ? THEN ? ... END``), ``changes`` (with ``args``) set beside it: the
     rows that took their token, as the UPDATE returns them, in the order given (one no
-    longer queued is left out)."""
+    longer queued, or not ``also``, is left out)."""
     ids = [job_id for job_id, _ in tokens]
     whens = " ".join(["WHEN ? THEN ?"] * len(tokens))
     leased = {row[key]: row for row in conn.execute(
         f"UPDATE {table} SET lease_token = CASE {key} {whens} END, {changes} "
-        f"WHERE {key} IN ({marks(ids)}) AND status = 'queued' RETURNING *",
+        f"WHERE {key} IN ({marks(ids)}) AND status = 'queued' AND {also} RETURNING *",
         [*(value for pair in tokens for value in pair), *args, *ids]).fetchall()}
     return [leased[job_id] for job_id in ids if job_id in leased]
 

@@ -18,7 +18,7 @@ from leasegate.actors.pages import Page, Paged
 from leasegate.actors.queries.operator import ApplySiteControls, QueriesQueuedAt
 from leasegate.actors.queries.reads import ListQuerySites
 from leasegate.actors.queries.ref import QueriesRef
-from leasegate.actors.queue.sites import SiteControl
+from leasegate.actors.queue.sites import Backlog, SiteBacklog, SiteControl
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.operator import (
     ListSiteControls,
@@ -46,6 +46,8 @@ class SiteState:
     reason: str | None
     changed_by: str | None
     updated_at: Instant | None
+    tasks: Backlog = Backlog(0, None)
+    queries: Backlog = Backlog(0, None)
 
 
 class Sites:
@@ -89,20 +91,26 @@ class Sites:
         return Paged(tuple(await self._states(shown, controls)), len(names), page.limit,
                      page.offset)
 
+    async def backlogs(self, sites: list[str]) -> tuple[dict[str, SiteBacklog],
+                                                        dict[str, SiteBacklog]]:
+        """Queued jobs and the backlog of each of ``sites``: of tasks, of queries."""
+        tasks: dict[str, SiteBacklog] = {}
+        queries: dict[str, SiteBacklog] = {}
+        for start in range(0, len(sites), MAX_BATCH):  # 100 sites a message
+            chunk = tuple(sites[start:start + MAX_BATCH])
+            tasks.update((s.site, s) for s in await self.tasks.ask(TasksQueuedAt(chunk)))
+            queries.update((s.site, s) for s in await self.queries.ask(QueriesQueuedAt(chunk)))
+        return tasks, queries
+
     async def _states(self, sites: list[str],
                       controls: dict[str, SiteControl]) -> list[SiteState]:
         if not sites:
             return []
-        tasks: dict[str, int] = {}
-        queries: dict[str, int] = {}
-        for start in range(0, len(sites), MAX_BATCH):  # 100 sites a message
-            chunk = tuple(sites[start:start + MAX_BATCH])
-            tasks.update(await self.tasks.ask(TasksQueuedAt(chunk)))
-            queries.update(await self.queries.ask(QueriesQueuedAt(chunk)))
+        tasks, queries = await self.backlogs(sites)
         states = []
         for site in sites:
             c = controls.get(site, SiteControl(site))
-            states.append(SiteState(site, c.paused, c.leases_per_second, tasks.get(site, 0),
-                                    queries.get(site, 0), c.reason, c.changed_by,
-                                    c.updated_at))
+            t, q = tasks[site], queries[site]
+            states.append(SiteState(site, c.paused, c.leases_per_second, t.queued, q.queued,
+                                    c.reason, c.changed_by, c.updated_at, t.backlog, q.backlog))
         return states

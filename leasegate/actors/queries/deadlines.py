@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from leasegate.actors.attempts import AttemptError, with_error
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.sites import earliest
@@ -12,6 +13,8 @@ from leasegate.storage import queries_sql as sql
 
 log = logging.getLogger("leasegate.queries")
 
+LEASE_EXPIRED = "lease_expired"
+"""The ``type`` of the error a lapsed lease leaves in a query's ``errors``."""
 PURGE_BATCH = 2000  # rows a purge run deletes; a full batch runs again a second later
 
 
@@ -31,19 +34,26 @@ def on_wakeup(turn: QueryTurn, now: float) -> None:
         turn.settle.ended(sql.JOBS.get(conn, row["query_id"]))
     for row in sql.lapsed_leases(conn, now):
         query_id, attempts = row["query_id"], row["attempts"]
-        if attempts >= turn.settings.query_max_attempts:
-            sql.fail_exhausted(conn, query_id, attempts, now)
+        # a lapsed lease is an attempt that ended without a result: its error is kept
+        errors = with_error(row["errors"], AttemptError(
+            attempts, now, row["lease_owner"], None, LEASE_EXPIRED,
+            "the lease expired without a result", None))
+        if attempts >= (row["max_attempts"] or turn.settings.query_max_attempts):
+            sql.fail_exhausted(conn, query_id, attempts, errors, now)
             turn.history.record(query_id, "lease_expired", attempts=attempts)
             turn.settle.ended(sql.JOBS.get(conn, query_id))
             log.warning("query attempts exhausted, failed: query_id=%s attempts=%s",
                         escape(query_id), attempts)
         else:
             # Read-only work is safe to run again: this is the difference from tasks.
-            sql.requeue(conn, query_id, now)
+            sql.requeue(conn, query_id, errors, now)
             turn.history.record(query_id, "lease_expired", attempts=attempts)
             log.info("query lease expired, redelivering: query_id=%s attempts=%s",
                      escape(query_id), attempts)
             turn.work_may_be_available(*new_work(turn.current(query_id)["site"]))
+    # Queries whose wait for a retry is over: leasable now, the waiting leases woken.
+    for site in set(sql.due_retries(conn, now)):
+        turn.work_may_be_available(*new_work(site))
 
 
 QUERIES.deadlines(next_wakeup, on_wakeup)

@@ -65,7 +65,7 @@ def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:
 LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
                          take=sql.take_leases, view=query_lease,
                          attempt=lambda row: row["attempts"],
-                         waiting_since=lambda row: row["created_at"])
+                         waiting_since=lambda row: row["available_at"] or row["created_at"])
 
 WAIT_FOR_WORK: Final = waiting_for_work(lease, release_message)
 """A lease that waits: woken by new work at its sites; at shutdown, nothing."""

@@ -13,11 +13,17 @@ from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryView
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.retry import FindRetryable, RetryJob, serve_retries
-from leasegate.actors.queue.sites import QueuedAt, SiteControl, check_control
+from leasegate.actors.queue.sites import (
+    QueuedAt,
+    SiteBacklog,
+    SiteControl,
+    backlogs,
+    check_control,
+)
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.errors import InvalidRequest
-from leasegate.storage import operator_sql as sql
+from leasegate.storage import queries_sql
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,5 @@ class QueriesQueuedAt(QueuedAt[Queries]):
 
 
 @QUERIES.on(QueriesQueuedAt)
-def queued_at(turn: QueryTurn, m: QueriesQueuedAt) -> tuple[tuple[str, int], ...]:
-    counts = sql.queued_by_site(turn.conn, "query", list(m.sites))
-    return tuple((site, counts.get(site, 0)) for site in m.sites)
+def queued_at(turn: QueryTurn, m: QueriesQueuedAt) -> tuple[SiteBacklog, ...]:
+    return backlogs(turn, "query", m.sites, queries_sql.backlog)

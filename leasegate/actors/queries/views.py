@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from leasegate.actors.attempts import AttemptError, attempt_errors
 from leasegate.actors.views import (
     Billing,
     Instant,
@@ -21,6 +22,7 @@ from leasegate.storage.engine import Row
 @dataclass(frozen=True)
 class QuerySubmitted(Receipt):
     query_id: str
+    site_paused: bool = False  # its site is paused: it waits queued
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class QueryView:
     result: JSONValue
     error: JobError | None
     billing: Billing | None
+    max_attempts: int | None = None  # None: a query submitted before it was kept
+    next_attempt_at: Instant | None = None  # waiting for a retry (queued) until then
+    errors: tuple[AttemptError, ...] = ()
 
     @property
     def job_id(self) -> str:
@@ -88,11 +93,15 @@ class QuerySite:
 def query_view(row: Row) -> QueryView:
     return QueryView(
         query_id=row["query_id"], tenant=row["tenant"], site=row["site"], kind=row["kind"],
-        params=loads(row["params"]), status=row["status"], lease_owner=row["lease_owner"],
+        params=loads(row["params"]), status=row["status"],
+        # a query waiting for its retry keeps its last lease's owner and token (a
+        # repeated result is answered), but nobody holds it
+        lease_owner=None if row["status"] == "queued" else row["lease_owner"],
         lease_expires_at=row["lease_expires_at"], attempts=row["attempts"],
         created_at=row["created_at"], updated_at=row["updated_at"],
         completed_at=row["completed_at"], result=loads(row["result"]), error=job_error(row),
-        billing=billing(row))
+        billing=billing(row), max_attempts=row["max_attempts"],
+        next_attempt_at=row["next_attempt_at"], errors=attempt_errors(row["errors"]))
 
 
 def query_lease(row: Row) -> QueryLease:

@@ -111,7 +111,7 @@ def retry_job(turn: QueueTurn[V], m: RetryJob[Any, V], statuses: tuple[str, ...]
         raise StateConflict(f"{kind.noun} {m.job_id} is {status}; only a "
                             f"{' or '.join(statuses)} {kind.noun} can be retried")
     if not operator_sql.retry(turn.conn, kind.channel, m.job_id, status,
-                              turn.retry_expiry(row), turn.now):
+                              turn.retry_expiry(row), turn.kept_errors(row), turn.now):
         raise StateConflict(f"{kind.noun} {m.job_id} changed concurrently; try again")
     log.warning("%s retried by an operator: %s=%s was=%s by=%s reason=%s", kind.noun,
                 kind.id_column, escape(m.job_id), status, escape(m.by), escape(m.reason))

@@ -34,7 +34,7 @@ unused, they take it. The channel that drew last (``drawn_by``) wakes a moment l
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -249,13 +249,49 @@ def earliest(*times: float | None) -> float | None:
 # ---- what both queues answer about sites ------------------------------------------------
 
 @dataclass(frozen=True)
-class QueuedAt(Ask[A_contra, tuple[tuple[str, int], ...]], Generic[A_contra]):
-    """Queued jobs of each of these sites, up to 100 (each channel names its own)."""
+class Backlog:
+    """A site's jobs of one channel that a lease could take now (pause and throttle
+    aside), and how long the oldest of them has been leasable (None: there is none)."""
+
+    leasable: int
+    oldest_leasable_age_seconds: float | None
+
+
+def backlog(leasable: int, since: float | None, now: float) -> Backlog:
+    """The backlog of ``leasable`` jobs, the oldest leasable ``since`` (wall seconds)."""
+    age = None if since is None else round(max(0.0, now - since), 3)
+    return Backlog(leasable, age)
+
+
+@dataclass(frozen=True)
+class SiteBacklog:
+    """A site's queued jobs of one channel, and its backlog."""
+
+    site: str
+    queued: int
+    backlog: Backlog
+
+
+@dataclass(frozen=True)
+class QueuedAt(Ask[A_contra, tuple[SiteBacklog, ...]], Generic[A_contra]):
+    """Queued jobs and the backlog of each of these sites, up to 100 (each channel names
+    its own)."""
 
     sites: tuple[str, ...]
 
     def check(self) -> None:
         check_ids("sites", self.sites, optional=False)
+
+
+def backlogs(turn: Turn, channel: str, sites: tuple[str, ...],
+             leasable: Callable[[Connection, str], tuple[int, float | None]],
+             ) -> tuple[SiteBacklog, ...]:
+    """A channel's answer to :class:`QueuedAt`: its queued jobs of each site (on the
+    queued-by-site indexes) and the backlog ``leasable`` finds (a count, and since when
+    the oldest waits)."""
+    counts = operator_sql.queued_by_site(turn.conn, channel, list(sites))
+    return tuple(SiteBacklog(site, counts.get(site, 0),
+                             backlog(*leasable(turn.conn, site), turn.now)) for site in sites)
 
 
 def check_reason(reason: object) -> None:

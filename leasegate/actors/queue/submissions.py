@@ -151,7 +151,8 @@ class Reply(Protocol[R_co]):
     """A channel's submit reply (a ``Receipt``), made from the job's id, its status and
     whether it was created."""
 
-    def __call__(self, job_id: str, /, *, status: str, created: bool) -> R_co: ...
+    def __call__(self, job_id: str, /, *, status: str, created: bool,
+                 site_paused: bool) -> R_co: ...
 
 
 @dataclass(frozen=True)
@@ -171,10 +172,11 @@ def submit_one(turn: QT, m: S, how: Submitting[QT, S, R]) -> R:
         m.job_id, kind.id_prefix, job.digest, kind.noun,
         lambda i: how.sql.insert_many(conn, [{kind.id_column: i, **job.row}]) == 1,
         lambda i: how.sql.known(conn, [i]).get(i))
+    paused = m.site in turn.sites.paused  # it still queues; the reply says it waits
     if replayed is not None:
-        return how.reply(job_id, status=replayed, created=False)
+        return how.reply(job_id, status=replayed, created=False, site_paused=paused)
     _created(turn, [(job_id, job)])
-    return how.reply(job_id, status="queued", created=True)
+    return how.reply(job_id, status="queued", created=True, site_paused=paused)
 
 
 def submit_all(turn: QT, items: Sequence[S], how: Submitting[QT, S, R]) -> list[R]:
@@ -202,9 +204,12 @@ def submit_all(turn: QT, items: Sequence[S], how: Submitting[QT, S, R]) -> list[
         if how.sql.insert_many(conn, rows) != len(rows):
             raise ItemByItem("an id taken after all")
         _created(turn, new)
-    return [how.reply(job_id, status=str(taken[job_id]["status"]), created=False)
-            if job_id in taken else how.reply(job_id, status="queued", created=True)
-            for job_id, _ in jobs]
+    paused = turn.sites.paused  # they still queue; each reply says whether it waits
+    return [how.reply(job_id, status=str(taken[job_id]["status"]), created=False,
+                      site_paused=m.site in paused)
+            if job_id in taken else how.reply(job_id, status="queued", created=True,
+                                              site_paused=m.site in paused)
+            for (job_id, _), m in zip(jobs, items, strict=True)]
 
 
 def handle_submits(handlers: Handlers[Any, QT], one: type[S],

@@ -69,6 +69,12 @@ class QueueTurn(Turn, Generic[V]):
         channel's TTL (each queue's turn says how it counts)."""
         raise NotImplementedError
 
+    def kept_errors(self, row: Row) -> str | None:
+        """The ``errors`` (``leasegate.actors.attempts``) the job of ``row`` keeps when an
+        operator retries it: those it has (each channel may add the one it ends with)."""
+        errors: str | None = row["errors"]
+        return errors
+
     def current(self, job_id: str) -> Row:
         """The job's row, read again after a change this turn made (it exists)."""
         row = self.kind.get(self.conn, job_id)

@@ -15,7 +15,9 @@ from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.retry import FindRetryable, RetryJob, serve_retries
 from leasegate.actors.queue.sites import (
     QueuedAt,
+    SiteBacklog,
     SiteControl,
+    backlogs,
     check_rate,
     check_reason,
     site_control,
@@ -26,6 +28,7 @@ from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import TaskView
 from leasegate.logs import escape
+from leasegate.storage import lanes_sql
 from leasegate.storage import operator_sql as sql
 
 log = logging.getLogger("leasegate.operator")
@@ -141,6 +144,5 @@ class TasksQueuedAt(QueuedAt[Tasks]):
 
 
 @TASKS.on(TasksQueuedAt)
-def queued_at(turn: TaskTurn, m: TasksQueuedAt) -> tuple[tuple[str, int], ...]:
-    counts = sql.queued_by_site(turn.conn, "task", list(m.sites))
-    return tuple((site, counts.get(site, 0)) for site in m.sites)
+def queued_at(turn: TaskTurn, m: TasksQueuedAt) -> tuple[SiteBacklog, ...]:
+    return backlogs(turn, "task", m.sites, lanes_sql.backlog)

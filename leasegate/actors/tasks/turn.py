@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Final
 
+from leasegate.actors.attempts import outcome_error, with_error
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queue.turn import JobKind, QueueTurn
 from leasegate.actors.runtime.handlers import Handlers
@@ -55,6 +56,12 @@ class TaskTurn(QueueTurn[TaskView]):
     def retry_expiry(self, row: Row) -> float:
         """``task_ttl`` from now, or from the task's ``not_before`` if that is later."""
         return self.ttl_deadline(row["not_before"])
+
+    def kept_errors(self, row: Row) -> str | None:
+        """The task's errors, its last attempt's added: a retry clears the outcome but
+        keeps why each attempt failed."""
+        current = outcome_error(row)
+        return row["errors"] if current is None else with_error(row["errors"], current)
 
     def seen(self, worker_id: str, *, sites: tuple[str, ...] | None = None,
              key_id: str | None = None, leasing: bool = False) -> None:

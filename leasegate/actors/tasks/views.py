@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from leasegate.actors.attempts import MAX_ERRORS, AttemptError, attempt_errors, outcome_error
 from leasegate.actors.views import (
     Billing,
     Instant,
@@ -21,6 +22,7 @@ from leasegate.storage.engine import Row
 @dataclass(frozen=True)
 class TaskSubmitted(Receipt):
     task_id: str
+    site_paused: bool = False  # its site is paused: it waits queued
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class TaskView:
     reclaim: Reclaim | None
     billing: Billing | None
     late_result: bool
+    errors: tuple[AttemptError, ...] = ()
 
     @property
     def job_id(self) -> str:
@@ -193,7 +196,16 @@ def task_view(row: Row) -> TaskView:
         created_at=row["created_at"], updated_at=row["updated_at"],
         started_at=row["started_at"], completed_at=row["completed_at"],
         result=loads(row["result"]), error=job_error(row), stale_reason=row["stale_reason"],
-        reclaim=reclaim, billing=billing(row), late_result=bool(row["late_result"]))
+        reclaim=reclaim, billing=billing(row), late_result=bool(row["late_result"]),
+        errors=task_errors(row))
+
+
+def task_errors(row: Row) -> tuple[AttemptError, ...]:
+    """The errors of the task's earlier attempts (kept by operator retries), then its
+    own error's, if it has one: the latest ``MAX_ERRORS``."""
+    current = outcome_error(row)
+    kept = attempt_errors(row["errors"])
+    return (*kept, current)[-MAX_ERRORS:] if current is not None else kept
 
 
 def task_lease(row: Row) -> TaskLease:

@@ -157,9 +157,12 @@ class AsyncClientBase(AsyncHTTPOwner):
         *,
         query_id: str | None = None,
         max_cost: int | None = None,
+        max_attempts: int | None = None,
     ) -> QuerySubmitted:
-        """Submit a read-only query (delivered at least once)."""
-        body = query_body(site, kind, params, query_id, max_cost)
+        """Submit a read-only query (delivered at least once; a failed attempt is tried
+        again after a backoff, up to ``max_attempts`` attempts: 1–100, default the
+        gateway's ``query_max_attempts``)."""
+        body = query_body(site, kind, params, query_id, max_cost, max_attempts)
         return cast(QuerySubmitted, await self._http.call("POST", path("queries"), json=body))
 
     async def submit_many_queries(

@@ -98,6 +98,11 @@ class Worker(_WorkerBase, SyncHTTPOwner):
     follows a mock clock in tests). ``transport`` and ``retry`` as for
     :class:`Client`.
 
+    ``permanent``: exception types that a query's handler raises for an error trying
+    again cannot mend (besides :class:`PermanentError`): the query fails at once
+    instead of being retried after a backoff. A query's handler may also return or
+    raise :class:`Snooze` to have it queued again later without spending an attempt.
+
     ``batch`` (2–100) takes up to ``batch`` jobs a lease call and runs their handlers
     side by side (``Worker``: in threads, so the handler must be thread-safe),
     with the tasks started in one call and the results reported together once each
@@ -129,11 +134,13 @@ class Worker(_WorkerBase, SyncHTTPOwner):
         wall_clock: Callable[[], float] | None = None,
         batch: int = 1,
         linger: float = DEFAULT_LINGER,
+        permanent: Iterable[type[BaseException]] = (),
     ) -> None:
         if batch == 1:
             check_unbatched_max(max)
         super().__init__(worker_id, channel, sites, wait_seconds, max, retry or Retry(),
                          batch, linger)
+        self.permanent = tuple(permanent)
         self._http = SyncHTTP(
             base_url, key, timeout=timeout, transport=transport, retry=self._retry
         )

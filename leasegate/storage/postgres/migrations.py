@@ -43,6 +43,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     frozen(14, "periodic runs", FROZEN),
     frozen(15, "job errors and search", FROZEN),
     frozen(16, "site tokens", FROZEN),
+    frozen(18, "query retries", FROZEN),
     frozen(22, "key revocation order", FROZEN),
     frozen(24, "worker channels", FROZEN),
 ]

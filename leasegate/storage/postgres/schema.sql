@@ -99,6 +99,7 @@ CREATE TABLE tasks (
     rowid            bigint GENERATED ALWAYS AS IDENTITY,
     error_type       text,
     error_traceback  text,
+    errors           text,
     CHECK ((status <> 'leased' AND status <> 'running' AND status <> 'stale')
            OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL)),
     CHECK (status <> 'leased' OR claim_expires_at IS NOT NULL),
@@ -189,6 +190,9 @@ CREATE TABLE task_lanes (
 CREATE INDEX task_lanes_ready ON task_lanes (head_rank, head_created, head_seq)
     WHERE blocked_by IS NULL AND head_task IS NOT NULL;
 CREATE INDEX task_lanes_ready_by_site ON task_lanes (site, head_rank, head_created, head_seq)
+    WHERE blocked_by IS NULL AND head_task IS NOT NULL;
+-- The oldest head of a site's free lanes, in one seek (the backlog's oldest age).
+CREATE INDEX task_lanes_oldest ON task_lanes (site, blocked_by, head_created, head_task)
     WHERE blocked_by IS NULL AND head_task IS NOT NULL;
 
 CREATE FUNCTION task_lanes_lock(lane_site text, lane_account text) RETURNS task_lanes
@@ -366,11 +370,20 @@ CREATE TABLE queries (
     outcome_digest   text,
     rowid            bigint GENERATED ALWAYS AS IDENTITY,
     error_type       text,
-    error_traceback  text
+    error_traceback  text,
+    max_attempts     bigint,
+    next_attempt_at  double precision,
+    available_at     double precision,
+    errors           text
 );
 -- Queued queries in submission order: all of them, or one site's range.
-CREATE INDEX queries_ready ON queries (status, rowid) WHERE status = 'queued';
-CREATE INDEX queries_queued ON queries (site, rowid) WHERE status = 'queued';
+CREATE INDEX queries_ready ON queries (status, rowid) WHERE status = 'queued' AND next_attempt_at IS NULL;
+CREATE INDEX queries_queued ON queries (site, rowid) WHERE status = 'queued' AND next_attempt_at IS NULL;
+-- The oldest leasable query of a site in one seek; the queries waiting for a retry.
+CREATE INDEX queries_leasable_since ON queries (site, status, next_attempt_at, available_at)
+    WHERE status = 'queued' AND next_attempt_at IS NULL;
+CREATE INDEX queries_waiting ON queries (next_attempt_at)
+    WHERE status = 'queued' AND next_attempt_at IS NOT NULL;
 CREATE INDEX queries_lease_expiry ON queries (lease_expires_at) WHERE status = 'leased';
 CREATE INDEX queries_ttl ON queries (expires_at) WHERE status IN ('queued', 'leased');
 CREATE INDEX queries_completed ON queries (completed_at) WHERE completed_at IS NOT NULL;
@@ -542,5 +555,6 @@ INSERT INTO schema_version (version, name) VALUES (13, 'sites');
 INSERT INTO schema_version (version, name) VALUES (14, 'periodic runs');
 INSERT INTO schema_version (version, name) VALUES (15, 'job errors and search');
 INSERT INTO schema_version (version, name) VALUES (16, 'site tokens');
+INSERT INTO schema_version (version, name) VALUES (18, 'query retries');
 INSERT INTO schema_version (version, name) VALUES (22, 'key revocation order');
 INSERT INTO schema_version (version, name) VALUES (24, 'worker channels');

@@ -85,6 +85,7 @@ CREATE TABLE tasks (
     reclaim_at       REAL,
     error_type       TEXT,
     error_traceback  TEXT,
+    errors           TEXT,
     CHECK ((status <> 'leased' AND status <> 'running' AND status <> 'stale')
            OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL)),
     CHECK (status <> 'leased' OR claim_expires_at IS NOT NULL),
@@ -178,6 +179,9 @@ CREATE TABLE task_lanes (
 CREATE INDEX task_lanes_ready ON task_lanes (head_rank, head_created, head_seq)
     WHERE blocked_by IS NULL AND head_task IS NOT NULL;
 CREATE INDEX task_lanes_ready_by_site ON task_lanes (site, head_rank, head_created, head_seq)
+    WHERE blocked_by IS NULL AND head_task IS NOT NULL;
+-- The oldest head of a site's free lanes, in one seek (the backlog's oldest age).
+CREATE INDEX task_lanes_oldest ON task_lanes (site, blocked_by, head_created, head_task)
     WHERE blocked_by IS NULL AND head_task IS NOT NULL;
 
 -- A submit only compares itself with its lane's head.
@@ -334,13 +338,22 @@ CREATE TABLE queries (
     cost             INTEGER,
     outcome_digest   TEXT,
     error_type       TEXT,
-    error_traceback  TEXT
+    error_traceback  TEXT,
+    max_attempts     INTEGER,
+    next_attempt_at  REAL,
+    available_at     REAL,
+    errors           TEXT
 );
 -- Queued queries in submission order: all of them (queries_ready), or one site's range
 -- (queries_queued: site, rowid), so that a lease reads only queued rows however many
 -- finished ones are retained.
-CREATE INDEX queries_ready ON queries (status) WHERE status = 'queued';
-CREATE INDEX queries_queued ON queries (site) WHERE status = 'queued';
+CREATE INDEX queries_ready ON queries (status) WHERE status = 'queued' AND next_attempt_at IS NULL;
+CREATE INDEX queries_queued ON queries (site) WHERE status = 'queued' AND next_attempt_at IS NULL;
+-- The oldest leasable query of a site in one seek; the queries waiting for a retry.
+CREATE INDEX queries_leasable_since ON queries (site, status, next_attempt_at, available_at)
+    WHERE status = 'queued' AND next_attempt_at IS NULL;
+CREATE INDEX queries_waiting ON queries (next_attempt_at)
+    WHERE status = 'queued' AND next_attempt_at IS NOT NULL;
 CREATE INDEX queries_lease_expiry ON queries (lease_expires_at) WHERE status = 'leased';
 CREATE INDEX queries_ttl ON queries (expires_at) WHERE status IN ('queued', 'leased');
 CREATE INDEX queries_completed ON queries (completed_at) WHERE completed_at IS NOT NULL;
