@@ -271,6 +271,7 @@ def test_a_revocation_by_the_cli_bites_on_every_gateway_within_a_second(
     assert time.monotonic() - revoked < 1.0
 
 
+@pytest.mark.parametrize("gateways", [SHORT_CLAIMS], indirect=True)
 def test_a_gateway_killed_with_unstarted_claims_loses_nothing(
         gateways: tuple[Served, Served]) -> None:
     a, b = gateways
