@@ -26,8 +26,10 @@ from tests.test_cli import run_cli
 
 @pytest.fixture(scope="module")
 def served_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    # A started task whose worker goes quiet turns stale 1 s after its start.
-    served = start(tmp_path_factory.mktemp("inspect") / "var", {"LEASEGATE_TASK_LEASE_TTL": "1"})
+    # A started task whose worker goes quiet turns stale 1 s after its start; a failed
+    # query waits minutes for its retry (the module's tests see it waiting).
+    served = start(tmp_path_factory.mktemp("inspect") / "var", {
+        "LEASEGATE_TASK_LEASE_TTL": "1", "LEASEGATE_QUERY_RETRY_BASE_SECONDS": "300"})
     try:
         client, worker = served.client("client"), served.client("worker")
         for task_id, params in (("bulk-0", {"iban": "DE44"}), ("bulk-1", {"iban": "FR76"}),
