@@ -14,12 +14,16 @@ import math
 from typing import Any
 
 import pytest
+import trio
 import trio.testing
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from leasegate.actors.payloads import canonical_json, compact_json, exact_loads
+from leasegate.client import AsyncClient, AsyncJob, AsyncWorker, HandlerResult
+from leasegate.client._types import JSONObject
 from tests.conftest import Gateway
+from tests.test_batch_sdk import AppTransport
 
 pytestmark = pytest.mark.both_engines
 
@@ -244,3 +248,28 @@ def test_every_literal_is_written_back_as_it_was_read(
     value = exact_loads(text)
     number = value[0] if isinstance(value, list) else value["n"]
     assert canonical_json(number) == compact_json(number) == literal, (text, value)
+
+
+async def test_the_sdk_hands_big_integers_over_exactly(
+        gateway: Gateway, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> None:
+    """Python holds any integer exactly; the SDK read replies by orjson, which made
+    the ones past 64 bits floats. (A float such as 1e2 stays what Python makes of it.)"""
+    big = {"n": 123456789012345678901234567890, "m": -(2**64), "digits": int("9" * 300)}
+    transport = AppTransport(gateway, nursery)
+    seen: list[JSONObject] = []
+
+    async def handler(job: AsyncJob) -> HandlerResult:
+        seen.append(job.params)
+        return {"echo": job.params["n"] + 1}
+
+    async with AsyncClient("http://gateway", gateway.keys["t1"],
+                           transport=transport) as upstream:
+        await upstream.submit_task("s", "k", big, task_id="big-1")
+        assert (await upstream.get_task("big-1"))["params"] == big
+        worker = AsyncWorker("http://gateway", gateway.keys["worker"], "w1",
+                             transport=transport, wait_seconds=0)
+        assert await worker.run_once(handler) == 1
+        await worker.aclose()
+        assert seen == [big]
+        done = await upstream.get_task("big-1")
+    assert (done["status"], done["result"]) == ("succeeded", {"echo": big["n"] + 1})
