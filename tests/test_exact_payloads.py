@@ -39,7 +39,7 @@ EXACT = ('{"a_big":123456789012345678901234567890,"b_past_u64":18446744073709551
 # What the old parser made of them, in part: none of it may appear.
 CHANGED = ("1.2345678901234568e+29", "1.8446744073709552e+19", "-9.223372036854776e+18",
            "1e+300", "100.0", "1e-07", "2.5]", "0.00001")
-RAW = {"params", "progress", "result", "items"}  # fields obj() takes as JSON text
+RAW = {"params", "progress", "result", "items", "results"}  # fields obj() takes as JSON text
 
 
 def obj(**fields: object) -> str:
@@ -173,6 +173,27 @@ async def test_batches_keep_every_payload_as_sent(gateway: Gateway) -> None:
                obj(items=results, worker_id="w1"))
     for i in range(2):
         assert_exact(await sent(gateway, "GET", f"/v1/queries/big-q{i}", "t1"), "result")
+
+
+async def test_results_a_lease_call_carries_keep_every_payload_as_sent(
+        gateway: Gateway) -> None:
+    await sent(gateway, "POST", "/v1/tasks", "t1", task("big-1"), 201)
+    await sent(gateway, "POST", "/v1/queries", "t1", query("big-q"), 201)
+    task_lease = fenced(await sent(gateway, "POST", "/v1/tasks/lease", "worker",
+                                   obj(wait_seconds=0, worker_id="w1")))
+    query_lease = fenced(await sent(gateway, "POST", "/v1/queries/lease", "worker",
+                                    obj(wait_seconds=0, worker_id="w1")))
+    await sent(gateway, "POST", "/v1/tasks/big-1/start", "worker",
+               obj(lease_token=task_lease["lease_token"], worker_id="w1"))
+    for jobs, carried in (
+            ("tasks", obj(**task_lease, outcome="succeeded", progress=EXACT, result=EXACT)),
+            ("queries", obj(**query_lease, outcome="succeeded", result=EXACT))):
+        await sent(gateway, "POST", f"/v1/{jobs}/lease", "worker",
+                   obj(results=items(carried), wait_seconds=0, worker_id="w1"))
+    done = await sent(gateway, "GET", "/v1/tasks/big-1", "t1")
+    assert_exact(done, "progress")
+    assert_exact(done, "result")
+    assert_exact(await sent(gateway, "GET", "/v1/queries/big-q", "t1"), "result")
 
 
 @pytest.mark.parametrize("same", [

@@ -85,21 +85,24 @@ def check_json_field(name: str, value: Any, limit: int | None = None) -> None:
         raise PayloadTooLarge(f"{name} is {size} bytes of JSON; the limit is {limit}")
 
 
-# The fields of a request body (or of a batch's item) that are payloads, kept exactly.
+# The fields of a request body (or of an item of its lists) that are payloads, kept
+# exactly, and its lists of items: a batch's, and the results a lease call carries.
 PAYLOAD_FIELDS = ("params", "result", "progress")
+ITEM_LISTS = ("items", "results")
 
 
 def with_exact_payloads(document: Any, text: str | bytes) -> Any:
     """``document``, a request body parsed as usual, with its payload fields (its own
-    and each item's of ``items``) read from ``text`` by ``parse_exactly``: each number
-    as it was sent. The other fields keep the usual numbers (``wait_seconds: 1e1``
-    is a number of seconds, not a literal to keep)."""
+    and its items') read from ``text`` by ``parse_exactly``: each number as it was
+    sent. The other fields keep the usual numbers (``wait_seconds: 1e1`` is a number
+    of seconds, not a literal to keep)."""
     exact = parse_exactly(text)
     _take_payloads(document, exact)
-    items, exact_items = _field(document, "items"), _field(exact, "items")
-    if isinstance(items, list) and isinstance(exact_items, list):
-        for item, exact_item in zip(items, exact_items, strict=False):
-            _take_payloads(item, exact_item)
+    for name in ITEM_LISTS:
+        items, exact_items = _field(document, name), _field(exact, name)
+        if isinstance(items, list) and isinstance(exact_items, list):
+            for item, exact_item in zip(items, exact_items, strict=False):
+                _take_payloads(item, exact_item)
     return document
 
 
