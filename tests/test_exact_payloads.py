@@ -19,7 +19,12 @@ import trio.testing
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from leasegate.actors.payloads import canonical_json, compact_json, exact_loads
+from leasegate.actors.payloads import (
+    canonical_json,
+    compact_json,
+    exact_loads,
+    stored_loads,
+)
 from leasegate.client import AsyncClient, AsyncJob, AsyncWorker, HandlerResult
 from leasegate.client._types import JSONObject
 from tests.conftest import Gateway
@@ -262,13 +267,16 @@ AROUND = (("[", "]"), ("[ ", " ]"), ('{"n":', "}"), ('{"n": ', ',"m":0}'),
 def test_every_literal_is_written_back_as_it_was_read(
         literal: str, around: tuple[str, str]) -> None:
     """The look for numbers that need the exact parse misses none (what it misses
-    orjson would change), and what the exact parse keeps is written back as it came."""
+    orjson would change), what the exact parse keeps is written back as it came, and
+    so is the stored text when it is read again."""
     if not math.isfinite(float(literal)):
         return  # 1e400: refused by the payload checks, as NaN is
     text = around[0] + literal + around[1]
     value = exact_loads(text)
     number = value[0] if isinstance(value, list) else value["n"]
     assert canonical_json(number) == compact_json(number) == literal, (text, value)
+    stored = canonical_json(value)
+    assert compact_json(stored_loads(stored)) == stored
 
 
 async def test_the_sdk_hands_big_integers_over_exactly(

@@ -16,7 +16,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, TypeAlias
 
-from leasegate.actors.payloads import exact_loads
+from leasegate.actors.payloads import stored_loads
 
 
 class _InstantMarker:
@@ -35,7 +35,7 @@ JSONObject: TypeAlias = "dict[str, JSONValue]"
 def loads(text: str | None) -> Any:
     """A stored JSON column back to its value, numbers as they were sent (None stays
     None)."""
-    return None if text is None else exact_loads(text)
+    return None if text is None else stored_loads(text)
 
 
 @dataclass(frozen=True)

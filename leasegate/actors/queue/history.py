@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leasegate.actors.channels import Channel
-from leasegate.actors.payloads import compact_json, exact_loads
+from leasegate.actors.payloads import compact_json, stored_loads
 from leasegate.actors.queue.leases import job_changed
 from leasegate.actors.runtime.turn import Turn
 from leasegate.actors.views import Instant
@@ -137,7 +137,7 @@ class JobHistory:
 
     def read(self, job_id: str) -> History:
         return History(tuple(HistoryItem(r["event_id"], r["at"], r["kind"], r["status"],
-                                         exact_loads(r["detail"]))
+                                         stored_loads(r["detail"]))
                              for r in events_sql.history(self.turn.conn, self.channel, job_id)))
 
 
@@ -145,7 +145,7 @@ def committed_after(conn: Connection, after: int, limit: int) -> list[JobEvent]:
     """Up to ``limit`` committed events with ids above ``after``, every gateway's, in id
     order: what a hub tails on PostgreSQL (``event_hub.Tail``, on a database thread)."""
     return [JobEvent(r["event_id"], r["channel"], r["job_id"], r["tenant"], r["site"],
-                     r["device_id"], r["kind"], r["status"], r["at"], exact_loads(r["detail"]),
+                     r["device_id"], r["kind"], r["status"], r["at"], stored_loads(r["detail"]),
                      r["job_kind"])
             for r in events_sql.after(conn, after, limit)]
 
