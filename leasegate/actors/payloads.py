@@ -7,9 +7,9 @@ recognised and a different payload under the same id is not::
     digest = fingerprint(tenant, site, text)
 
 A payload comes back exactly as it was sent. A number that Python's ``int`` or
-``float`` would spell otherwise (``1e2``, ``1.50``, ``-0``, an integer past 64
-bits, a decimal longer than a double holds) is read as a :class:`Number`, which
-keeps its literal and is written as that literal again::
+``float``, or orjson, would spell otherwise (``1e2``, ``1.50``, ``-0``, ``1e-05``,
+an integer past 64 bits, a decimal longer than a double holds) is read as a
+:class:`Number`, which keeps its literal and is written as that literal again::
 
     exact_loads('{"n": 1e2, "m": 1.5}')   # {'n': Number('1e2'), 'm': 1.5}
     canonical_json(_)                     # '{"m":1.5,"n":1e2}'
