@@ -15,12 +15,12 @@ and ``--key`` (default ``$LEASEGATE_ADMIN_KEY``): an admin key. Exit status: 0 d
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
+from leasegate.actors.payloads import compact_json, exact_loads
 from leasegate.cli_table import gateway_options, path_id, print_json, table, when
 
 SITE_COLUMNS = (("site", "SITE"), ("paused", "PAUSED"), ("rate", "RATE"),
@@ -175,9 +175,12 @@ def _request(args: argparse.Namespace, method: str, path: str,
 
     key = args.key or os.environ.get("LEASEGATE_ADMIN_KEY", "")
     try:
-        response = httpx.request(method, args.url.rstrip("/") + path, json=body,
-                                 params=params, timeout=30,
-                                 headers={"Authorization": f"Bearer {key}"})
+        headers = {"Authorization": f"Bearer {key}"}
+        if body is not None:  # compact_json: a --result's numbers as written (1e2 stays)
+            headers["Content-Type"] = "application/json"
+        response = httpx.request(method, args.url.rstrip("/") + path, params=params,
+                                 content=None if body is None else compact_json(body),
+                                 timeout=30, headers=headers)
     except httpx.HTTPError as exc:
         raise Refused(f"cannot reach {args.url}: {exc}") from None
     try:
@@ -232,7 +235,7 @@ def _reclaim_body(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {"action": args.action, "reason": args.reason}
     if args.result is not None:
         try:
-            body["result"] = json.loads(args.result)
+            body["result"] = exact_loads(args.result)
         except ValueError as exc:
             raise Refused(f"--result is not JSON: {exc}") from None
     if args.cost is not None:

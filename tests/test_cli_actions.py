@@ -116,9 +116,12 @@ def test_tasks_reclaim(gateway: served.Served, capsys: pytest.CaptureFixture[str
         while _status(gateway, task_id) != "stale":  # the lease (1 s) lapses
             assert time.monotonic() < deadline
             time.sleep(0.1)
+    result = '{"big":123456789012345678901234567890,"order":"A-1","total":1.50e2}'
     out = cli(gateway, capsys, "tasks", "reclaim", "st1", "--action", "succeeded",
-              "--reason", "the order is on the site", "--result", '{"order": "A-1"}')
+              "--reason", "the order is on the site", "--result", result)
     assert "status    succeeded" in out
+    with gateway.client("client") as c:  # the result as written, each number literal
+        assert f'"result":{result}' in c.get("/v1/tasks/st1").text
     reply = cli_json(gateway, capsys, "tasks", "reclaim", "st2", "--action", "failed",
                      "--reason", "nothing placed")
     assert reply["status"] == "failed" and reply["reclaim"]["action"] == "failed"

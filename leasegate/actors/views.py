@@ -12,10 +12,11 @@ in seconds, rendered as an ISO 8601 UTC timestamp::
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, TypeAlias
+
+from leasegate.actors.payloads import stored_loads
 
 
 class _InstantMarker:
@@ -32,8 +33,9 @@ JSONObject: TypeAlias = "dict[str, JSONValue]"
 
 
 def loads(text: str | None) -> Any:
-    """A stored JSON column back to its value (None stays None)."""
-    return None if text is None else json.loads(text)
+    """A stored JSON column back to its value, numbers as they were sent (None stays
+    None)."""
+    return None if text is None else stored_loads(text)
 
 
 @dataclass(frozen=True)

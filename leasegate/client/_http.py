@@ -17,6 +17,7 @@ import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC
+from decimal import Decimal
 from email.utils import parsedate_to_datetime
 from typing import Any, Final
 from urllib.parse import quote
@@ -123,16 +124,35 @@ def encode_json(body: Any) -> bytes:
                          allow_nan=False).encode("utf-8")
 
 
+# Each digit as "0": 19 of them in a row may be an integer past 64 bits, which orjson
+# reads as a float (a payload's 123456789012345678901234567890 as 1.2345678901234568e+29).
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_LONG = b"0" * 19
+
+
+def _may_hold_long_integers(content: bytes) -> bool:
+    return _LONG in content.translate(_DIGITS)
+
+
+def _integer(literal: str) -> int | Decimal:
+    try:
+        return int(literal)
+    except ValueError:  # past sys.get_int_max_str_digits() (4,300): exact all the same
+        return Decimal(literal)
+
+
 def decode(response: httpx.Response) -> Any:
     """A reply's JSON; an error reply raised as its :class:`LeasegateError`."""
     if response.status_code >= 400:
         raise error_from_response(response)
+    content = response.content
     try:
-        return orjson.loads(response.content)  # strict JSON; anything else: the stdlib's say
+        if not _may_hold_long_integers(content):
+            return orjson.loads(content)  # strict JSON; anything else: the stdlib's say
     except orjson.JSONDecodeError:
         pass
     try:
-        return response.json()
+        return response.json(parse_int=_integer)  # integers exact (orjson: floats)
     except ValueError:
         raise LeasegateError(
             response.status_code, 0, "invalid_response", "the reply is not JSON"

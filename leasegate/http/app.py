@@ -17,6 +17,7 @@ from quart_schema import QuartSchema
 from quart_trio import QuartTrio
 from werkzeug.exceptions import RequestTimeout as BodyTooSlow
 
+from leasegate.actors.payloads import may_hold_numbers, orjson_default
 from leasegate.actors.system import System
 from leasegate.errors import (
     InvalidRequest,
@@ -38,6 +39,7 @@ from leasegate.http import (
 from leasegate.http.auth import Authenticator
 from leasegate.http.connection import connection_class
 from leasegate.http.console import routes as console
+from leasegate.http.json_fields import with_exact_payloads
 from leasegate.http.metrics import Metrics
 from leasegate.http.openapi import LeasegateOpenAPI
 from leasegate.http.parked import ParkedPolls
@@ -81,6 +83,20 @@ ORJSON_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
                   | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS)
 
 
+def _orjson_option(kwargs: dict[str, Any]) -> int | None:
+    """orjson's options for what Quart asks of ``dumps``: compact (the API), or
+    ``indent=2`` (the console's ``tojson``, keys sorted); None for anything else."""
+    indent = kwargs.get("indent")
+    if (kwargs.keys() - {"separators", "indent", "sort_keys"} or indent not in (None, 2)
+            or kwargs.get("separators", (",", ":")) != (",", ":")
+            or not kwargs.get("sort_keys", True)):
+        return None
+    return ORJSON_OPTIONS if indent is None else ORJSON_OPTIONS | orjson.OPT_INDENT_2
+
+
+_TOO_DEEP = "the JSON body is nested too deeply to parse"
+
+
 class JSONProvider(DefaultJSONProvider):
     """Quart's JSON, encoded and decoded by orjson (a third of the time of the
     standard library's), where a document nested past Python's recursion limit is
@@ -88,12 +104,18 @@ class JSONProvider(DefaultJSONProvider):
 
     What orjson refuses (integers past 64 bits, keys that are not strings, a body
     that is not JSON) goes to the standard library, so what is accepted and the
-    messages of what is not stay the same."""
+    messages of what is not stay the same.
+
+    Payloads keep their numbers as sent: a body that may hold one orjson would
+    change (``1e2``, ``-0``, past 64 bits) has its payload fields read again exactly
+    (``json_fields.with_exact_payloads``), and a payload's ``Number`` is written as
+    its literal."""
 
     def dumps(self, obj: Any, **kwargs: Any) -> str:
-        if kwargs.keys() <= {"separators"} and kwargs.get("separators", (",", ":")) == (",", ":"):
-            try:
-                return orjson.dumps(obj, option=ORJSON_OPTIONS).decode()
+        option = _orjson_option(kwargs)
+        if option is not None:
+            try:  # a payload's Number (a literal kept as sent) only orjson can write
+                return orjson.dumps(obj, option=option, default=orjson_default).decode()
             except TypeError:
                 pass
         return super().dumps(obj, **kwargs)
@@ -103,13 +125,19 @@ class JSONProvider(DefaultJSONProvider):
             document = self._loads_slowly(s, **kwargs) if kwargs else orjson.loads(s)
         except orjson.JSONDecodeError:
             document = self._loads_slowly(s, **kwargs)
-        return self._bounded(s, document)
+        document = self._bounded(s, document)
+        if not kwargs and may_hold_numbers(s):  # a payload's 1e2 stays 1e2 (not 100.0)
+            try:
+                document = with_exact_payloads(document, s)
+            except RecursionError:
+                raise ValueError(_TOO_DEEP) from None
+        return document
 
     def _loads_slowly(self, s: str | bytes, **kwargs: Any) -> Any:
         try:
             return super().loads(s, **kwargs)
         except RecursionError:
-            raise ValueError("the JSON body is nested too deeply to parse") from None
+            raise ValueError(_TOO_DEEP) from None
 
     @staticmethod
     def _bounded(s: str | bytes, document: Any) -> Any:

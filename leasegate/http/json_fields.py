@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from leasegate.actors.payloads import encoded_size
+from leasegate.actors.payloads import encoded_size, parse_exactly
 from leasegate.errors import InvalidRequest, PayloadTooLarge
 from leasegate.http.context import system
 
@@ -83,3 +83,35 @@ def check_json_field(name: str, value: Any, limit: int | None = None) -> None:
         limit = system().settings.max_json_field_bytes
     if size > limit:
         raise PayloadTooLarge(f"{name} is {size} bytes of JSON; the limit is {limit}")
+
+
+# The fields of a request body (or of an item of its lists) that are payloads, kept
+# exactly, and its lists of items: a batch's, and the results a lease call carries.
+PAYLOAD_FIELDS = ("params", "result", "progress")
+ITEM_LISTS = ("items", "results")
+
+
+def with_exact_payloads(document: Any, text: str | bytes) -> Any:
+    """``document``, a request body parsed as usual, with its payload fields (its own
+    and its items') read from ``text`` by ``parse_exactly``: each number as it was
+    sent. The other fields keep the usual numbers (``wait_seconds: 1e1`` is a number
+    of seconds, not a literal to keep)."""
+    exact = parse_exactly(text)
+    _take_payloads(document, exact)
+    for name in ITEM_LISTS:
+        items, exact_items = _field(document, name), _field(exact, name)
+        if isinstance(items, list) and isinstance(exact_items, list):
+            for item, exact_item in zip(items, exact_items, strict=False):
+                _take_payloads(item, exact_item)
+    return document
+
+
+def _field(document: Any, name: str) -> Any:
+    return document.get(name) if isinstance(document, dict) else None
+
+
+def _take_payloads(document: Any, exact: Any) -> None:
+    if isinstance(document, dict) and isinstance(exact, dict):
+        for name in PAYLOAD_FIELDS:
+            if name in document and name in exact:
+                document[name] = exact[name]

@@ -19,7 +19,6 @@ so a reconnect resumes from where it was even when no event came.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Final, Literal
 
@@ -28,6 +27,7 @@ from pydantic import Field
 from quart import Blueprint, Response, request
 from quart_schema import document_response
 
+from leasegate.actors.payloads import compact_json
 from leasegate.actors.queue.event_hub import EventFilter, Reset
 from leasegate.actors.queue.history import JobEvent
 from leasegate.errors import InvalidRequest
@@ -151,5 +151,5 @@ def _wire(event: JobEvent) -> dict[str, Any]:
 
 
 def _message(kind: str, event_id: int, data: dict[str, Any]) -> bytes:
-    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    body = compact_json(data)  # a payload's numbers as they were sent
     return f"id: {event_id}\nevent: {kind}\ndata: {body}\n\n".encode()

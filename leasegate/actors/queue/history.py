@@ -20,13 +20,12 @@ line only; the job's ``billing`` still shows the settlement.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leasegate.actors.channels import Channel
-from leasegate.actors.payloads import compact_json
+from leasegate.actors.payloads import compact_json, stored_loads
 from leasegate.actors.queue.leases import job_changed
 from leasegate.actors.runtime.turn import Turn
 from leasegate.actors.views import Instant
@@ -138,7 +137,7 @@ class JobHistory:
 
     def read(self, job_id: str) -> History:
         return History(tuple(HistoryItem(r["event_id"], r["at"], r["kind"], r["status"],
-                                         json.loads(r["detail"]))
+                                         stored_loads(r["detail"]))
                              for r in events_sql.history(self.turn.conn, self.channel, job_id)))
 
 
@@ -146,14 +145,14 @@ def committed_after(conn: Connection, after: int, limit: int) -> list[JobEvent]:
     """Up to ``limit`` committed events with ids above ``after``, every gateway's, in id
     order: what a hub tails on PostgreSQL (``event_hub.Tail``, on a database thread)."""
     return [JobEvent(r["event_id"], r["channel"], r["job_id"], r["tenant"], r["site"],
-                     r["device_id"], r["kind"], r["status"], r["at"], json.loads(r["detail"]),
+                     r["device_id"], r["kind"], r["status"], r["at"], stored_loads(r["detail"]),
                      r["job_kind"])
             for r in events_sql.after(conn, after, limit)]
 
 
 def _bounded(value: Any) -> Any:
     if isinstance(value, dict | list):
-        size = len(json.dumps(value, separators=(",", ":")))
+        size = len(compact_json(value))
         if size > DETAIL_VALUE_MAX:
             return {"omitted": f"{size} bytes of JSON (kept up to {DETAIL_VALUE_MAX})"}
     elif isinstance(value, str) and len(value) > DETAIL_VALUE_MAX:
