@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -238,7 +240,7 @@ async def test_the_document_says_the_rules_the_server_enforces(
         [given, _] = request_schema(ops[("post", path)])["properties"][name]["anyOf"]
         assert given.items() >= reserved.items()
     # /v1/events: every job_id an id, at most 100 of them.
-    job_ids = parameter(ops[("get", "/v1/events")], "job_id")["anyOf"][0]["anyOf"]
+    job_ids = parameter(ops[("get", "/v1/events")], "job_id")["anyOf"]
     assert job_ids[0]["pattern"] == ID_PATTERN
     assert (job_ids[1]["items"]["pattern"], job_ids[1]["maxItems"]) == (ID_PATTERN, 100)
     # A client key needs a tenant; sites are for worker keys.
@@ -269,3 +271,69 @@ async def test_the_document_says_the_rules_the_server_enforces(
         "description"]
     assert "event_max_streams" in ops[("get", "/v1/events")]["responses"]["503"][
         "description"]
+
+
+# ---- what /docs shows ----------------------------------------------------------------
+
+async def test_docs_sections(document: dict[str, Any]) -> None:
+    """Every operation in one section by what it acts on (Swagger UI put all of them
+    under "default"), each section declared with a description, in order."""
+    declared = [tag["name"] for tag in document["tags"]]
+    assert declared[:3] == ["tasks", "queries", "workers"]
+    assert all(tag["description"] for tag in document["tags"])
+    ops = operations(document)
+    used = {tag for operation in ops.values() for tag in operation["tags"]}
+    assert all(len(operation["tags"]) == 1 for operation in ops.values())
+    assert used == set(declared)
+    sections = {
+        ("post", "/v1/tasks"): "tasks", ("post", "/v1/tasks/{task_id}/cancel"): "tasks",
+        ("get", "/v1/queries/{query_id}"): "queries",
+        ("post", "/v1/tasks/lease"): "workers", ("post", "/v1/queries/results"): "workers",
+        ("post", "/v1/tasks/{task_id}/renew"): "workers", ("get", "/v1/workers"): "workers",
+        ("put", "/v1/tasks/{task_id}/artifacts/{name}"): "artifacts",
+        ("get", "/v1/events"): "events", ("get", "/v1/tasks/{task_id}/events"): "events",
+        ("post", "/v1/devices/{device_id}/heartbeat"): "devices",
+        ("post", "/v1/ledger/accounts/{account}/credit"): "ledger",
+        ("put", "/v1/sites/{site}/throttle"): "sites",
+        ("post", "/v1/tasks/redrive"): "operator",
+        ("post", "/v1/tasks/{task_id}/reclaim"): "operator",
+        ("delete", "/v1/admin/keys/{key_id}"): "admin", ("get", "/health"): "monitoring",
+    }
+    assert {key: ops[key]["tags"][0] for key in sections} == sections
+
+
+async def test_docs_summaries_are_whole_sentences(document: dict[str, Any]) -> None:
+    """A summary is the docstring's first sentence, whole (the first line of a wrapped
+    docstring was cut mid-sentence); the rest is the description."""
+    ops = operations(document)
+    for key, operation in ops.items():
+        summary = operation["summary"]
+        assert summary.endswith((".", "?", "!")), (key, summary)
+        assert summary.count("(") == summary.count(")") and "\n" not in summary, key
+    task = ops[("get", "/v1/tasks/{task_id}")]
+    assert task["summary"] == "A task (own tenant; admin: any)."
+    assert task["description"].startswith("With `wait_seconds` (0–30) it long-polls until")
+    health = ops[("get", "/health")]["summary"]
+    assert health.startswith("No key needed: `ok` or `degraded` (storage failing,")
+    assert health.endswith("three of its intervals) and counts.")
+    assert "description" not in ops[("get", "/v1/workers")]  # one sentence: all summary
+
+
+async def test_docs_text_is_markdown(document: dict[str, Any]) -> None:
+    """reStructuredText's ``literal`` is Markdown's `literal` everywhere /docs shows."""
+    assert "``" not in json.dumps(document)
+    ops = operations(document)
+    assert ops[("post", "/v1/tasks")]["description"] == "Idempotent by `task_id`."
+
+
+async def test_docs_every_parameter_is_described(document: dict[str, Any]) -> None:
+    for key, operation in operations(document).items():
+        for p in operation["parameters"]:
+            assert p.get("description"), (key, p["name"])
+    listing = {p["name"]: p for p in operations(document)[("get", "/v1/tasks")]["parameters"]}
+    assert listing["limit"]["description"] == "At most this many items in the page (1–500)."
+    assert listing["status"]["description"] == "Only tasks in this status."
+
+
+async def test_docs_version_is_the_packages(document: dict[str, Any]) -> None:
+    assert document["info"]["version"] == version("leasegate")  # not "1"

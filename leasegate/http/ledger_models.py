@@ -18,8 +18,9 @@ class CreditBody(Strict):
 
 
 class HoldListArgs(ListArgs):
-    account: Id | None = None
-    status: Literal["open", "settled"] | None = None
+    account: Id | None = Field(default=None, description="Only this account's holds.")
+    status: Literal["open", "settled"] | None = Field(
+        default=None, description="Only open holds, or only settled ones.")
 
 
 class AccountObject(BaseModel):

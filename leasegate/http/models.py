@@ -288,8 +288,9 @@ class CreateKeyBody(Strict):
 
 
 class ListArgs(Strict):
-    limit: Annotated[int, Field(ge=1, le=500), ASCII_DIGITS] = 50
-    offset: Offset = 0
+    limit: Annotated[int, Field(ge=1, le=500), ASCII_DIGITS] = Field(
+        50, description="At most this many items in the page (1–500).")
+    offset: Offset = Field(0, description="Skip this many items first (the next page).")
 
 
 def page(args: ListArgs) -> Page:
@@ -297,7 +298,9 @@ def page(args: ListArgs) -> Page:
 
 
 class WaitArgs(Strict):
-    wait_seconds: Annotated[float, Field(ge=0, le=30)] | None = None
+    wait_seconds: Annotated[float, Field(ge=0, le=30)] | None = Field(
+        default=None, description="Long-poll: hold the answer up to this many seconds "
+                                  "(0–30) until the job is done; none: answer at once.")
 
 
 class TaskSiteArgs(ListArgs):

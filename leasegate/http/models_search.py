@@ -17,8 +17,8 @@ class SearchArgs(ListArgs):
     """The search both channels share; every filter given must match. Anything else
     in the query string is a 400."""
 
-    site: Id | None = None
-    kind: Id | None = None
+    site: Id | None = Field(default=None, description="Only jobs of this site.")
+    kind: Id | None = Field(default=None, description="Only jobs of this kind.")
     tenant: Id | None = Field(default=None, description=(
         "Admin: that tenant's jobs. A client sees its own tenant's only (another "
         "tenant: an empty page)."))
@@ -36,9 +36,10 @@ class SearchArgs(ListArgs):
 
 
 class QueryListArgs(SearchArgs):
-    status: QueryStatus | None = None
+    status: QueryStatus | None = Field(default=None, description="Only queries in this "
+                                                                 "status.")
 
 
 class TaskListArgs(SearchArgs):
-    status: TaskStatus | None = None
-    account: Id | None = None
+    status: TaskStatus | None = Field(default=None, description="Only tasks in this status.")
+    account: Id | None = Field(default=None, description="Only tasks of this account.")

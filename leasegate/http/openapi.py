@@ -17,7 +17,9 @@ quart-schema documents what the decorators say (request and response models).
   ``X-Lease-Token`` headers, and the Prometheus text of ``/metrics``;
 - ``security: []`` on the routes that need no key;
 - a description on every response (OpenAPI requires one), status codes as
-  strings, request bodies marked required.
+  strings, request bodies marked required;
+- what ``/docs`` shows of each operation: its section, summary and description in
+  Markdown (see :mod:`leasegate.http.openapi_text`).
 
 Wired in ``create_app`` with ``QuartSchema(..., openapi_provider_class=LeasegateOpenAPI)``.
 """
@@ -38,6 +40,7 @@ from quart_schema.validation import (
 from werkzeug.routing.rules import Rule
 
 from leasegate.http.models_replies import ErrorEnvelope
+from leasegate.http.openapi_text import TAGS, as_markdown, describe
 from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN, RESERVED_JOB_IDS
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
@@ -178,6 +181,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
         schemas.update(definitions)
         schemas["ErrorEnvelope"] = envelope
         document["components"]["schemas"] = {name: schemas[name] for name in sorted(schemas)}
+        document["tags"] = [{"name": name, "description": text} for name, text in TAGS]
+        as_markdown(document)
         return document
 
     def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -192,6 +197,7 @@ class LeasegateOpenAPI(OpenAPIProvider):
                 # quart-schema shares one operation's dicts between methods: copy.
                 operation: dict[str, Any] = copy.deepcopy(item[method])
                 item[method] = operation
+                describe(operation, method, path, func.__doc__)
                 self._complete(operation, method, path, json_body=json_body,
                                querystring=querystring, public=public, envelope=envelope)
         return paths, components
