@@ -198,8 +198,8 @@ def _document(app: QuartTrio) -> None:
         info={"title": "leasegate", "version": version("leasegate"),
               "description": "A durable task gateway: at-most-once tasks, "
                              "at-least-once queries, long-poll workers. An integer "
-                             "(money, counts) is a JSON integer: 100, never 100.0, 1e2, "
-                             "\"100\" or true."},
+                             "(money, counts) is a whole number: 100 (100.0 and 1e2 are 100 "
+                             "too), never \"100\" or true."},
         security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
         security=[{"bearer": []}],
         openapi_provider_class=LeasegateOpenAPI,

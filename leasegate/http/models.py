@@ -31,7 +31,7 @@ from leasegate.actors.queue.errors import MAX_ERROR_TYPE, MAX_TRACEBACK
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.control import ReclaimAction
 from leasegate.actors.tasks.fenced import TaskOutcome
-from leasegate.http.numbers import ASCII_DIGITS
+from leasegate.http.numbers import ASCII_DIGITS, INTEGRAL
 from leasegate.ids import ID_PATTERN, RESERVED_JOB_IDS
 from leasegate.settings import MAX_AMOUNT
 
@@ -40,10 +40,11 @@ from leasegate.settings import MAX_AMOUNT
 Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 # Integers are bounded at the edge: SQLite stores 64-bit integers and raises
 # OverflowError past them (which would take an actor, and the process, down). In a
-# JSON body they are strict: true, "100", 100.0 and 1e2 are not integers.
-Amount = Annotated[StrictInt, Field(ge=0, le=MAX_AMOUNT)]  # minor units
-Count = Annotated[StrictInt, Field(gt=0, le=2**31 - 1)]
-Code = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
+# JSON body they are values, as JSON Schema says: 100.0 and 1e2 are 100, while true,
+# "100" and 100.5 are not integers (numbers.INTEGRAL).
+Amount = Annotated[StrictInt, Field(ge=0, le=MAX_AMOUNT), INTEGRAL]  # minor units
+Count = Annotated[StrictInt, Field(gt=0, le=2**31 - 1), INTEGRAL]
+Code = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1), INTEGRAL]
 Seconds = Annotated[StrictFloat, Field(ge=0, le=30)]  # an integer is a number too
 Offset = Annotated[int, Field(ge=0, le=2**31 - 1), ASCII_DIGITS]  # in a query string
 Text = Annotated[str, StringConstraints(max_length=4096)]
@@ -114,7 +115,7 @@ class SubmitTaskBody(Strict):
     account: Id = "-"
     kind: Id
     params: dict[str, Any] = Field(default_factory=dict)
-    priority: Annotated[StrictInt, Field(ge=0, le=9)] = 0
+    priority: Annotated[StrictInt, Field(ge=0, le=9), INTEGRAL] = 0
     not_before: DateTime | None = None
     device_id: Id | None = None
     batch_total: Count | None = None
@@ -125,7 +126,7 @@ class LeaseBody(Strict):
     worker_id: Id
     wait_seconds: Seconds = 20
     sites: Annotated[list[Id], Field(min_length=1, max_length=100)] | None = None
-    max: Annotated[StrictInt, Field(ge=1, le=MAX_BATCH)] = 1
+    max: Annotated[StrictInt, Field(ge=1, le=MAX_BATCH), INTEGRAL] = 1
     request_id: Id | None = None
 
 

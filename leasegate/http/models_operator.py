@@ -10,6 +10,7 @@ from leasegate.actors.queue.retry import MAX_REDRIVE
 from leasegate.actors.queue.sites import MAX_RATE, MAX_REASON
 from leasegate.http.models import DateTime, Id, Strict, Timestamp
 from leasegate.http.models_replies import ListPage
+from leasegate.http.numbers import INTEGRAL
 
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=MAX_REASON)]
 
@@ -38,7 +39,7 @@ class RedriveBody(Strict):
     since: DateTime | None = None
     until: DateTime | None = None
     dry_run: StrictBool = False
-    limit: Annotated[StrictInt, Field(ge=1, le=MAX_REDRIVE)] = 1000
+    limit: Annotated[StrictInt, Field(ge=1, le=MAX_REDRIVE), INTEGRAL] = 1000
 
 
 class QueryRedriveBody(RedriveBody):
