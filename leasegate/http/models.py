@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     SkipValidation,
     StrictFloat,
     StrictInt,
@@ -23,6 +24,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from leasegate.actors.keys.records import Role
 from leasegate.actors.pages import Page
@@ -31,6 +34,7 @@ from leasegate.actors.queue.errors import MAX_ERROR_TYPE, MAX_TRACEBACK
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.control import ReclaimAction
 from leasegate.actors.tasks.fenced import TaskOutcome
+from leasegate.http.json_fields import MAX_JSON_DEPTH
 from leasegate.http.numbers import ASCII_DIGITS, INTEGRAL
 from leasegate.ids import ID_PATTERN, RESERVED_JOB_IDS
 from leasegate.settings import MAX_AMOUNT
@@ -49,6 +53,12 @@ Seconds = Annotated[StrictFloat, Field(ge=0, le=30)]  # an integer is a number t
 Offset = Annotated[int, Field(ge=0, le=2**31 - 1), ASCII_DIGITS]  # in a query string
 Text = Annotated[str, StringConstraints(max_length=4096)]
 Timestamp = str  # ISO 8601 UTC, whole seconds, "Z"
+# A caller's JSON that is stored and handed back as sent (params, result, progress):
+# what the routes check it by (json_fields.check_json_field), for the document.
+PAYLOAD = (f"Stored and handed back as sent. Objects and arrays nest at most "
+           f"{MAX_JSON_DEPTH} levels deep, this one counted (deeper: 400); at most "
+           "`max_json_field_bytes` of JSON (64 KiB by default; more: 413). Text in it "
+           "may hold NUL.")
 # A client-chosen task or query id: an id that does not name a route.
 JobId = Annotated[Id, Field(json_schema_extra={"not": {"enum": list(RESERVED_JOB_IDS)}})]
 
@@ -79,14 +89,40 @@ def _object(value: object) -> object:
 
 
 NUL_REFUSED = "text must not contain NUL (\\u0000)"
+# The rule above in a schema's words (ECMA-262, as JSON Schema's patterns are).
+NO_NUL_PATTERN = r"^[^\x00]*$"
+# String schemas that already say what they take (NUL excluded).
+_SAID = ("pattern", "enum", "const", "format")
+
+
+def _say_no_nul(schema: dict[str, Any]) -> None:
+    """Give every free-text string in a field's ``schema`` the NUL-free pattern (in
+    place; another model, a ``$ref``, says its own)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if node.get("type") == "string" and not any(key in node for key in _SAID):
+            node["pattern"] = NO_NUL_PATTERN
+        stack.extend(node.get("anyOf", ()))
+        if isinstance(node.get("items"), dict):
+            stack.append(node["items"])
 
 
 class Strict(BaseModel):
     """Unknown fields are an error: a typo must not be silently ignored. No text may
     hold NUL (``\\u0000``): PostgreSQL cannot store it, so it is a 400 on both engines
-    (inside a JSON field such as ``params`` it is stored escaped, and allowed)."""
+    (inside a JSON field such as ``params`` it is stored escaped, and allowed); the
+    document says so with a pattern on each such field."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        for field in handler.resolve_ref_schema(schema).get("properties", {}).values():
+            _say_no_nul(field)
+        return schema
 
     @field_validator("*", mode="after")
     @classmethod
@@ -105,7 +141,7 @@ class SubmitQueryBody(Strict):
     query_id: JobId | None = None
     site: Id
     kind: Id
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict, description=PAYLOAD)
     max_cost: Amount | None = None
 
 
@@ -114,7 +150,7 @@ class SubmitTaskBody(Strict):
     site: Id
     account: Id = "-"
     kind: Id
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict, description=PAYLOAD)
     priority: Annotated[StrictInt, Field(ge=0, le=9), INTEGRAL] = 0
     not_before: DateTime | None = None
     device_id: Id | None = None
@@ -163,7 +199,7 @@ class QueryResultBody(Strict):
     worker_id: Id
     lease_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     outcome: QueryOutcome
-    result: Any = None
+    result: Any = Field(default=None, description=PAYLOAD)
     error: ErrorBody | None = None
     cost: Amount | None = None
 
@@ -174,15 +210,15 @@ class FencedBody(Strict):
 
 
 class RenewBody(FencedBody):
-    progress: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
 
 
 class TaskResultBody(FencedBody):
     outcome: TaskOutcome
-    result: Any = None
+    result: Any = Field(default=None, description=PAYLOAD)
     error: ErrorBody | None = None
     cost: Amount | None = None
-    progress: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
 
 
 # ---- batches: the envelope is checked here (1..100 objects); each item on its own by
@@ -194,6 +230,8 @@ def _batch(item: Any) -> Any:
     ``item``, or any object (answered with its own 400)."""
 
     def document(schema: dict[str, Any]) -> None:
+        for field in schema["items"].get("properties", {}).values():  # inlined: as Strict
+            _say_no_nul(field)
         schema["items"] = {
             "anyOf": [schema["items"], {"type": "object"}],
             "description": f"A {item.__name__}. An object that breaks its rules is refused "
@@ -228,10 +266,10 @@ class TaskResultItem(Strict):
     task_id: Id
     lease_token: Token
     outcome: TaskOutcome
-    result: Any = None
+    result: Any = Field(default=None, description=PAYLOAD)
     error: ErrorBody | None = None
     cost: Amount | None = None
-    progress: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
 
 
 class TaskResultsBody(Strict):
@@ -243,7 +281,7 @@ class QueryResultItem(Strict):
     query_id: Id
     lease_token: Token
     outcome: QueryOutcome
-    result: Any = None
+    result: Any = Field(default=None, description=PAYLOAD)
     error: ErrorBody | None = None
     cost: Amount | None = None
 
@@ -260,7 +298,7 @@ class ReclaimBody(Strict):
 
     action: ReclaimAction
     reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
-    result: Any = None
+    result: Any = Field(default=None, description=PAYLOAD)
     cost: Amount | None = None
 
 

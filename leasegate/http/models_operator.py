@@ -22,7 +22,8 @@ class ReasonBody(Strict):
 
 
 class CancelBody(Strict):
-    """An operator's cancel may say why (recorded with who did it)."""
+    """A cancel, pause or resume may say why (recorded in the task's history with who
+    did it); no body says nothing."""
 
     reason: Reason | None = None
 

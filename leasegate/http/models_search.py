@@ -10,7 +10,7 @@ from pydantic import Field, StringConstraints
 from leasegate.actors.queries.reads import QueryStatus
 from leasegate.actors.queue.search import MAX_SEARCH_TEXT
 from leasegate.actors.tasks.reads import TaskStatus
-from leasegate.http.models import DateTime, Id, ListArgs
+from leasegate.http.models import NO_NUL_PATTERN, DateTime, Id, ListArgs
 
 
 class SearchArgs(ListArgs):
@@ -27,7 +27,7 @@ class SearchArgs(ListArgs):
     since: DateTime | None = Field(default=None, description="Created at or after.")
     until: DateTime | None = Field(default=None, description="Created before.")
     text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SEARCH_TEXT,
-                                           pattern=r"^[^\x00]*$")] | None = Field(
+                                           pattern=NO_NUL_PATTERN)] | None = Field(
         default=None, description=(
             "Text inside the params or the error (message or type), ASCII letters in "
             "either case. Reads at most the newest 10,000 jobs that match the other "
