@@ -55,8 +55,8 @@ Text = Annotated[str, StringConstraints(max_length=4096)]
 Timestamp = str  # ISO 8601 UTC, whole seconds, "Z"
 # A caller's JSON that is stored and handed back as sent (params, result, progress):
 # what the routes check it by (json_fields.check_json_field), for the document.
-PAYLOAD = (f"Stored and handed back as sent. Objects and arrays nest at most "
-           f"{MAX_JSON_DEPTH} levels deep, this one counted (deeper: 400); at most "
+PAYLOAD = (f"Stored and handed back. Objects and arrays nest at most {MAX_JSON_DEPTH} "
+           "levels deep, this one counted (deeper: 400); at most "
            "`max_json_field_bytes` of JSON (64 KiB by default; more: 413). Text in it "
            "may hold NUL.")
 # A client-chosen task or query id: an id that does not name a route.

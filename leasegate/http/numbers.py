@@ -42,9 +42,9 @@ def _integral(value: object) -> object:
     return value
 
 
-# For a JSON body's integer (money, counts), after its Field as ASCII_DIGITS: a value,
-# as JSON Schema's "integer" is, so 100, 100.0 and 1e2 are all 100 (the document says
-# "integer", and a validator takes 100.0 for one); true, "100" and 100.5 are not
-# integers (StrictInt's 400):
+# For a JSON body's integer (money, counts), placed after its Field as ASCII_DIGITS is.
+# An integer is a value, as JSON Schema's "integer" is, so 100, 100.0 and 1e2 are all
+# 100 (the document says "integer", and a validator takes 100.0 for one); true, "100"
+# and 100.5 are not integers (StrictInt's 400):
 #     amount: Annotated[StrictInt, Field(gt=0, le=MAX_AMOUNT), INTEGRAL]
 INTEGRAL = BeforeValidator(_integral)
