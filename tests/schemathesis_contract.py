@@ -4,10 +4,11 @@ each module its own served gateway, so that two test processes share the work).
 
 Each role is one ``st run ... --checks all`` (schemathesis' own command line, settings
 in tests/schemathesis.toml), so every check schemathesis has runs, and what it reports
-is what a user running it would see: requests drawn from ``/openapi.json``, valid and
-invalid, in its examples, coverage and fuzzing phases, must get no 5xx, answers that
-conform to the document (status, content type, headers, body, ``Allow``) within
-``HANG`` seconds, and the document must say every rule the server enforces:
+is what a user running it would see. Requests drawn from ``/openapi.json``, valid and
+invalid, in all its phases (examples, coverage, fuzzing, and stateful sequences along
+the links it infers, e.g. a submit then a read of what it made), must get no 5xx and
+answers that conform to the document (status, content type, headers, body, ``Allow``)
+within ``HANG`` seconds; and the document must say every rule the server enforces:
 
 - a request the document allows is not refused as invalid (``positive_data_acceptance``:
   2xx, or a refusal that is no judgement of the request's form, such as 401, 402, 403,
@@ -15,14 +16,16 @@ conform to the document (status, content type, headers, body, ``Allow``) within
 - a request the document forbids is refused (``negative_data_rejection``: 4xx);
 - a method the document does not list for a path is a 405 with ``Allow``
   (``unsupported_method``), a required header left out is refused
-  (``missing_required_header``), and a route needing a key refuses the request without
-  it (``ignored_auth``).
+  (``missing_required_header``), a route needing a key refuses the request without
+  it (``ignored_auth``); what a call made can be read (``ensure_resource_availability``)
+  and what a delete removed cannot (``use_after_free``).
 
-Bounded: at most ``EXAMPLES`` fuzzed cases per operation for each key, on top of the
-coverage phase's deterministic cases (most of them), generated deterministically:
-about 3,000 requests a key, some 15 s of CPU for schemathesis and 6 s for the gateway;
-without a key, fuzzing alone, fewer. A failure's message is schemathesis' report, with the ``curl``
-that replays it. By hand, against a running gateway::
+Bounded: at most ``EXAMPLES`` fuzzed cases per operation (and stateful scenarios) for
+each key, on top of the coverage phase's deterministic cases (most of them), generated
+deterministically: about 3,000 requests a key, some 15 s of CPU for schemathesis and
+6 s for the gateway; without a key, fuzzing alone, fewer. A failure's message is
+schemathesis' report, with the ``curl`` that replays it. By hand, against a running
+gateway::
 
     .venv/bin/st --config-file tests/schemathesis.toml run http://127.0.0.1:8470/openapi.json \\
         --checks all -H "Authorization: Bearer $KEY" --generation-deterministic
@@ -73,7 +76,7 @@ def st_run(gateway: served.Served, role: str | None) -> list[str]:
     command = [sys.executable, "-m", "schemathesis.cli", "--no-color",
                "--config-file", str(CONFIG), "run", f"{gateway.url}/openapi.json",
                "--checks", "all",
-               "--phases", "examples,coverage,fuzzing" if role else "examples,fuzzing",
+               "--phases", "examples,coverage,fuzzing,stateful" if role else "examples,fuzzing",
                "--max-examples", str(EXAMPLES if role else EXAMPLES_WITHOUT_KEY),
                "--generation-deterministic",
                "--request-timeout", str(HANG), "--workers", "1"]
