@@ -14,6 +14,8 @@ import trio
 from openapi_spec_validator import validate
 
 from leasegate.clock import Clock
+from leasegate.http.openapi_text import sections as openapi_sections
+from leasegate.http.openapi_text import tag_of
 from leasegate.ids import ID_PATTERN
 from leasegate.settings import Settings, load
 from tests.conftest import Gateway, start_gateway
@@ -279,10 +281,10 @@ async def test_the_document_says_the_rules_the_server_enforces(
 
 async def test_docs_sections(document: dict[str, Any]) -> None:
     """Every operation in one section by what it acts on (Swagger UI put all of them
-    under "default"), each section declared with a description, in order."""
+    under "default"), each section declared, in order, and described."""
     declared = [tag["name"] for tag in document["tags"]]
     assert declared[:3] == ["tasks", "queries", "workers"]
-    assert all(tag["description"] for tag in document["tags"])
+    assert all(tag.get("description") for tag in document["tags"]), document["tags"]
     ops = operations(document)
     used = {tag for operation in ops.values() for tag in operation["tags"]}
     assert all(len(operation["tags"]) == 1 for operation in ops.values())
@@ -302,6 +304,15 @@ async def test_docs_sections(document: dict[str, Any]) -> None:
         ("delete", "/v1/admin/keys/{key_id}"): "admin", ("get", "/health"): "monitoring",
     }
     assert {key: ops[key]["tags"][0] for key in sections} == sections
+
+
+def test_a_new_resource_gets_a_section_of_its_own() -> None:
+    """A route of a resource not described yet is shown in a section named after it
+    (listed after the described ones), not under "default"."""
+    assert tag_of("get", "/v1/gadgets/{gadget_id}") == "gadgets"
+    paths = {"/v1/gadgets": {"post": {"tags": ["gadgets"]}},
+             "/v1/tasks": {"post": {"tags": ["tasks"]}}}
+    assert openapi_sections(paths)[-1] == {"name": "gadgets"}
 
 
 async def test_docs_summaries_are_whole_sentences(document: dict[str, Any]) -> None:

@@ -41,7 +41,7 @@ from quart_schema.validation import (
 from werkzeug.routing.rules import Rule
 
 from leasegate.http.models_replies import ErrorEnvelope
-from leasegate.http.openapi_text import TAGS, as_markdown, describe
+from leasegate.http.openapi_text import as_markdown, describe, sections
 from leasegate.http.validation import OPTIONAL_BODY_ATTRIBUTE
 from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN, RESERVED_JOB_IDS
 
@@ -186,7 +186,7 @@ class LeasegateOpenAPI(OpenAPIProvider):
         schemas.update(definitions)
         schemas["ErrorEnvelope"] = envelope
         document["components"]["schemas"] = {name: schemas[name] for name in sorted(schemas)}
-        document["tags"] = [{"name": name, "description": text} for name, text in TAGS]
+        document["tags"] = sections(document["paths"])
         as_markdown(document)
         return document
 

@@ -59,6 +59,16 @@ _RST_LITERAL = re.compile(r"``(.+?)``", re.DOTALL)
 _TEXT_KEYS = ("description", "summary")
 
 
+def sections(paths: dict[str, Any]) -> list[dict[str, str]]:
+    """The document's ``tags``: :data:`TAGS`, then any other section an operation of
+    ``paths`` names (a new resource's, until it is described here)."""
+    declared = [{"name": name, "description": text} for name, text in TAGS]
+    known = {name for name, _ in TAGS}
+    used = {tag for item in paths.values() for operation in item.values()
+            for tag in operation.get("tags", ())}
+    return declared + [{"name": name} for name in sorted(used - known)]
+
+
 def tag_of(method: str, path: str) -> str:
     """The section of ``method path`` (a path as the document writes it)."""
     for prefix, tag in PREFIX_TAGS:
