@@ -113,10 +113,29 @@ async def test_size_limits_are_413(gateway: Gateway) -> None:
 
 
 async def test_framework_errors_use_the_envelope(gateway: Gateway) -> None:
+    """A path no route has, or a method its route does not take: the envelope, saying
+    which request it was and where the routes are (not Werkzeug's stock text)."""
     status, reply = await gateway.call("GET", "/v1/nowhere", "t1")
     assert_error(status, reply, 404, 4040)
-    status, reply = await gateway.call("PUT", "/v1/queries", "t1", json={})
-    assert_error(status, reply, 405, 4050)
+    assert reply["error"]["message"] == ("GET /v1/nowhere: no such route; the API's routes "
+                                         "are listed at /docs")
+    response = await gateway.client.put("/v1/queries", json={}, headers=gateway.auth("t1"))
+    assert_error(response.status_code, reply := await response.get_json(), 405, 4050)
+    assert response.headers["Allow"] == "GET, HEAD, POST"
+    assert reply["error"]["message"] == ("PUT /v1/queries: this route takes GET, HEAD, POST "
+                                         "only; see /docs")
+    # A route's name where an id may stand: the fixed route's methods.
+    response = await gateway.client.get("/v1/tasks/lease", headers=gateway.auth("t1"))
+    assert_error(response.status_code, reply := await response.get_json(), 405, 4050)
+    assert response.headers["Allow"] == "POST"
+    assert reply["error"]["message"] == "GET /v1/tasks/lease: this route takes POST only; see /docs"
+    # No key needed to be told (a misrouted call is not a key's business).
+    response = await gateway.client.delete("/health")
+    assert (response.status_code, response.headers["Allow"]) == (405, "GET, HEAD")
+    long = "/v1/" + "x" * 5000
+    status, reply = await gateway.call("GET", long, "t1")
+    assert_error(status, reply, 404, 4040)
+    assert len(reply["error"]["message"]) < 300  # the caller's path, cut short
 
 
 @pytest.mark.parametrize("path", ["/v1/queries?limit=501", "/v1/queries?limit=0",

@@ -1,9 +1,11 @@
-"""Money and counts are integers, strictly: what JSON spells otherwise is a 400.
+"""Money and counts are integers, as JSON Schema means them: a value, so ``100.0``
+and ``1e2`` are 100, while what is not a whole number is a 400.
 
-``true`` once credited 1, and ``"100"``, ``100.0`` and ``1e2`` credited 100;
-``max_cost`` took ``true``, ``"100"`` and ``false``; ``wait_seconds`` and
-``priority`` took ``false``. In a query string (text by nature) an integer is
-ASCII digits alone. The schema says integer, and still does.
+``true`` once credited 1, and ``"100"`` credited 100; ``max_cost`` took ``true``,
+``"100"`` and ``false``; ``wait_seconds`` and ``priority`` took ``false``. ``100.0``
+was a 400 while the document said "integer" (which 100.0 is). In a query string
+(text by nature) an integer is ASCII digits alone. The schema says integer, and
+still does.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from tests.test_http_tasks import ORDER, assert_error, call
 from tests.test_ledger import QUERY, account
 
 Json = dict[str, Any]
-NOT_INTEGERS: tuple[object, ...] = (True, False, "100", 100.0, 1.5, [1], {"n": 1})
+NOT_INTEGERS: tuple[object, ...] = (True, False, "100", "100.0", 1.5, 1e300, [1], {"n": 1})
 NOT_NUMBERS: tuple[object, ...] = (True, False, "1", [1])
 FENCE: Json = {"worker_id": "w1", "lease_token": "token"}
 
@@ -85,11 +87,41 @@ async def test_a_money_field_or_count_that_is_not_an_integer_is_400(
     method, path, who, body = INTEGER_FIELDS[name]
     for value in NOT_INTEGERS:
         assert_error(*await call(gateway, method, path, who, body(value)), 400, 4000)
-    exponent = body(7)  # 1e2 as written: 100.0 to a JSON reader
-    text = json.dumps(exponent).replace(": 7", ": 1e2", 1)
-    assert "1e2" in text
+    exponent = body(7)  # 1.5e0 as written: 1.5 to a JSON reader
+    text = json.dumps(exponent).replace(": 7", ": 1.5e0", 1)
+    assert "1.5e0" in text
     assert_error(*await raw(gateway, method, path, who, text), 400, 4000)
     await nothing_moved(gateway)
+
+
+@pytest.mark.parametrize("name", sorted(INTEGER_FIELDS))
+async def test_a_whole_number_written_as_a_float_is_that_integer(
+        gateway: Gateway, name: str) -> None:
+    """7.0 and 7e0 are the integer 7 (JSON Schema's integer is a value): sent as 7.0,
+    then as 7e0, then as 7, each gets the answer of the others, or is a replay of the
+    same thing (a submit: 201 then 200, never a conflict)."""
+    method, path, who, body = INTEGER_FIELDS[name]
+    first = await call(gateway, method, path, who, body(7.0))
+    written = json.dumps(body(7)).replace(": 7", ": 7e0", 1)
+    assert "7e0" in written
+    answers = [first, await raw(gateway, method, path, who, written),
+               await call(gateway, method, path, who, body(7))]
+    assert first[0] != 400, first
+    for status, reply in answers[1:]:
+        assert status == first[0] or (first[0], status) == (201, 200), (first, reply)
+
+
+async def test_a_credit_of_100_0_credits_100(gateway: Gateway) -> None:
+    status, reply = await call(gateway, "POST", "/v1/ledger/accounts/t1/credit", "admin",
+                               {"amount": 100.0, "ref": "r1"})
+    assert status == 200, reply
+    status, reply = await raw(gateway, "POST", "/v1/ledger/accounts/t1/credit", "admin",
+                              '{"amount": 1e2, "ref": "r2"}')
+    assert status == 200, reply
+    assert (await account(gateway))["balance"] == 200
+    status, entries = await call(gateway, "GET", "/v1/ledger/accounts/t1/entries", "admin")
+    assert [entry["amount"] for entry in entries["items"]] == [100, 100]
+    assert all(type(entry["amount"]) is int for entry in entries["items"])
 
 
 @pytest.mark.parametrize("path", ["/v1/tasks/lease", "/v1/queries/lease"])

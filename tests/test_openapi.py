@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +14,11 @@ import trio
 from openapi_spec_validator import validate
 
 from leasegate.clock import Clock
+from leasegate.http.openapi_text import sections as openapi_sections
+from leasegate.http.openapi_text import tag_of
 from leasegate.ids import ID_PATTERN
 from leasegate.settings import Settings, load
-from tests.conftest import start_gateway
+from tests.conftest import Gateway, start_gateway
 
 ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
 AUTH_ERRORS = {"401", "403", "429"}
@@ -238,7 +244,7 @@ async def test_the_document_says_the_rules_the_server_enforces(
         [given, _] = request_schema(ops[("post", path)])["properties"][name]["anyOf"]
         assert given.items() >= reserved.items()
     # /v1/events: every job_id an id, at most 100 of them.
-    job_ids = parameter(ops[("get", "/v1/events")], "job_id")["anyOf"][0]["anyOf"]
+    job_ids = parameter(ops[("get", "/v1/events")], "job_id")["anyOf"]
     assert job_ids[0]["pattern"] == ID_PATTERN
     assert (job_ids[1]["items"]["pattern"], job_ids[1]["maxItems"]) == (ID_PATTERN, 100)
     # A client key needs a tenant; sites are for worker keys.
@@ -269,3 +275,183 @@ async def test_the_document_says_the_rules_the_server_enforces(
         "description"]
     assert "event_max_streams" in ops[("get", "/v1/events")]["responses"]["503"][
         "description"]
+
+
+# ---- what /docs shows ----------------------------------------------------------------
+
+async def test_docs_sections(document: dict[str, Any]) -> None:
+    """Every operation in one section by what it acts on (Swagger UI put all of them
+    under "default"), each section declared, in order, and described."""
+    declared = [tag["name"] for tag in document["tags"]]
+    assert declared[:3] == ["tasks", "queries", "workers"]
+    assert all(tag.get("description") for tag in document["tags"]), document["tags"]
+    ops = operations(document)
+    used = {tag for operation in ops.values() for tag in operation["tags"]}
+    assert all(len(operation["tags"]) == 1 for operation in ops.values())
+    assert used == set(declared)
+    sections = {
+        ("post", "/v1/tasks"): "tasks", ("post", "/v1/tasks/{task_id}/cancel"): "tasks",
+        ("get", "/v1/queries/{query_id}"): "queries",
+        ("post", "/v1/tasks/lease"): "workers", ("post", "/v1/queries/results"): "workers",
+        ("post", "/v1/tasks/{task_id}/renew"): "workers", ("get", "/v1/workers"): "workers",
+        ("put", "/v1/tasks/{task_id}/artifacts/{name}"): "artifacts",
+        ("get", "/v1/events"): "events", ("get", "/v1/tasks/{task_id}/events"): "events",
+        ("post", "/v1/devices/{device_id}/heartbeat"): "devices",
+        ("post", "/v1/ledger/accounts/{account}/credit"): "ledger",
+        ("put", "/v1/sites/{site}/throttle"): "sites",
+        ("post", "/v1/tasks/redrive"): "operator",
+        ("post", "/v1/tasks/{task_id}/reclaim"): "operator",
+        ("delete", "/v1/admin/keys/{key_id}"): "admin", ("get", "/health"): "monitoring",
+    }
+    assert {key: ops[key]["tags"][0] for key in sections} == sections
+
+
+def test_a_new_resource_gets_a_section_of_its_own() -> None:
+    """A route of a resource not described yet is shown in a section named after it
+    (listed after the described ones), not under "default"."""
+    assert tag_of("get", "/v1/gadgets/{gadget_id}") == "gadgets"
+    paths = {"/v1/gadgets": {"post": {"tags": ["gadgets"]}},
+             "/v1/tasks": {"post": {"tags": ["tasks"]}}}
+    assert openapi_sections(paths)[-1] == {"name": "gadgets"}
+
+
+async def test_docs_summaries_are_whole_sentences(document: dict[str, Any]) -> None:
+    """A summary is the docstring's first sentence, whole (the first line of a wrapped
+    docstring was cut mid-sentence); the rest is the description."""
+    ops = operations(document)
+    for key, operation in ops.items():
+        summary = operation["summary"]
+        assert summary.endswith((".", "?", "!")), (key, summary)
+        assert summary.count("(") == summary.count(")") and "\n" not in summary, key
+    task = ops[("get", "/v1/tasks/{task_id}")]
+    assert task["summary"] == "A task (own tenant; admin: any)."
+    assert task["description"].startswith("With `wait_seconds` (0–30) it long-polls until")
+    health = ops[("get", "/health")]["summary"]
+    assert health.startswith("No key needed: `ok` or `degraded` (storage failing,")
+    assert health.endswith("three of its intervals) and counts.")
+    assert "description" not in ops[("get", "/v1/workers")]  # one sentence: all summary
+
+
+async def test_docs_text_is_markdown(document: dict[str, Any]) -> None:
+    """reStructuredText's ``literal`` is Markdown's `literal` everywhere /docs shows."""
+    assert "``" not in json.dumps(document)
+    ops = operations(document)
+    assert ops[("post", "/v1/tasks")]["description"] == "Idempotent by `task_id`."
+
+
+async def test_docs_every_parameter_is_described(document: dict[str, Any]) -> None:
+    for key, operation in operations(document).items():
+        for p in operation["parameters"]:
+            assert p.get("description"), (key, p["name"])
+    listing = {p["name"]: p for p in operations(document)[("get", "/v1/tasks")]["parameters"]}
+    assert listing["limit"]["description"] == "At most this many items in the page (1–500)."
+    assert listing["status"]["description"] == "Only tasks in this status."
+
+
+async def test_docs_version_is_the_packages(document: dict[str, Any]) -> None:
+    assert document["info"]["version"] == version("leasegate")  # not "1"
+
+
+# ---- the document promises nothing the server refuses (issue 33.9) ----------------------
+
+def resolved(document: dict[str, Any], schema: Any) -> Any:
+    if isinstance(schema, dict) and "$ref" in schema:
+        return document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+    return schema
+
+
+def strings(document: dict[str, Any], schema: Any, seen: frozenset[str] = frozenset()
+            ) -> Iterator[dict[str, Any]]:
+    """Every string schema in ``schema`` ($refs followed once), as a request body's
+    validator would reach it."""
+    if isinstance(schema, list):
+        for item in schema:
+            yield from strings(document, item, seen)
+        return
+    if not isinstance(schema, dict):
+        return
+    if "$ref" in schema:
+        if schema["$ref"] not in seen:
+            yield from strings(document, resolved(document, schema), seen | {schema["$ref"]})
+        return
+    if schema.get("type") == "string":
+        yield schema
+    for key in ("anyOf", "allOf", "oneOf", "items"):
+        yield from strings(document, schema.get(key), seen)
+    for value in schema.get("properties", {}).values():
+        yield from strings(document, value, seen)
+
+
+async def test_no_text_field_promises_to_take_nul(document: dict[str, Any]) -> None:
+    """The server refuses NUL in every text field (PostgreSQL cannot store it); the
+    document said so for `text` alone."""
+    checked = 0
+    for key, operation in operations(document).items():
+        schemas = [p["schema"] for p in operation["parameters"] if p["in"] == "query"]
+        body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+        if body:
+            schemas.append(body["schema"])
+        for schema in strings(document, schemas):
+            if "enum" in schema or "const" in schema or schema.get("format") == "date-time":
+                continue
+            assert "pattern" in schema, (key, schema)
+            assert re.search(schema["pattern"], "a\x00b") is None, (key, schema)
+            assert re.search(schema["pattern"], "a"), (key, schema)
+            checked += 1
+    assert checked > 100
+    reclaim = request_schema(operations(document)[("post", "/v1/tasks/{task_id}/reclaim")])
+    assert reclaim["properties"]["reason"]["pattern"] == r"^[^\x00]*$"
+
+
+async def test_cancel_pause_and_resume_document_their_optional_body(
+        document: dict[str, Any]) -> None:
+    for action in ("cancel", "pause", "resume"):
+        operation = operations(document)[("post", f"/v1/tasks/{{task_id}}/{action}")]
+        body = operation["requestBody"]
+        assert body["required"] is False
+        given, none = body["content"]["application/json"]["schema"]["anyOf"]
+        assert none == {"type": "null"}
+        assert set(given["properties"]) == {"reason"} and given["additionalProperties"] is False
+        assert {"400", "408", "413"} <= set(operation["responses"])
+        assert "Content-Type" not in operation["responses"]["400"]["description"]
+
+
+def nested(levels: int) -> dict[str, Any]:
+    """Objects ``levels`` deep: ``nested(1)`` is ``{}``."""
+    value: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+async def test_the_nesting_limit_is_documented_and_kept(gateway: Gateway) -> None:
+    document = await (await gateway.client.get("/openapi.json")).get_json()
+    ops = operations(document)
+    for key, field in ((("post", "/v1/tasks"), "params"), (("post", "/v1/queries"), "params"),
+                       (("post", "/v1/tasks/{task_id}/result"), "result"),
+                       (("post", "/v1/tasks/{task_id}/result"), "progress"),
+                       (("post", "/v1/tasks/{task_id}/renew"), "progress"),
+                       (("post", "/v1/queries/{query_id}/result"), "result")):
+        text = request_schema(ops[key])["properties"][field]["description"]
+        assert "nest at most 32 levels deep, this one counted (deeper: 400)" in text, key
+    order = {"site": "shop", "kind": "k"}
+    status, reply = await gateway.call("POST", "/v1/tasks", "t1",
+                                       json={**order, "task_id": "d32", "params": nested(32)})
+    assert status == 201, reply
+    status, reply = await gateway.call("POST", "/v1/tasks", "t1",
+                                       json={**order, "task_id": "d33", "params": nested(33)})
+    assert (status, reply["error"]["message"]) == (400, "params is nested deeper than 32 "
+                                                        "levels")
+
+
+async def test_a_credit_goes_only_where_the_document_says(gateway: Gateway) -> None:
+    """A system account (`@world`) matches no credit's account pattern, and is a 400;
+    a tenant's account matches it, and is credited."""
+    document = await (await gateway.client.get("/openapi.json")).get_json()
+    credit = operations(document)[("post", "/v1/ledger/accounts/{account}/credit")]
+    pattern = parameter(credit, "account")["pattern"]
+    for account, matches, status in (("@world", False, 400), ("t1", True, 200)):
+        assert bool(re.search(pattern, account)) is matches
+        answer, reply = await gateway.call("POST", f"/v1/ledger/accounts/{account}/credit",
+                                           "admin", json={"amount": 5, "ref": f"r-{account}"})
+        assert answer == status, reply

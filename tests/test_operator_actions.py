@@ -74,6 +74,10 @@ async def test_an_admins_cancel_records_who_and_why(gateway: Gateway) -> None:
     await submit(gateway, "c2")
     status, reply = await call(gateway, "POST", "/v1/tasks/c2/cancel", body={"reason": ""})
     assert status == 400 and reply["error"]["code"] == 4000, reply
+    for text in (b"[]", b'"why"', b"{", b"7"):  # a body, if any, is the object documented
+        status, reply = await gateway.call("POST", "/v1/tasks/c2/cancel", "admin", data=text,
+                                           headers={"Content-Type": "application/json"})
+        assert status == 400 and reply["error"]["code"] == 4000, (text, reply)
     status, reply = await call(gateway, "POST", "/v1/tasks/c2/cancel", "t1")
     assert status == 200 and reply["status"] == "canceled", reply
     assert "by" not in (await history(gateway, "tasks", "c2"))[-1]["detail"]
@@ -221,6 +225,14 @@ async def test_redrive_previews_then_retries_the_matching_failed_tasks(
                                body={"reason": "x", "status": "expired",
                                      "since": "2020-01-01T00:00:00Z"})
     assert (status, reply) == (200, {"matched": 0, "requeued": 0})
+    # A date-time before 1970 is one (the document allows it): no job ended before it,
+    # or, as until, every job ended after it (it was a 400, "since must be 0-1e+12").
+    for since, until, matched in (("0265-08-13T12:46:47.5Z", None, 2),
+                                  (None, "1969-12-31T23:59:59Z", 0)):
+        status, reply = await call(gateway, "POST", "/v1/tasks/redrive", body={
+            "reason": "x", "status": "failed", "dry_run": True, "since": since,
+            "until": until})
+        assert (status, reply) == (200, {"matched": matched, "requeued": 0}), reply
 
 
 # ---- sites --------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ client's are in test_schemathesis_roles.py, so that another test process runs th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests import served
@@ -15,6 +17,6 @@ ROLES = ("admin", None)  # None: no key
 
 
 @pytest.mark.parametrize("role", ROLES, ids=[role or "no-key" for role in ROLES])
-def test_the_served_gateway_keeps_its_contract(gateway: served.Served,
-                                               role: str | None) -> None:
-    keeps_its_contract(gateway, role)
+def test_the_served_gateway_keeps_its_contract(gateway: served.Served, role: str | None,
+                                               tmp_path: Path) -> None:
+    keeps_its_contract(gateway, role, tmp_path)

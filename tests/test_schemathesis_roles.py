@@ -4,6 +4,8 @@ key are in test_schemathesis.py, so that another test process runs them)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests import served
@@ -15,5 +17,6 @@ ROLES = ("worker", "client")
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_the_served_gateway_keeps_its_contract(gateway: served.Served, role: str) -> None:
-    keeps_its_contract(gateway, role)
+def test_the_served_gateway_keeps_its_contract(gateway: served.Served, role: str,
+                                               tmp_path: Path) -> None:
+    keeps_its_contract(gateway, role, tmp_path)

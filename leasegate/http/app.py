@@ -7,6 +7,7 @@ instead of leaving hypercorn serving 500s.
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import Any
 
 import orjson
@@ -235,11 +236,11 @@ def _document(app: QuartTrio) -> None:
     ``make_response`` in place."""
     QuartSchema(
         app,
-        info={"title": "leasegate", "version": "1",
+        info={"title": "leasegate", "version": version("leasegate"),
               "description": "A durable task gateway: at-most-once tasks, "
                              "at-least-once queries, long-poll workers. An integer "
-                             "(money, counts) is a JSON integer: 100, never 100.0, 1e2, "
-                             "\"100\" or true."},
+                             "(money, counts) is a whole number: 100 (100.0 and 1e2 are 100 "
+                             "too), never \"100\" or true."},
         security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
         security=[{"bearer": []}],
         openapi_provider_class=LeasegateOpenAPI,

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 from pydantic import ValidationError
-from quart import Quart, Response, jsonify, request
+from quart import Quart, Response, jsonify, request, url_for
 from quart_schema import RequestSchemaValidationError
 from quart_schema.validation import QuerystringValidationError, RequestHeadersValidationError
 from werkzeug.exceptions import HTTPException
@@ -75,6 +74,27 @@ def _too_large() -> str:
     return f"the request body is over this route's limit of {limit} bytes ({setting})"
 
 
+# A path is the caller's own text: shown in a message up to this many characters.
+SHOWN_PATH = 200
+
+
+def _request_line(method: str, path: str) -> str:
+    shown = path if len(path) <= SHOWN_PATH else path[:SHOWN_PATH] + "…"
+    return f"{method} {shown}"
+
+
+def no_route(method: str, path: str) -> LeasegateError:
+    """A path that names no route: say which, and where the routes are."""
+    return NotFound(f"{_request_line(method, path)}: no such route; the API's routes are "
+                    f"listed at {url_for('docs.page')}")
+
+
+def wrong_method(method: str, path: str, allowed: str) -> LeasegateError:
+    """A route that takes other methods: which ones (also in ``Allow``)."""
+    return MethodNotAllowed(f"{_request_line(method, path)}: this route takes {allowed} "
+                            f"only; see {url_for('docs.page')}", Allow=allowed)
+
+
 def concrete_methods(app: Quart, path: str) -> set[str] | None:
     """The methods of the route written exactly as ``path`` (no variables), if any."""
     concrete: dict[str, set[str]] | None = app.extensions.get("leasegate.concrete_paths")
@@ -108,24 +128,21 @@ def install(app: Quart) -> None:
     async def framework_error(exc: HTTPException) -> Response:
         if (exc.code or 500) >= 500:
             return await unexpected(exc)
-        mapped: dict[int, Any] = {404: NotFound, 405: MethodNotAllowed, 413: PayloadTooLarge}
-        cls = mapped.get(exc.code or 400, InvalidRequest)
-        if exc.code == 400:
-            message = _malformed(exc)
-        elif exc.code == 413:
-            message = _too_large()
-        else:
-            message = exc.description or cls.type
-        response = error_response(cls(message))
+        if exc.code == 404:
+            return error_response(no_route(request.method, request.path))
         if exc.code == 405:
             concrete = concrete_methods(app, request.path)
             if concrete is not None:  # not the methods of a {id} route the path also fits
-                response.headers["Allow"] = ", ".join(sorted(concrete))
+                allowed = ", ".join(sorted(concrete))
             else:
-                for name, value in exc.get_headers():
-                    if name.lower() == "allow":
-                        response.headers["Allow"] = value
-        return response
+                allowed = ", ".join(value for name, value in exc.get_headers()
+                                    if name.lower() == "allow")
+            return error_response(wrong_method(request.method, request.path, allowed))
+        if exc.code == 400:
+            return error_response(InvalidRequest(_malformed(exc)))
+        if exc.code == 413:
+            return error_response(PayloadTooLarge(_too_large()))
+        return error_response(InvalidRequest(exc.description or InvalidRequest.type))
 
     @app.errorhandler(Exception)
     async def unexpected(exc: Exception) -> Response:

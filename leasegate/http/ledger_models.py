@@ -8,18 +8,20 @@ from pydantic import BaseModel, Field, StrictInt, StringConstraints
 
 from leasegate.http.models import Id, ListArgs, Strict, Timestamp
 from leasegate.http.models_replies import ListPage
+from leasegate.http.numbers import INTEGRAL
 from leasegate.settings import MAX_AMOUNT
 
 
 class CreditBody(Strict):
-    amount: Annotated[StrictInt, Field(gt=0, le=MAX_AMOUNT)]  # minor units
+    amount: Annotated[StrictInt, Field(gt=0, le=MAX_AMOUNT), INTEGRAL]  # minor units
     ref: Id
     memo: Annotated[str, StringConstraints(max_length=256)] | None = None
 
 
 class HoldListArgs(ListArgs):
-    account: Id | None = None
-    status: Literal["open", "settled"] | None = None
+    account: Id | None = Field(default=None, description="Only this account's holds.")
+    status: Literal["open", "settled"] | None = Field(
+        default=None, description="Only open holds, or only settled ones.")
 
 
 class AccountObject(BaseModel):

@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     SkipValidation,
     StrictBool,
     StrictFloat,
@@ -24,6 +25,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from leasegate.actors.keys.records import Role
 from leasegate.actors.pages import Page
@@ -32,7 +35,8 @@ from leasegate.actors.queue.errors import MAX_ERROR_TYPE, MAX_TRACEBACK
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.control import ReclaimAction
 from leasegate.actors.tasks.fenced import TaskOutcome
-from leasegate.http.numbers import ASCII_DIGITS
+from leasegate.http.json_fields import MAX_JSON_DEPTH
+from leasegate.http.numbers import ASCII_DIGITS, INTEGRAL
 from leasegate.ids import ID_PATTERN, RESERVED_JOB_IDS
 from leasegate.settings import MAX_AMOUNT, MAX_QUERY_ATTEMPTS
 
@@ -41,14 +45,21 @@ from leasegate.settings import MAX_AMOUNT, MAX_QUERY_ATTEMPTS
 Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 # Integers are bounded at the edge: SQLite stores 64-bit integers and raises
 # OverflowError past them (which would take an actor, and the process, down). In a
-# JSON body they are strict: true, "100", 100.0 and 1e2 are not integers.
-Amount = Annotated[StrictInt, Field(ge=0, le=MAX_AMOUNT)]  # minor units
-Count = Annotated[StrictInt, Field(gt=0, le=2**31 - 1)]
-Code = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
+# JSON body they are values, as JSON Schema says: 100.0 and 1e2 are 100, while true,
+# "100" and 100.5 are not integers (numbers.INTEGRAL).
+Amount = Annotated[StrictInt, Field(ge=0, le=MAX_AMOUNT), INTEGRAL]  # minor units
+Count = Annotated[StrictInt, Field(gt=0, le=2**31 - 1), INTEGRAL]
+Code = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1), INTEGRAL]
 Seconds = Annotated[StrictFloat, Field(ge=0, le=30)]  # an integer is a number too
 Offset = Annotated[int, Field(ge=0, le=2**31 - 1), ASCII_DIGITS]  # in a query string
 Text = Annotated[str, StringConstraints(max_length=4096)]
 Timestamp = str  # ISO 8601 UTC, whole seconds, "Z"
+# A caller's JSON that is stored and handed back as sent (params, result, progress):
+# what the routes check it by (json_fields.check_json_field), for the document.
+PAYLOAD = (f"Stored and handed back. Objects and arrays nest at most {MAX_JSON_DEPTH} "
+           "levels deep, this one counted (deeper: 400); at most "
+           "`max_json_field_bytes` of JSON (64 KiB by default; more: 413). Text in it "
+           "may hold NUL.")
 # A client-chosen task or query id: an id that does not name a route.
 JobId = Annotated[Id, Field(json_schema_extra={"not": {"enum": list(RESERVED_JOB_IDS)}})]
 
@@ -79,14 +90,40 @@ def _object(value: object) -> object:
 
 
 NUL_REFUSED = "text must not contain NUL (\\u0000)"
+# The rule above in a schema's words (ECMA-262, as JSON Schema's patterns are).
+NO_NUL_PATTERN = r"^[^\x00]*$"
+# String schemas that already say what they take (NUL excluded).
+_SAID = ("pattern", "enum", "const", "format")
+
+
+def _say_no_nul(schema: dict[str, Any]) -> None:
+    """Give every free-text string in a field's ``schema`` the NUL-free pattern (in
+    place; another model, a ``$ref``, says its own)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if node.get("type") == "string" and not any(key in node for key in _SAID):
+            node["pattern"] = NO_NUL_PATTERN
+        stack.extend(node.get("anyOf", ()))
+        if isinstance(node.get("items"), dict):
+            stack.append(node["items"])
 
 
 class Strict(BaseModel):
     """Unknown fields are an error: a typo must not be silently ignored. No text may
     hold NUL (``\\u0000``): PostgreSQL cannot store it, so it is a 400 on both engines
-    (inside a JSON field such as ``params`` it is stored escaped, and allowed)."""
+    (inside a JSON field such as ``params`` it is stored escaped, and allowed); the
+    document says so with a pattern on each such field."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        for field in handler.resolve_ref_schema(schema).get("properties", {}).values():
+            _say_no_nul(field)
+        return schema
 
     @field_validator("*", mode="after")
     @classmethod
@@ -105,11 +142,12 @@ class SubmitQueryBody(Strict):
     query_id: JobId | None = None
     site: Id
     kind: Id
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict, description=PAYLOAD)
     max_cost: Amount | None = None
     max_attempts: Annotated[StrictInt, Field(
         ge=1, le=MAX_QUERY_ATTEMPTS, description="Attempts (failed results and lapsed "
-        "leases) before the query fails; default: the query_max_attempts setting.")] | None = None
+        "leases) before the query fails; default: the query_max_attempts setting."),
+        INTEGRAL] | None = None
 
 
 class SubmitTaskBody(Strict):
@@ -117,8 +155,8 @@ class SubmitTaskBody(Strict):
     site: Id
     account: Id = "-"
     kind: Id
-    params: dict[str, Any] = Field(default_factory=dict)
-    priority: Annotated[StrictInt, Field(ge=0, le=9)] = 0
+    params: dict[str, Any] = Field(default_factory=dict, description=PAYLOAD)
+    priority: Annotated[StrictInt, Field(ge=0, le=9), INTEGRAL] = 0
     not_before: DateTime | None = None
     device_id: Id | None = None
     batch_total: Count | None = None
@@ -129,7 +167,7 @@ class LeaseBody(Strict):
     worker_id: Id
     wait_seconds: Seconds = 20
     sites: Annotated[list[Id], Field(min_length=1, max_length=100)] | None = None
-    max: Annotated[StrictInt, Field(ge=1, le=MAX_BATCH)] = 1
+    max: Annotated[StrictInt, Field(ge=1, le=MAX_BATCH), INTEGRAL] = 1
     request_id: Id | None = None
 
 
@@ -169,7 +207,7 @@ class QueryErrorBody(ErrorBody):
 
 SnoozeSeconds = Annotated[StrictInt, Field(ge=1, le=MAX_SNOOZE, description=(
     "With outcome `snoozed`: the query is queued again after this long, its attempt "
-    "not spent."))]
+    "not spent.")), INTEGRAL]
 
 
 # A snooze names its wait; no other outcome takes one (the document says so as well).
@@ -186,7 +224,7 @@ class QueryResultBody(Strict):
     worker_id: Id
     lease_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     outcome: QueryOutcome
-    result: Any = None
+    result: Any = Field(default=None, description=PAYLOAD)
     error: QueryErrorBody | None = None
     cost: Amount | None = None
     snooze_seconds: SnoozeSeconds | None = None
@@ -198,15 +236,15 @@ class FencedBody(Strict):
 
 
 class RenewBody(FencedBody):
-    progress: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
 
 
 class TaskResultBody(FencedBody):
     outcome: TaskOutcome
-    result: Any = None
+    result: Any = Field(default=None, description=PAYLOAD)
     error: ErrorBody | None = None
     cost: Amount | None = None
-    progress: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
 
 
 # ---- batches: the envelope is checked here (1..100 objects); each item on its own by
@@ -218,6 +256,8 @@ def _batch(item: Any) -> Any:
     ``item``, or any object (answered with its own 400)."""
 
     def document(schema: dict[str, Any]) -> None:
+        for field in schema["items"].get("properties", {}).values():  # inlined: as Strict
+            _say_no_nul(field)
         schema["items"] = {
             "anyOf": [schema["items"], {"type": "object"}],
             "description": f"A {item.__name__}. An object that breaks its rules is refused "
@@ -252,10 +292,10 @@ class TaskResultItem(Strict):
     task_id: Id
     lease_token: Token
     outcome: TaskOutcome
-    result: Any = None
+    result: Any = Field(default=None, description=PAYLOAD)
     error: ErrorBody | None = None
     cost: Amount | None = None
-    progress: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
 
 
 class TaskResultsBody(Strict):
@@ -269,7 +309,7 @@ class QueryResultItem(Strict):
     query_id: Id
     lease_token: Token
     outcome: QueryOutcome
-    result: Any = None
+    result: Any = Field(default=None, description=PAYLOAD)
     error: QueryErrorBody | None = None
     cost: Amount | None = None
     snooze_seconds: SnoozeSeconds | None = None
@@ -287,7 +327,7 @@ class ReclaimBody(Strict):
 
     action: ReclaimAction
     reason: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
-    result: Any = None
+    result: Any = Field(default=None, description=PAYLOAD)
     cost: Amount | None = None
 
 
@@ -316,8 +356,9 @@ class CreateKeyBody(Strict):
 
 
 class ListArgs(Strict):
-    limit: Annotated[int, Field(ge=1, le=500), ASCII_DIGITS] = 50
-    offset: Offset = 0
+    limit: Annotated[int, Field(ge=1, le=500), ASCII_DIGITS] = Field(
+        50, description="At most this many items in the page (1–500).")
+    offset: Offset = Field(0, description="Skip this many items first (the next page).")
 
 
 def page(args: ListArgs) -> Page:
@@ -325,7 +366,9 @@ def page(args: ListArgs) -> Page:
 
 
 class WaitArgs(Strict):
-    wait_seconds: Annotated[float, Field(ge=0, le=30)] | None = None
+    wait_seconds: Annotated[float, Field(ge=0, le=30)] | None = Field(
+        default=None, description="Long-poll: hold the answer up to this many seconds "
+                                  "(0–30) until the job is done; none: answer at once.")
 
 
 class TaskSiteArgs(ListArgs):

@@ -10,6 +10,7 @@ from leasegate.actors.queue.retry import MAX_REDRIVE
 from leasegate.actors.queue.sites import MAX_RATE, MAX_REASON
 from leasegate.http.models import DateTime, Id, Strict, Timestamp
 from leasegate.http.models_replies import ListPage
+from leasegate.http.numbers import INTEGRAL
 
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=MAX_REASON)]
 
@@ -21,7 +22,8 @@ class ReasonBody(Strict):
 
 
 class CancelBody(Strict):
-    """An operator's cancel may say why (recorded with who did it)."""
+    """A cancel, pause or resume may say why (recorded in the task's history with who
+    did it); no body says nothing."""
 
     reason: Reason | None = None
 
@@ -38,7 +40,7 @@ class RedriveBody(Strict):
     since: DateTime | None = None
     until: DateTime | None = None
     dry_run: StrictBool = False
-    limit: Annotated[StrictInt, Field(ge=1, le=MAX_REDRIVE)] = 1000
+    limit: Annotated[StrictInt, Field(ge=1, le=MAX_REDRIVE), INTEGRAL] = 1000
 
 
 class QueryRedriveBody(RedriveBody):
@@ -58,7 +60,7 @@ class BulkReclaimBody(Strict):
     since: DateTime | None = None
     until: DateTime | None = None
     dry_run: StrictBool = False
-    limit: Annotated[StrictInt, Field(ge=1, le=MAX_REDRIVE)] = 1000
+    limit: Annotated[StrictInt, Field(ge=1, le=MAX_REDRIVE), INTEGRAL] = 1000
 
 
 class Reclaimed(BaseModel):

@@ -10,15 +10,15 @@ from pydantic import Field, StringConstraints
 from leasegate.actors.queries.reads import QueryStatus
 from leasegate.actors.queue.search import MAX_SEARCH_TEXT
 from leasegate.actors.tasks.reads import TaskStatus
-from leasegate.http.models import DateTime, Id, ListArgs
+from leasegate.http.models import NO_NUL_PATTERN, DateTime, Id, ListArgs
 
 
 class SearchArgs(ListArgs):
     """The search both channels share; every filter given must match. Anything else
     in the query string is a 400."""
 
-    site: Id | None = None
-    kind: Id | None = None
+    site: Id | None = Field(default=None, description="Only jobs of this site.")
+    kind: Id | None = Field(default=None, description="Only jobs of this kind.")
     tenant: Id | None = Field(default=None, description=(
         "Admin: that tenant's jobs. A client sees its own tenant's only (another "
         "tenant: an empty page)."))
@@ -27,7 +27,7 @@ class SearchArgs(ListArgs):
     since: DateTime | None = Field(default=None, description="Created at or after.")
     until: DateTime | None = Field(default=None, description="Created before.")
     text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SEARCH_TEXT,
-                                           pattern=r"^[^\x00]*$")] | None = Field(
+                                           pattern=NO_NUL_PATTERN)] | None = Field(
         default=None, description=(
             "Text inside the params or the error (message or type), ASCII letters in "
             "either case. Reads at most the newest 10,000 jobs that match the other "
@@ -36,9 +36,10 @@ class SearchArgs(ListArgs):
 
 
 class QueryListArgs(SearchArgs):
-    status: QueryStatus | None = None
+    status: QueryStatus | None = Field(default=None, description="Only queries in this "
+                                                                 "status.")
 
 
 class TaskListArgs(SearchArgs):
-    status: TaskStatus | None = None
-    account: Id | None = None
+    status: TaskStatus | None = Field(default=None, description="Only tasks in this status.")
+    account: Id | None = Field(default=None, description="Only tasks of this account.")

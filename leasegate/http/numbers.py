@@ -1,4 +1,5 @@
-"""Integers a caller writes as text (a query string, a form, a header): ASCII digits.
+"""Integers a caller writes as text (a query string, a form, a header): ASCII digits;
+and in a JSON body, integers as JSON Schema means them (:data:`INTEGRAL`).
 
 ``int()`` takes far more than a caller means: a sign, spaces, underscores, and
 every script's digits ("٥", "𝟓" and "５" are 5), while ``isdigit()`` lets
@@ -33,3 +34,17 @@ def _ascii_digits(value: object) -> object:
 # For a query model's integer field; after its Field (placed before the Field, the
 # schema shows the bounds as "ge"/"le" instead of "minimum"/"maximum").
 ASCII_DIGITS = BeforeValidator(_ascii_digits)
+
+
+def _integral(value: object) -> object:
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+# For a JSON body's integer (money, counts), placed after its Field as ASCII_DIGITS is.
+# An integer is a value, as JSON Schema's "integer" is, so 100, 100.0 and 1e2 are all
+# 100 (the document says "integer", and a validator takes 100.0 for one); true, "100"
+# and 100.5 are not integers (StrictInt's 400):
+#     amount: Annotated[StrictInt, Field(gt=0, le=MAX_AMOUNT), INTEGRAL]
+INTEGRAL = BeforeValidator(_integral)

@@ -17,7 +17,9 @@ quart-schema documents what the decorators say (request and response models).
   ``X-Lease-Token`` headers, and the Prometheus text of ``/metrics``;
 - ``security: []`` on the routes that need no key;
 - a description on every response (OpenAPI requires one), status codes as
-  strings, request bodies marked required.
+  strings, request bodies marked required;
+- what ``/docs`` shows of each operation: its section, summary and description in
+  Markdown (see :mod:`leasegate.http.openapi_text`).
 
 Wired in ``create_app`` with ``QuartSchema(..., openapi_provider_class=LeasegateOpenAPI)``.
 """
@@ -34,10 +36,13 @@ from quart_schema.openapi import OpenAPIProvider
 from quart_schema.validation import (
     QUART_SCHEMA_QUERYSTRING_ATTRIBUTE,
     QUART_SCHEMA_REQUEST_ATTRIBUTE,
+    DataSource,
 )
 from werkzeug.routing.rules import Rule
 
 from leasegate.http.models_replies import ErrorEnvelope
+from leasegate.http.openapi_text import as_markdown, describe, sections
+from leasegate.http.validation import OPTIONAL_BODY_ATTRIBUTE
 from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN, RESERVED_JOB_IDS
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
@@ -87,6 +92,9 @@ UNAVAILABLE = ("unavailable (5030): storage full or failing, or the server is sh
 BAD_QUERY = "an unknown query parameter"
 BAD_BODY = ("malformed JSON, a body without `Content-Type: application/json`, an unknown "
             "field, or a value outside its rules")
+# A body a view reads itself (optional, any content type).
+BAD_OPTIONAL_BODY = ("a body that is not a JSON object, an unknown field, or a value outside "
+                     "its rules")
 BAD_PATH = {
     "task_id": "a `task_id` outside its pattern",
     "query_id": "a `query_id` outside its pattern",
@@ -181,6 +189,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
         schemas.update(definitions)
         schemas["ErrorEnvelope"] = envelope
         document["components"]["schemas"] = {name: schemas[name] for name in sorted(schemas)}
+        document["tags"] = sections(document["paths"])
+        as_markdown(document)
         return document
 
     def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -190,11 +200,20 @@ class LeasegateOpenAPI(OpenAPIProvider):
         querystring = getattr(func, QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None) is not None
         public = self._is_public(rule.endpoint)
         envelope, _ = self._error_envelope()
+        optional = getattr(func, OPTIONAL_BODY_ATTRIBUTE, None)
+        if optional is not None:  # a body the view reads itself, when there is one
+            body, definitions = self.build_request_body(optional, DataSource.JSON)
+            components.update(definitions)
+            media = body["content"]["application/json"]
+            media["schema"] = {"anyOf": [media["schema"], {"type": "null"}]}
         for path, item in paths.items():
             for method in list(item):
                 # quart-schema shares one operation's dicts between methods: copy.
                 operation: dict[str, Any] = copy.deepcopy(item[method])
                 item[method] = operation
+                describe(operation, method, path, func.__doc__)
+                if optional is not None:
+                    operation["requestBody"] = {**copy.deepcopy(body), "required": False}
                 self._complete(operation, method, path, json_body=json_body,
                                querystring=querystring, public=public, envelope=envelope)
         return paths, components
@@ -242,8 +261,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
             _replay_documented(responses)
         self._not_json(key, operation, responses, parameters)
         has_body = json_body or "requestBody" in operation
-        self._refusals(key, responses, has_body=has_body, querystring=querystring,
-                       path_ids=path_ids, public=public)
+        self._refusals(key, responses, has_body=has_body, json_body=json_body,
+                       querystring=querystring, path_ids=path_ids, public=public)
         for code, response in responses.items():
             if not response.get("description"):
                 response["description"] = HTTPStatus(int(code)).phrase + "."
@@ -304,11 +323,12 @@ class LeasegateOpenAPI(OpenAPIProvider):
             responses.setdefault("413", self._error(TOO_LARGE_ARTIFACT))
 
     def _refusals(self, key: tuple[str, str], responses: dict[str, Any], *, has_body: bool,
-                  querystring: bool, path_ids: set[str], public: bool) -> None:
+                  json_body: bool, querystring: bool, path_ids: set[str],
+                  public: bool) -> None:
         """Every error the server may answer the route with, each saying when."""
         errors: dict[str, str] = {}
-        errors["400"] = self._bad_request(key, has_body=has_body, querystring=querystring,
-                                          path_ids=path_ids)
+        errors["400"] = self._bad_request(key, has_body=has_body, json_body=json_body,
+                                          querystring=querystring, path_ids=path_ids)
         if has_body:
             errors["408"] = TOO_SLOW
             errors["413"] = TOO_LARGE
@@ -356,12 +376,14 @@ class LeasegateOpenAPI(OpenAPIProvider):
                 "content": {"application/json": {"schema": dict(ERROR_REF)}}}
 
     @staticmethod
-    def _bad_request(key: tuple[str, str], *, has_body: bool, querystring: bool,
-                     path_ids: set[str]) -> str:
+    def _bad_request(key: tuple[str, str], *, has_body: bool, json_body: bool,
+                     querystring: bool, path_ids: set[str]) -> str:
         """Every route refuses unknown query parameters; the rest depends on what it takes."""
         reasons = [BAD_QUERY + (" or a query value outside its rules" if querystring else "")]
-        if has_body and key != ("put", ARTIFACT_PATH):
+        if json_body:
             reasons.append(BAD_BODY)
+        elif has_body and key != ("put", ARTIFACT_PATH):
+            reasons.append(BAD_OPTIONAL_BODY)
         reasons += [BAD_PATH[name] for name in sorted(path_ids) if name in BAD_PATH]
         if key in BAD_OTHERWISE:
             reasons.append(BAD_OTHERWISE[key])

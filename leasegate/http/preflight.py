@@ -24,7 +24,7 @@ from quart_schema.validation import QUART_SCHEMA_QUERYSTRING_ATTRIBUTE
 from leasegate.actors.keys.views import Principal
 from leasegate.actors.runtime.mailbox import request_id
 from leasegate.actors.system import System
-from leasegate.errors import Forbidden, InvalidRequest, MethodNotAllowed, Unavailable
+from leasegate.errors import Forbidden, InvalidRequest, Unavailable
 from leasegate.http import docs, errors
 from leasegate.http.auth import Authenticator
 from leasegate.http.context import header
@@ -116,8 +116,7 @@ class Preflight:
         if plan.public or fixed is not None:
             self.authenticator.charge_address()  # answered without a key: the address pays
         if fixed is not None:
-            allowed = ", ".join(sorted(fixed))
-            raise MethodNotAllowed(f"{request.path} takes {allowed} only", Allow=allowed)
+            raise errors.wrong_method(request.method, request.path, ", ".join(sorted(fixed)))
         if plan.console:
             return plan
         if (request.query_string and not plan.takes_query and request.endpoint is not None

@@ -59,15 +59,17 @@ class HistoryObject(Strict):
 
 
 class EventArgs(Strict):
-    job_id: Annotated[Id | Annotated[list[Id], Field(min_length=1, max_length=MAX_JOB_IDS)],
-                      Field(description=f"Only these jobs (repeatable, at most "
-                                        f"{MAX_JOB_IDS}).")] | None = None
-    site: Id | None = None
-    device_id: Id | None = None
-    channel: Literal["task", "query"] | None = None
-    last_event_id: Annotated[int, Field(ge=0, le=MAX_EVENT_ID, description=(
-        "Resume after this event (the `Last-Event-ID` header wins).")),
-        ASCII_DIGITS] | None = None
+    job_id: Id | Annotated[list[Id], Field(min_length=1, max_length=MAX_JOB_IDS)] | None = (
+        Field(default=None, description=f"Only these jobs (repeatable, at most "
+                                        f"{MAX_JOB_IDS})."))
+    site: Id | None = Field(default=None, description="Only jobs of this site.")
+    device_id: Id | None = Field(default=None, description="Only tasks bound to this "
+                                                           "device.")
+    channel: Literal["task", "query"] | None = Field(
+        default=None, description="Only tasks, or only queries.")
+    last_event_id: Annotated[int, Field(ge=0, le=MAX_EVENT_ID), ASCII_DIGITS] | None = Field(
+        default=None, description="Resume after this event (the `Last-Event-ID` header "
+                                  "wins).")
 
 
 @bp.get("/v1/tasks/<task_id>/events")

@@ -4,6 +4,7 @@ job, why."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -56,7 +57,9 @@ def operator() -> str:
 
 
 async def optional_reason() -> str | None:
-    """The ``{"reason"}`` a cancel, pause or resume may carry (an empty body: none)."""
+    """The ``{"reason"}`` a cancel, pause or resume may carry (an empty body or
+    ``null``: none; the views are marked ``optional_body(CancelBody)`` for the
+    document)."""
     body = (await request.get_data(as_text=False)).strip()
     if body in (b"", b"null"):
         return None
@@ -98,13 +101,17 @@ async def retry_query(query_id: str, data: ReasonBody) -> Any:
     return to_json(await _actions("queries").retry(query_id, reason=data.reason, by=by))
 
 
+def _ended(when: datetime | None) -> float | None:
+    """A redrive's ``since`` or ``until`` as wall seconds. No job ended before 1970,
+    so an earlier date-time (which the document allows) selects as 1970 does."""
+    return None if when is None else max(0.0, when.timestamp())
+
+
 def _redrive_route(channel: str, body: type[RedriveBody]) -> None:
     async def redrive(data: RedriveBody) -> Any:
         by = operator()
-        selection = Redrive(
-            data.status, data.site, data.kind, data.tenant,
-            data.since.timestamp() if data.since else None,
-            data.until.timestamp() if data.until else None, data.limit)
+        selection = Redrive(data.status, data.site, data.kind, data.tenant,
+                            _ended(data.since), _ended(data.until), data.limit)
         return to_json(await _actions(channel).redrive(selection, reason=data.reason, by=by,
                                                        dry_run=data.dry_run))
 

@@ -44,6 +44,7 @@ from leasegate.http.models import (
     WaitArgs,
     reported_error,
 )
+from leasegate.http.models_operator import CancelBody
 from leasegate.http.models_replies import (
     ErrorEnvelope,
     Renewed,
@@ -58,7 +59,7 @@ from leasegate.http.models_replies import (
 from leasegate.http.models_search import TaskListArgs
 from leasegate.http.render import to_json
 from leasegate.http.routes_operator import optional_reason, signed
-from leasegate.http.validation import validate_querystring, validate_request
+from leasegate.http.validation import optional_body, validate_querystring, validate_request
 from leasegate.http.worker_models import (
     RenewItem,
     RenewTasksBody,
@@ -165,7 +166,8 @@ def _control_route(action: ControlAction, doc: str) -> None:
 
     control.__name__ = f"{action}_task"
     control.__doc__ = doc
-    view = document_response(ErrorEnvelope, 409)(document_response(TaskObject)(control))
+    view = document_response(ErrorEnvelope, 409)(document_response(TaskObject)(
+        optional_body(CancelBody)(control)))
     bp.post(f"/v1/tasks/<task_id>/{action}")(allow("client")(view))
 
 

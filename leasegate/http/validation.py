@@ -38,6 +38,8 @@ from quart_schema.validation import (
 from leasegate.http.context import header
 
 View = TypeVar("View", bound=Callable[..., Awaitable[Any]])
+# A view that reads an optional JSON body itself: the model the document shows for it.
+OPTIONAL_BODY_ATTRIBUTE = "leasegate_optional_body"
 # What quart-schema's model_load turns into its validation error.
 INVALID = (TypeError, ValueError, PydanticValidationError)
 
@@ -84,6 +86,19 @@ async def json_body(request: Request) -> Any:
         return await request.get_json()
     cached[False] = document
     return document
+
+
+def optional_body(model: type[BaseModel]) -> Callable[[View], View]:
+    """For a view that reads its body itself, where an empty one or ``null`` means
+    "nothing said" (``routes_operator.optional_reason``): ``/openapi.json`` shows
+    ``model`` or null as its body, not required (with the 400, 408 and 413 a body
+    brings)."""
+
+    def decorator(func: View) -> View:
+        setattr(func, OPTIONAL_BODY_ATTRIBUTE, model)
+        return func
+
+    return decorator
 
 
 def validate_querystring(model: type[BaseModel]) -> Callable[[View], View]:

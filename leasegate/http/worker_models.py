@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from leasegate.http.models import (
+    PAYLOAD,
     Id,
     LeaseBody,
     QueryResultItem,
@@ -55,7 +56,7 @@ class QueryLeaseReply(BaseModel):
 class RenewItem(Strict):
     task_id: Id
     lease_token: Token
-    progress: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
 
 
 class RenewTasksBody(Strict):
