@@ -20,7 +20,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from leasegate.cli_actions import Groups, Refused, _maybe_reason, _post, _reason, _request, _send
+from leasegate.cli_actions import (
+    Groups,
+    Refused,
+    _maybe_reason,
+    _post,
+    _reason,
+    _request,
+    _send,
+    list_page,
+)
 from leasegate.cli_table import gateway_options, path_id, print_json, table
 
 COLUMNS = (("schedule_id", "SCHEDULE"), ("tenant", "TENANT"), ("cron", "CRON"),
@@ -99,16 +108,8 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    params = {"limit": args.limit, "offset": args.offset}
-    if args.tenant is not None:
-        params["tenant"] = args.tenant
-    reply = _request(args, "GET", "/v1/schedules", params=params)
-    if args.json:
-        print_json(reply)
-        return 0
-    table([_row(s) for s in reply["items"]], COLUMNS)
-    print(f"{len(reply['items'])} of {reply['total']} schedules")
-    return 0
+    tenant = {} if args.tenant is None else {"tenant": args.tenant}
+    return list_page(args, "/v1/schedules", tenant, _row, COLUMNS, "schedules")
 
 
 def _delete(args: argparse.Namespace) -> int:

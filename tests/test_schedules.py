@@ -23,7 +23,6 @@ from tests.conftest import Gateway, start_gateway
 pytestmark = pytest.mark.both_engines
 
 Json = dict[str, Any]
-DAY = 86400.0
 TASK = {"site": "shop", "kind": "report", "params": {"n": 1}}
 
 
@@ -52,12 +51,6 @@ async def task_ids(gw: Gateway, prefix: str) -> list[str]:
     status, page = await gw.call("GET", "/v1/tasks?limit=500", "t1")
     assert status == 200, page
     return sorted(t["task_id"] for t in page["items"] if t["task_id"].startswith(prefix))
-
-
-def unhurried(settings: Settings) -> Settings:
-    """Housekeeping once a day: a test that lets a day pass takes no turn a minute."""
-    return settings.replace(housekeeping_interval=DAY, ledger_recover_interval=DAY,
-                            ledger_audit_interval=DAY, artifact_orphan_sweep_interval=DAY)
 
 
 @contextlib.asynccontextmanager
@@ -161,23 +154,25 @@ async def test_overlap_skip_waits_for_the_previous_job_and_allow_does_not(
     assert len(await task_ids(gateway, "piler@")) == 3
 
 
-@pytest.mark.parametrize(("start", "cron", "expected"), [
+@pytest.mark.parametrize(("start", "cron", "fired", "then"), [
     # Spring forward (2027-03-14, 02:00 EST -> 03:00 EDT): 02:30 never comes; the fire is
-    # at the first minute after the gap (03:00 EDT), then 02:30 EDT again.
-    ("2027-03-14T00:00:00Z", "30 2 * * *", ["2027-03-14T07:00:00Z", "2027-03-15T06:30:00Z"]),
+    # at the first minute after the gap (03:00 EDT), then 02:30 EDT the next day.
+    ("2027-03-14T06:00:00Z", "30 2 * * *", "2027-03-14T07:00:00Z", "2027-03-15T06:30:00Z"),
     # Fall back (2027-11-07, 02:00 EDT -> 01:00 EST): 01:30 comes twice; it fires once,
-    # the first time (EDT), then 01:30 EST the next day.
-    ("2027-11-07T00:00:00Z", "30 1 * * *", ["2027-11-07T05:30:00Z", "2027-11-08T06:30:00Z"]),
+    # the first time (EDT, 05:30Z), not at 01:30 EST (06:30Z), then 01:30 EST next day.
+    ("2027-11-07T05:00:00Z", "30 1 * * *", "2027-11-07T05:30:00Z", "2027-11-08T06:30:00Z"),
 ])
 async def test_daylight_saving_gaps_and_repeats_follow_the_cron_rule(
         nursery: trio.Nursery, tmp_path: Path, settings: Settings, start: str, cron: str,
-        expected: list[str], autojump_clock: trio.testing.MockClock) -> None:
+        fired: str, then: str, autojump_clock: trio.testing.MockClock) -> None:
     clock = Clock(datetime.fromisoformat(start).timestamp())
-    gw = await start_gateway(nursery, tmp_path / "leasegate.db", unhurried(settings), clock)
+    gw = await start_gateway(nursery, tmp_path / "leasegate.db", settings, clock)
     created = await put(gw, "dst", cron=cron, timezone="America/New_York", overlap="allow")
-    assert created["next_fire_at"] == expected[0]
-    await trio.sleep(31 * 3600)
-    assert [f[0] for f in fires(await show(gw, "dst"))] == expected
+    assert created["next_fire_at"] == fired
+    await trio.sleep(2 * 3600)  # past the hour the clock repeats, too
+    schedule = await show(gw, "dst")
+    assert fires(schedule) == [(fired, f"dst@{fired}", "submitted")]
+    assert schedule["next_fire_at"] == then
 
 
 async def test_a_fire_short_of_funds_is_recorded_with_its_402_and_not_retried(

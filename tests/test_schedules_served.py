@@ -13,8 +13,8 @@ import httpx
 import psycopg
 import pytest
 
-from leasegate.cli import main
 from tests import served
+from tests.test_cli_actions import cli
 from tests.test_gateways_served import call, serve
 
 Json = dict[str, Any]
@@ -69,14 +69,6 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[served.Served]
                      {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0"})
     yield s
     served.stop(s)
-
-
-def cli(gw: served.Served, capsys: pytest.CaptureFixture[str], *args: str,
-        status: int = 0) -> str:
-    code = main([*args, "--url", gw.url, "--key", gw.keys["admin"]])
-    out, err = capsys.readouterr()
-    assert code == status, (out, err)
-    return out if status == 0 else err
 
 
 def test_the_schedules_commands(gateway: served.Served, capsys: pytest.CaptureFixture[str],

@@ -15,10 +15,11 @@ from typing import Any
 
 from leasegate.actors.jobs.channel import JobChannel
 from leasegate.actors.jobs.facade import Jobs
+from leasegate.actors.runtime.outbox import Outbox
 from leasegate.actors.runtime.periodic import JobRecord
 from leasegate.actors.schedules.records import FireDone, TriggerSchedule, submit_of
 from leasegate.actors.schedules.ref import SchedulesRef
-from leasegate.actors.schedules.turn import Outbox, PendingFire
+from leasegate.actors.schedules.turn import FireKey, PendingFire
 from leasegate.errors import LeasegateError, NotFound, QueryNotFound, TaskNotFound, Unavailable
 
 
@@ -26,7 +27,8 @@ class Submitter:
     """Submits the outbox's fires in order, then records each one's outcome (a crash
     in between: the fire stays pending and is handed over again)."""
 
-    def __init__(self, outbox: Outbox, *, schedules: SchedulesRef, jobs: Jobs | None) -> None:
+    def __init__(self, outbox: Outbox[FireKey, PendingFire], *, schedules: SchedulesRef,
+                 jobs: Jobs | None) -> None:
         self.outbox = outbox
         self.schedules = schedules
         self.jobs = jobs

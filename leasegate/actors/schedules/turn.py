@@ -7,9 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import trio
-
 from leasegate.actors.runtime.handlers import Handlers
+from leasegate.actors.runtime.outbox import Outbox
 from leasegate.actors.runtime.periodic import JobRecord
 from leasegate.actors.runtime.turn import Turn
 from leasegate.actors.schedules.ref import Schedules
@@ -36,30 +35,6 @@ class PendingFire:
     previous_job_id: str | None  # skip while this one is unfinished (overlap "skip")
 
 
-class Outbox:
-    """Claimed fires waiting for their submit, first in first out, each once. Touched
-    on the trio thread only; bounded by what the schedules table can claim at once
-    (``max_schedules_per_tenant`` per tenant, at most 100 fires each)."""
-
-    def __init__(self) -> None:
-        self._items: dict[FireKey, PendingFire] = {}
-        self._ready = trio.Event()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def put(self, item: PendingFire) -> None:
-        self._items.setdefault((item.schedule_id, item.fire_at), item)
-        self._ready.set()
-
-    async def take(self) -> PendingFire:
-        while not self._items:
-            self._ready = trio.Event()
-            await self._ready.wait()
-        key = next(iter(self._items))
-        return self._items.pop(key)
-
-
 class ScheduleTurn(Turn):
     """The runtime's turn, the settings, the outbox of claimed fires, and the record
     of the timer that claims them (for /health and /metrics)."""
@@ -67,7 +42,10 @@ class ScheduleTurn(Turn):
     def __init__(self, settings: Settings) -> None:
         super().__init__("schedules")
         self.settings = settings
-        self.outbox = Outbox()
+        # Bounded by the table: at most 100 fires of a schedule at once, and
+        # max_schedules_per_tenant schedules a tenant.
+        self.outbox: Outbox[FireKey, PendingFire] = Outbox(
+            lambda item: (item.schedule_id, item.fire_at))
         self.timer = JobRecord("claim_due_fires", owner="schedules", every=math.inf)
 
 
