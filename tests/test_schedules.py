@@ -223,7 +223,7 @@ async def test_another_tenants_schedule_is_404_and_its_id_taken(gateway: Gateway
     assert taken["error"]["code"] == 6003
     assert (await show(gateway, "mine"))["tenant"] == "t1"  # unchanged
     # An admin names the tenant it creates one for, and sees every tenant's.
-    missing = await put(gateway, "ops", "admin", status=400)
+    missing = await put(gateway, "ops", "admin", status=403)  # as an admin submit
     assert "tenant" in missing["error"]["message"]
     assert (await put(gateway, "ops", "admin", tenant="t2"))["tenant"] == "t2"
     assert (await show(gateway, "ops", "t2"))["schedule_id"] == "ops"
@@ -235,10 +235,11 @@ async def test_another_tenants_schedule_is_404_and_its_id_taken(gateway: Gateway
 
 
 @pytest.mark.parametrize(("fields", "names"), [
-    ({"cron": "* * * *"}, "five fields"),
-    ({"cron": "0 0 * * * *"}, "five fields"),
-    ({"cron": "61 * * * *"}, "cron"),
-    ({"cron": "0 0 30 2 *"}, "cron"),
+    ({"cron": "* * * *"}, "five cron fields"),
+    ({"cron": "0 0 * * * *"}, "five cron fields"),
+    ({"cron": "0 0 L * *"}, "five cron fields"),
+    ({"cron": "61 * * * *"}, "five cron fields"),
+    ({"cron": "0 24 * * *"}, "five cron fields"),
     ({"timezone": "Mars/Olympus"}, "timezone"),
     ({"timezone": "../etc/passwd"}, "timezone"),
     ({"channel": "email"}, "channel"),
@@ -258,6 +259,17 @@ async def test_a_bad_schedule_is_400_and_nothing_is_made(
     assert names in refused["error"]["message"], refused
     status, _ = await gateway.call("GET", "/v1/schedules/bad", "t1")
     assert status == 404
+
+
+@pytest.mark.parametrize(("cron", "next_fire_at"), [
+    ("0 22-2 * * *", "2026-11-30T22:00:00Z"),  # 22, 23, 0, 1, 2
+    ("0 9 * * FRI-MON", "2026-11-30T09:00:00Z"),  # a Monday: Fri, Sat, Sun, Mon
+    ("0 9 * * 7-2", "2026-11-30T09:00:00Z"),  # Sunday (7 or 0) to Tuesday
+    ("0 0 30 2 *", None),  # no February has a 30th: it never fires
+])
+async def test_a_range_past_its_end_wraps_and_a_date_no_month_has_never_fires(
+        gateway: Gateway, cron: str, next_fire_at: str | None) -> None:
+    assert (await put(gateway, "odd", cron=cron))["next_fire_at"] == next_fire_at
 
 
 async def test_a_schedule_id_leaves_room_for_the_fire_time(gateway: Gateway) -> None:

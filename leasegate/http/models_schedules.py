@@ -4,20 +4,61 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StrictBool, StringConstraints
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from leasegate.actors.schedules.cron import MAX_TIMEZONE
-from leasegate.http.models import Id, ListArgs, Strict, Timestamp
+from leasegate.actors.schedules.cron import CRON, CRON_PATTERN, CRON_RULE, MAX_CRON, timezone_names
+from leasegate.http.models import Amount, Count, Id, ListArgs, Strict, Timestamp
 from leasegate.http.models_replies import ListPage
 
 
+class TaskTemplate(Strict):
+    """What ``POST /v1/tasks`` takes, but its id, ``not_before`` and ``device_id``."""
+
+    site: Id
+    account: Id = "-"
+    kind: Id
+    params: dict[str, Any] = Field(default_factory=dict)
+    priority: Annotated[StrictInt, Field(ge=0, le=9)] = 0
+    batch_total: Count | None = None
+    max_cost: Amount | None = None
+
+
+class QueryTemplate(Strict):
+    """What ``POST /v1/queries`` takes, but its id."""
+
+    site: Id
+    kind: Id
+    params: dict[str, Any] = Field(default_factory=dict)
+    max_cost: Amount | None = None
+
+
+TEMPLATES: dict[str, type[Strict]] = {"task": TaskTemplate, "query": QueryTemplate}
+
+
 class PutScheduleBody(Strict):
-    cron: Annotated[str, StringConstraints(min_length=1, max_length=200), Field(
-        description="Five cron fields (minute hour day-of-month month day-of-week), "
-                    "e.g. `0 2 * * *`.")]
-    timezone: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TIMEZONE),
-                        Field(description="IANA time zone the cron fields are read in.")
-                        ] = "UTC"
+    # The template of each channel, for the document too (the validator below checks it).
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": [
+        {"if": {"required": ["channel"], "properties": {"channel": {"const": channel}}},
+         "then": {"properties": {"template": model.model_json_schema()}}}
+        for channel, model in TEMPLATES.items()]})
+
+    cron: Annotated[str, Field(json_schema_extra={"pattern": CRON_PATTERN,
+                                                  "maxLength": MAX_CRON}, description=(
+        "Five cron fields (minute hour day-of-month month day-of-week), e.g. "
+        "`0 2 * * 1-5`; a range whose start passes its end wraps (`22-2`, `FRI-MON`); a "
+        "date no month has (31 February) never fires (`next_fire_at` null)."))]
+    timezone: Annotated[str, Field(json_schema_extra={"enum": sorted(timezone_names())},
+                                   description="IANA time zone the cron fields are read "
+                                               "in.")] = "UTC"
     channel: Literal["task", "query"]
     template: dict[str, Any] = Field(description=(
         "What `POST /v1/tasks` (or `/v1/queries`) takes, without its id, `not_before` "
@@ -30,6 +71,30 @@ class PutScheduleBody(Strict):
     paused: StrictBool = False
     tenant: Id | None = Field(None, description=(
         "Whose schedule: an admin key must name it; a client key's is its own."))
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if len(value) > MAX_CRON or CRON.fullmatch(value) is None:
+            raise ValueError(CRON_RULE)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        if value not in timezone_names():
+            raise ValueError("must be an IANA time zone name, e.g. UTC or Europe/Berlin")
+        return value
+
+    @model_validator(mode="after")
+    def _template(self) -> PutScheduleBody:
+        try:
+            TEMPLATES[self.channel].model_validate(self.template)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in ("template", *first["loc"]))
+            raise ValueError(f"{where}: {first['msg']}") from None
+        return self
 
 
 class ScheduleListArgs(ListArgs):

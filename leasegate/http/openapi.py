@@ -276,6 +276,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
                                "description": "Resume after this event id.",
                                "schema": {"type": "integer", "minimum": 0,
                                           "maximum": 2**63 - 1}})
+        elif key == ("delete", "/v1/schedules/{schedule_id}"):
+            responses.setdefault("204", {"description": "Deleted (no body)."})
         elif key == ("get", ARTIFACT_PATH):
             responses.setdefault("200", {
                 "description": "The artifact's bytes.",

@@ -11,48 +11,106 @@ passes, as the clock really shows each of its minutes twice).
 
 from __future__ import annotations
 
+import functools
+import re
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Final
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
 from leasegate.errors import InvalidRequest
 
-CRON_FIELDS: Final = 5
-MAX_TIMEZONE: Final = 64
+
+@functools.cache
+def timezone_names() -> frozenset[str]:
+    """The IANA time zones this machine knows (its tz database, read once)."""
+    return frozenset(available_timezones())
 
 
 def zone(name: str) -> ZoneInfo:
     """The IANA time zone ``name``; 400 when there is none of that name."""
-    if not isinstance(name, str) or not 0 < len(name) <= MAX_TIMEZONE:
-        raise InvalidRequest(f"timezone must be an IANA time zone name of 1-{MAX_TIMEZONE} "
-                             "characters, e.g. UTC or Europe/Berlin")
-    try:
-        return ZoneInfo(name)
-    except (ValueError, KeyError, OSError) as exc:  # not found is a KeyError
-        raise InvalidRequest(f"timezone {name!r} is not an IANA time zone name, "
-                             "e.g. UTC or Europe/Berlin") from exc
+    if name not in timezone_names():
+        raise InvalidRequest(f"timezone {name!r:.80} is not an IANA time zone name, "
+                             "e.g. UTC or Europe/Berlin")
+    return ZoneInfo(name)
 
 
-def check_cron(cron: object, timezone: str) -> None:
-    """400 unless ``cron`` is five cron fields that can fire, in ``timezone``."""
-    if not isinstance(cron, str) or len(cron) > 200 or len(cron.split()) != CRON_FIELDS:
-        raise InvalidRequest("cron must be five fields (minute hour day-of-month month "
-                             "day-of-week), e.g. \"0 2 * * *\"")
+def _cron_pattern() -> str:
+    """Five fields of numbers (and month and weekday names), ``*``, ranges, lists and
+    steps, each value within its field's bounds."""
+    def field(value: str) -> str:
+        item = rf"(\*|(?:{value})(?:-(?:{value}))?)(/[1-9][0-9]?)?"
+        return rf"{item}(,{item})*"
+
+    values = [r"[0-5]?[0-9]", r"[01]?[0-9]|2[0-3]", r"0?[1-9]|[12][0-9]|3[01]",
+              r"0?[1-9]|1[0-2]|" + "|".join(MONTHS), r"[0-7]|" + "|".join(WEEKDAYS)]
+    return "^" + " ".join(field(v) for v in values) + "$"
+
+
+MONTHS: Final = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT",
+                 "NOV", "DEC")
+WEEKDAYS: Final = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+CRON_PATTERN: Final = _cron_pattern()
+CRON: Final = re.compile(CRON_PATTERN)
+MAX_CRON: Final = 200
+CRON_RULE: Final = ("must be five cron fields (minute hour day-of-month month day-of-week) "
+                    "of numbers, names, *, ranges, lists and steps, e.g. \"0 2 * * 1-5\"")
+# Each field's first and last value, and how its names count.
+_BOUNDS: Final = ((0, 59, ()), (0, 23, ()), (1, 31, ()), (1, 12, MONTHS), (0, 6, WEEKDAYS))
+
+
+def check_cron(cron: object) -> None:
+    """400 unless ``cron`` is five cron fields (:data:`CRON_PATTERN`, at most
+    :data:`MAX_CRON` characters)."""
+    if not isinstance(cron, str) or len(cron) > MAX_CRON or CRON.fullmatch(cron) is None:
+        raise InvalidRequest(f"cron {CRON_RULE}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _wrapped(cron: str) -> str:
+    """``cron`` with each range whose start passes its end wrapped around its field
+    (``22-2`` is ``22-23,0-2``; ``FRI-MON`` is ``5-6,0-1``), the way a clock reads it."""
+    fields = cron.split()
+    for n, (first, last, names) in enumerate(_BOUNDS):
+        items = []
+        for item in fields[n].split(","):
+            span, _, step = item.partition("/")
+            start, dash, end = span.partition("-")
+            if dash and names == WEEKDAYS and start == "7":  # Sunday, the first day
+                start, item = "0", "0" + item[1:]
+            if dash and _number(start, names) > _number(end, names):
+                suffix = f"/{step}" if step else ""
+                items += [f"{start}-{last}{suffix}", f"{first}-{end}{suffix}"]
+            else:
+                items.append(item)
+        fields[n] = ",".join(items)
+    return " ".join(fields)
+
+
+def _number(value: str, names: tuple[str, ...]) -> int:
+    if value in names:
+        return names.index(value) + (1 if names == MONTHS else 0)
+    return int(value)  # a weekday range's end may be 7 (Sunday, the last day)
+
+
+def _times(cron: str, timezone: str, start: float, *, reverse: bool = False,
+           ) -> CronSim | None:
+    """cronsim's times from ``start``; None for a cron no date fits (31 February)."""
     try:
-        CronSim(cron, datetime.now(zone(timezone)))
-    except CronSimError as exc:
-        raise InvalidRequest(f"cron {cron!r}: {exc}") from exc
+        return CronSim(_wrapped(cron), datetime.fromtimestamp(start, zone(timezone)),
+                       reverse=reverse)
+    except CronSimError:
+        return None
 
 
 def next_after(cron: str, timezone: str, after: float) -> float | None:
     """The first cron time strictly after ``after``; None if there is none (a date
     such as 31 April never comes)."""
-    start = datetime.fromtimestamp(after, zone(timezone))
+    times = _times(cron, timezone, after)
     try:
-        return next(CronSim(cron, start)).timestamp()
+        return None if times is None else next(times).timestamp()
     except StopIteration:
         return None
 
@@ -63,9 +121,8 @@ def due_between(cron: str, timezone: str, first: float, now: float, most: int) -
     steps, not one per missed minute)."""
     # A second past now: cronsim's backward step is strict, and cron times are whole
     # minutes, so this includes a time of exactly now.
-    start = datetime.fromtimestamp(now, zone(timezone)) + timedelta(seconds=1)
     found: list[float] = []
-    for when in CronSim(cron, start, reverse=True):
+    for when in _times(cron, timezone, now + 1, reverse=True) or ():
         at = when.timestamp()
         if at < first or len(found) == most:
             break

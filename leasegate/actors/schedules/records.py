@@ -88,7 +88,8 @@ class PutSchedule(Ask[Schedules, SchedulePut]):
         check_choice("overlap", self.overlap, Overlap)
         check_choice("catch_up", self.catch_up, CatchUp)
         check_flag("paused", self.paused)
-        cron.check_cron(self.cron, self.timezone)
+        cron.check_cron(self.cron)
+        cron.zone(self.timezone)
         if not isinstance(self.template, dict):
             raise InvalidRequest("template must be a JSON object: a submit body without "
                                  "its id")
