@@ -9,38 +9,37 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    StrictInt,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from leasegate.actors.schedules.cron import CRON, CRON_PATTERN, CRON_RULE, MAX_CRON, timezone_names
-from leasegate.http.models import Amount, Count, Id, ListArgs, Strict, Timestamp
+from leasegate.http.models import (
+    Id,
+    ListArgs,
+    Strict,
+    SubmitQueryBody,
+    SubmitTaskBody,
+    Timestamp,
+)
 from leasegate.http.models_replies import ListPage
 
 
-class TaskTemplate(Strict):
-    """What ``POST /v1/tasks`` takes, but its id, ``not_before`` and ``device_id``."""
-
-    site: Id
-    account: Id = "-"
-    kind: Id
-    params: dict[str, Any] = Field(default_factory=dict)
-    priority: Annotated[StrictInt, Field(ge=0, le=9)] = 0
-    batch_total: Count | None = None
-    max_cost: Amount | None = None
-
-
-class QueryTemplate(Strict):
-    """What ``POST /v1/queries`` takes, but its id."""
-
-    site: Id
-    kind: Id
-    params: dict[str, Any] = Field(default_factory=dict)
-    max_cost: Amount | None = None
+def _template(body: type[Strict], *without: str) -> type[Strict]:
+    """A submit body's model without the fields a template may not carry (each fire
+    names its own job, is due at its fire time and sights no end user's device)."""
+    fields: dict[str, Any] = {name: (info.annotation, info)
+                              for name, info in body.model_fields.items()
+                              if name not in without}
+    name = body.__name__.replace("Submit", "").replace("Body", "Template")
+    return create_model(name, __base__=Strict, __doc__=f"{body.__name__} without "
+                        f"{', '.join(without)}.", **fields)
 
 
+TaskTemplate = _template(SubmitTaskBody, "task_id", "not_before", "device_id")
+QueryTemplate = _template(SubmitQueryBody, "query_id")
 TEMPLATES: dict[str, type[Strict]] = {"task": TaskTemplate, "query": QueryTemplate}
 
 
