@@ -251,15 +251,23 @@ def _throttled(args: argparse.Namespace) -> bool:
     return True
 
 
-def _list_sites(args: argparse.Namespace) -> int:
-    reply = _request(args, "GET", "/v1/sites", params={"limit": args.limit,
-                                                        "offset": args.offset})
+def list_page(args: argparse.Namespace, path: str, params: dict[str, Any],
+              row: Callable[[dict[str, Any]], dict[str, Any]],
+              columns: tuple[tuple[str, str], ...], noun: str) -> int:
+    """One page of a list route: a table of its items and how many of how many (or the
+    reply as JSON)."""
+    reply = _request(args, "GET", path, params={"limit": args.limit, "offset": args.offset,
+                                                **params})
     if args.json:
         print_json(reply)
         return 0
-    table([_site_row(site) for site in reply["items"]], SITE_COLUMNS)
-    print(f"{len(reply['items'])} of {reply['total']} sites")
+    table([row(item) for item in reply["items"]], columns)
+    print(f"{len(reply['items'])} of {reply['total']} {noun}")
     return 0
+
+
+def _list_sites(args: argparse.Namespace) -> int:
+    return list_page(args, "/v1/sites", {}, _site_row, SITE_COLUMNS, "sites")
 
 
 # ---- human output (cli_table's tables, as the inspecting commands print them) ---------

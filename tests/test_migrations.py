@@ -44,6 +44,7 @@ RELEASED = {
     15: "d116c49663fe311f",  # job errors and search
     16: "2492f16e8b758cc6",  # site tokens
     18: "5ed174d2978af094",  # query retries
+    19: "e5a3f4463d4f95d2",  # schedules
     22: "bd084ab734c3efe7",  # key revocation order
     24: "e6cbc5778cc68183",  # worker channels
 }

@@ -406,7 +406,7 @@ async def test_health_is_degraded_when_a_job_has_not_run_for_three_intervals(
         # On-demand work is listed too, and never overdue.
         assert set(report["details"]["on_demand_jobs"]) == {
             "artifacts.delete_files", "tasks.deadlines", "devices.forward_device_actions",
-            "keys.revocations"}
+            "keys.revocations", "schedules.claim_due_fires", "schedules.submit_fires"}
         assert report["details"]["on_demand_jobs"]["tasks.deadlines"]["every"] is None
 
         await trio.sleep(31)  # 181 s: three intervals without a completed run

@@ -59,6 +59,8 @@ from leasegate.actors.runtime.periodic import (
     JobStatistics,
     serve_guarded,
 )
+from leasegate.actors.schedules.actor import open_schedules
+from leasegate.actors.schedules.ref import SchedulesRef
 from leasegate.actors.tasks.actor import open_tasks
 from leasegate.actors.tasks.artifacts import Upload
 from leasegate.actors.tasks.reads import ExistingTasks
@@ -170,6 +172,10 @@ class System:
         # Tasks and queries as routes use them: the submit saga, billing in every view.
         self.jobs = Jobs(tasks=self.tasks, queries=self.queries, ledger=self.ledger,
                          max_wait=settings.max_wait_seconds)
+        # Recurring schedules: the actor claims each fire, its submitter submits it.
+        self.schedule_actor, self._submitter = open_schedules(
+            self._database("schedules"), clock, settings, jobs=self.jobs)
+        self.schedules: SchedulesRef = self.schedule_actor.ref
         self.elsewhere = self._open_elsewhere(settings, inline_storage)
         self._background: list[BackgroundJob] = []
         self._schedule_housekeeping(settings)
@@ -208,7 +214,8 @@ class System:
             for job in actor.jobs:
                 job.record.gateway = self.gateway
         if settings.database_url is not None:  # another gateway's turns set deadlines too
-            for timed in (self.task_actor, self.query_actor, self.device_actor):
+            for timed in (self.task_actor, self.query_actor, self.device_actor,
+                          self.schedule_actor):
                 timed.deadline_poll = settings.deadline_poll_interval
             # Site controls another gateway set: this gateway's memory, so each its own.
             self.add_background_job("sites", "reload_site_controls",
@@ -230,7 +237,7 @@ class System:
     @property
     def actors(self) -> tuple[Actor[Any, Any], ...]:
         return (self.key_actor, self.ledger_actor, self.query_actor, self.task_actor,
-                self.device_actor)
+                self.device_actor, self.schedule_actor)
 
     def add_background_job(self, owner: str, name: str, every: float,
                            fn: Callable[[float], Awaitable[object]], *,
@@ -262,7 +269,8 @@ class System:
     def _services(self) -> tuple[JobRecord, ...]:
         """The on-demand work (no fixed interval: never overdue)."""
         return (self._deleter, self.task_actor.turn.deadline_timer, self._forwarder.record,
-                self.revocations.record)
+                self.revocations.record, self.schedule_actor.turn.timer,
+                self._submitter.record)
 
     def _job_records(self) -> list[JobRecord]:
         records = [job.record for actor in self.actors for job in actor.jobs]
@@ -365,6 +373,8 @@ class System:
                                     self._forwarder.forward_next)
                     jobs.start_soon(serve_guarded, self.revocations.record, self.clock, window,
                                     self.revocations.check_next)
+                    jobs.start_soon(serve_guarded, self._submitter.record, self.clock, window,
+                                    self._submitter.submit_next)
                     task_status.started()
                     await self._closed.wait()
                     jobs.cancel_scope.cancel()  # they hold nothing worth finishing

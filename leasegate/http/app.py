@@ -35,6 +35,7 @@ from leasegate.http import (
     routes_ledger,
     routes_operator,
     routes_queries,
+    routes_schedules,
     routes_tasks,
 )
 from leasegate.http.auth import Authenticator
@@ -196,7 +197,8 @@ def create_app(system: System) -> QuartTrio:
                               system.settings.housekeeping_interval, sweep_buckets)
 
     for blueprint in (routes_queries.bp, routes_tasks.bp, routes_artifacts.bp, routes_admin.bp,
-                      routes_ledger.bp, routes_events.bp, routes_devices.bp, routes_operator.bp):
+                      routes_ledger.bp, routes_events.bp, routes_devices.bp, routes_operator.bp,
+                      routes_schedules.bp):
         app.register_blueprint(blueprint)
     errors.install(app)
     docs.install(app)

@@ -48,7 +48,7 @@ from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN, RESERVED_JOB_IDS
 ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
 BINARY = {"type": "string", "format": "binary"}
 ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN}
-PATH_IDS = ("task_id", "query_id", "key_id", "device_id", "account", "site")
+PATH_IDS = ("task_id", "query_id", "key_id", "device_id", "account", "site", "schedule_id")
 # A tenant's account, the one a credit may go to: an id not starting with "@".
 TENANT_ACCOUNT = {"type": "string", "pattern": r"^[A-Za-z0-9._:-][A-Za-z0-9._:@-]{0,63}$"}
 # GET /v1/tasks/lease is the lease route's 405, not a read of a task called "lease".
@@ -103,6 +103,7 @@ BAD_PATH = {
     "name": "an artifact name outside its pattern",
     "account": "an `account` outside its pattern (or, to credit, a system account `@...`)",
     "site": "a `site` outside its pattern",
+    "schedule_id": "a `schedule_id` outside its pattern (to create one: over 43 characters)",
 }
 BAD_OTHERWISE = {
     ("post", "/v1/admin/keys"): "a client key without a tenant, sites on a key that is not "
@@ -121,6 +122,7 @@ NOT_FOUND = {
     "task_id": "task_not_found (6001): no such task for this tenant.",
     "query_id": "query_not_found (6005): no such query for this tenant.",
     "key_id": "not_found (4040): no such key.",
+    "schedule_id": "not_found (4040): no such schedule for this tenant.",
 }
 CONFLICTS = {
     ("post", "/v1/tasks"): "idempotency_conflict (6004): the same `task_id` (also of a task "
@@ -134,6 +136,9 @@ CONFLICTS = {
                              "hold was settled without a query (refunded by recovery).",
     ("post", "/v1/queries/{query_id}/result"): "query_lease_invalid (6006): terminal query, "
                                                "other owner or old token.",
+    ("put", "/v1/schedules/{schedule_id}"): "state_conflict (6003): another tenant's "
+                                             "schedule has this id (fires name their jobs "
+                                             "by it).",
     ("post", "/v1/ledger/accounts/{account}/credit"): "idempotency_conflict (6004): the same "
                                                       "`ref` with another account or amount.",
 }
@@ -293,6 +298,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
                                "description": "Resume after this event id.",
                                "schema": {"type": "integer", "minimum": 0,
                                           "maximum": 2**63 - 1}})
+        elif key == ("delete", "/v1/schedules/{schedule_id}"):
+            responses.setdefault("204", {"description": "Deleted (no body)."})
         elif key == ("get", ARTIFACT_PATH):
             responses.setdefault("200", {
                 "description": "The artifact's bytes.",
@@ -397,7 +404,7 @@ class LeasegateOpenAPI(OpenAPIProvider):
         if "name" in path_ids and method == "get":
             return ("task_not_found (6001) or artifact_not_found (6009): no such task for "
                     "this tenant, or no such artifact.")
-        for name in ("task_id", "query_id", "key_id"):
+        for name in ("task_id", "query_id", "key_id", "schedule_id"):
             if name in path_ids:
                 return NOT_FOUND[name]
         if "account" in path_ids:

@@ -103,6 +103,7 @@ MIGRATIONS: list[Migration] = [
     frozen(15, "job errors and search"),
     frozen(16, "site tokens"),
     frozen(18, "query retries"),
+    frozen(19, "schedules"),
     frozen(22, "key revocation order"),
     frozen(24, "worker channels"),
 ]

@@ -11,8 +11,9 @@ import trio
 
 from leasegate.actors.devices.ref import DevicesRef
 from leasegate.actors.devices.sightings import ActionDone, SeeDevice
-from leasegate.actors.devices.turn import Outbox
+from leasegate.actors.devices.turn import DeviceKey, PendingAction
 from leasegate.actors.devices.views import Heartbeat
+from leasegate.actors.runtime.outbox import Outbox
 from leasegate.actors.runtime.periodic import JobRecord
 from leasegate.actors.tasks.device_actions import ApplyDeviceAction
 from leasegate.actors.tasks.ref import TasksRef
@@ -29,7 +30,7 @@ class Forwarder:
     """Delivers the outbox's actions to the task actor in order, then records each
     done (a crash in between: the tracker sends it again, see the package docstring)."""
 
-    def __init__(self, outbox: Outbox, *, devices: DevicesRef,
+    def __init__(self, outbox: Outbox[DeviceKey, PendingAction], *, devices: DevicesRef,
                  tasks: TasksRef | None) -> None:
         self.outbox = outbox
         self.devices = devices
