@@ -43,6 +43,7 @@ RELEASED = {
     14: "36ac19a875f1eefc",  # periodic runs
     15: "d116c49663fe311f",  # job errors and search
     16: "2492f16e8b758cc6",  # site tokens
+    20: "9ef3e3fb05f137a3",  # webhooks
 }
 
 

@@ -29,6 +29,7 @@ RELEASED = {
     14: "dc8e7becfea931e4",  # periodic runs
     15: "e219c873340e04c1",  # job errors and search
     16: "4436b7730b3acc48",  # site tokens
+    20: "b9f9938aef2041c1",  # webhooks
 }
 
 

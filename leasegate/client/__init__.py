@@ -92,6 +92,7 @@ from leasegate.client._types import (
     Task,
     TaskSubmitted,
 )
+from leasegate.client._webhooks import WebhookVerificationError, verify_webhook
 
 __all__ = [
     "Account",
@@ -140,5 +141,7 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Unavailable",
+    "WebhookVerificationError",
     "Worker",
+    "verify_webhook",
 ]

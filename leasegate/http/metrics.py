@@ -60,6 +60,7 @@ class Metrics(Collector):
                               SystemStatistics] | None = None
         self._devices: DeviceCounts | None = None
         self._artifacts: dict[str, int] = {}
+        self._webhooks_dropped = 0
         self.registry.register(self)
         # Label children by key: labels() costs a lock and several dict lookups.
         self._counted: dict[tuple[str, str, int], Any] = {}
@@ -95,6 +96,7 @@ class Metrics(Collector):
         self._scraped_at = system.clock.now()
         self._devices = await system.devices.ask(CountDevices())
         self._artifacts = system.artifacts.delete_failures.copy()
+        self._webhooks_dropped = system.webhook_actor.turn.dropped
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -141,6 +143,10 @@ class Metrics(Collector):
         for by, n in sorted(self._artifacts.items()):
             failures.add_metric([by], n)
         yield failures
+        yield CounterMetricFamily(
+            "leasegate_webhook_deliveries_dropped", "Webhook deliveries this gateway failed "
+            "unsent: the oldest pending of an endpoint past webhook_max_pending",
+            value=self._webhooks_dropped)
         yield GaugeMetricFamily("leasegate_ledger_audit_ok",
                                 "1 if the last ledger audit passed, else 0",
                                 value=1 if self._ledger_ok else 0)

@@ -29,7 +29,7 @@ from leasegate.http.auth import Authenticator
 from leasegate.http.context import header
 from leasegate.ids import ID_RULE, is_id
 
-ID_ARGS = ("task_id", "query_id", "key_id", "device_id", "site")
+ID_ARGS = ("task_id", "query_id", "key_id", "device_id", "site", "endpoint_id", "delivery_id")
 PUBLIC_ENDPOINTS = {"admin.health", "openapi", *docs.ENDPOINTS}
 CONSOLE_BLUEPRINT = "console"
 

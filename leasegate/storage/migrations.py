@@ -102,6 +102,7 @@ MIGRATIONS: list[Migration] = [
     frozen(14, "periodic runs"),
     frozen(15, "job errors and search"),
     frozen(16, "site tokens"),
+    frozen(20, "webhooks"),
 ]
 
 

@@ -43,6 +43,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     frozen(14, "periodic runs", FROZEN),
     frozen(15, "job errors and search", FROZEN),
     frozen(16, "site tokens", FROZEN),
+    frozen(20, "webhooks", FROZEN),
 ]
 
 
