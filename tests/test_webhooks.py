@@ -426,3 +426,65 @@ async def test_the_sdk_refuses_a_bad_signature_or_an_old_timestamp(hooks: Gatewa
         verify_webhook(secret, headers, body.replace(b"{}", b"[]"), now=EPOCH)
     with pytest.raises(WebhookVerificationError, match="missing header"):
         verify_webhook(secret, {"webhook-id": "msg_1"}, body, now=EPOCH)
+
+
+# ---- more events, more gateways ------------------------------------------------------
+
+async def test_stale_expired_and_query_events_are_delivered(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        receiver: Receiver, autojump_clock: trio.testing.MockClock) -> None:
+    gw = await start_gateway(nursery, tmp_path / "leasegate.db", settings.replace(
+        webhook_allow_private=True, task_ttl=100.0, task_hard_timeout=50.0, query_ttl=100.0,
+        query_lease_ttl=10.0, query_max_attempts=1),
+        clock, webhook_transport=httpx.MockTransport(receiver.handle))
+    await create(gw, events=["task.stale", "task.expired", "query.expired", "query.failed"])
+    await submit(gw, task_id="runs-too-long")
+    await start(gw, await lease_one(gw))
+    await submit(gw, task_id="never-leased", site="nobody-serves")
+    for query_id, site in (("lease-lapses", "shop"), ("never-served", "nobody-serves")):
+        status, body = await call(gw, "POST", "/v1/queries", "t1", {
+            "query_id": query_id, "site": site, "kind": "balance", "params": {}})
+        assert status == 201, body
+    status, leased = await call(gw, "POST", "/v1/queries/lease", "worker",
+                                {"worker_id": "w1", "wait_seconds": 0, "sites": ["shop"]})
+    assert [q["query_id"] for q in leased["items"]] == ["lease-lapses"]
+    await trio.sleep(200)
+    got = sorted((r.json["type"], r.json["data"].get("task_id") or r.json["data"]["query_id"],
+                  r.json["data"]["status"]) for r in receiver.received)
+    assert got == [("query.expired", "never-served", "expired"),
+                   ("query.failed", "lease-lapses", "failed"),
+                   ("task.expired", "never-leased", "expired"),
+                   ("task.stale", "runs-too-long", "stale")]
+
+
+async def test_two_gateways_send_each_attempt_once(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        autojump_clock: trio.testing.MockClock) -> None:
+    settings = settings.replace(webhook_allow_private=True, webhook_retry_jitter=0.0,
+                                deadline_poll_interval=1.0)
+    receivers = {name: Receiver(clock) for name in ("gw-a", "gw-b")}
+    seen: set[str] = set()
+
+    def first_refused(request: httpx.Request) -> httpx.Response:
+        delivery_id = request.headers["webhook-id"]
+        if delivery_id in seen:
+            return httpx.Response(204)
+        seen.add(delivery_id)
+        return httpx.Response(503)
+
+    gateways = []
+    for name, found in receivers.items():
+        found.answer = first_refused
+        gateways.append(await start_gateway(
+            nursery, tmp_path / "leasegate.db", settings.replace(gateway=name), clock,
+            webhook_transport=httpx.MockTransport(found.handle)))
+    a, b = gateways
+    endpoint = await create(a)
+    for n in range(10):
+        await succeed(a if n % 2 else b, f"order-{n}")
+    await trio.sleep(60)
+    sent = [r.headers["webhook-id"] for found in receivers.values() for r in found.received]
+    assert len(sent) == 20 and len(set(sent)) == 10  # each refused once, then delivered
+    listed = await deliveries(b, endpoint["endpoint_id"])
+    assert {(d["status"], d["attempts"]) for d in listed} == {("delivered", 2)}
+    assert len(listed) == 10
