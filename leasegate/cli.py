@@ -23,7 +23,7 @@ from pathlib import Path
 import trio
 from pydantic import ValidationError
 
-from leasegate import cli_actions
+from leasegate import cli_actions, cli_webhooks
 from leasegate.allocator import reexec_on_glibc_malloc
 from leasegate.cli_inspect import add_commands as add_inspect_commands
 from leasegate.cli_inspect import subcommands, with_keys
@@ -141,6 +141,8 @@ def _job_commands(commands: cli_actions.Subcommands) -> None:
     ``tasks``, ``queries`` and ``sites`` groups beside ``cli_inspect``'s."""
     cli_actions.register(lambda name, what: subcommands(commands, name,
                                                         f"{what} on a running gateway"))
+    cli_webhooks.register(lambda name, what: subcommands(commands, name,
+                                                         f"{what} on a running gateway"))
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:

@@ -168,3 +168,43 @@ def test_an_unreachable_endpoint_is_recorded_as_refused(tmp_path: Path) -> None:
         assert httpx.get(f"{served.url}/health").json()["status"] in ("ok", "degraded")
     finally:
         stop(served)
+
+
+def test_the_cli_creates_lists_shows_deliveries_retries_and_deletes(
+        tmp_path: Path, receiver: Receiver, capsys: pytest.CaptureFixture[str]) -> None:
+    from leasegate.cli import main
+
+    served = start(tmp_path / "var", ENV)
+
+    def cli(*args: str, status: int = 0) -> str:
+        code = main(["webhooks", *args, "--url", served.url, "--key", served.keys["admin"]])
+        out, err = capsys.readouterr()
+        assert code == status, (out, err)
+        return out if status == 0 else err
+
+    try:
+        out = cli("create", receiver.url, "--events", "task.succeeded,task.failed",
+                  "--tenant", "default", "--description", "orders")
+        secret = out.split("secret (shown once): ")[1].strip()
+        assert secret.startswith("whsec_")
+        [endpoint] = json.loads(cli("list", "--json"))["items"]
+        assert (endpoint["tenant"], endpoint["events"]) == (
+            "default", ["task.succeeded", "task.failed"])
+        assert endpoint["endpoint_id"] in cli("list")
+        run_task(served, "order-1")
+        wait_for(lambda: receiver.received)
+        Webhook(secret).verify(receiver.received[0][1], receiver.received[0][0])
+        [delivery] = wait_for(lambda: [
+            d for d in json.loads(cli("deliveries", endpoint["endpoint_id"], "--json"))["items"]
+            if d["status"] == "delivered"])
+        assert "delivered" in cli("deliveries", endpoint["endpoint_id"])
+        cli("retry", endpoint["endpoint_id"], delivery["delivery_id"])
+        wait_for(lambda: len(receiver.received) == 2)
+        assert receiver.received[1][1] == receiver.received[0][1]  # the same body again
+        assert "not_found" in cli("retry", endpoint["endpoint_id"], "msg_nope", status=1)
+        assert cli("delete", endpoint["endpoint_id"]).startswith("deleted")
+        assert json.loads(cli("list", "--json"))["items"] == []
+        assert "invalid_request" in cli("create", receiver.url, "--events", "task.nope",
+                                        "--tenant", "default", status=1)
+    finally:
+        stop(served)
