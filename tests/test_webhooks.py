@@ -488,3 +488,28 @@ async def test_two_gateways_send_each_attempt_once(
     listed = await deliveries(b, endpoint["endpoint_id"])
     assert {(d["status"], d["attempts"]) for d in listed} == {("delivered", 2)}
     assert len(listed) == 10
+
+
+async def test_the_console_lists_endpoints_and_deliveries_and_redelivers(
+        hooks: Gateway, receiver: Receiver, autojump_clock: trio.testing.MockClock) -> None:
+    from tests.test_console_operator import post, signed_in
+
+    endpoint = await create(hooks, description="orders")
+    await succeed(hooks, "order-1")
+    await settle()
+    [delivery] = await deliveries(hooks, endpoint["endpoint_id"])
+    csrf = await signed_in(hooks)
+    listing = await (await hooks.client.get("/console/webhooks")).get_data(as_text=True)
+    assert endpoint["endpoint_id"] in listing and URL in listing
+    shown = await (await hooks.client.get(f"/console/webhooks/{endpoint['endpoint_id']}")
+                   ).get_data(as_text=True)
+    assert delivery["delivery_id"] in shown and "order-1" in shown and "delivered" in shown
+    assert endpoint["secret"] not in listing + shown
+    status, _ = await post(hooks, f"/console/webhooks/{endpoint['endpoint_id']}/deliveries/"
+                                  f"{delivery['delivery_id']}/retry", {"csrf": csrf})
+    assert status == 303
+    await settle()
+    assert [r.headers["webhook-id"] for r in receiver.received] == [delivery["delivery_id"]] * 2
+    status, _ = await post(hooks, f"/console/webhooks/{endpoint['endpoint_id']}/deliveries/"
+                                  f"{delivery['delivery_id']}/retry", {"csrf": "forged"})
+    assert status == 403

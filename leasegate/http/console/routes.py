@@ -6,12 +6,12 @@ from quart import Quart
 from quart_schema import hide
 
 from leasegate.actors.system import System
-from leasegate.http.console import actions, operator, pages
+from leasegate.http.console import actions, operator, pages, webhooks
 from leasegate.http.console.activity import Activity
 from leasegate.http.console.blueprint import bp
 
 __all__ = ["bp", "install"]
-ROUTE_MODULES = (pages, actions, operator)  # imported for their routes on ``bp``
+ROUTE_MODULES = (pages, actions, operator, webhooks)  # imported for their routes on ``bp``
 
 
 def install(app: Quart, system: System) -> None:
