@@ -128,6 +128,6 @@ async def list_deliveries(endpoint_id: str) -> Any:
 @document_response(DeliveryObject)
 async def retry_delivery(endpoint_id: str, delivery_id: str) -> Any:
     """Send the delivery again now (whatever its status; the same body and id)."""
-    reply = await system().webhooks.ask(RetryDelivery(endpoint_id, delivery_id, _tenant()))
+    reply = await system().webhooks.ask(RetryDelivery(endpoint_id, _tenant(), delivery_id))
     system().webhook_bell.ring()
     return to_json(reply)

@@ -30,7 +30,7 @@ from leasegate.actors.webhooks.deliveries import Attempt, ClaimDue, RecordAttemp
 from leasegate.actors.webhooks.views import Due
 from leasegate.client._webhooks import sign
 from leasegate.clock import iso
-from leasegate.errors import LeasegateError, QueryNotFound, TaskNotFound
+from leasegate.errors import QueryNotFound, TaskNotFound
 from leasegate.http.render import to_json
 from leasegate.http.webhook_urls import RefusedUrl, check_destination
 
@@ -38,6 +38,7 @@ from leasegate.http.webhook_urls import RefusedUrl, check_destination
 LEASE_MARGIN = 30.0
 RESPONSE_KEPT = 1024  # bytes of an answer kept with the delivery
 USER_AGENT = "leasegate-webhooks/1"
+FAILED_ROUND_PAUSE = 1.0  # seconds before the round after one that failed
 
 
 class Deliverer:
@@ -56,23 +57,28 @@ class Deliverer:
                                 functools.partial(self._round, http))
 
     async def _round(self, http: httpx.AsyncClient) -> bool:
-        system, settings = self.system, self.system.settings
         try:
-            claimed = await system.webhooks.ask(ClaimDue(
-                system.gateway, settings.webhook_max_in_flight,
-                settings.webhook_timeout + LEASE_MARGIN))
-        except LeasegateError:
-            await trio.sleep(1.0)  # the storage failing: not a loop that spins
+            await self._send_due(http)
+        except Exception:
+            # Counted and logged by serve_guarded; a pause first, so that a failing
+            # storage is not a loop that spins. What was claimed lapses: sent again.
+            await trio.sleep(FAILED_ROUND_PAUSE)
             raise
+        return True
+
+    async def _send_due(self, http: httpx.AsyncClient) -> None:
+        system, settings = self.system, self.system.settings
+        claimed = await system.webhooks.ask(ClaimDue(
+            system.gateway, settings.webhook_max_in_flight,
+            settings.webhook_timeout + LEASE_MARGIN))
         if not claimed.items:
             await self._idle(claimed.next_due)
-            return True
+            return
         attempts: list[Attempt] = []
         async with trio.open_nursery() as nursery:
             for due in claimed.items:
                 nursery.start_soon(self._attempt, http, due, attempts)
         await system.webhooks.ask(RecordAttempts(system.gateway, tuple(attempts)))
-        return True
 
     async def _idle(self, next_due: float | None) -> None:
         system = self.system

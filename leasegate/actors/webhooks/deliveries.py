@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from leasegate.actors.checks import check_id
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.webhooks.endpoints import endpoint
+from leasegate.actors.webhooks.endpoints import OfEndpoint, endpoint
 from leasegate.actors.webhooks.events import DISABLE_AFTER, retry_delay
 from leasegate.actors.webhooks.ref import Webhooks
 from leasegate.actors.webhooks.turn import WEBHOOKS, WebhookTurn
@@ -28,14 +28,8 @@ MAX_CLAIM = 1000
 
 
 @dataclass(frozen=True)
-class ListDeliveries(Ask[Webhooks, tuple[DeliveryView, ...]]):
+class ListDeliveries(OfEndpoint[tuple[DeliveryView, ...]]):
     """The endpoint's last 100 deliveries, newest first."""
-
-    endpoint_id: str
-    tenant: str | None
-
-    def check(self) -> None:
-        check_id("endpoint_id", self.endpoint_id)
 
 
 @WEBHOOKS.on(ListDeliveries)
@@ -45,13 +39,11 @@ def list_deliveries(turn: WebhookTurn, m: ListDeliveries) -> tuple[DeliveryView,
 
 
 @dataclass(frozen=True)
-class RetryDelivery(Ask[Webhooks, DeliveryView]):
-    endpoint_id: str
-    delivery_id: str
-    tenant: str | None
+class RetryDelivery(OfEndpoint[DeliveryView]):
+    delivery_id: str = ""
 
     def check(self) -> None:
-        check_id("endpoint_id", self.endpoint_id)
+        super().check()
         check_id("delivery_id", self.delivery_id)
 
 

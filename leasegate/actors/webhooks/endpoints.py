@@ -8,6 +8,7 @@ whether it may be http and where its host resolves is the HTTP edge's check
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from leasegate.actors.checks import check_id, check_text
@@ -28,6 +29,7 @@ from leasegate.errors import InvalidRequest, NotFound
 from leasegate.storage import webhooks_sql as sql
 from leasegate.storage.engine import Row
 
+R = TypeVar("R")
 MAX_URL = 2048
 MAX_DESCRIPTION = 500
 
@@ -102,12 +104,19 @@ def list_endpoints(turn: WebhookTurn, m: ListEndpoints) -> Paged[EndpointView]:
 
 
 @dataclass(frozen=True)
-class GetEndpoint(Ask[Webhooks, EndpointView]):
+class OfEndpoint(Ask[Webhooks, R]):
+    """A message about one endpoint, as ``tenant`` (None: an admin's) may see it."""
+
     endpoint_id: str
     tenant: str | None
 
     def check(self) -> None:
         check_id("endpoint_id", self.endpoint_id)
+
+
+@dataclass(frozen=True)
+class GetEndpoint(OfEndpoint[EndpointView]):
+    """The endpoint (never its secret)."""
 
 
 @WEBHOOKS.on(GetEndpoint)
@@ -116,19 +125,17 @@ def get(turn: WebhookTurn, m: GetEndpoint) -> EndpointView:
 
 
 @dataclass(frozen=True)
-class UpdateEndpoint(Ask[Webhooks, EndpointView]):
+class UpdateEndpoint(OfEndpoint[EndpointView]):
     """Change the fields given (None: unchanged). ``disabled: False`` enables an
     endpoint again (its reason and its run of failures forgotten)."""
 
-    endpoint_id: str
-    tenant: str | None
     url: str | None = None
     events: tuple[str, ...] | None = None
     description: str | None = None
     disabled: bool | None = None
 
     def check(self) -> None:
-        check_id("endpoint_id", self.endpoint_id)
+        super().check()
         if self.url is not None:
             check_url(self.url)
         if self.events is not None:
@@ -148,14 +155,8 @@ def update(turn: WebhookTurn, m: UpdateEndpoint) -> EndpointView:
 
 
 @dataclass(frozen=True)
-class DeleteEndpoint(Ask[Webhooks, bool]):
+class DeleteEndpoint(OfEndpoint[bool]):
     """Delete the endpoint and its deliveries (pending ones are never sent)."""
-
-    endpoint_id: str
-    tenant: str | None
-
-    def check(self) -> None:
-        check_id("endpoint_id", self.endpoint_id)
 
 
 @WEBHOOKS.on(DeleteEndpoint)
@@ -166,15 +167,9 @@ def delete(turn: WebhookTurn, m: DeleteEndpoint) -> bool:
 
 
 @dataclass(frozen=True)
-class RotateSecret(Ask[Webhooks, RotatedSecret]):
+class RotateSecret(OfEndpoint[RotatedSecret]):
     """A new secret; the current one signs beside it for 24 hours (a secret rotated
     again within them is dropped at once: two sign at most)."""
-
-    endpoint_id: str
-    tenant: str | None
-
-    def check(self) -> None:
-        check_id("endpoint_id", self.endpoint_id)
 
 
 @WEBHOOKS.on(RotateSecret)

@@ -34,7 +34,7 @@ async def webhook(endpoint_id: str) -> Response:
 async def redeliver(endpoint_id: str, delivery_id: str) -> Redirect:
     """Send a delivery again now (the same id and body)."""
     form = await request.form
-    await system().webhooks.ask(RetryDelivery(endpoint_id, delivery_id, None))
+    await system().webhooks.ask(RetryDelivery(endpoint_id, None, delivery_id))
     system().webhook_bell.ring()
     session().notify("ok", f"delivery {delivery_id}: sent again")
     return back_to(form, url_for("console.webhook", endpoint_id=endpoint_id))
