@@ -155,6 +155,8 @@ async def test_bad_endpoints_are_400_and_change_nothing(hooks: Gateway) -> None:
                 {"url": "ftp://x.test/", "events": ["task.failed"]},
                 {"url": "http://user:pw@x.test/", "events": ["task.failed"]},
                 {"url": "not a url", "events": ["task.failed"]},
+                {"url": "https://[::1/x", "events": ["task.failed"]},
+                {"url": "https://x.test:99999/", "events": ["task.failed"]},
                 {"url": URL, "events": ["task.failed"], "extra": 1},
                 {"url": URL + "/" + "x" * 2048, "events": ["task.failed"]}):
         status, body = await call(hooks, "POST", "/v1/webhooks", "t1", bad)
@@ -191,7 +193,7 @@ async def test_endpoints_per_tenant_are_bounded(nursery: trio.Nursery, tmp_path:
 async def test_only_https_to_public_addresses_without_the_private_setting(
         nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock) -> None:
     gw = await start_gateway(nursery, tmp_path / "leasegate.db", settings, clock)
-    for url in ("http://93.184.215.14/hooks", "https://127.0.0.1/hooks",
+    for url in ("http://93.184.215.14/hooks", "https://127.0.0.1/hooks", "https://[::1",
                 "https://10.1.2.3/hooks", "https://169.254.169.254/latest",
                 "https://[::1]/hooks", "https://192.168.0.1:8443/", "https://localhost/x"):
         status, body = await call(gw, "POST", "/v1/webhooks", "t1",

@@ -17,6 +17,7 @@ from leasegate.actors.webhooks.endpoints import (
     ListEndpoints,
     RotateSecret,
     UpdateEndpoint,
+    check_url,
 )
 from leasegate.errors import Forbidden, InvalidRequest
 from leasegate.http.auth import allow, require_tenant
@@ -45,6 +46,13 @@ def _tenant() -> str | None:
     return require_tenant("client")[1]
 
 
+async def _check_destination(url: str) -> None:
+    """The URL's form first (the actor's check: a 400, never a parser's exception),
+    then where it may go."""
+    check_url(url)
+    await check_destination(url, system().settings.webhook_allow_private)
+
+
 @bp.post("/v1/webhooks")
 @allow("client")
 @validate_request(CreateEndpointBody)
@@ -57,7 +65,7 @@ async def create_endpoint(data: CreateEndpointBody) -> tuple[Any, int]:
         raise InvalidRequest("an admin key must name the endpoint's tenant (tenant)")
     if own is not None and data.tenant not in (None, own):
         raise Forbidden("a client key's endpoints hear its own tenant only")
-    await check_destination(data.url, system().settings.webhook_allow_private)
+    await _check_destination(data.url)
     reply = await system().webhooks.ask(CreateEndpoint(
         own or data.tenant or "", data.url, tuple(data.events), data.description))
     return to_json(reply), 201
@@ -89,7 +97,7 @@ async def update_endpoint(endpoint_id: str, data: UpdateEndpointBody) -> Any:
     """Change its url, events, description; ``disabled: false`` enables it again, and
     its pending deliveries are sent."""
     if data.url is not None:
-        await check_destination(data.url, system().settings.webhook_allow_private)
+        await _check_destination(data.url)
     reply = await system().webhooks.ask(UpdateEndpoint(
         endpoint_id, _tenant(), data.url, None if data.events is None else tuple(data.events),
         data.description, data.disabled))
