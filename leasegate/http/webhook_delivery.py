@@ -37,6 +37,7 @@ from leasegate.http.webhook_urls import RefusedUrl, check_destination
 # How long past the attempt's timeout a claim holds (then it is due again for anyone).
 LEASE_MARGIN = 30.0
 RESPONSE_KEPT = 1024  # bytes of an answer kept with the delivery
+ERROR_KEPT = 1000  # characters of an error kept with it
 USER_AGENT = "leasegate-webhooks/1"
 FAILED_ROUND_PAUSE = 1.0  # seconds before the round after one that failed
 
@@ -95,7 +96,7 @@ class Deliverer:
         try:
             await check_destination(due.url, settings.webhook_allow_private)
         except RefusedUrl as exc:
-            attempts.append(attempt(False, None, exc.message, None))
+            attempts.append(attempt(False, None, exc.message[:ERROR_KEPT], None))
             return
         timestamp = int(self.system.clock.now())
         raw = body.encode()
@@ -118,8 +119,8 @@ class Deliverer:
                         if len(kept) >= RESPONSE_KEPT:
                             break
             except httpx.HTTPError as exc:
-                attempts.append(attempt(False, code, f"{type(exc).__name__}: {exc}"[:500],
-                                        None))
+                attempts.append(attempt(False, code,
+                                        f"{type(exc).__name__}: {exc}"[:ERROR_KEPT], None))
                 return
         response = kept[:RESPONSE_KEPT].decode("utf-8", "replace") if code is not None else None
         if timer.cancelled_caught:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from leasegate.actors.checks import check_id
+from leasegate.actors.checks import check_flag, check_id, check_int, check_number, check_text
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.webhooks.endpoints import OfEndpoint, endpoint
 from leasegate.actors.webhooks.events import DISABLE_AFTER, retry_delay
@@ -25,6 +25,11 @@ from leasegate.errors import InvalidRequest, NotFound
 from leasegate.storage import webhooks_sql as sql
 
 MAX_CLAIM = 1000
+MAX_LEASE = 86400.0
+MAX_GATEWAY = 128  # the gateway setting's bound
+# A delivery's body: the job object (its params and result, 64 KiB of JSON each by
+# default, more if raised) and the envelope.
+MAX_BODY = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,9 @@ class ClaimDue(Ask[Webhooks, Claimed]):
     lease: float
 
     def check(self) -> None:
-        if not 0 < self.limit <= MAX_CLAIM or not self.lease > 0:
-            raise InvalidRequest(f"limit must be 1-{MAX_CLAIM} and lease positive")
+        check_text("gateway", self.gateway, most=MAX_GATEWAY, empty=False)
+        check_int("limit", self.limit, 1, MAX_CLAIM)
+        check_number("lease", self.lease, 0.001, MAX_LEASE)
 
 
 @WEBHOOKS.on(ClaimDue)
@@ -90,6 +96,15 @@ class Attempt:
     error: str | None
     response: str | None  # at most 1 KB of it
 
+    def check(self) -> None:
+        check_id("delivery_id", self.delivery_id)
+        check_id("endpoint_id", self.endpoint_id)
+        check_text("body", self.body, most=MAX_BODY)
+        check_flag("delivered", self.delivered)
+        check_int("status_code", self.status_code, 100, 999, optional=True)
+        check_text("error", self.error, optional=True)
+        check_text("response", self.response, optional=True)
+
 
 @dataclass(frozen=True)
 class RecordAttempts(Ask[Webhooks, int]):
@@ -97,6 +112,14 @@ class RecordAttempts(Ask[Webhooks, int]):
 
     gateway: str
     attempts: tuple[Attempt, ...]
+
+    def check(self) -> None:
+        check_text("gateway", self.gateway, most=MAX_GATEWAY, empty=False)
+        if not isinstance(self.attempts, tuple) or len(self.attempts) > MAX_CLAIM or not all(
+                isinstance(a, Attempt) for a in self.attempts):
+            raise InvalidRequest(f"attempts must be at most {MAX_CLAIM} Attempts")
+        for attempt in self.attempts:
+            attempt.check()
 
 
 @WEBHOOKS.on(RecordAttempts)

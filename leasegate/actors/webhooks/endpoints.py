@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from leasegate.actors.checks import check_id, check_text
+from leasegate.actors.checks import check_flag, check_id, check_text
 from leasegate.actors.lists import ListPage
 from leasegate.actors.pages import Paged, paged
 from leasegate.actors.runtime.mailbox import Ask
@@ -35,8 +35,8 @@ MAX_DESCRIPTION = 500
 
 
 def check_url(url: object) -> None:
-    if not isinstance(url, str) or not 0 < len(url) <= MAX_URL:
-        raise InvalidRequest(f"url must be 1-{MAX_URL} characters")
+    check_text("url", url, most=MAX_URL, empty=False)
+    assert isinstance(url, str)
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -112,6 +112,7 @@ class OfEndpoint(Ask[Webhooks, R]):
 
     def check(self) -> None:
         check_id("endpoint_id", self.endpoint_id)
+        check_id("tenant", self.tenant, optional=True)
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,8 @@ class UpdateEndpoint(OfEndpoint[EndpointView]):
         if self.events is not None:
             check_events(self.events)
         check_text("description", self.description, most=MAX_DESCRIPTION, optional=True)
-        if self.disabled is not None and not isinstance(self.disabled, bool):
-            raise InvalidRequest("disabled must be true or false")
+        if self.disabled is not None:
+            check_flag("disabled", self.disabled)
 
 
 @WEBHOOKS.on(UpdateEndpoint)
