@@ -34,6 +34,11 @@ URL = "http://receiver.test/hooks"
 FAILING = ("task.failed", "task.canceled", "task.stale", "task.expired")
 
 
+def respond(status: int, body: str = "", **headers: str) -> httpx.Response:
+    """An answer as a network transport gives one: its body a stream, read as it comes."""
+    return httpx.Response(status, headers=headers, stream=httpx.ByteStream(body.encode()))
+
+
 @dataclass
 class Received:
     at: float  # wall seconds (the gateway's clock)
@@ -54,7 +59,7 @@ class Receiver:
         self.clock = clock
         self.received: list[Received] = []
         self.answer: Callable[[httpx.Request], httpx.Response] = (
-            lambda request: httpx.Response(204))
+            lambda request: respond(204))
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         self.received.append(Received(self.clock.now(), str(request.url),
@@ -264,7 +269,7 @@ async def test_only_subscribed_terminal_events_are_delivered(
 
 async def test_a_failing_endpoint_is_retried_on_the_schedule_then_failed(
         hooks: Gateway, receiver: Receiver, autojump_clock: trio.testing.MockClock) -> None:
-    receiver.answer = lambda request: httpx.Response(500, text="down " * 400)
+    receiver.answer = lambda request: respond(500, "down " * 400)
     endpoint = await create(hooks)
     await succeed(hooks, "order-1")
     await trio.sleep(2 * 86400)
@@ -298,7 +303,7 @@ async def test_a_pending_delivery_shows_its_next_attempt_and_a_recovery_delivers
         "pending", 2, None)
     assert "connection refused" in delivery["last_error"]
     assert delivery["next_attempt_at"] == iso(EPOCH + 305)
-    receiver.answer = lambda request: httpx.Response(200)
+    receiver.answer = lambda request: respond(200)
     await trio.sleep(300)
     assert [r.at - EPOCH for r in receiver.received] == [0, 5, 305]
     [delivery] = await deliveries(hooks, endpoint["endpoint_id"])
@@ -307,16 +312,39 @@ async def test_a_pending_delivery_shows_its_next_attempt_and_a_recovery_delivers
     assert shown["disabled"] is False
 
 
-async def test_a_slow_answer_is_a_timeout_and_redirects_are_not_followed(
+async def test_redirects_are_not_followed(
         hooks: Gateway, receiver: Receiver, autojump_clock: trio.testing.MockClock) -> None:
-    receiver.answer = lambda request: httpx.Response(
-        302, headers={"location": "http://169.254.169.254/"})
+    receiver.answer = lambda request: respond(302, location="http://169.254.169.254/")
     endpoint = await create(hooks)
     await succeed(hooks, "order-1")
     await settle()
     assert [r.url for r in receiver.received] == [URL]
     [delivery] = await deliveries(hooks, endpoint["endpoint_id"])
     assert (delivery["status"], delivery["last_status_code"]) == ("pending", 302)
+
+
+async def test_an_answer_later_than_ten_seconds_is_a_failed_attempt(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        autojump_clock: trio.testing.MockClock) -> None:
+    times: list[float] = []
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        times.append(clock.now() - EPOCH)
+        await trio.sleep(11 if len(times) == 1 else 9)
+        return respond(200)
+
+    gw = await start_gateway(nursery, tmp_path / "leasegate.db", settings.replace(
+        webhook_allow_private=True, webhook_retry_jitter=0.0), clock,
+        webhook_transport=httpx.MockTransport(slow))
+    endpoint = await create(gw)
+    await succeed(gw, "order-1")
+    await trio.sleep(10.5)
+    [delivery] = await deliveries(gw, endpoint["endpoint_id"])
+    assert (delivery["status"], delivery["last_error"]) == ("pending", "no answer within 10 s")
+    await trio.sleep(60)
+    assert times == [0, 15]  # cut at 10 s, tried again 5 s later; 9 s is in time
+    [delivery] = await deliveries(gw, endpoint["endpoint_id"])
+    assert (delivery["status"], delivery["attempts"]) == ("delivered", 2)
 
 
 async def test_a_delivery_is_redelivered_on_request(
@@ -381,7 +409,7 @@ async def test_a_disabled_endpoint_hears_nothing_until_enabled(
 async def test_the_oldest_pending_deliveries_past_the_bound_are_dropped_and_counted(
         nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
         receiver: Receiver, autojump_clock: trio.testing.MockClock) -> None:
-    receiver.answer = lambda request: httpx.Response(503)
+    receiver.answer = lambda request: respond(503)
     gw = await start_gateway(nursery, tmp_path / "leasegate.db", settings.replace(
         webhook_allow_private=True, webhook_retry_jitter=0.0, webhook_max_pending=2),
         clock, webhook_transport=httpx.MockTransport(receiver.handle))
@@ -470,9 +498,9 @@ async def test_two_gateways_send_each_attempt_once(
     def first_refused(request: httpx.Request) -> httpx.Response:
         delivery_id = request.headers["webhook-id"]
         if delivery_id in seen:
-            return httpx.Response(204)
+            return respond(204)
         seen.add(delivery_id)
-        return httpx.Response(503)
+        return respond(503)
 
     gateways = []
     for name, found in receivers.items():

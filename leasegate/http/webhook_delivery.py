@@ -107,6 +107,9 @@ class Deliverer:
                                           for secret in due.secrets),
             "content-type": "application/json",
             "user-agent": USER_AGENT,
+            # Raw bytes back (what is kept is read as it came: no decompression, so no
+            # small answer that inflates to gigabytes).
+            "accept-encoding": "identity",
         }
         kept = b""
         code: int | None = None
@@ -114,7 +117,7 @@ class Deliverer:
             try:
                 async with http.stream("POST", due.url, content=raw, headers=headers) as answer:
                     code = answer.status_code
-                    async for chunk in answer.aiter_bytes():
+                    async for chunk in answer.aiter_raw():
                         kept += chunk
                         if len(kept) >= RESPONSE_KEPT:
                             break
