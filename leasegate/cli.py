@@ -35,7 +35,7 @@ from pathlib import Path
 import trio
 from pydantic import ValidationError
 
-from leasegate import cli_actions, cli_schedules
+from leasegate import cli_actions, cli_schedules, cli_webhooks
 from leasegate.allocator import reexec_on_glibc_malloc
 from leasegate.cli_inspect import add_commands as add_inspect_commands
 from leasegate.cli_inspect import subcommands, with_keys
@@ -155,6 +155,8 @@ def _job_commands(commands: cli_actions.Subcommands) -> None:
                                                         f"{what} on a running gateway"))
     cli_schedules.register(lambda name, what: subcommands(commands, name,
                                                           f"{what} on a running gateway"))
+    cli_webhooks.register(lambda name, what: subcommands(commands, name,
+                                                         f"{what} on a running gateway"))
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:

@@ -160,6 +160,17 @@ class Settings:
     max_parked_per_address: int = 2000
     max_connections_per_address: int = 2000
     max_connections: int = 0
+    # Completion webhooks. Private: also http:// URLs and loopback, private and
+    # link-local addresses (tests, a lab), refused otherwise. Bounds: endpoints per
+    # tenant; pending deliveries per endpoint (past it the oldest are failed, counted in
+    # /metrics); deliveries in flight from this gateway. Each retry's delay varies by
+    # +-webhook_retry_jitter of itself.
+    webhook_allow_private: bool = False
+    webhook_max_endpoints: int = 20
+    webhook_max_pending: int = 10_000
+    webhook_max_in_flight: int = 16
+    webhook_timeout: float = 10.0
+    webhook_retry_jitter: float = 0.1
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -181,6 +192,8 @@ class Settings:
             "housekeeping_interval", "event_ring_size", "event_max_streams",
             "deadline_poll_interval", "key_revocation_poll_interval",
             "event_keepalive_seconds",
+            "webhook_max_endpoints", "webhook_max_pending", "webhook_max_in_flight",
+            "webhook_timeout",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:
@@ -208,6 +221,8 @@ class Settings:
                 f"http_read_timeout ({self.http_read_timeout}) must be greater than "
                 f"max_wait_seconds ({self.max_wait_seconds}): it would cut long-polls short"
             )
+        if self.webhook_retry_jitter >= 1:
+            raise SettingsError("webhook_retry_jitter must be below 1 (a fraction of each delay)")
         if self.drain_seconds > 60:
             raise SettingsError("drain_seconds must be at most 60: shutdown must stay quick")
         self._check_ledger_bounds()

@@ -280,15 +280,17 @@ class Gateway:
 
 
 async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
-                        clock: Clock, *, inline: bool = True) -> Gateway:
+                        clock: Clock, *, inline: bool = True,
+                        webhook_transport: Any = None) -> Gateway:
     """A system and its app (``inline``: its storage on the trio thread, for the autojump
-    clock; else each connection on its own thread, as served)."""
+    clock; else each connection on its own thread, as served; ``webhook_transport``: an
+    httpx transport the webhooks go to)."""
     from leasegate.actors.keys.records import CreateKey, Role
     from leasegate.actors.system import new_system
     from leasegate.http.app import create_app
 
     system = new_system(path, settings, clock=clock, inline_storage=inline)
-    app = create_app(system)
+    app = create_app(system, webhook_transport=webhook_transport)
     await nursery.start(system.run)
     gateway = Gateway(system, app)
     keys: tuple[tuple[str, Role, str | None], ...] = (

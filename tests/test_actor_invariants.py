@@ -38,6 +38,9 @@ from leasegate.actors.tasks import lease as task_lease
 from leasegate.actors.tasks import operator as task_operator
 from leasegate.actors.tasks import reads as task_reads
 from leasegate.actors.tasks import submit as task_submit
+from leasegate.actors.webhooks import actor as webhooks_actor
+from leasegate.actors.webhooks import deliveries as webhook_deliveries
+from leasegate.actors.webhooks import endpoints as webhook_endpoints
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, LeasegateError
 from leasegate.settings import Settings
@@ -146,6 +149,19 @@ VALID: dict[type[Any], Any] = {
     query_operator.QueriesQueuedAt: query_operator.QueriesQueuedAt(("shop",)),
     rehold.HoldAgain: rehold.HoldAgain("task", "t1", "ten", 5),
     rehold.HoldsAgain: rehold.HoldsAgain((rehold.HoldAgain("query", "q3", "ten", 5),)),
+    webhook_endpoints.CreateEndpoint: webhook_endpoints.CreateEndpoint(
+        "ten", "https://hooks.test/x", ("task.failed",), "orders"),
+    webhook_endpoints.ListEndpoints: webhook_endpoints.ListEndpoints(Page(), "ten"),
+    webhook_endpoints.GetEndpoint: webhook_endpoints.GetEndpoint("ep_1", "ten"),
+    webhook_endpoints.UpdateEndpoint: webhook_endpoints.UpdateEndpoint(
+        "ep_1", "ten", "https://hooks.test/y", ("query.failed",), "d", True),
+    webhook_endpoints.DeleteEndpoint: webhook_endpoints.DeleteEndpoint("ep_1", "ten"),
+    webhook_endpoints.RotateSecret: webhook_endpoints.RotateSecret("ep_1", "ten"),
+    webhook_deliveries.ListDeliveries: webhook_deliveries.ListDeliveries("ep_1", "ten"),
+    webhook_deliveries.RetryDelivery: webhook_deliveries.RetryDelivery("ep_1", "ten", "msg_1"),
+    webhook_deliveries.ClaimDue: webhook_deliveries.ClaimDue("gw", 10, 40.0),
+    webhook_deliveries.RecordAttempts: webhook_deliveries.RecordAttempts("gw", (
+        webhook_deliveries.Attempt("msg_1", "ep_1", "{}", False, 500, "HTTP 500", "down"),)),
 }
 
 # Values each named field must refuse (400), whatever the rest of the message says.
@@ -170,11 +186,18 @@ OUT_OF_RANGE: dict[str, tuple[object, ...]] = {
                   Redrive("failed", kind=""), Redrive("failed", kind="a b"),
                   Redrive("failed", tenant="a\n"), Redrive("failed", since=NAN),
                   Redrive("failed", until=-1.0), Redrive("failed", limit=0)),
+    "url": ("", "ftp://x.test/", "https://", "https://u:p@x.test/", "https://[::1", "a\ud800",
+            "https://x.test/" + "a" * 2048),
+    "events": ((), ("task.started",), ("task.failed", 7)), "description": ("x" * 501,),
+    "endpoint_id": ("", "a\n"), "delivery_id": ("", "a\n"), "disabled": ("yes", 1),
+    "gateway": ("", "g" * 129), "limit": (0, 1001, True), "lease": (0, NAN, -1.0),
+    "attempts": ((1,), (webhook_deliveries.Attempt("a\n", "ep_1", "{}", True, 200, None,
+                                                   None),)),
 }
 
 
 MODULES = (*tasks_actor.MODULES, *queries_actor.MODULES, *ledger_actor.MODULES,
-           *keys_actor.MODULES, *devices_actor.MODULES)
+           *keys_actor.MODULES, *devices_actor.MODULES, *webhooks_actor.MODULES)
 
 
 def messages_of(module: ModuleType) -> Iterator[type[Message]]:
@@ -216,7 +239,7 @@ def owner(system: System, cls: type[Message]) -> Ref[Any]:
     """The ref of the actor whose package defines ``cls``."""
     refs: dict[str, Ref[Any]] = {"tasks": system.tasks, "queries": system.queries,
                                  "ledger": system.ledger, "keys": system.keys,
-                                 "devices": system.devices}
+                                 "devices": system.devices, "webhooks": system.webhooks}
     return refs[cls.__module__.split(".")[2]]
 
 

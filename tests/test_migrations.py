@@ -45,6 +45,7 @@ RELEASED = {
     16: "2492f16e8b758cc6",  # site tokens
     18: "5ed174d2978af094",  # query retries
     19: "e5a3f4463d4f95d2",  # schedules
+    20: "9ef3e3fb05f137a3",  # webhooks
     22: "bd084ab734c3efe7",  # key revocation order
     24: "e6cbc5778cc68183",  # worker channels
 }

@@ -38,7 +38,7 @@ from leasegate.clock import Clock
 from leasegate.http.app import create_app
 from leasegate.settings import Settings
 from leasegate.storage.datadir import db_path
-from tests.served import Served, start, stop
+from tests.served import Served, free_port, start, stop
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -62,6 +62,9 @@ HOUSEKEEPING_ENV = {
     "LEASEGATE_RATE_LIMIT_BURST": "100",
     "LEASEGATE_ADDRESS_RATE_LIMIT_PER_SECOND": "100",
     "LEASEGATE_ADDRESS_RATE_LIMIT_BURST": "100",
+    # An endpoint keeps one pending webhook delivery; the older ones are dropped.
+    "LEASEGATE_WEBHOOK_ALLOW_PRIVATE": "1",
+    "LEASEGATE_WEBHOOK_MAX_PENDING": "1",
 }
 RECOVERY_ENV = {
     "LEASEGATE_LEDGER_RECOVER_INTERVAL": "0.2",
@@ -290,6 +293,32 @@ def test_idle_rate_limit_buckets_are_dropped(housekeeping: Callers) -> None:
                lambda counts: counts == (1, 0))
 
 
+def test_pending_webhook_deliveries_past_their_bound_are_dropped(
+        housekeeping: Callers) -> None:
+    refused = f"http://127.0.0.1:{free_port()}/hooks"  # nothing listens: each stays pending
+    created = housekeeping.client.post("/v1/webhooks", json={
+        "url": refused, "events": ["task.succeeded"]})
+    assert created.status_code == 201, created.text
+    endpoint_id = created.json()["endpoint_id"]
+    for _ in range(3):
+        task_id, token = housekeeping.run_task("hooks")
+        done = housekeeping.worker.post(f"/v1/tasks/{task_id}/result", json={
+            "worker_id": "w1", "lease_token": token, "outcome": "succeeded"})
+        assert done.status_code == 200, done.text
+
+    def statuses() -> list[tuple[str, str | None]]:
+        listed = housekeeping.client.get(f"/v1/webhooks/{endpoint_id}/deliveries")
+        items = listed.json()["items"]
+        return [(d["status"], d["last_error"]) for d in items]
+
+    found = eventually(statuses, lambda s: [status for status, _ in s].count("failed") == 2)
+    # The newest stays pending; the two older ones were failed unsent, and counted.
+    assert found[0][0] == "pending"
+    assert all("webhook_max_pending" in (error or "") for _, error in found[1:])
+    assert re.search(r"^leasegate_webhook_deliveries_dropped_total 2\.0$",
+                     housekeeping.admin.get("/metrics").text, re.MULTILINE)
+
+
 # ---- the ledger: retention, recovery ---------------------------------------------------
 
 def test_settled_holds_are_deleted_after_retention_and_the_journal_stays(
@@ -406,7 +435,8 @@ async def test_health_is_degraded_when_a_job_has_not_run_for_three_intervals(
         # On-demand work is listed too, and never overdue.
         assert set(report["details"]["on_demand_jobs"]) == {
             "artifacts.delete_files", "tasks.deadlines", "devices.forward_device_actions",
-            "keys.revocations", "schedules.claim_due_fires", "schedules.submit_fires"}
+            "keys.revocations", "schedules.claim_due_fires", "schedules.submit_fires",
+            "webhooks.deliver"}
         assert report["details"]["on_demand_jobs"]["tasks.deadlines"]["every"] is None
 
         await trio.sleep(31)  # 181 s: three intervals without a completed run

@@ -31,6 +31,7 @@ RELEASED = {
     16: "4436b7730b3acc48",  # site tokens
     18: "c4d0942d40069bd3",  # query retries
     19: "ce99d92dd9ed2576",  # schedules
+    20: "b9f9938aef2041c1",  # webhooks
     22: "78ee7ddef13f6c7e",  # key revocation order
     24: "45c9c8c0712f5b32",  # worker channels
 }

@@ -65,6 +65,9 @@ from leasegate.actors.tasks.actor import open_tasks
 from leasegate.actors.tasks.artifacts import Upload
 from leasegate.actors.tasks.reads import ExistingTasks
 from leasegate.actors.tasks.ref import Tasks, TasksRef
+from leasegate.actors.webhooks.actor import open_webhooks
+from leasegate.actors.webhooks.bell import Bell
+from leasegate.actors.webhooks.ref import WebhooksRef
 from leasegate.clock import Clock
 from leasegate.errors import StateConflict, Unavailable
 from leasegate.logs import Throttled
@@ -169,6 +172,13 @@ class System:
                                      inbox=tasks, ledger=self.ledger, events=self.events)
         self.device_actor, self._forwarder = open_devices(
             self._database("devices"), clock, settings, inbox=devices, tasks=self.tasks)
+        # Webhooks: endpoints and deliveries; the queues write deliveries with the
+        # transitions (the outbox) and ring the deliverer's bell after their commits.
+        self.webhook_actor = open_webhooks(self._database("webhooks"), clock, settings)
+        self.webhooks: WebhooksRef = self.webhook_actor.ref
+        self.webhook_bell = Bell()
+        for queue in (self.task_actor, self.query_actor):
+            queue.turn.history.outbox_written = self.webhook_bell.ring
         # Tasks and queries as routes use them: the submit saga, billing in every view.
         self.jobs = Jobs(tasks=self.tasks, queries=self.queries, ledger=self.ledger,
                          max_wait=settings.max_wait_seconds)
@@ -180,6 +190,7 @@ class System:
         self._background: list[BackgroundJob] = []
         self._schedule_housekeeping(settings)
         self._deleter = JobRecord("delete_files", owner="artifacts", every=math.inf)
+        self._added_services: list[tuple[JobRecord, Callable[[], Awaitable[None]]]] = []
         self._closed = trio.Event()
         self._probed_at = -math.inf
         self._probe_ok = False
@@ -237,7 +248,7 @@ class System:
     @property
     def actors(self) -> tuple[Actor[Any, Any], ...]:
         return (self.key_actor, self.ledger_actor, self.query_actor, self.task_actor,
-                self.device_actor, self.schedule_actor)
+                self.device_actor, self.schedule_actor, self.webhook_actor)
 
     def add_background_job(self, owner: str, name: str, every: float,
                            fn: Callable[[float], Awaitable[object]], *,
@@ -249,6 +260,12 @@ class System:
         if shared:
             record.gateway = self.gateway
         self._background.append(BackgroundJob(record, fn, shared))
+
+    def add_service(self, record: JobRecord, run: Callable[[], Awaitable[None]]) -> None:
+        """Run ``await run()`` beside the actors once the system runs (work that comes
+        when it comes, such as webhook deliveries: ``record`` counts its runs, never
+        overdue); cancelled when the system closes."""
+        self._added_services.append((record, run))
 
     # ---- what the HTTP layer may use ---------------------------------------------
 
@@ -270,7 +287,7 @@ class System:
         """The on-demand work (no fixed interval: never overdue)."""
         return (self._deleter, self.task_actor.turn.deadline_timer, self._forwarder.record,
                 self.revocations.record, self.schedule_actor.turn.timer,
-                self._submitter.record)
+                self._submitter.record, *(record for record, _ in self._added_services))
 
     def _job_records(self) -> list[JobRecord]:
         records = [job.record for actor in self.actors for job in actor.jobs]
@@ -375,6 +392,8 @@ class System:
                                     self.revocations.check_next)
                     jobs.start_soon(serve_guarded, self._submitter.record, self.clock, window,
                                     self._submitter.submit_next)
+                    for _, service in self._added_services:
+                        jobs.start_soon(service)
                     task_status.started()
                     await self._closed.wait()
                     jobs.cancel_scope.cancel()  # they hold nothing worth finishing

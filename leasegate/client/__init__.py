@@ -94,6 +94,7 @@ from leasegate.client._types import (
     Task,
     TaskSubmitted,
 )
+from leasegate.client._webhooks import WebhookVerificationError, verify_webhook
 
 __all__ = [
     "Account",
@@ -144,5 +145,7 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Unavailable",
+    "WebhookVerificationError",
     "Worker",
+    "verify_webhook",
 ]

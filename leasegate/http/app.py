@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
+import httpx
 import orjson
 from quart import Response
 from quart.globals import _cv_app, _cv_request
@@ -37,6 +38,7 @@ from leasegate.http import (
     routes_queries,
     routes_schedules,
     routes_tasks,
+    routes_webhooks,
 )
 from leasegate.http.auth import Authenticator
 from leasegate.http.connection import connection_class
@@ -47,6 +49,7 @@ from leasegate.http.openapi import LeasegateOpenAPI
 from leasegate.http.parked import ParkedPolls
 from leasegate.http.preflight import Preflight
 from leasegate.http.uploads import UploadSlots
+from leasegate.http.webhook_delivery import Deliverer
 
 # Keys and items of one JSON body: bounds the work of parsing and validating it,
 # which the byte limit alone does not (100k one-byte keys fit in a megabyte).
@@ -155,7 +158,10 @@ class JSONProvider(DefaultJSONProvider):
         return document
 
 
-def create_app(system: System) -> QuartTrio:
+def create_app(system: System, *,
+               webhook_transport: httpx.AsyncBaseTransport | None = None) -> QuartTrio:
+    """The app of ``system`` (``webhook_transport``: where webhooks go instead of the
+    network, for tests)."""
     app = QuartTrio("leasegate")
     # Body guard, one task a request, the answer in two messages (see connection).
     app.asgi_http_class = connection_class(system.settings)
@@ -196,9 +202,12 @@ def create_app(system: System) -> QuartTrio:
     system.add_background_job("http", "rate_limit_buckets",
                               system.settings.housekeeping_interval, sweep_buckets)
 
+    deliverer = Deliverer(system, webhook_transport)
+    system.add_service(deliverer.record, deliverer.run)
+
     for blueprint in (routes_queries.bp, routes_tasks.bp, routes_artifacts.bp, routes_admin.bp,
                       routes_ledger.bp, routes_events.bp, routes_devices.bp, routes_operator.bp,
-                      routes_schedules.bp):
+                      routes_schedules.bp, routes_webhooks.bp):
         app.register_blueprint(blueprint)
     errors.install(app)
     docs.install(app)

@@ -69,6 +69,7 @@ class Metrics(Collector):
         self._artifacts: dict[str, int] = {}
         # (channel, site) -> its backlog, of the sites with the most queued work
         self._backlogs: dict[tuple[str, str], Backlog] = {}
+        self._webhooks_dropped = 0
         self.registry.register(self)
         # process_* series (memory, CPU, open fds): the library's own collector.
         ProcessCollector(registry=self.registry)
@@ -107,6 +108,7 @@ class Metrics(Collector):
         self._scraped_at = system.clock.now()
         self._devices = await system.devices.ask(CountDevices())
         self._artifacts = system.artifacts.delete_failures.copy()
+        self._webhooks_dropped = system.webhook_actor.turn.dropped
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -157,6 +159,10 @@ class Metrics(Collector):
         for by, n in sorted(self._artifacts.items()):
             failures.add_metric([by], n)
         yield failures
+        yield CounterMetricFamily(
+            "leasegate_webhook_deliveries_dropped", "Webhook deliveries this gateway failed "
+            "unsent: the oldest pending of an endpoint past webhook_max_pending",
+            value=self._webhooks_dropped)
         yield GaugeMetricFamily("leasegate_ledger_audit_ok",
                                 "1 if the last ledger audit passed, else 0",
                                 value=1 if self._ledger_ok else 0)

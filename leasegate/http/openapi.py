@@ -48,7 +48,8 @@ from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN, RESERVED_JOB_IDS
 ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
 BINARY = {"type": "string", "format": "binary"}
 ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN}
-PATH_IDS = ("task_id", "query_id", "key_id", "device_id", "account", "site", "schedule_id")
+PATH_IDS = ("task_id", "query_id", "key_id", "device_id", "account", "site", "schedule_id",
+            "endpoint_id", "delivery_id")
 # A tenant's account, the one a credit may go to: an id not starting with "@".
 TENANT_ACCOUNT = {"type": "string", "pattern": r"^[A-Za-z0-9._:-][A-Za-z0-9._:@-]{0,63}$"}
 # GET /v1/tasks/lease is the lease route's 405, not a read of a task called "lease".

@@ -31,7 +31,8 @@ from leasegate.http.context import header
 from leasegate.http.continuation import continue_body, continues_body_itself
 from leasegate.ids import ID_RULE, is_id
 
-ID_ARGS = ("task_id", "query_id", "key_id", "device_id", "site", "schedule_id")
+ID_ARGS = ("task_id", "query_id", "key_id", "device_id", "site", "schedule_id", "endpoint_id",
+           "delivery_id")
 PUBLIC_ENDPOINTS = {"admin.health", "openapi", *docs.ENDPOINTS}
 CONSOLE_BLUEPRINT = "console"
 

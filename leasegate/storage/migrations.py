@@ -104,6 +104,7 @@ MIGRATIONS: list[Migration] = [
     frozen(16, "site tokens"),
     frozen(18, "query retries"),
     frozen(19, "schedules"),
+    frozen(20, "webhooks"),
     frozen(22, "key revocation order"),
     frozen(24, "worker channels"),
 ]

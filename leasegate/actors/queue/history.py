@@ -20,7 +20,7 @@ line only; the job's ``billing`` still shows the settlement.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +29,16 @@ from leasegate.actors.payloads import compact_json, stored_loads
 from leasegate.actors.queue.leases import job_changed
 from leasegate.actors.runtime.turn import Turn
 from leasegate.actors.views import Instant
-from leasegate.storage import events_sql
+from leasegate.actors.webhooks.events import event_type
+from leasegate.storage import events_sql, webhooks_sql
 from leasegate.storage.engine import Connection, Row
 
 if TYPE_CHECKING:
     from leasegate.actors.queue.event_hub import EventHub
 
+
+# Events recorded on a job that stays as it was (its status is no transition's).
+NOT_TRANSITIONS = frozenset({"settled"})
 
 # A detail value larger than this (as JSON) is recorded by its size only: a progress
 # checkpoint may be 64 KiB, and a job keeps 200 events, the live ring 10,000.
@@ -84,6 +88,8 @@ class JobHistory:
         self.channel: Channel = channel
         self.id_column = id_column
         self.hub = hub
+        # Rung after a commit that wrote webhook deliveries (the deliverer's wake-up).
+        self.outbox_written: Callable[[], None] | None = None
 
     def record(self, job_id: str, kind: str, *, job: events_sql.JobRow | None = None,
                **detail: Any) -> None:
@@ -97,6 +103,8 @@ class JobHistory:
         at = turn.now
         row = events_sql.append(turn.conn, self.channel, job_id, kind, compact_json(kept), at,
                                 job)
+        if row is not None:
+            self._outbox(kind, [(job_id, row)])
         hub = self.hub
         if row is not None and hub is not None:
             event = JobEvent(row["event_id"], self.channel, job_id, row["tenant"], row["site"],
@@ -118,6 +126,8 @@ class JobHistory:
             turn.conn, self.channel, kind, at,
             [(job_id, compact_json(d), job) for (job_id, job, _), d in zip(jobs, kept,
                                                                           strict=True)])
+        self._outbox(kind, [(job_id, row) for (job_id, _, _), row in zip(jobs, rows,
+                                                                        strict=True)])
         hub = self.hub
         if hub is not None:
             events = [JobEvent(row["event_id"], self.channel, job_id, row["tenant"],
@@ -126,6 +136,18 @@ class JobHistory:
                       for row, (job_id, _, _), d in zip(rows, jobs, kept, strict=True)]
 
             turn.after_commit(lambda: hub.publish_many(events))
+
+    def _outbox(self, kind: str, jobs: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """The webhook deliveries of the jobs' transitions that are webhook events, in
+        this transaction: a crash cannot keep the transition and lose its deliveries."""
+        if kind in NOT_TRANSITIONS:
+            return
+        events = [(self.channel, job_id, row["tenant"], name) for job_id, row in jobs
+                  if (name := event_type(self.channel, row["status"])) is not None]
+        if events and webhooks_sql.write_outbox(self.turn.conn, self.turn.now, events):
+            ring = self.outbox_written
+            if ring is not None:
+                self.turn.after_commit(ring)
 
     def controlled(self, action: str, before: Row, after: Row, by: str | None = None,
                    reason: str | None = None) -> None:

@@ -6,12 +6,13 @@ from quart import Quart
 from quart_schema import hide
 
 from leasegate.actors.system import System
-from leasegate.http.console import actions, operator, pages, schedules
+from leasegate.http.console import actions, operator, pages, schedules, webhooks
 from leasegate.http.console.activity import Activity
 from leasegate.http.console.blueprint import bp
 
 __all__ = ["bp", "install"]
-ROUTE_MODULES = (pages, actions, operator, schedules)  # imported for their routes on ``bp``
+# Imported for their routes on ``bp``.
+ROUTE_MODULES = (pages, actions, operator, schedules, webhooks)
 
 
 def install(app: Quart, system: System) -> None:

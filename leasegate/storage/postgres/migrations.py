@@ -45,6 +45,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     frozen(16, "site tokens", FROZEN),
     frozen(18, "query retries", FROZEN),
     frozen(19, "schedules", FROZEN),
+    frozen(20, "webhooks", FROZEN),
     frozen(22, "key revocation order", FROZEN),
     frozen(24, "worker channels", FROZEN),
 ]
