@@ -44,6 +44,7 @@ RELEASED = {
     15: "d116c49663fe311f",  # job errors and search
     16: "2492f16e8b758cc6",  # site tokens
     24: "e6cbc5778cc68183",  # worker channels
+    25: "09e05f8aacb47d98",  # job events by time
 }
 
 

@@ -30,6 +30,7 @@ RELEASED = {
     15: "e219c873340e04c1",  # job errors and search
     16: "4436b7730b3acc48",  # site tokens
     24: "45c9c8c0712f5b32",  # worker channels
+    25: "09e05f8aacb47d98",  # job events by time
 }
 
 

@@ -103,6 +103,7 @@ MIGRATIONS: list[Migration] = [
     frozen(15, "job errors and search"),
     frozen(16, "site tokens"),
     frozen(24, "worker channels"),
+    frozen(25, "job events by time"),
 ]
 
 

@@ -44,6 +44,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     frozen(15, "job errors and search", FROZEN),
     frozen(16, "site tokens", FROZEN),
     frozen(24, "worker channels", FROZEN),
+    frozen(25, "job events by time", FROZEN),
 ]
 
 

@@ -413,6 +413,7 @@ CREATE TABLE job_events (
     detail     text NOT NULL
 );
 CREATE INDEX job_events_by_job ON job_events (channel, job_id, event_id);
+CREATE INDEX job_events_by_time ON job_events (channel, at);
 CREATE FUNCTION job_events_purge_task() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -539,3 +540,4 @@ INSERT INTO schema_version (version, name) VALUES (14, 'periodic runs');
 INSERT INTO schema_version (version, name) VALUES (15, 'job errors and search');
 INSERT INTO schema_version (version, name) VALUES (16, 'site tokens');
 INSERT INTO schema_version (version, name) VALUES (24, 'worker channels');
+INSERT INTO schema_version (version, name) VALUES (25, 'job events by time');

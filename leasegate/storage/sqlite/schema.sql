@@ -379,6 +379,7 @@ CREATE TABLE job_events (
     detail     TEXT NOT NULL
 );
 CREATE INDEX job_events_by_job ON job_events (channel, job_id, event_id);
+CREATE INDEX job_events_by_time ON job_events (channel, at);
 CREATE TRIGGER job_events_purge_task AFTER DELETE ON tasks BEGIN
     DELETE FROM job_events WHERE channel = 'task' AND job_id = OLD.task_id;
 END;
@@ -502,4 +503,4 @@ CREATE TABLE periodic_runs (
 ) WITHOUT ROWID;
 
 
-PRAGMA user_version = 24;
+PRAGMA user_version = 25;
