@@ -61,7 +61,9 @@
     var refused;
     try { refused = JSON.parse(text); } catch (e) { return; }
     var form = Array.prototype.filter.call(document.querySelectorAll("form[method=post]"),
-      function (f) { return new URL(f.action, window.location.href).pathname === refused.action; })[0];
+      function (f) { // the attribute: a field named "action" hides the form's property
+        return new URL(f.getAttribute("action") || "", window.location.href).pathname === refused.action;
+      })[0];
     if (!form) { return; } // the notice above says it
     var details = form.closest("details");
     if (details) { details.open = true; }
