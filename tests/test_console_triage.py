@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,14 @@ def _shot(page: Page, path: Path) -> None:
         page.evaluate("document.activeElement && document.activeElement.blur()")
         path.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(path), full_page=True)
+
+
+def _signed_in(browser: Any, gateway: Served, cookie: dict[str, Any], name: str,
+               **context_args: Any) -> Iterator[Console]:
+    """A tab signed in as the bootstrap admin, in a browser context of its own."""
+    for tab in _open(browser, gateway.url, name, **context_args):
+        tab.page.context.add_cookies([cookie])  # type: ignore[list-item]
+        yield tab
 
 
 def _stale_on(served: Served, site: str, task_ids: list[str]) -> None:
@@ -189,8 +198,8 @@ def test_a_refused_throttle_stays_on_its_form_with_the_values(admin_tab: Console
 
 def test_dates_are_utc_everywhere_and_time_fields_are_pickers(
         browser: Any, gateway: Served, session_cookie: dict[str, Any]) -> None:
-    for tab in _open(browser, gateway.url, "utc-dates", timezone_id="Asia/Tokyo"):
-        tab.page.context.add_cookies([session_cookie])  # type: ignore[list-item]
+    for tab in _signed_in(browser, gateway, session_cookie, "utc-dates",
+                          timezone_id="Asia/Tokyo"):
         page = tab.page
         tab.go("/console/tasks?site=books")
         updated = _ok(gateway.client("admin").get("/v1/tasks/later-1"))["updated_at"]
@@ -213,8 +222,7 @@ def test_dates_are_utc_everywhere_and_time_fields_are_pickers(
 
 def test_the_live_feed_links_and_the_theme_is_remembered(
         browser: Any, gateway: Served, session_cookie: dict[str, Any]) -> None:
-    for tab in _open(browser, gateway.url, "theme", color_scheme="light"):
-        tab.page.context.add_cookies([session_cookie])  # type: ignore[list-item]
+    for tab in _signed_in(browser, gateway, session_cookie, "theme", color_scheme="light"):
         page = tab.page
         tab.go("/console/")
         _ok(gateway.client("client").post("/v1/tasks", json={
