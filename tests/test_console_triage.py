@@ -194,6 +194,16 @@ def test_a_refused_throttle_stays_on_its_form_with_the_values(admin_tab: Console
     row.get_by_label("Why resume formsite").fill("done")
     row.get_by_role("button", name="Resume").click()
     expect(page.locator(".notice-ok")).to_contain_text("site formsite: resumed")
+    # Another form, another page: a credit over the most an amount may be.
+    tab.go("/console/ledger")
+    too_much = "9" * 20
+    page.get_by_label("Account (the tenant)").fill("default")
+    page.get_by_label("Amount").fill(too_much)
+    page.get_by_label("Reference").fill("wire-too-much")
+    page.get_by_role("button", name="Credit").click()
+    expect(page.locator("form .form-error")).to_contain_text("amount must be a whole number")
+    expect(page.get_by_label("Amount")).to_have_value(too_much)
+    expect(page.get_by_label("Reference")).to_have_value("wire-too-much")
 
 
 def test_dates_are_utc_everywhere_and_time_fields_are_pickers(
