@@ -5,7 +5,8 @@ Read from the job history in the database (``queue.activity``: one aggregate
 over an index range a channel), so the charts survive a restart and count every
 gateway's work; both channels summed::
 
-    charts = await read_charts(system, now)   # three Chart values for the overview page
+    tasks, queries = await read_activity(system, now)
+    charts(now, tasks, queries)   # three Chart values for the overview page
 """
 
 from __future__ import annotations
