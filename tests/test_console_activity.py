@@ -12,8 +12,12 @@ from leasegate.actors.queue.activity import Activity, Minute
 from leasegate.clock import Clock
 from leasegate.http.console.activity import charts
 from leasegate.settings import Settings
+from leasegate.storage import activity_sql
+from leasegate.storage.connection import connect
+from leasegate.storage.migrations import migrate
 from tests.conftest import Gateway, start_gateway
 from tests.test_console_operator import signed_in
+from tests.test_query_plans import Recorder, plan
 
 pytestmark = pytest.mark.both_engines
 
@@ -72,3 +76,19 @@ def test_the_charts_sum_the_channels_by_minute_and_keep_the_last_hour() -> None:
     assert found["dispatch latency"].caption.endswith("peak 1500 ms")
     assert found["submits"].top_label == "2 /min"  # the y axis: 0 to a round top
     assert len(found["submits"].points.split()) == 60
+
+
+def test_the_activity_reads_are_ranges_of_the_time_index(tmp_path: Path) -> None:
+    """Each read is a range of ``job_events_by_time``: never a walk of the history."""
+    conn = connect(tmp_path / "plans.db", synchronous="OFF")
+    migrate(conn)
+    recorder = Recorder(conn)
+    activity_sql.per_minute(recorder, "task", 0.0, 3600.0)  # type: ignore[arg-type]
+    activity_sql.failures_by_site(recorder, "task", 0.0, 82_800.0, 86_400.0,  # type: ignore[arg-type]
+                                  20)
+    assert len(recorder.statements) == 2
+    for sql, args in recorder.statements:
+        lines = plan(conn, sql, args)
+        assert any("job_events USING INDEX job_events_by_time (channel=? AND at>? AND at<?)"
+                   in line for line in lines), lines
+        assert not any(line.startswith("SCAN job_events") for line in lines), lines
