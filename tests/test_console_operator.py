@@ -1,9 +1,11 @@
 """The console's operator forms over HTTP, without a browser: a query's retry, a bulk
-retry that runs only once confirmed, a site's throttle, and the refusals (400 pages,
-nothing changed)."""
+retry that runs only once confirmed, a site's throttle, and the refusals (back to the
+form's page with the error and the values sent, nothing changed)."""
 
 from __future__ import annotations
 
+import html as html_module
+import json
 from typing import Any
 
 from tests.conftest import Gateway
@@ -22,6 +24,23 @@ async def post(gateway: Gateway, path: str, form: dict[str, str]) -> tuple[int, 
     response = await gateway.client.post(path, form=form)
     html: str = await response.get_data(as_text=True)
     return response.status_code, html
+
+
+async def refused(gateway: Gateway, path: str, form: dict[str, str],
+                  back: str = "/console/") -> dict[str, Any]:
+    """A form refused: 303 back to the page it came from (its Referer), whose next
+    reading carries the error and the values sent, for the script to show on the form."""
+    response = await gateway.client.post(path, form=form, headers={
+        "Referer": f"http://localhost{back}"})
+    assert response.status_code == 303, await response.get_data(as_text=True)
+    assert response.headers["Location"] == back
+    html: str = await (await gateway.client.get(back)).get_data(as_text=True)
+    kept = json.loads(html_module.unescape(html.split('data-refused="', 1)[1].split('"', 1)[0]))
+    assert kept["action"] == path
+    assert "csrf" not in kept["values"]
+    notice = html_module.escape(kept["message"], quote=False)
+    assert f'notice-error" role="status"><span class="notice-text">{notice}' in html
+    return dict(kept)
 
 
 async def failed_query(gateway: Gateway, query_id: str) -> None:
@@ -45,8 +64,10 @@ async def test_a_query_is_retried_from_its_page(gateway: Gateway) -> None:
     await failed_query(gateway, "cq1")
     html = await (await gateway.client.get("/console/queries/cq1")).get_data(as_text=True)
     assert 'action="/console/queries/cq1/retry"' in html and "/cancel" not in html
-    status, _ = await post(gateway, "/console/queries/cq1/retry", {"csrf": csrf, "reason": ""})
-    assert status == 400 and (await job(gateway, "/v1/queries/cq1"))["status"] == "failed"
+    kept = await refused(gateway, "/console/queries/cq1/retry", {"csrf": csrf, "reason": ""},
+                         back="/console/queries/cq1")
+    assert kept["message"] == "reason is required"
+    assert (await job(gateway, "/v1/queries/cq1"))["status"] == "failed"
     status, _ = await post(gateway, "/console/queries/cq1/retry",
                            {"csrf": csrf, "reason": "the shop is up"})
     assert status == 303 and (await job(gateway, "/v1/queries/cq1"))["status"] == "queued"
@@ -65,10 +86,11 @@ async def test_a_bulk_retry_runs_only_once_confirmed(gateway: Gateway) -> None:
     status, _ = await post(gateway, "/console/redrive", {**form, "confirm": "yes"})
     assert status == 303 and (await job(gateway, "/v1/queries/bq1"))["status"] == "queued"
     for bad in ({"status": "canceled"}, {"limit": "0"}, {"limit": "５"},
-                {"since": "yesterday"}, {"since": "2026-12-01T08:00:00"}, {"site": "a b"},
+                {"since": "yesterday"}, {"since": "2026-12-01 08:00 CET"}, {"site": "a b"},
                 {"channel": "devices"}, {"reason": ""}):
-        status, _ = await post(gateway, "/console/redrive", {**form, **bad})
-        assert status == 400, bad
+        kept = await refused(gateway, "/console/redrive", {**form, **bad},
+                             back="/console/redrive?channel=query")
+        assert kept["values"] == {k: v for k, v in {**form, **bad}.items() if k != "csrf"}
 
 
 async def test_a_site_is_throttled_and_refusals_change_nothing(gateway: Gateway) -> None:
@@ -79,11 +101,12 @@ async def test_a_site_is_throttled_and_refusals_change_nothing(gateway: Gateway)
     _, sites = await gateway.call("GET", "/v1/sites", "admin")
     assert sites["items"][0]["leases_per_second"] == 1.5
     for bad in ("0", "-1", "nan", "inf", "fast", "１"):
-        status, _ = await post(gateway, "/console/sites/shop/throttle",
-                               {"csrf": csrf, "leases_per_second": bad})
-        assert status == 400, bad
-    status, _ = await post(gateway, "/console/sites/shop/pause", {"csrf": csrf, "reason": ""})
-    assert status == 400
+        kept = await refused(gateway, "/console/sites/shop/throttle",
+                             {"csrf": csrf, "leases_per_second": bad}, back="/console/sites")
+        assert kept["values"] == {"leases_per_second": bad}
+        assert kept["message"].startswith("leases_per_second must be a number > 0")
+    await refused(gateway, "/console/sites/shop/pause", {"csrf": csrf, "reason": ""},
+                  back="/console/sites")
     status, _ = await post(gateway, "/console/sites/shop/pause", {"reason": "no csrf"})
     assert status == 403
     _, sites = await gateway.call("GET", "/v1/sites", "admin")

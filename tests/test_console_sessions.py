@@ -5,9 +5,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from leasegate.actors.queue.history import JobEvent
 from leasegate.clock import Clock
-from leasegate.http.console.activity import Activity
 from leasegate.http.console.sessions import MAX_NOTICES, Sessions
 
 
@@ -48,29 +46,3 @@ async def test_notices_are_shown_once_and_bounded(autojump_clock: trio.testing.M
     shown = session.take_notices()
     assert [text for _, text in shown] == [f"done {n}" for n in range(3, MAX_NOTICES + 3)]
     assert session.take_notices() == []
-
-
-def _event(kind: str, status: str, at: float, **detail: object) -> JobEvent:
-    return JobEvent(1, "task", "t1", "acme", "site", None, kind, status, at, dict(detail))
-
-
-def test_the_charts_count_job_events_and_keep_the_last_hour_by_minute() -> None:
-    activity = Activity()
-    activity.on_event(_event("submitted", "queued", 0.0))
-    activity.on_event(_event("leased", "leased", 2.0, attempt=1, waited=2.0))
-    activity.on_event(_event("leased", "leased", 3.0, attempt=1, waited=1.0))
-    activity.on_event(_event("leased", "leased", 4.0, attempt=2, waited=9.0))  # a redelivery
-    activity.on_event(_event("result", "running", 5.0))  # a late result: not an ending
-    activity.on_event(_event("result", "succeeded", 65.0))
-    assert activity.series("submits", 65.0)[-2:] == [1, 0]
-    assert activity.series("completions", 65.0)[-2:] == [0, 1]
-    assert activity.series("dispatch_ms", 65.0)[-2] == 1500.0
-    activity.on_event(_event("submitted", "queued", 3600.0 * 5))  # hours later
-    assert activity.series("submits", 3600.0 * 5) == [0] * 59 + [1]
-    assert len(activity._minutes) == 1  # the old minutes are gone
-    charts = {chart.name: chart for chart in activity.charts(3600.0 * 5)}
-    assert charts["submits"].caption == "submits per minute: 1 in all, peak 1"
-    assert charts["submits"].top_label == "1 /min"  # the y axis: 0 to a round top
-    assert charts["dispatch latency"].top_label == "1 ms"
-    assert len(charts["submits"].points.split()) == 60
-    assert "dispatch latency" in charts

@@ -48,6 +48,7 @@ RELEASED = {
     20: "9ef3e3fb05f137a3",  # webhooks
     22: "bd084ab734c3efe7",  # key revocation order
     24: "e6cbc5778cc68183",  # worker channels
+    25: "09e05f8aacb47d98",  # job events by time
 }
 
 

@@ -34,6 +34,7 @@ RELEASED = {
     20: "b9f9938aef2041c1",  # webhooks
     22: "78ee7ddef13f6c7e",  # key revocation order
     24: "45c9c8c0712f5b32",  # worker channels
+    25: "09e05f8aacb47d98",  # job events by time
 }
 
 

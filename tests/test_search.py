@@ -199,7 +199,7 @@ async def test_the_console_searches_and_refuses_what_it_does_not_know(gateway: G
     assert status == 200 and "bulk-00" in html and 'class="muted searched"' in html
 
 
-async def test_the_console_shows_an_error_with_its_traceback_folded(gateway: Gateway) -> None:
+async def test_the_console_shows_an_error_with_its_traceback(gateway: Gateway) -> None:
     await submit(gateway, task_id="e2")
     item = await lease_one(gateway)
     await start(gateway, item)
@@ -210,7 +210,7 @@ async def test_the_console_shows_an_error_with_its_traceback_folded(gateway: Gat
     assert status == 200
     assert '<strong class="error-type">shop.OutOfStock</strong>' in html
     assert '<span class="error-message">sku-1 sold out</span>' in html
-    assert '<details class="traceback"><summary>Traceback</summary><pre>Traceback' in html
+    assert '<details class="traceback" open><summary>Traceback</summary><pre>Traceback' in html
 
 
 def test_a_search_walks_the_creation_index_never_sorts(tmp_path: Path) -> None:

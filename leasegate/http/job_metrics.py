@@ -3,8 +3,8 @@
 The queue actors publish each event after its commit (``EventHub.own_listeners``:
 this gateway's; with several gateways, each counts its own),
 single and batch routes alike, so these figures are what happened to jobs,
-counted without a counter in the actors. The console's charts read the same
-events through :func:`ended` and :func:`first_dispatch_wait`::
+counted without a counter in the actors. The console's charts count the same
+(``storage.activity_sql``, from the job history, with these rules in SQL)::
 
     families = JobEventMetrics(registry)
     system.events.own_listeners.append(families.on_event)

@@ -17,6 +17,7 @@ from leasegate.actors.queue.retry import Redrive
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.control import (
     FindStaleTasks,
+    ReclaimAction,
     ReclaimTask,
     ReclaimTasks,
     StaleReclaimed,
@@ -136,20 +137,27 @@ async def reclaim_tasks(data: BulkReclaimBody) -> Any:
     stale) with one outcome: requeue, succeeded or failed, with a reason; ``dry_run``:
     count them only. Each is reclaimed on its own, as one reclaim would be: a task that
     is no longer stale is skipped."""
-    by = operator()
-    tasks = system().jobs.tasks.queue
-    found = await tasks.ask(FindStaleTasks(
+    return to_json(await reclaim_stale(FindStaleTasks(
         data.site, data.account, data.since.timestamp() if data.since else None,
-        data.until.timestamp() if data.until else None, data.limit))
+        data.until.timestamp() if data.until else None, data.limit),
+        data.action, data.reason, by=operator(), dry_run=data.dry_run))
+
+
+async def reclaim_stale(selection: FindStaleTasks, action: ReclaimAction, reason: str, *,
+                        by: str, dry_run: bool) -> StaleReclaimed:
+    """A bulk reclaim (this route's, the console's): the stale tasks ``selection``
+    matches, each reclaimed on its own unless ``dry_run``."""
+    tasks = system().jobs.tasks.queue
+    found = await tasks.ask(selection)
     reclaimed = 0
-    if not data.dry_run:
+    if not dry_run:
         ids = found.task_ids
         for start in range(0, len(ids), MAX_BATCH):
             replies = await tasks.ask(ReclaimTasks(tuple(
-                ReclaimTask(task_id, data.action, data.reason, by=by)
+                ReclaimTask(task_id, action, reason, by=by)
                 for task_id in ids[start:start + MAX_BATCH])))
             reclaimed += sum(not isinstance(reply, LeasegateError) for reply in replies)
-    return to_json(StaleReclaimed(found.matched, reclaimed))
+    return StaleReclaimed(found.matched, reclaimed)
 
 
 @bp.get("/v1/sites")

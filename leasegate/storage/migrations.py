@@ -107,6 +107,7 @@ MIGRATIONS: list[Migration] = [
     frozen(20, "webhooks"),
     frozen(22, "key revocation order"),
     frozen(24, "worker channels"),
+    frozen(25, "job events by time"),
 ]
 
 

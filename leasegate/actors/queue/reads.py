@@ -6,7 +6,7 @@ derives from :class:`GetJob`) and registers these handlers for them::
     class GetTask(GetJob[Tasks, TaskView]):
         \"\"\"A task; with ``wait``, parked until it is settled.\"\"\"
 
-    serve_reads(TASKS, GetTask)   # GetTask, GetHistory, RecordSettled
+    serve_reads(TASKS, GetTask)   # GetTask, GetHistory, ReadActivity, RecordSettled
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Final, TypeVar
 
 from leasegate.actors.channels import JobQueue, RecordSettled
 from leasegate.actors.checks import check_flag, check_id
+from leasegate.actors.queue.activity import ReadActivity, read_activity
 from leasegate.actors.queue.elsewhere import WorkElsewhere, heard
 from leasegate.actors.queue.history import History
 from leasegate.actors.queue.leases import job_wait
@@ -93,9 +94,11 @@ def record_settled(turn: QueueTurn[Any], m: RecordSettled) -> None:
 
 def serve_reads(handlers: Handlers[Q, QT], get: type[GetJob[Q, Any]]) -> None:
     """Register on a queue's ``handlers`` what every queue does the same way: read one
-    job (``get``, its channel's :class:`GetJob`), read a job's history, record the
+    job (``get``, its channel's :class:`GetJob`), read a job's history and the
+    channel's recent activity (``queue.activity``), record the
     ledger's settlement, and offer another gateway's work to the parked messages."""
     handlers.parks(get, WAIT_FOR_JOB)(get_job)
     handlers.on(GetHistory)(read_history)
+    handlers.on(ReadActivity)(read_activity)
     handlers.on(RecordSettled)(record_settled)
     handlers.on(WorkElsewhere)(heard)  # another gateway's work (several gateways)

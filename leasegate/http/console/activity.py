@@ -1,14 +1,12 @@
 """Submits, completions and dispatch latency per minute over the last hour, for
 the console's charts.
 
-Fed by the job events the queue actors publish after each commit (single and
-batch routes alike), so the figures are what happened to jobs, not what the
-HTTP routes answered. 60 one-minute slots in memory, since the process
-started; nothing a caller can grow::
+Read from the job history in the database (``queue.activity``: one aggregate
+over an index range a channel), so the charts survive a restart and count every
+gateway's work; both channels summed::
 
-    activity = Activity()
-    hub.listeners.append(activity.on_event)
-    activity.charts(now)   # three Chart values for the overview page
+    tasks, queries = await read_activity(system, now)
+    charts(now, tasks, queries)   # three Chart values for the overview page
 """
 
 from __future__ import annotations
@@ -16,13 +14,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from leasegate.actors.queue.history import JobEvent
-from leasegate.http.job_metrics import ended, first_dispatch_wait
+from leasegate.actors.queue.activity import Activity, Minute, ReadActivity
+from leasegate.actors.system import System
 
+DAY = 86_400.0
+HOUR = 3_600.0
 SLOTS = 60
 WIDTH, HEIGHT = 300, 90
-# The plot area's margins (left, top, right, bottom): room for the axes' labels.
-MARGINS = (44, 8, 8, 18)
+# The plot area's margins (left, top, right, bottom): room for the axes' labels, the
+# widest of which ("500 /min", "20k ms") is about 46 px at 10 px.
+MARGINS = (56, 10, 8, 18)
 
 
 @dataclass(frozen=True)
@@ -51,60 +52,40 @@ class Chart:
         return f"{self.top:g} {self.unit}"
 
 
-@dataclass
-class _Minute:
-    submits: int = 0
-    completions: int = 0
-    dispatches: int = 0  # first leases, whose waits are summed below
-    waited: float = 0.0
+async def read_activity(system: System, now: float) -> tuple[Activity, Activity]:
+    """The tasks' and the queries' activity: the last hour by minute, failures by site
+    over the last day."""
+    since = (math.floor(now / 60) - SLOTS + 1) * 60.0
+    ask = ReadActivity(since, now, now - DAY, now - HOUR)
+    return await system.tasks.ask(ask), await system.queries.ask(ask)
 
 
-class Activity:
-    def __init__(self) -> None:
-        self._minutes: dict[int, _Minute] = {}  # at most SLOTS minutes kept
+def charts(now: float, *channels: Activity) -> list[Chart]:
+    """The three charts of the channels' minutes, summed."""
+    last = int(now // 60)
+    slots = {m: [0, 0, 0, 0.0] for m in range(last - SLOTS + 1, last + 1)}
+    for activity in channels:
+        for minute in activity.minutes:
+            slot = slots.get(minute.minute)
+            if slot is not None:
+                _add(slot, minute)
+    series = list(slots.values())
+    found = []
+    for name, index in (("submits", 0), ("completions", 1)):
+        values = [float(s[index]) for s in series]
+        found.append(chart(name, f"{name} per minute: {int(sum(values))} in all, "
+                                 f"peak {int(max(values))}", values, "/min"))
+    latency = [s[3] * 1000 / s[2] if s[2] else 0.0 for s in series]
+    found.append(chart("dispatch latency", "dispatch latency (submit to first lease, "
+                       f"mean per minute): peak {max(latency):.0f} ms", latency, "ms"))
+    return found
 
-    def _slot(self, at: float) -> _Minute:
-        minute = int(at // 60)
-        slot = self._minutes.get(minute)
-        if slot is None:
-            slot = self._minutes[minute] = _Minute()
-            for old in [m for m in self._minutes if m <= minute - SLOTS]:
-                del self._minutes[old]
-        return slot
 
-    def on_event(self, event: JobEvent) -> None:
-        """Count one job event (a hub listener; runs on the trio thread)."""
-        if event.kind == "submitted":
-            self._slot(event.at).submits += 1
-        elif ended(event) is not None:
-            self._slot(event.at).completions += 1
-        elif (waited := first_dispatch_wait(event)) is not None:
-            slot = self._slot(event.at)
-            slot.dispatches += 1
-            slot.waited += waited
-
-    def _series(self, now: float) -> list[_Minute]:
-        last = int(now // 60)
-        return [self._minutes.get(m, _Minute()) for m in range(last - SLOTS + 1, last + 1)]
-
-    def series(self, name: str, now: float) -> list[float]:
-        """Per minute, oldest first: ``submits``, ``completions``, or ``dispatch_ms``
-        (the mean time from submit to first lease)."""
-        if name == "dispatch_ms":
-            return [m.waited * 1000 / m.dispatches if m.dispatches else 0.0
-                    for m in self._series(now)]
-        return [float(getattr(m, name)) for m in self._series(now)]
-
-    def charts(self, now: float) -> list[Chart]:
-        charts = []
-        for name in ("submits", "completions"):
-            values = self.series(name, now)
-            charts.append(chart(name, f"{name} per minute: {int(sum(values))} in all, "
-                                      f"peak {int(max(values))}", values, "/min"))
-        latency = self.series("dispatch_ms", now)
-        charts.append(chart("dispatch latency", "dispatch latency (submit to first lease, "
-                            f"mean per minute): peak {max(latency):.0f} ms", latency, "ms"))
-        return charts
+def _add(slot: list[float], minute: Minute) -> None:
+    slot[0] += minute.submits
+    slot[1] += minute.completions
+    slot[2] += minute.dispatches
+    slot[3] += minute.waited
 
 
 def chart(name: str, caption: str, values: list[float], unit: str) -> Chart:

@@ -13,7 +13,7 @@ import re
 import secrets
 from importlib.resources import files
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import trio
 from quart import Blueprint, Response, current_app, g, redirect, render_template, request, url_for
@@ -22,7 +22,6 @@ from werkzeug.wrappers import Response as Redirect
 from leasegate.actors.keys.views import Principal
 from leasegate.errors import LeasegateError, NotFound, Unauthorized
 from leasegate.http.auth import Authenticator
-from leasegate.http.console.activity import Activity
 from leasegate.http.console.sessions import COOKIE, Session
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates")
@@ -30,7 +29,8 @@ bp = Blueprint("console", __name__, url_prefix="/console", template_folder="temp
 OPEN_ENDPOINTS = {"console.sign_in_form", "console.sign_in", "console.static"}
 # name -> content type: the console's files (package data), nothing else.
 STATIC = {"console.css": "text/css; charset=utf-8",
-          "console.js": "text/javascript; charset=utf-8"}
+          "console.js": "text/javascript; charset=utf-8",
+          "theme.js": "text/javascript; charset=utf-8"}
 _static_cache: dict[str, bytes] = {}
 # Same origin only; no inline script or style (nothing to inject into).
 SECURITY_HEADERS = {
@@ -44,11 +44,6 @@ SECURITY_HEADERS = {
 
 def authenticator() -> Authenticator:
     found: Authenticator = current_app.extensions["leasegate.auth"]
-    return found
-
-
-def activity() -> Activity:
-    found: Activity = current_app.extensions["leasegate.console.activity"]
     return found
 
 
@@ -74,6 +69,7 @@ async def page(template: str, http_status: int = 200, **context: Any) -> Respons
     shows_notices = current is not None and REFRESH_HEADER not in request.headers
     html = await render_template(
         template, notices=current.take_notices() if shows_notices else [],
+        refused=current.take_refused() if shows_notices else None,
         csrf=current.csrf if current else "", who=g.get("principal"),
         **context)
     return Response(html, status=http_status, content_type="text/html; charset=utf-8")
@@ -150,12 +146,34 @@ async def _headers(response: Response) -> Response:
     return response
 
 
+# A refused form's fields not shown again: the token, and the confirmation of a preview.
+_NOT_KEPT = {"csrf", "confirm"}
+
+
 @bp.errorhandler(LeasegateError)
-async def _domain_error(exc: LeasegateError) -> Response:
+async def _domain_error(exc: LeasegateError) -> Response | Redirect:
+    """A refused form goes back (303) to the page it came from, where the page's script
+    shows the error on that form with the values sent; a page's error is its page."""
+    current = g.get("console_session")
+    if request.method == "POST" and current is not None and exc.status < 500:
+        form = await request.form
+        current.refuse(request.path, {k: v for k, v in form.items(multi=True)
+                                      if k not in _NOT_KEPT}, exc.message)
+        current.notify("error", exc.message)
+        return redirect(_console_path(form.get("back")) or _referrer()
+                        or url_for("console.overview"), 303)
     response = await page("error.html", exc.status, status=exc.status, message=exc.message)
     for name, value in exc.headers.items():
         response.headers[name.replace("_", "-")] = value
     return response
+
+
+def _referrer() -> str | None:
+    """The console page a form was sent from (its Referer, when of this site)."""
+    referrer = urlsplit(request.referrer or "")
+    if referrer.netloc != request.host:
+        return None
+    return _console_path(referrer.path + ("?" + referrer.query if referrer.query else ""))
 
 
 @bp.get("/static/<name>")

@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
-from quart import Response, request, url_for
+from quart import Response, redirect, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
 from leasegate.actors.jobs.operator import OperatorActions
 from leasegate.actors.queue.retry import Redrive
-from leasegate.actors.tasks.control import ControlTask
+from leasegate.actors.tasks.control import ControlTask, FindStaleTasks, ReclaimAction
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.actions import _field
 from leasegate.http.console.blueprint import back_to, bp, page, principal, session
+from leasegate.http.console.search import utc_text
 from leasegate.http.context import system
 from leasegate.http.numbers import whole_number
 from leasegate.http.render import to_json
+from leasegate.http.routes_operator import reclaim_stale as bulk_reclaim
 from leasegate.http.routes_operator import signed
 from leasegate.ids import ID_RULE, is_id
 
@@ -93,9 +95,9 @@ def _when(form: Any, name: str) -> float | None:
     if text is None:
         return None
     try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(utc_text(text).replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidRequest(f"{name} must be a date-time such as 2026-12-01T08:00:00Z") \
+        raise InvalidRequest(f"{name} must be a date-time such as 2026-12-01 08:00:00 UTC") \
             from None
     if when.tzinfo is None:
         raise InvalidRequest(f"{name} needs its offset (Z for UTC)")
@@ -112,12 +114,16 @@ def _selection(form: Any, channel: str) -> Redrive:
         if value is not None and not is_id(value):
             raise InvalidRequest(f"{name} must be {ID_RULE}")
         filters[name] = value
+    return Redrive(status, filters["site"], filters["kind"], filters["tenant"],
+                   _when(form, "since"), _when(form, "until"), _limit(form))
+
+
+def _limit(form: Any) -> int:
     limit_text = _field(form, "limit", required=False)
     limit = 1000 if limit_text is None else whole_number(limit_text, 10_000)
     if limit is None or limit < 1:
         raise InvalidRequest("limit must be a whole number 1-10000")
-    return Redrive(status, filters["site"], filters["kind"], filters["tenant"],
-                   _when(form, "since"), _when(form, "until"), limit)
+    return limit
 
 
 @bp.post("/redrive")
@@ -142,6 +148,50 @@ async def redrive() -> Response | Redirect:
     session().notify("ok", f"redrive: {done.requeued} of {done.matched} {selection.status} "
                            f"{plural} requeued")
     return back_to(form, url_for(f"console.{plural}", status="queued"))
+
+
+# ---- bulk reclaim: the same steps as redrive ------------------------------------------
+
+BULK_RECLAIM_FIELDS = ("site", "account", "since", "until", "limit", "action", "reason")
+
+
+def _stale_selection(form: Any) -> FindStaleTasks:
+    filters = {}
+    for name in ("site", "account"):
+        value = _field(form, name, required=False)
+        if value is not None and not is_id(value):
+            raise InvalidRequest(f"{name} must be {ID_RULE}")
+        filters[name] = value
+    return FindStaleTasks(filters["site"], filters["account"], _when(form, "since"),
+                          _when(form, "until"), _limit(form))
+
+
+@bp.get("/reclaim")
+async def reclaim_stale_form() -> Response:
+    return await page("reclaim.html", preview=None, fields={
+        name: request.args.get(name, "") for name in BULK_RECLAIM_FIELDS})
+
+
+@bp.post("/reclaim")
+async def reclaim_stale() -> Response | Redirect:
+    """Every stale task the selection matches resolved with one outcome and reason:
+    without ``confirm`` a dry run, shown as a preview with the button that runs it."""
+    form = await request.form
+    selection = _stale_selection(form)
+    action = _field(form, "action") or ""
+    if action not in get_args(ReclaimAction):
+        raise InvalidRequest("choose the outcome: requeue, succeeded or failed")
+    reason = _field(form, "reason") or ""
+    confirmed = form.get("confirm") == "yes"
+    done = await bulk_reclaim(selection, action, reason,  # type: ignore[arg-type]
+                              by=_by(), dry_run=not confirmed)
+    if not confirmed:
+        return await page("reclaim.html", preview=to_json(done),
+                          will=min(done.matched, selection.limit),
+                          fields={k: str(form.get(k, "")) for k in BULK_RECLAIM_FIELDS})
+    session().notify("ok", f"bulk reclaim: {done.reclaimed} of {done.matched} stale tasks "
+                           f"reclaimed as {action}")
+    return redirect(url_for("console.tasks", status="stale"), 303)
 
 
 # ---- sites ---------------------------------------------------------------------------

@@ -13,11 +13,14 @@ from leasegate.actors.ledger.accounts import GetAccount, ListAccounts, ListEntri
 from leasegate.actors.ledger.holds import ListHolds
 from leasegate.actors.pages import MAX_OFFSET, Page
 from leasegate.actors.queries.reads import CountQueries, ListQueries, ListQuerySites, QueryStatus
+from leasegate.actors.queue.activity import Activity
 from leasegate.actors.tasks.artifacts import ListArtifacts
 from leasegate.actors.tasks.presence import ListSites, ListWorkers
 from leasegate.actors.tasks.reads import CountTasks, ListTasks, TaskStatus
 from leasegate.errors import InvalidRequest, QueryNotFound, TaskNotFound
-from leasegate.http.console.blueprint import activity, bp, page
+from leasegate.http.console.activity import charts, read_activity
+from leasegate.http.console.blueprint import bp, page
+from leasegate.http.console.operator import BULK_RECLAIM_FIELDS
 from leasegate.http.console.search import form_search, message_fields
 from leasegate.http.context import system
 from leasegate.http.models_search import QueryListArgs, SearchArgs, TaskListArgs
@@ -98,11 +101,30 @@ async def overview() -> Response:
     workers = await sys.tasks.ask(ListWorkers(Page(limit=100)))
     stale = await sys.tasks.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
     audit = sys.last_audit
+    now = sys.clock.now()
+    activity = await read_activity(sys, now)
+    controls = await sys.jobs.sites.page(Page(limit=PAGE_SIZE))  # paused, throttled
     return await page(
         "overview.html", live=ALL_EVENTS, report=report,
         causes=degraded_causes(report["checks"]), tasks=tasks, queries=queries,
         workers=to_json(workers), stale=to_json(stale), audit=to_json(audit),
-        charts=activity().charts(sys.clock.now()))
+        charts=charts(now, *activity), failures=_failures_by_site(*activity),
+        controls=[site for site in to_json(controls)["items"]
+                  if site["paused"] or site["leases_per_second"] is not None])
+
+
+def _failures_by_site(*channels: Activity) -> list[dict[str, Any]]:
+    """Both channels' failures by site, summed, the most first."""
+    summed: dict[str, list[int]] = {}
+    for activity in channels:
+        for f in activity.failures:
+            counts = summed.setdefault(f.site, [0, 0, 0, 0])
+            for i, n in enumerate((f.failed_hour, f.expired_hour, f.failed_day,
+                                   f.expired_day)):
+                counts[i] += n
+    return [{"site": site, "failed_hour": c[0], "expired_hour": c[1], "failed_day": c[2],
+             "expired_day": c[3]}
+            for site, c in sorted(summed.items(), key=lambda item: (-sum(item[1]), item[0]))]
 
 
 async def _searched(model: type[S], channel: Literal["task", "query"],
@@ -130,14 +152,20 @@ async def tasks() -> Response | Redirect:
     if named is not None:
         return named
     sys = system()
-    stale = await sys.tasks.ask(ListTasks(status="stale", page=Page(limit=STALE_SHOWN)))
+    searched = message_fields(args)
+    # The stale tasks the search's other filters match, whatever status it asks for.
+    stale = await sys.tasks.ask(ListTasks(status="stale", account=args.account, **{
+        **searched, "page": Page(limit=STALE_SHOWN)}))
     artifacts = {task.task_id: to_json((await sys.tasks.ask(
         ListArtifacts(task.task_id))).items) for task in stale.items}
     found = await sys.jobs.tasks.page(ListTasks(
-        status=args.status, account=args.account, **message_fields(args)))
+        status=args.status, account=args.account, **searched))
+    # The bulk reclaim's form starts from the search's site and account.
+    bulk = {name: shown.get(name, "") if name in ("site", "account") else ""
+            for name in BULK_RECLAIM_FIELDS}
     return await page("tasks.html", live=f"{ALL_EVENTS}?channel=task", stale=to_json(stale),
                       artifacts=artifacts, found=to_json(found), statuses=TASK_STATUSES,
-                      form=shown)
+                      form=shown, bulk=bulk)
 
 
 @bp.get("/queries")

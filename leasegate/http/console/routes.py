@@ -7,7 +7,6 @@ from quart_schema import hide
 
 from leasegate.actors.system import System
 from leasegate.http.console import actions, operator, pages, schedules, webhooks
-from leasegate.http.console.activity import Activity
 from leasegate.http.console.blueprint import bp
 
 __all__ = ["bp", "install"]
@@ -16,8 +15,6 @@ ROUTE_MODULES = (pages, actions, operator, schedules, webhooks)
 
 
 def install(app: Quart, system: System) -> None:
-    activity = app.extensions["leasegate.console.activity"] = Activity()
-    system.events.listeners.append(activity.on_event)  # the charts count job events
     app.register_blueprint(bp)
     for endpoint, view in app.view_functions.items():
         if endpoint.startswith(f"{bp.name}."):

@@ -4,7 +4,8 @@ with the API's own rules (``models_search``), so a filter the page does not know
 
 The form differs from the API's query string in two ways only: an empty field is off,
 ``id`` is the id's start (``id_prefix``), and ``since``/``until`` may be a browser's
-``datetime-local`` value (``2026-11-30T08:00``), read as UTC.
+``datetime-local`` value (``2026-11-30T08:00``) or the console's own format
+(``2026-11-30 08:00:00 UTC``), both read as UTC (:func:`utc_text`).
 """
 
 from __future__ import annotations
@@ -25,17 +26,26 @@ A = TypeVar("A", bound=SearchArgs)
 PAGE_SIZE: Final = 50
 _LOCAL_MINUTE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
 _LOCAL_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+_SHOWN = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d:\d\d(?::\d\d)?) UTC")
 # What the console's pages take beside the search itself.
 _PAGE_ARGS: Final = {"offset", "limit"}
 
 
-def _form_value(name: str, value: str) -> str:
-    if name in ("since", "until"):
-        if _LOCAL_MINUTE.fullmatch(value):
-            return value + ":00Z"
-        if _LOCAL_SECOND.fullmatch(value):
-            return value + "Z"
+def utc_text(value: str) -> str:
+    """A form's time as RFC 3339: a date picker's value (no zone: the console's pickers
+    are labelled UTC) or a time as the console shows it, in UTC; anything else as given
+    (an RFC 3339 time with its offset, or what the caller's check refuses)."""
+    if shown := _SHOWN.fullmatch(value):
+        value = f"{shown[1]}T{shown[2]}"
+    if _LOCAL_MINUTE.fullmatch(value):
+        return value + ":00Z"
+    if _LOCAL_SECOND.fullmatch(value):
+        return value + "Z"
     return value
+
+
+def _form_value(name: str, value: str) -> str:
+    return utc_text(value) if name in ("since", "until") else value
 
 
 def form_search(model: type[A]) -> tuple[A, dict[str, str]]:

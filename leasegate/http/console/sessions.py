@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from leasegate.clock import Clock
 
@@ -20,6 +21,8 @@ CAPACITY = 1000
 LIFETIME = 8 * 3600.0
 # Notices waiting for the next page of a session (after a form's redirect).
 MAX_NOTICES = 5
+MAX_KEPT_FIELDS = 20
+MAX_KEPT_CHARS = 2000
 
 
 @dataclass
@@ -29,6 +32,18 @@ class Session:
     expires_at: float
     # (kind, text) shown once on the next page: "ok", "error" or "secret".
     notices: list[tuple[str, str]] = field(default_factory=list)
+    # The last refused form, for the next page to show it again: its action, the
+    # values sent (each field cut to MAX_KEPT_CHARS) and why it was refused.
+    refused: dict[str, Any] | None = None
+
+    def refuse(self, action: str, values: dict[str, str], message: str) -> None:
+        kept = dict(list(values.items())[:MAX_KEPT_FIELDS])
+        self.refused = {"action": action, "message": message,
+                        "values": {k[:100]: v[:MAX_KEPT_CHARS] for k, v in kept.items()}}
+
+    def take_refused(self) -> dict[str, Any] | None:
+        taken, self.refused = self.refused, None
+        return taken
 
     def notify(self, kind: str, text: str) -> None:
         del self.notices[:-MAX_NOTICES + 1]

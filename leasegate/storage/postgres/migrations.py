@@ -48,6 +48,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     frozen(20, "webhooks", FROZEN),
     frozen(22, "key revocation order", FROZEN),
     frozen(24, "worker channels", FROZEN),
+    frozen(25, "job events by time", FROZEN),
 ]
 
 

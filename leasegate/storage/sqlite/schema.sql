@@ -396,6 +396,7 @@ CREATE TABLE job_events (
     detail     TEXT NOT NULL
 );
 CREATE INDEX job_events_by_job ON job_events (channel, job_id, event_id);
+CREATE INDEX job_events_by_time ON job_events (channel, at);
 CREATE TRIGGER job_events_purge_task AFTER DELETE ON tasks BEGIN
     DELETE FROM job_events WHERE channel = 'task' AND job_id = OLD.task_id;
 END;
@@ -557,6 +558,7 @@ CREATE INDEX schedule_fires_pending ON schedule_fires (claimed_at) WHERE status 
 -- An endpoint is a tenant's URL and the job events it listens to; a delivery is one
 -- event for one endpoint, written by the task or query actor in the transaction of the
 -- job's terminal transition (the outbox), then sent and recorded by the webhooks actor.
+
 CREATE TABLE webhook_endpoints (
     endpoint_id      TEXT PRIMARY KEY,
     tenant           TEXT NOT NULL,
@@ -571,7 +573,9 @@ CREATE TABLE webhook_endpoints (
     failing_since    REAL,                       -- the first of an unbroken run of failures
     created_at       REAL NOT NULL,
     updated_at       REAL NOT NULL
+);
 CREATE INDEX webhook_endpoints_tenant ON webhook_endpoints (tenant, created_at);
+
 CREATE TABLE webhook_deliveries (
     seq              INTEGER PRIMARY KEY,  -- in the order written
     delivery_id      TEXT NOT NULL UNIQUE,       -- the webhook-id header
@@ -586,14 +590,15 @@ CREATE TABLE webhook_deliveries (
     body             TEXT,                       -- the JSON sent, fixed at the first attempt
     last_status_code INTEGER,
     last_error       TEXT,
+    last_response    TEXT,                       -- at most 1 KB of the last answer
     next_attempt_at  REAL,                       -- pending only
     lease_owner      TEXT,                       -- the gateway sending it now
     created_at       REAL NOT NULL,
     updated_at       REAL NOT NULL
+);
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
     WHERE status = 'pending';
 CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, seq);
-    last_response    TEXT,                       -- at most 1 KB of the last answer
-PRAGMA user_version = 19;
-PRAGMA user_version = 20;
-PRAGMA user_version = 24;
+
+
+PRAGMA user_version = 25;

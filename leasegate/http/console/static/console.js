@@ -1,5 +1,6 @@
 // The console's live parts. Pages are rendered by the server; this script
-//  - shows every <time> in the viewer's local time (the UTC instant on hover),
+//  - shows an error on the form it refused, with the values sent (data-refused),
+//  - switches the theme (the header's toggle; theme.js applies it before painting),
 //  - follows the job event stream: a row's status changes at once, and the page's
 //    live parts ([data-live]) are read again from the server, at most one read at a
 //    time and one a second (a flood of events costs one read a second, not one an
@@ -14,35 +15,79 @@
   var FIRST_READ_MS = 250; // a burst of events comes as one read
   var MIN_GAP_MS = 1000; // between the end of one read and the start of the next
 
-  // ---- one date format ----
-
-  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  // ---- one date format, the CLI's: 2026-11-30 08:00:00 UTC (as the server writes it) ----
 
   function utcText(iso) { return String(iso).replace("T", " ").replace("Z", "") + " UTC"; }
-
-  function localText(date) {
-    return date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate()) +
-      " " + pad(date.getHours()) + ":" + pad(date.getMinutes()) + ":" + pad(date.getSeconds());
-  }
-
-  function showLocal(time) {
-    var date = new Date(time.dateTime);
-    if (isNaN(date.getTime())) { return; }
-    time.textContent = localText(date);
-    time.title = utcText(time.dateTime);
-    time.classList.add("local");
-  }
 
   function timeOf(iso) {
     var time = document.createElement("time");
     time.dateTime = iso;
     time.textContent = utcText(iso);
-    showLocal(time);
     return time;
   }
 
-  function showTimes(root) {
-    root.querySelectorAll("time[datetime]:not(.local)").forEach(showLocal);
+  // ---- the theme: the OS's, or the one the operator chose (remembered) ----
+
+  var THEME_KEY = "leasegate-theme";
+
+  function darkNow() {
+    var chosen = document.documentElement.getAttribute("data-theme");
+    if (chosen) { return chosen === "dark"; }
+    return window.matchMedia("(prefers-color-scheme: dark)").matches;
+  }
+
+  function setUpThemeToggle() {
+    var toggle = document.getElementById("theme-toggle");
+    if (!toggle) { return; }
+    var label = function () {
+      toggle.textContent = darkNow() ? "Light mode" : "Dark mode";
+      toggle.setAttribute("aria-pressed", darkNow() ? "true" : "false");
+    };
+    toggle.addEventListener("click", function () {
+      var next = darkNow() ? "light" : "dark";
+      document.documentElement.setAttribute("data-theme", next);
+      try { window.localStorage.setItem(THEME_KEY, next); } catch (e) { /* not kept */ }
+      label();
+    });
+    label();
+    toggle.hidden = false;
+  }
+
+  // ---- a refused form, shown again with its error and the values sent ----
+
+  function showRefused() {
+    var text = body.getAttribute("data-refused");
+    if (!text) { return; }
+    var refused;
+    try { refused = JSON.parse(text); } catch (e) { return; }
+    var form = Array.prototype.filter.call(document.querySelectorAll("form[method=post]"),
+      function (f) { // the attribute: a field named "action" hides the form's property
+        return new URL(f.getAttribute("action") || "", window.location.href).pathname === refused.action;
+      })[0];
+    if (!form) { return; } // the notice above says it
+    var details = form.closest("details");
+    if (details) { details.open = true; }
+    var values = refused.values || {};
+    Array.prototype.forEach.call(form.elements, function (field) {
+      if (!field.name || !values.hasOwnProperty(field.name) || field.name === "csrf") { return; }
+      if (field.type === "radio" || field.type === "checkbox") {
+        field.checked = field.value === values[field.name];
+      } else if (field.type !== "hidden" && field.type !== "submit") {
+        field.value = values[field.name];
+      }
+    });
+    var error = document.createElement("p");
+    error.className = "notice notice-error form-error";
+    error.setAttribute("role", "alert");
+    error.textContent = refused.message;
+    form.insertBefore(error, form.firstChild);
+    document.querySelectorAll("main > .notice-error").forEach(function (notice) {
+      if (notice.textContent.trim() === refused.message) { notice.remove(); } // said once
+    });
+    var first = Array.prototype.filter.call(form.elements, function (f) {
+      return f.name && f.type !== "hidden" && f.name in values;
+    })[0];
+    if (first) { first.focus(); }
   }
 
   // ---- rows that change at once ----
@@ -78,9 +123,14 @@
     var muted = log.querySelector(".muted");
     if (muted) { muted.remove(); }
     var item = document.createElement("li");
+    var link = document.createElement("a");
+    link.href = "/console/" + (ev.channel === "task" ? "tasks/" : "queries/") +
+      encodeURIComponent(ev.job_id);
+    link.textContent = ev.job_id;
     item.appendChild(timeOf(ev.at));
-    item.appendChild(document.createTextNode(
-      " " + ev.channel + " " + ev.job_id + " " + ev.kind + " → " + ev.status));
+    item.appendChild(document.createTextNode(" " + ev.channel + " "));
+    item.appendChild(link);
+    item.appendChild(document.createTextNode(" " + ev.kind + " → " + ev.status));
     log.insertBefore(item, log.firstChild);
     while (log.children.length > LOG_ITEMS) { log.removeChild(log.lastChild); }
   }
@@ -150,13 +200,35 @@
       if (!next || served[name] === next.innerHTML) { return; } // unchanged
       served[name] = next.innerHTML;
       var kept = formState(old);
+      var opened = openedIn(old);
       var statuses = statusesIn(old);
       var part = document.importNode(next, true);
       keepHistories(old, part);
       old.replaceWith(part);
+      reopen(part, opened);
       restoreForms(part, kept);
-      showTimes(part);
       flashChanged(part, statuses);
+    });
+  }
+
+  // The <details> the operator opened (a stale task's reclaim form...), by their job or
+  // their place: open again after a reading.
+  function detailsKey(el, i) {
+    var job = el.closest("[data-job-id]");
+    return job ? "job|" + job.getAttribute("data-job-id") : "at|" + i;
+  }
+
+  function openedIn(root) {
+    var opened = {};
+    root.querySelectorAll("details").forEach(function (el, i) {
+      if (el.open) { opened[detailsKey(el, i)] = true; }
+    });
+    return opened;
+  }
+
+  function reopen(root, opened) {
+    root.querySelectorAll("details").forEach(function (el, i) {
+      if (opened[detailsKey(el, i)]) { el.open = true; }
     });
   }
 
@@ -288,7 +360,8 @@
         list.textContent = "";
         reply.items.forEach(function (item) {
           var li = document.createElement("li");
-          li.className = "event k-" + String(item.kind).replace(/[^a-z_]/g, "");
+          li.className = "event k-" + String(item.kind).replace(/[^a-z_]/g, "") +
+            " st-" + String(item.status).replace(/[^a-z_]/g, "");
           var kind = document.createElement("strong");
           kind.textContent = " " + item.kind;
           var rest = document.createElement("span");
@@ -352,7 +425,8 @@
   document.querySelectorAll("[data-live]").forEach(function (part) {
     served[part.getAttribute("data-live")] = part.innerHTML; // as served, before any change
   });
-  showTimes(document);
+  setUpThemeToggle();
+  showRefused();
   document.querySelectorAll("[data-history]").forEach(loadHistory);
   loadDevices();
   listen();
