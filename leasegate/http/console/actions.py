@@ -21,6 +21,7 @@ from leasegate.http.console.blueprint import (
     authenticator,
     back_to,
     bp,
+    form_field,
     page,
     principal,
     session,
@@ -31,22 +32,9 @@ from leasegate.http.numbers import whole_number
 from leasegate.http.routes_operator import signed
 from leasegate.settings import MAX_AMOUNT
 
-MAX_FIELD_CHARS = 2000
-
-
-def _field(form: Any, name: str, *, required: bool = True) -> str | None:
-    value = str(form.get(name, "")).strip()
-    if len(value) > MAX_FIELD_CHARS:
-        raise InvalidRequest(f"{name} is over {MAX_FIELD_CHARS} characters")
-    if not value:
-        if required:
-            raise InvalidRequest(f"{name} is required")
-        return None
-    return value
-
 
 def _whole(form: Any, name: str) -> int:
-    found = whole_number(_field(form, name) or "", MAX_AMOUNT)
+    found = whole_number(form_field(form, name) or "", MAX_AMOUNT)
     if found is None:
         raise InvalidRequest(f"{name} must be a whole number in digits 0-9, at most "
                              f"{MAX_AMOUNT}")
@@ -59,7 +47,7 @@ async def reclaim(task_id: str) -> Redirect:
     form = await request.form
     who = principal()
     done = await system().tasks.ask(ReclaimTask(
-        task_id, _field(form, "action"), _field(form, "reason"),  # type: ignore[arg-type]
+        task_id, form_field(form, "action"), form_field(form, "reason"),  # type: ignore[arg-type]
         by=signed(who)))
     # From where it was (stale) to where it is: "succeeded → succeeded" said nothing.
     session().notify("ok", f"task {task_id}: stale → {done.status} (reclaimed: "
@@ -70,10 +58,10 @@ async def reclaim(task_id: str) -> Redirect:
 @bp.post("/ledger/credit")
 async def credit() -> Redirect:
     form = await request.form
-    account = _field(form, "account") or ""
+    account = form_field(form, "account") or ""
     reply = await system().ledger.ask(Credit(
-        account, _whole(form, "amount"), _field(form, "ref") or "",
-        _field(form, "memo", required=False)))
+        account, _whole(form, "amount"), form_field(form, "ref") or "",
+        form_field(form, "memo", required=False)))
     session().notify("ok", f"credited {account}: available {reply.available}, "
                            f"balance {reply.balance}")
     return back_to(form, url_for("console.ledger", account=account))
@@ -85,9 +73,9 @@ async def create_key() -> Response | Redirect:
     form = await request.form
     try:
         created = await system().keys.ask(CreateKey(
-            _field(form, "role"),  # type: ignore[arg-type]
-            _field(form, "name") or "", _field(form, "tenant", required=False),
-            sites_typed(_field(form, "sites", required=False))))
+            form_field(form, "role"),  # type: ignore[arg-type]
+            form_field(form, "name") or "", form_field(form, "tenant", required=False),
+            sites_typed(form_field(form, "sites", required=False))))
     except InvalidRequest as refused:  # the form again, with its values and why
         return await keys_page(refused.status, refused.message, form)
     session().notify("secret", f"{created.role} key {created.name} ({created.key_id}); "

@@ -20,7 +20,7 @@ from quart import Blueprint, Response, current_app, g, redirect, render_template
 from werkzeug.wrappers import Response as Redirect
 
 from leasegate.actors.keys.views import Principal
-from leasegate.errors import LeasegateError, NotFound, Unauthorized
+from leasegate.errors import InvalidRequest, LeasegateError, NotFound, Unauthorized
 from leasegate.http.auth import Authenticator
 from leasegate.http.console.sessions import COOKIE, Session
 
@@ -220,3 +220,19 @@ async def sign_out() -> Redirect:
     response = redirect(url_for("console.sign_in_form"), 303)
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="Strict")
     return response
+
+
+MAX_FIELD_CHARS = 2000
+
+
+def form_field(form: Any, name: str, *, required: bool = True) -> str | None:
+    """A console form's field, stripped (None when empty and not ``required``); a 400
+    naming the field when it is missing or longer than ``MAX_FIELD_CHARS``."""
+    value = str(form.get(name, "")).strip()
+    if len(value) > MAX_FIELD_CHARS:
+        raise InvalidRequest(f"{name} is over {MAX_FIELD_CHARS} characters")
+    if not value:
+        if required:
+            raise InvalidRequest(f"{name} is required")
+        return None
+    return value

@@ -17,8 +17,7 @@ from leasegate.actors.jobs.operator import OperatorActions
 from leasegate.actors.queue.retry import Redrive
 from leasegate.actors.tasks.control import ControlTask, FindStaleTasks, ReclaimAction
 from leasegate.errors import InvalidRequest
-from leasegate.http.console.actions import _field
-from leasegate.http.console.blueprint import back_to, bp, page, principal, session
+from leasegate.http.console.blueprint import back_to, bp, form_field, page, principal, session
 from leasegate.http.console.search import utc_text
 from leasegate.http.context import system
 from leasegate.http.numbers import whole_number
@@ -54,7 +53,7 @@ async def control_task(task_id: str, action: str) -> Redirect:
     before = (await system().jobs.tasks.get(task_id, None)).status
     done = await system().jobs.tasks.ask(ControlTask(
         task_id, "cancel" if action == "cancel" else "resume", None, by=_by(),
-        reason=_field(form, "reason")))
+        reason=form_field(form, "reason")))
     asked = " (the worker is asked to stop)" if done.cancel_requested and action == "cancel" \
         else ""
     session().notify("ok", f"task {task_id}: {before} → {done.status}{asked}")
@@ -66,7 +65,7 @@ async def retry_job(plural: str, job_id: str) -> Redirect:
     """A failed, expired (or canceled task) back in line as a new attempt, with why."""
     form = await request.form
     channel = "task" if plural == "tasks" else "query"
-    done = await _actions(channel).retry(job_id, reason=_field(form, "reason") or "",
+    done = await _actions(channel).retry(job_id, reason=form_field(form, "reason") or "",
                                          by=_by())
     session().notify("ok", f"{channel} {job_id}: retried, {done.status} (attempt "
                            f"{done.attempts + 1} next)")
@@ -91,7 +90,7 @@ async def redrive_form() -> Response:
 
 
 def _when(form: Any, name: str) -> float | None:
-    text = _field(form, name, required=False)
+    text = form_field(form, name, required=False)
     if text is None:
         return None
     try:
@@ -105,12 +104,12 @@ def _when(form: Any, name: str) -> float | None:
 
 
 def _selection(form: Any, channel: str) -> Redrive:
-    status = _field(form, "status") or ""
+    status = form_field(form, "status") or ""
     if status not in CHANNELS[channel][1]:
         raise InvalidRequest(f"status must be one of {', '.join(CHANNELS[channel][1])}")
     filters: dict[str, str | None] = {}
     for name in ("site", "kind", "tenant"):
-        value = _field(form, name, required=False)
+        value = form_field(form, name, required=False)
         if value is not None and not is_id(value):
             raise InvalidRequest(f"{name} must be {ID_RULE}")
         filters[name] = value
@@ -119,7 +118,7 @@ def _selection(form: Any, channel: str) -> Redrive:
 
 
 def _limit(form: Any) -> int:
-    limit_text = _field(form, "limit", required=False)
+    limit_text = form_field(form, "limit", required=False)
     limit = 1000 if limit_text is None else whole_number(limit_text, 10_000)
     if limit is None or limit < 1:
         raise InvalidRequest("limit must be a whole number 1-10000")
@@ -133,7 +132,7 @@ async def redrive() -> Response | Redirect:
     form = await request.form
     channel = _channel(form.get("channel"))
     selection = _selection(form, channel)
-    reason = _field(form, "reason") or ""
+    reason = form_field(form, "reason") or ""
     actions = _actions(channel)
     if form.get("confirm") != "yes":
         preview = await actions.redrive(selection, reason=reason, by=_by(), dry_run=True)
@@ -158,7 +157,7 @@ BULK_RECLAIM_FIELDS = ("site", "account", "since", "until", "limit", "action", "
 def _stale_selection(form: Any) -> FindStaleTasks:
     filters = {}
     for name in ("site", "account"):
-        value = _field(form, name, required=False)
+        value = form_field(form, name, required=False)
         if value is not None and not is_id(value):
             raise InvalidRequest(f"{name} must be {ID_RULE}")
         filters[name] = value
@@ -178,10 +177,10 @@ async def reclaim_stale() -> Response | Redirect:
     without ``confirm`` a dry run, shown as a preview with the button that runs it."""
     form = await request.form
     selection = _stale_selection(form)
-    action = _field(form, "action") or ""
+    action = form_field(form, "action") or ""
     if action not in get_args(ReclaimAction):
         raise InvalidRequest("choose the outcome: requeue, succeeded or failed")
-    reason = _field(form, "reason") or ""
+    reason = form_field(form, "reason") or ""
     confirmed = form.get("confirm") == "yes"
     done = await bulk_reclaim(selection, action, reason,  # type: ignore[arg-type]
                               by=_by(), dry_run=not confirmed)
@@ -200,7 +199,7 @@ async def reclaim_stale() -> Response | Redirect:
 async def control_site(site: str, action: str) -> Redirect:
     form = await request.form
     done = await system().jobs.sites.set(site, "pause" if action == "pause" else "resume",
-                                         by=_by(), reason=_field(form, "reason"))
+                                         by=_by(), reason=form_field(form, "reason"))
     session().notify("ok", f"site {site}: {'paused' if done.paused else 'resumed'}")
     return back_to(form, url_for("console.sites"))
 
@@ -209,7 +208,7 @@ async def control_site(site: str, action: str) -> Redirect:
 async def throttle_site(site: str) -> Redirect:
     """A rate in leases a second (a number > 0); empty lifts the throttle."""
     form = await request.form
-    text = _field(form, "leases_per_second", required=False)
+    text = form_field(form, "leases_per_second", required=False)
     rate = None
     if text is not None:
         try:

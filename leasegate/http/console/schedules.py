@@ -17,8 +17,7 @@ from leasegate.actors.schedules.records import (
     PauseSchedule,
 )
 from leasegate.actors.schedules.submitter import trigger
-from leasegate.http.console.actions import _field
-from leasegate.http.console.blueprint import back_to, bp, page, principal, session
+from leasegate.http.console.blueprint import back_to, bp, form_field, page, principal, session
 from leasegate.http.console.pages import PAGE_SIZE, _offset
 from leasegate.http.context import system
 from leasegate.http.render import to_json
@@ -45,7 +44,7 @@ async def schedule(schedule_id: str) -> Response:
 async def control_schedule(schedule_id: str, action: str) -> Redirect:
     """Pause, resume, fire now or delete a schedule, with why."""
     form = await request.form
-    reason = _field(form, "reason")
+    reason = form_field(form, "reason")
     sys = system()
     if action == "trigger":
         await trigger(sys.schedules, sys.jobs, schedule_id, None)
