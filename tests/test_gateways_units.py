@@ -104,10 +104,10 @@ class Table:
         self.rows: list[JobEvent] = []
         self.reads = 0
 
-    async def after(self, event_id: int, limit: int) -> list[JobEvent]:
+    async def after(self, event_id: int, limit: int) -> tuple[list[JobEvent], bool]:
         self.reads += 1
         await trio.sleep(0.001)  # a database round trip
-        return [e for e in self.rows if e.event_id > event_id][:limit]
+        return [e for e in self.rows if e.event_id > event_id][:limit], False
 
 
 async def test_a_tailing_hub_streams_every_gateways_events_in_id_order_once(

@@ -61,7 +61,7 @@ from leasegate.storage.connection import (
 )
 from leasegate.storage.database import Database
 from leasegate.storage.engine import Connection
-from leasegate.storage.turn_locks import lock_turn
+from leasegate.storage.turn_locks import lock_scopes
 
 A = TypeVar("A")
 C = TypeVar("C", bound=Turn)
@@ -178,7 +178,6 @@ class Actor(Generic[A, C]):
             turn.begin(conn, now)
             try:
                 with transaction(conn):
-                    lock_turn(conn, self.name)
                     behaviour.start(turn)
                     return behaviour.next_wakeup(turn)
             finally:
@@ -320,7 +319,7 @@ class Actor(Generic[A, C]):
         begin(conn)
         changes = conn.total_changes
         try:
-            lock_turn(conn, self.name)  # this actor's turns, one at a time on every gateway
+            self._lock_scopes(conn, batch)
             turn.begin(conn, now)
             turn.bugs = batch.internal_errors
             # Deadlines first, so every message sees the state as of `now`; only
@@ -347,6 +346,20 @@ class Actor(Generic[A, C]):
             rollback(conn)
             raise
         return wake
+
+    def _lock_scopes(self, conn: Connection, batch: TurnBatch) -> None:
+        """The narrow locks the turn's messages declare, all at once (see
+        ``storage.turn_locks``): no actor-wide lock, on either engine."""
+        declared = self._behaviour.scopes
+        if not declared:
+            return
+        scopes: set[str] = set()
+        for env in batch.envelopes:
+            of = declared.get(type(env.message))
+            if of is not None:
+                scopes.update(of(env.message))
+        if scopes:
+            lock_scopes(conn, scopes)
 
     def _apply_one(self, env: Envelope[Any]) -> outcome.Outcome[Any] | None:
         message = env.message
