@@ -20,6 +20,12 @@ MAX_PAYLOAD: Final = 7900  # bytes of UTF-8; PostgreSQL refuses a payload of 800
 
 def notify(conn: Connection, payloads: Sequence[str]) -> None:
     """Send each payload on :data:`CHANNEL`, delivered when (and if) the current
-    transaction commits. Each must be under :data:`MAX_PAYLOAD` bytes of UTF-8."""
+    transaction commits. Each must be under :data:`MAX_PAYLOAD` bytes of UTF-8. On
+    leasegate's own PostgreSQL connection, sent with the COMMIT (no round trip of its
+    own)."""
+    with_commit = getattr(conn, "with_commit", None)
     for payload in payloads:
-        conn.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload))
+        if with_commit is not None:
+            with_commit("pg_notify", CHANNEL, payload)
+        else:
+            conn.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload))

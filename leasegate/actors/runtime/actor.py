@@ -60,7 +60,7 @@ from leasegate.storage.connection import (
     transaction,
 )
 from leasegate.storage.database import Database
-from leasegate.storage.engine import Connection
+from leasegate.storage.engine import Connection, dialect
 from leasegate.storage.turn_locks import lock_scopes
 
 A = TypeVar("A")
@@ -324,14 +324,19 @@ class Actor(Generic[A, C]):
             turn.bugs = batch.internal_errors
             # Deadlines first, so every message sees the state as of `now`; only
             # when one is due (next_wakeup is exact), not on every turn.
+            turn.restart = None
             if self._next_wakeup is not None and now >= self._next_wakeup:
                 behaviour.on_wakeup(turn, now)
+            elif dialect(conn) == "postgresql":
+                turn.restart = lambda: self._restart(conn, batch)
             for env in batch.envelopes:
                 result = self._apply_one(env)
+                turn.restart = None  # (a message without a handler leaves it)
                 batch.results.append(result)
                 if result is PARK_OUTCOME:
                     wait = self._parks[type(env.message)].wait(env.message)
                     batch.newcomers.append((env, wait or Wait(queue=env)))
+            turn.restart = None  # no message: nothing after may restart the transaction
             for job in batch.jobs:
                 batch.job_runs.append(run_job(turn, job, now))
             self._offer_parked(batch.served, batch.newcomers)
@@ -346,6 +351,13 @@ class Actor(Generic[A, C]):
             rollback(conn)
             raise
         return wake
+
+    def _restart(self, conn: Connection, batch: TurnBatch) -> None:
+        """Undo the transaction's first message, run without a savepoint: the
+        transaction again, with its locks."""
+        rollback(conn)
+        begin(conn)
+        self._lock_scopes(conn, batch)
 
     def _lock_scopes(self, conn: Connection, batch: TurnBatch) -> None:
         """The narrow locks the turn's messages declare, all at once (see
