@@ -56,6 +56,11 @@ _XID_FIRST: Final = "(SELECT pg_current_xact_id()) AS xid_first"
 _INSERT: Final = Spelled(_INSERT_TEXT, (
     "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
     f"detail) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? FROM {_XID_FIRST} RETURNING event_id"))
+# PostgreSQL: the insert, and whether the job's history is now over the cap (the
+# count's snapshot is the statement's: it does not see the row inserted).
+_INSERT_COUNTED: Final = (
+    f"WITH new AS ({_INSERT.postgresql}) SELECT new.event_id, (SELECT count(*) FROM "
+    f"job_events WHERE channel = ? AND job_id = ?) >= {HISTORY_CAP} AS over FROM new")
 _LAST_ID: Final = Spelled("SELECT seq FROM sqlite_sequence WHERE name = 'job_events'",
                           "SELECT last_value FROM job_events_event_id_seq WHERE is_called")
 
@@ -76,11 +81,17 @@ def append(conn: Connection, channel: Channel, job_id: str, kind: str,
             return None
     tenant, site, status = job["tenant"], job["site"], job["status"]
     device_id = job["device_id"] if channel == "task" else None
-    cur = conn.execute(_INSERT, (channel, job_id, tenant, site, device_id, kind, status, at,
-                                 detail))
-    if kind != "submitted":  # a job's first event: nothing to trim
-        _trim(conn, channel, job_id)
-    return {"event_id": cur.lastrowid, "tenant": tenant, "site": site,
+    values = (channel, job_id, tenant, site, device_id, kind, status, at, detail)
+    if dialect(conn) == "postgresql" and kind != "submitted":
+        # The insert and the count that says whether to trim, in one round trip.
+        event_id, over = conn.execute(_INSERT_COUNTED, (*values, channel, job_id)).fetchone()
+        if over:
+            _trim(conn, channel, job_id)
+    else:
+        event_id = conn.execute(_INSERT, values).lastrowid
+        if kind != "submitted":  # a job's first event: nothing to trim
+            _trim(conn, channel, job_id)
+    return {"event_id": event_id, "tenant": tenant, "site": site,
             "device_id": device_id, "status": status, "kind": job["kind"]}
 
 

@@ -26,7 +26,9 @@ skips one, and the holes it hands out past (rolled-back ids) are never filled. A
 :meth:`EventHub.publish` only says "read now" (the row comes with the others', never
 twice); another gateway's commit says it through its notification
 (:meth:`EventHub.poke`, from ``elsewhere.Elsewhere``); and every
-``TAIL_FALLBACK_SECONDS`` the hub reads anyway, in case a notification was lost.
+``TAIL_FALLBACK_SECONDS`` the hub reads anyway, in case a notification was lost. Two
+reads are at least ``TAIL_GAP_SECONDS`` apart: under load the reads grow with time,
+not with commits.
 A ``Last-Event-ID`` handed out by another gateway may be ahead of this one's ring
 for a moment: the reader waits for one read of the table before it judges it.
 """
@@ -60,6 +62,10 @@ AHEAD_WAIT_SECONDS: Final = 1.0  # the most a reader waits for the tail to judge
 # notice usually comes first; a rolled-back id or a transaction without events does not
 # send one).
 HELD_BACK_SECONDS: Final = 0.05
+# The least time between two reads of the table: under load, a read per commit (and
+# per notice of every other gateway) would grow with the jobs; this way it grows with
+# time, each read taking what the commits of the gap left.
+TAIL_GAP_SECONDS: Final = 0.01
 
 Tail = Callable[[int, int], Awaitable[tuple[list[JobEvent], bool]]]
 """``tail(after, limit)``: up to ``limit`` committed events with ids above ``after``, in
@@ -228,6 +234,7 @@ class EventHub:
     async def _run_tail(self, tail: Tail) -> None:
         held_back = False
         while True:
+            await trio.sleep(TAIL_GAP_SECONDS)
             with trio.move_on_after(HELD_BACK_SECONDS if held_back else TAIL_FALLBACK_SECONDS):
                 await self._poke.wait()
             self._poke = trio.Event()
