@@ -14,6 +14,7 @@ import trio.testing
 
 from leasegate.actors.queue.elsewhere import (
     MAX_NOTICES,
+    NOTICE_GAP_SECONDS,
     Elsewhere,
     WorkElsewhere,
     decode,
@@ -26,6 +27,7 @@ from leasegate.actors.queue.event_hub import (
     Reset,
 )
 from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.runtime.turn import Turn
 from leasegate.storage.notices_sql import MAX_PAYLOAD
 from tests.conftest import Gateway
 from tests.test_http_tasks import lease
@@ -89,6 +91,47 @@ async def test_other_gateways_notices_reach_the_named_actor_coalesced_and_never_
         here.resync()  # the listener reconnected: notices may have been lost
         await trio.testing.wait_all_tasks_blocked()
         assert tasks.told[-1].everything and queries.told[-1].everything
+        nursery.cancel_scope.cancel()
+
+
+async def test_notices_go_once_their_turns_committed_gathered_in_one_send(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """Not in the turn's transaction (PostgreSQL's notification lock is the whole
+    server's while a notifying transaction commits): after the commit, every
+    NOTICE_GAP_SECONDS at most, what the committed turns woke in one send; a turn rolled
+    back sends nothing."""
+    sent: list[list[str]] = []
+    arrived = trio.Event()
+
+    async def send(notices: list[str]) -> None:
+        sent.append(notices)
+        arrived.set()
+
+    elsewhere = Elsewhere("gw-a", {"tasks": FakeQueue(), "queries": FakeQueue()})
+    elsewhere.send_with(send, error_log_window=600)
+    announce = elsewhere.announcer("tasks")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(elsewhere.run)
+        turns = []
+        for site in ("north", "south", "west"):
+            turn = Turn("tasks")
+            turn.work_may_be_available(("site", site))
+            announce(turn)  # just before its COMMIT
+            turns.append(turn)
+        await trio.sleep(NOTICE_GAP_SECONDS * 3)
+        assert sent == []  # nothing before a commit
+        began = trio.current_time()
+        for turn in turns[:2]:  # two commits; the third turn rolled back
+            for effect in turn.effects:
+                effect()
+        await arrived.wait()
+        assert trio.current_time() - began <= NOTICE_GAP_SECONDS + 0.002
+        (notices,) = sent
+        heard = [decode(n) for n in notices]
+        assert {t for n in heard if n is not None for t in n.topics} == {
+            ("site", "north"), ("site", "south")}
+        await trio.sleep(1)
+        assert len(sent) == 1
         nursery.cancel_scope.cancel()
 
 

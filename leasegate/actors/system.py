@@ -72,6 +72,7 @@ from leasegate.storage.connection import is_disk_failure, transaction
 from leasegate.storage.database import Database, database_at, migrate
 from leasegate.storage.durability import Durability, ReportsDurability, admit
 from leasegate.storage.engine import Connection
+from leasegate.storage.notices_sql import notify
 from leasegate.storage.probe import probe_write
 from leasegate.storage.wal_sync import WalSync
 
@@ -184,6 +185,9 @@ class System:
         if settings.database_url is not None:
             elsewhere.listen(settings.database_url, f"leasegate listener ({self.gateway})",
                              settings.error_log_window, inline=inline_storage)
+            notices = self._database("notices")  # each send its own short transaction
+            elsewhere.send_with(lambda sent: notices.run(lambda conn: notify(conn, sent)),
+                                settings.error_log_window)
             self.task_actor.announce = elsewhere.announcer("tasks")
             self.query_actor.announce = elsewhere.announcer("queries")
         return elsewhere

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast, overload
 
 import psycopg
 import psycopg.errors
-from psycopg import pq, sql
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import RowMaker
 
@@ -177,31 +177,10 @@ class PgConnection:
     def __init__(self, raw: psycopg.Connection[Row]) -> None:
         self.raw = raw
         self._changes = 0  # sqlite3's total_changes: rows our statements wrote
-        self._with_commit: list[str] = []
 
     # Typed as engine.Cursor (rows are Any), as sqlite3's are.
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> engine.Cursor:
-        if self._with_commit:
-            if sql in ("COMMIT", "ROLLBACK"):
-                return self._end(sql)
-            if sql.startswith("BEGIN"):  # a transaction that ended unseen (a lost one)
-                self._with_commit.clear()
         return self._run(lambda cursor: cursor.execute(_statement(sql), parameters))
-
-    def with_commit(self, function: str, *arguments: str) -> None:
-        """``SELECT function(arguments...)`` (text arguments), sent with the
-        transaction's COMMIT in one round trip instead of on its own (a ROLLBACK drops
-        it): for what needs no answer and matters only if the transaction commits
-        (``pg_notify``), outside any savepoint (undoing one does not drop it).
-        ``function`` is the caller's constant."""
-        literals = ", ".join(sql.Literal(value).as_string(self.raw) for value in arguments)
-        self._with_commit.append(f"SELECT {function}({literals})")
-
-    def _end(self, how: str) -> engine.Cursor:
-        pending, self._with_commit = self._with_commit, []
-        text = "; ".join([*pending, how]) if how == "COMMIT" else how
-        # No parameters: psycopg sends it as one simple query, several statements.
-        return self._run(lambda cursor: cursor.execute(text.encode()))
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> engine.Cursor:
         return self._run(lambda cursor: cursor.executemany(_statement(sql), parameters))
