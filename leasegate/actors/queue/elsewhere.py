@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 import trio
 
 from leasegate.actors.channels import JobQueue
+from leasegate.actors.runtime.background import storage_failures_logged
 from leasegate.actors.runtime.mailbox import Tell
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import LeasegateError
 from leasegate.logs import Throttled
-from leasegate.storage.connection import is_storage_failure
 from leasegate.storage.notices_sql import MAX_PAYLOAD
 
 if TYPE_CHECKING:
@@ -225,15 +225,10 @@ class Elsewhere:
                     notices += payloads(self.gateway, actor, outgoing.topics,
                                         outgoing.everything)
                     outgoing.topics, outgoing.everything = set(), False
-            try:
+            with storage_failures_logged(self._send_log, "notices to other gateways: "
+                                         "cannot send, dropped",
+                                         "notices to other gateways: sent again"):
                 await send(notices)
-            except Exception as exc:
-                if not is_storage_failure(exc):
-                    raise
-                self._send_log.warning(trio.current_time(), "notices to other gateways: "
-                                       "cannot send, dropped: %s", exc)
-            else:
-                self._send_log.recovered("notices to other gateways: sent again")
 
     def deliver(self, raw: list[str]) -> None:
         """The listener's batch of payloads (on the trio thread)."""

@@ -47,9 +47,9 @@ import trio
 
 from leasegate.actors.channels import Channel
 from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.runtime.background import storage_failures_logged
 from leasegate.errors import Unavailable
 from leasegate.logs import Throttled
-from leasegate.storage.connection import is_storage_failure
 
 log = logging.getLogger("leasegate.events")
 
@@ -239,7 +239,9 @@ class EventHub:
                 await self._poke.wait()
             self._poke = trio.Event()
             tailed, self._tailed = self._tailed, trio.Event()
-            try:
+            with storage_failures_logged(
+                    self._tail_log, "live events: cannot read the events table, trying again",
+                    "live events: reading the events table again"):
                 while True:
                     events, held_back = await tail(self._last, TAIL_BATCH)
                     for event in events:
@@ -251,13 +253,6 @@ class EventHub:
                         self._own = {n for n in self._own if n > self._last}
                     if len(events) < TAIL_BATCH or held_back:
                         break
-            except Exception as exc:
-                if not is_storage_failure(exc):
-                    raise
-                self._tail_log.warning(trio.current_time(), "live events: cannot read "
-                                       "the events table, trying again: %s", exc)
-            else:
-                self._tail_log.recovered("live events: reading the events table again")
             tailed.set()
 
     def close(self) -> None:
