@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -65,12 +66,17 @@ class DatabaseCpu:
     :meth:`start` to :meth:`seconds`: a backend is counted by its process title
     (``postgres: ... <user> <database> ...``), so other databases' clients on a shared
     server do not count; the server's shared processes (WAL writer, checkpointer) do
-    not either."""
+    not either. Read every ``every`` seconds on a thread: a backend whose client
+    ended before the run did (a peer's worker process) counts up to its last reading."""
 
-    def __init__(self, database: str) -> None:
+    def __init__(self, database: str, every: float = 0.1) -> None:
         """``database``: its URL or connection string."""
         self.name = conninfo_to_dict(database).get("dbname", "")
+        self._every = every
         self._start: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
 
     def _backends(self) -> dict[int, float]:
         found: dict[int, float] = {}
@@ -86,13 +92,21 @@ class DatabaseCpu:
                 continue  # ended meanwhile
         return found
 
+    def _watch(self) -> None:
+        while not self._stop.wait(self._every):
+            self._last.update(self._backends())
+
     def start(self) -> None:
         self._start = self._backends()
+        self._last = dict(self._start)
+        self._thread.start()
 
     def seconds(self) -> float:
-        """CPU since :meth:`start` of the backends alive now (a backend that ended
-        meanwhile is lost: leasegate's and the peers' connections live for the run)."""
-        return sum(cpu - self._start.get(pid, 0.0) for pid, cpu in self._backends().items())
+        """CPU since :meth:`start` of every backend seen meanwhile."""
+        self._stop.set()
+        self._thread.join()
+        self._last.update(self._backends())
+        return sum(cpu - self._start.get(pid, 0.0) for pid, cpu in self._last.items())
 
 
 def postgres_cpu_seconds() -> float:
