@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import secrets
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from _load import HOST, ROLES, Served, _start, cpu_seconds, free_port, start_leasegate, stop
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 DEFAULT_SERVER = "postgresql://root@127.0.0.1:5432"
 
@@ -58,6 +59,54 @@ def start_gateway(name: str, data: Path, database: str, env: dict[str, str], *,
 
 def port_of(served: Served) -> int:
     return int(served.url.rsplit(":", 1)[1])
+
+
+class DatabaseCpu:
+    """The CPU of the PostgreSQL backends serving one database (on this machine), from
+    :meth:`start` to :meth:`seconds`: a backend is counted by its process title
+    (``postgres: ... <user> <database> ...``), so other databases' clients on a shared
+    server do not count; the server's shared processes (WAL writer, checkpointer) do
+    not either. Read every ``every`` seconds on a thread: a backend whose client
+    ended before the run did (a peer's worker process) counts up to its last reading."""
+
+    def __init__(self, database: str, every: float = 0.1) -> None:
+        """``database``: its URL or connection string."""
+        self.name = conninfo_to_dict(database).get("dbname", "")
+        self._every = every
+        self._start: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _backends(self) -> dict[int, float]:
+        found: dict[int, float] = {}
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                title = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                if not title.startswith("postgres:") or f" {self.name} " not in title:
+                    continue
+                found[int(proc.name)] = cpu_seconds(int(proc.name))
+            except (OSError, ValueError):
+                continue  # ended meanwhile
+        return found
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._every):
+            self._last.update(self._backends())
+
+    def start(self) -> None:
+        self._start = self._backends()
+        self._last = dict(self._start)
+        self._thread.start()
+
+    def seconds(self) -> float:
+        """CPU since :meth:`start` of every backend seen meanwhile."""
+        self._stop.set()
+        self._thread.join()
+        self._last.update(self._backends())
+        return sum(cpu - self._start.get(pid, 0.0) for pid, cpu in self._last.items())
 
 
 def postgres_cpu_seconds() -> float:

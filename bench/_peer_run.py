@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from multiprocessing.synchronize import Event as MPEvent
 from typing import Any
 
+from _gateways import DatabaseCpu
 from _load import cpu_seconds, machine_busy_seconds
 from lifecycle import DEADLINE_SECONDS, _wait_idle
 
@@ -55,6 +56,7 @@ class Measured:
     failures: Counter[str] = field(default_factory=Counter)
     skipped: str | None = None
     requests: int = 0  # every HTTP request the server counted (leasegate's runs)
+    db_cpu: float | None = None  # its PostgreSQL database's backends, go -> the end
 
     @property
     def label(self) -> str:
@@ -85,7 +87,7 @@ def shares(jobs: int, procs: int) -> list[tuple[int, int]]:
 
 
 def run_clients(measured: Measured, producer: Child, consumer: Child, procs: int,
-                server_pid: int | None) -> Measured:
+                server_pid: int | None, database: str | None = None) -> Measured:
     """Run the producers and consumers; fill in ``measured``. Every child is gone on
     return (killed if it had not ended within 5 s of the run's end or deadline)."""
     ctx = mp.get_context("spawn")
@@ -103,6 +105,9 @@ def run_clients(measured: Measured, producer: Child, consumer: Child, procs: int
             child.start()
         _wait_idle(children)
         cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
+        db_cpu = DatabaseCpu(database) if database else None
+        if db_cpu is not None:
+            db_cpu.start()
         all0, began = machine_busy_seconds(), time.perf_counter()
 
         def busy() -> None:
@@ -115,6 +120,8 @@ def run_clients(measured: Measured, producer: Child, consumer: Child, procs: int
         last_ack = _collect(out, procs, began, measured, finished, busy)
         if server_pid:
             measured.server_cpu = cpu_seconds(server_pid) - cpu0
+        if db_cpu is not None:
+            measured.db_cpu = db_cpu.seconds()
         measured.done = int(handled.value)
         measured.seconds = max(0.0, last_ack - began)
         return measured

@@ -40,6 +40,7 @@ class Peer:
 
     target: str  # host:port, or a PostgreSQL connection string
     pid: int | None  # None: a shared server, whose CPU is not ours to count
+    database: str | None = None  # on PostgreSQL: its database, whose backends' CPU counts
 
 
 def missing(peer: str) -> list[str]:
@@ -165,4 +166,4 @@ def procrastinate_database(url: str) -> Iterator[Peer]:
         connector = procrastinate.SyncPsycopgConnector(conninfo=dsn, min_size=1, max_size=1)
         with procrastinate.App(connector=connector).open() as app:
             app.schema_manager.apply_schema()
-        yield Peer(dsn, None)
+        yield Peer(dsn, None, dsn)

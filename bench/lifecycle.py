@@ -25,8 +25,10 @@ With ``--database URL --gateways N`` (URL: a PostgreSQL server; each mode gets a
 fresh database on it, dropped after), every mode also runs on PostgreSQL with 1, 2,
 ... N gateways (``leasegate serve --database``) beside SQLite, in the same run: the
 producers and consumers are spread over the gateways (process p uses gateway p mod
-N); the CPU per job is the gateways' (all of them), and ``db CPU/job`` that of every
-PostgreSQL server process on the machine.
+N); the CPU per job is the gateways' (all of them), and ``db CPU/job`` that of the
+PostgreSQL backends serving the mode's database (other databases' on a shared server
+left out), with a table of the locks each run held and waited on and the capacity
+they project for 1, 2, 4 and 8 gateways (``bench/_locks.py``).
 
 Beside them, measured in the same run, the figure ``bench/dispatch.py`` calls
 the bare-route baseline: ``POST /v1/queries`` from 32 keep-alive clients
@@ -55,7 +57,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _gateways import Running, Setup, postgres_cpu_seconds, start_setup, stop_setup
+from _gateways import DatabaseCpu, Running, Setup, start_setup, stop_setup
 from _load import (
     LoadResult,
     Served,
@@ -68,6 +70,7 @@ from _load import (
     start_leasegate,
     stop,
 )
+from _locks import LockSampler, LockTable, report_locks
 from _report import say
 
 ENV = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0"}
@@ -116,6 +119,7 @@ class Outcome:
     requests: int = 0  # HTTP requests the server counted (its /metrics), all kinds
     skipped: str | None = None
     setup: Setup = field(default_factory=Setup)  # SQLite, unless run with --database
+    locks: LockTable | None = None  # PostgreSQL: what the run held and waited on
 
     @property
     def per_second(self) -> float:
@@ -253,13 +257,21 @@ def run_mode(mode: Mode, setup: Setup, data: Path, jobs: int, procs: int) -> Out
         # The clock starts once every child has imported the SDK and opened its client
         # (8 processes importing on 2 cores take seconds); each waits on ``go`` then.
         _wait_idle(children)
-        db0 = postgres_cpu_seconds() if setup.server else 0.0
+        sampler = LockSampler(served.database) if served.database else None
+        db_cpu = DatabaseCpu(served.database) if served.database else None
+        if db_cpu is not None:
+            db_cpu.start()
         cpu0, all0, began = served.cpu_seconds(), machine_busy_seconds(), time.perf_counter()
+        if sampler is not None:
+            sampler.start()
         go.set()
         reports = _collect(out, len(children), began + DEADLINE_SECONDS, outcome)
         outcome.seconds = time.perf_counter() - began
         outcome.server_cpu = served.cpu_seconds() - cpu0
-        outcome.db_cpu = postgres_cpu_seconds() - db0 if setup.server else 0.0
+        if sampler is not None:
+            outcome.locks = sampler.stop()
+        outcome.db_cpu = (db_cpu.seconds() - (sampler.own_cpu if sampler else 0.0)
+                          if db_cpu is not None else 0.0)
         outcome.others_cpu = max(0.0, machine_busy_seconds() - all0 - outcome.server_cpu
                                  - outcome.db_cpu)
         outcome.done = int(handled.value)
@@ -402,7 +414,11 @@ def report(outcomes: list[Outcome], baseline: dict[str, LoadResult]) -> None:
                 f"{shortfall}; failures: {failures}")
     say("  (submit p50/p99 is per call: one job unbatched, up to 100 batched; requests/job "
         "is every request the server counted: submits, leases, starts, results, probes;")
-    say("   server CPU/job is every gateway's, db CPU/job every PostgreSQL process's)")
+    say("   server CPU/job is every gateway's, db CPU/job that of the database's own "
+        "PostgreSQL backends but the lock sampler's)")
+    report_locks([(o.mode.label, o.setup.gateways, o.per_second, _us(o.server_cpu, o.done),
+                   _us(o.db_cpu, o.done), o.locks)
+                  for o in outcomes if o.locks is not None and not o.skipped])
 
 
 def load_parser(description: str | None, jobs: int, per: str) -> argparse.ArgumentParser:

@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _peer_clients as clients
 import _peer_report as names
 import lifecycle
+from _gateways import create_database, drop_database, start_gateway
 from _load import fsync_ms, percentile, start_leasegate, stop
 from _peer_report import ratio_table, reach_table, systems_table, targets_table
 from _peer_run import Child, Measured, run_clients
@@ -94,6 +95,28 @@ def run_leasegate(label: str, mode: lifecycle.Mode, data: Path, jobs: int, procs
     return measured, outcome
 
 
+def run_leasegate_postgres(label: str, mode: lifecycle.Mode, data: Path, jobs: int,
+                           procs: int, server: str) -> Measured:
+    """One leasegate mode with SDK workers against one gateway on a fresh database of
+    the PostgreSQL ``server`` (procrastinate's), its backends' CPU measured as
+    procrastinate's are."""
+    system, _, mode_name = label.partition(", ")
+    measured = Measured(system, mode_name, jobs)
+    database = create_database(server)
+    try:
+        served = start_gateway("gw-0", data, database, lifecycle.ENV)
+        try:
+            run_clients(measured,
+                        (lifecycle.produce, (served.url, served.keys["client"], mode)),
+                        (clients.consume_leasegate, (served.url, served.keys["worker"], mode)),
+                        procs, served.pid, database)
+        finally:
+            stop(served)
+    finally:
+        drop_database(database)
+    return measured
+
+
 def run_peer(label: str, start: Callable[[], contextlib.AbstractContextManager[Peer]],
              producer: Callable[..., None], consumer: Callable[..., None],
              extra: tuple[object, ...], jobs: int, procs: int) -> Measured:
@@ -103,7 +126,7 @@ def run_peer(label: str, start: Callable[[], contextlib.AbstractContextManager[P
     with start() as peer:
         produce: Child = (producer, (peer.target, *extra))
         consume: Child = (consumer, (peer.target, *extra))
-        return run_clients(measured, produce, consume, procs, peer.pid)
+        return run_clients(measured, produce, consume, procs, peer.pid, peer.database)
 
 
 def main() -> int:
@@ -150,9 +173,38 @@ def main() -> int:
     ratio_table(rates)
     targets_table(rates, cost)
     reach_table(runs, rates, cost, os.cpu_count() or 1)
+    postgres_table(runs)
     say(f"\nmachine load at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}; "
         f"total run time {time.perf_counter() - began:.0f} s")
     return 0
+
+
+LG_PG_QUERIES = "leasegate on PostgreSQL, queries"
+LG_PG_TASKS = "leasegate on PostgreSQL, tasks"
+LG_PG_GOAL = 1.5  # leasegate on PostgreSQL's jobs/s, at least this many times procrastinate's
+
+
+def postgres_table(runs: list[Measured]) -> None:
+    """leasegate (one gateway, SDK workers) and procrastinate on the same PostgreSQL
+    server: jobs/s and the CPU of each one's database backends per job, each as a
+    ratio to procrastinate's measured in this run."""
+    by_label = {m.label: m for m in runs if not m.skipped}
+    peer = by_label.get(names.PROCRASTINATE)
+    mine = [by_label[label] for label in (LG_PG_QUERIES, LG_PG_TASKS) if label in by_label]
+    if peer is None or not mine or not peer.per_second:
+        return
+    peer_cpu = (peer.db_cpu or 0.0) / max(peer.done, 1)
+    say()
+    say("On the same PostgreSQL server (its backends' CPU per job; other databases' "
+        "left out):")
+    say(f"  {names.PROCRASTINATE:<36} {peer.per_second:8,.0f} jobs/s  PostgreSQL CPU "
+        f"{peer_cpu * 1e3:6.2f} ms/job")
+    for m in mine:
+        cpu = (m.db_cpu or 0.0) / max(m.done, 1)
+        say(f"  {m.label:<36} {m.per_second:8,.0f} jobs/s  PostgreSQL CPU "
+            f"{cpu * 1e3:6.2f} ms/job  ({m.per_second / peer.per_second:.2f}x the jobs/s, "
+            f"goal >= {LG_PG_GOAL}; {cpu / peer_cpu if peer_cpu else 0:.2f}x the "
+            "PostgreSQL CPU, goal <= 1)")
 
 
 def _available(systems: list[str], postgres: str) -> set[str]:
@@ -213,6 +265,16 @@ def _run_all(available: set[str], tmp: Path, args: argparse.Namespace
         ("leasegate", names.LG_TASKS_BATCHED,
          lambda: _lg(names.LG_TASKS_BATCHED, "tasks", True)),
     ]
+
+    def _lg_pg(label: str, channel: str) -> Callable[[], Measured]:
+        return lambda: run_leasegate_postgres(label, lifecycle.Mode(channel, False),
+                                              tmp / f"lg-pg-{channel}", jobs, procs,
+                                              args.postgres)
+
+    if "procrastinate" in available:
+        # leasegate on procrastinate's server, beside it: the same PostgreSQL, its CPU
+        plan[2:2] = [("leasegate", LG_PG_QUERIES, _lg_pg(LG_PG_QUERIES, "queries")),
+                     ("leasegate", LG_PG_TASKS, _lg_pg(LG_PG_TASKS, "tasks"))]
 
     def _lg(label: str, channel: str, batched: bool) -> Measured:
         measured, outcome = run_leasegate(label, lifecycle.Mode(channel, batched),

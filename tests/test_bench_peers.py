@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import _peer_report as peers
@@ -57,3 +59,23 @@ def test_what_a_target_leaves_for_leasegate_is_the_time_a_job_less_the_framework
         "2,800 us (3.50 x 800)", "none", "1,200 us", "1.92 of 2")
     assert len(rows) == 3  # the batched runs and beanstalkd did not run
     assert peers.reach_rows({}, rates, 800.0, 2) == []
+
+
+def test_the_lock_table_bounds_capacity_by_exclusive_holds_only(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/lifecycle.py --database: a lock held exclusive 20% of a run at 100 jobs/s
+    saturates at 500 jobs/s and caps the projection; a lock held shared only does not."""
+    import _locks
+
+    table = _locks.LockTable(samples=100)
+    table.held["advisory: ledger account"] = 20
+    table.shared["advisory: job ids tasks"] = 90
+    one = ("tasks, unbatched", 1, 100.0, 2000.0, 500.0, table)  # 2 ms of gateway CPU a job
+    two = ("tasks, unbatched", 2, 150.0, 2100.0, 500.0, table)
+    _locks.report_locks([one, two])
+    out = capsys.readouterr().out
+    assert "saturates 500 jobs/s  OVER 10%" in out
+    assert "shared only  90.0%" in out and "never (never held exclusive)" in out
+    assert "1: 2.00 ms, 2: 2.10 ms (1.05x with 2)" in out
+    # N x 500 jobs/s (1 / 2 ms), capped at the lock's 500 jobs/s
+    assert "projected: 1: 500 jobs/s (0.2 db cores); 2: 500 jobs/s" in out

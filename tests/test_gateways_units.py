@@ -14,6 +14,7 @@ import trio.testing
 
 from leasegate.actors.queue.elsewhere import (
     MAX_NOTICES,
+    NOTICE_GAP_SECONDS,
     Elsewhere,
     WorkElsewhere,
     decode,
@@ -26,6 +27,7 @@ from leasegate.actors.queue.event_hub import (
     Reset,
 )
 from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.runtime.turn import Turn
 from leasegate.storage.keys_sql import REVOKED_NOTICE
 from leasegate.storage.notices_sql import MAX_PAYLOAD
 from tests.conftest import Gateway
@@ -106,6 +108,47 @@ def test_a_revocations_notice_and_a_resync_make_the_keys_look_again() -> None:
     assert (len(looks), len(pokes)) == (2, 1)
 
 
+async def test_notices_go_once_their_turns_committed_gathered_in_one_send(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """Not in the turn's transaction (PostgreSQL's notification lock is the whole
+    server's while a notifying transaction commits): after the commit, every
+    NOTICE_GAP_SECONDS at most, what the committed turns woke in one send; a turn rolled
+    back sends nothing."""
+    sent: list[list[str]] = []
+    arrived = trio.Event()
+
+    async def send(notices: list[str]) -> None:
+        sent.append(notices)
+        arrived.set()
+
+    elsewhere = Elsewhere("gw-a", {"tasks": FakeQueue(), "queries": FakeQueue()})
+    elsewhere.send_with(send, error_log_window=600)
+    announce = elsewhere.announcer("tasks")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(elsewhere.run)
+        turns = []
+        for site in ("north", "south", "west"):
+            turn = Turn("tasks")
+            turn.work_may_be_available(("site", site))
+            announce(turn)  # just before its COMMIT
+            turns.append(turn)
+        await trio.sleep(NOTICE_GAP_SECONDS * 3)
+        assert sent == []  # nothing before a commit
+        began = trio.current_time()
+        for turn in turns[:2]:  # two commits; the third turn rolled back
+            for effect in turn.effects:
+                effect()
+        await arrived.wait()
+        assert trio.current_time() - began <= NOTICE_GAP_SECONDS + 0.002
+        (notices,) = sent
+        heard = [decode(n) for n in notices]
+        assert {t for n in heard if n is not None for t in n.topics} == {
+            ("site", "north"), ("site", "south")}
+        await trio.sleep(1)
+        assert len(sent) == 1
+        nursery.cancel_scope.cancel()
+
+
 def _event(event_id: int, tenant: str = "acme") -> JobEvent:
     return JobEvent(event_id, "task", f"t{event_id}", tenant, "shop", None, "submitted",
                     "queued", 1_800_000_000.0, {}, "echo")
@@ -118,10 +161,10 @@ class Table:
         self.rows: list[JobEvent] = []
         self.reads = 0
 
-    async def after(self, event_id: int, limit: int) -> list[JobEvent]:
+    async def after(self, event_id: int, limit: int) -> tuple[list[JobEvent], bool]:
         self.reads += 1
         await trio.sleep(0.001)  # a database round trip
-        return [e for e in self.rows if e.event_id > event_id][:limit]
+        return [e for e in self.rows if e.event_id > event_id][:limit], False
 
 
 async def test_a_tailing_hub_streams_every_gateways_events_in_id_order_once(

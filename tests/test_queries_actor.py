@@ -275,3 +275,28 @@ async def test_drain_answers_a_waiting_get_with_the_query_as_it_is(
         await trio.sleep(2)
         queue.drain()
     assert got[0]["status"] == "queued" and got[0]["query_id"] == "q1"
+
+
+async def test_a_refused_first_message_of_a_turn_leaves_the_rest_of_the_turn_applied(
+        queue: QueryActor) -> None:
+    """On PostgreSQL a turn's first message runs without a savepoint: refusing it
+    restarts the transaction, and the turn's next message is applied as if alone."""
+    await submit(queue, "q1")
+    answers: dict[str, Any] = {}
+
+    async def send(name: str, message: SubmitQuery) -> None:
+        try:
+            answers[name] = await ask(queue, message)
+        except IdempotencyConflict as exc:
+            answers[name] = exc
+
+    commits = queue.statistics().commits
+    async with trio.open_nursery() as senders:  # both in the inbox before the next turn
+        senders.start_soon(send, "conflict", SubmitQuery("t1", "shop", "balance", {"a": 2},
+                                                         "q1"))
+        senders.start_soon(send, "new", SubmitQuery("t1", "shop", "balance", {"a": 1}, "q2"))
+    assert queue.statistics().commits == commits + 1  # one turn
+    assert isinstance(answers["conflict"], IdempotencyConflict)
+    assert answers["new"]["created"] is True
+    assert (await status(queue, "q2"))["status"] == "queued"
+    assert (await status(queue, "q1"))["params"] == {"a": 1}

@@ -1,5 +1,6 @@
-"""One turn of an actor at a time across gateways: the transaction-scoped advisory lock
-each turn takes first on PostgreSQL (``storage/turn_locks.py``)."""
+"""Narrow locks across gateways (``storage/turn_locks.py``): a turn waits only for turns
+about the same thing (an account, a device, a key's workers), never for a whole actor;
+a shared scope waits only for its exclusive holder; SQLite needs none."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from leasegate.storage.connection import begin, commit, is_storage_failure, rollback
 from leasegate.storage.postgres.connection import PgConnection, connect
-from leasegate.storage.turn_locks import lock_turn, turn_lock_key
+from leasegate.storage.turn_locks import Shared, lock_scopes, scope_key
 
 
 @pytest.fixture
@@ -24,30 +25,33 @@ def gateways(postgres_url: str) -> Iterator[tuple[PgConnection, PgConnection]]:
     b.close()
 
 
-def test_keys_are_stable_and_differ_per_actor() -> None:
-    keys = {actor: turn_lock_key(actor) for actor in
-            ("tasks", "queries", "ledger", "devices", "keys")}
+def test_keys_are_stable_and_differ_per_scope() -> None:
+    keys = {scope: scope_key(scope) for scope in
+            ("ledger account acme", "ledger account bolt", "devices capacity", "keys first")}
     assert len(set(keys.values())) == len(keys)
     assert all(-(2**63) <= key < 2**63 for key in keys.values())
-    assert turn_lock_key("tasks") == keys["tasks"]
+    assert scope_key("ledger account acme") == keys["ledger account acme"]
 
 
-def test_a_second_gateway_waits_for_the_first_turns_commit(
+def test_a_second_gateway_waits_for_the_first_turns_commit_on_the_same_scope_only(
         gateways: tuple[PgConnection, PgConnection]) -> None:
     a, b = gateways
     begin(a)
-    lock_turn(a, "tasks")
+    lock_scopes(a, ["ledger account acme"])
+    begin(b)
+    lock_scopes(b, ["ledger account bolt"])  # another account: at once
+    commit(b)
     entered = threading.Event()
 
     def other_gateway() -> None:
         begin(b)
-        lock_turn(b, "tasks")
+        lock_scopes(b, ["ledger account bolt", "ledger account acme"])
         entered.set()
         commit(b)
 
     thread = threading.Thread(target=other_gateway)
     thread.start()
-    assert not entered.wait(0.3)  # blocked behind A's turn
+    assert not entered.wait(0.3)  # blocked behind A's turn on acme
     begin_other = time.monotonic()
     commit(a)  # A's turn ends: the lock goes with its transaction
     assert entered.wait(5)
@@ -55,18 +59,19 @@ def test_a_second_gateway_waits_for_the_first_turns_commit(
     assert time.monotonic() - begin_other < 5
 
 
-def test_turns_of_different_actors_do_not_wait_and_a_long_wait_is_a_storage_failure(
+def test_shared_scopes_wait_only_for_the_exclusive_holder(
         gateways: tuple[PgConnection, PgConnection]) -> None:
+    """Submits of given ids beside each other; a purge waits for them, and they for it."""
     a, b = gateways
     begin(a)
-    lock_turn(a, "tasks")
+    lock_scopes(a, [Shared("job ids tasks")])
     begin(b)
-    lock_turn(b, "ledger")  # another actor: at once
+    lock_scopes(b, [Shared("job ids tasks")])  # another submit: at once
     rollback(b)
     b.execute("SET lock_timeout = '100ms'")
     begin(b)
     with pytest.raises(psycopg.errors.LockNotAvailable) as waited:
-        lock_turn(b, "tasks")
+        lock_scopes(b, ["job ids tasks"])  # the purge
     assert is_storage_failure(waited.value)  # 503, and the turn is retried
     rollback(b)
     rollback(a)
@@ -75,5 +80,5 @@ def test_turns_of_different_actors_do_not_wait_and_a_long_wait_is_a_storage_fail
 def test_sqlite_needs_no_lock_of_its_own() -> None:
     conn = sqlite3.connect(":memory:", isolation_level=None)
     begin(conn)
-    lock_turn(conn, "tasks")  # BEGIN IMMEDIATE holds the single writer's lock already
+    lock_scopes(conn, ["ledger account acme"])  # BEGIN IMMEDIATE holds the writer's lock
     commit(conn)

@@ -79,8 +79,8 @@ from leasegate.storage.connection import is_disk_failure, transaction
 from leasegate.storage.database import Database, database_at, migrate
 from leasegate.storage.durability import Durability, ReportsDurability, admit
 from leasegate.storage.engine import Connection
+from leasegate.storage.notices_sql import notify
 from leasegate.storage.probe import probe_write
-from leasegate.storage.turn_locks import lock_turn
 from leasegate.storage.wal_sync import WalSync
 
 log = logging.getLogger("leasegate.system")
@@ -148,6 +148,7 @@ class System:
         # PostgreSQL, read back from the table: every gateway's, in commit order).
         shared = settings.database_url is not None
         self._events_db = self._database("events") if shared else None
+        self._commit_order = events_sql.CommitOrder()
         self.events = EventHub(settings.event_ring_size, settings.event_max_streams,
                                tail=self._tail_events if shared else None,
                                error_log_window=settings.error_log_window)
@@ -209,6 +210,9 @@ class System:
         if settings.database_url is not None:
             elsewhere.listen(settings.database_url, f"leasegate listener ({self.gateway})",
                              settings.error_log_window, inline=inline_storage)
+            notices = self._database("notices")  # each send its own short transaction
+            elsewhere.send_with(lambda sent: notices.run(lambda conn: notify(conn, sent)),
+                                settings.error_log_window)
             self.task_actor.announce = elsewhere.announcer("tasks")
             self.query_actor.announce = elsewhere.announcer("queries")
         return elsewhere
@@ -232,9 +236,10 @@ class System:
             self.add_background_job("sites", "reload_site_controls",
                                     settings.deadline_poll_interval, self.jobs.sites.reload)
 
-    async def _tail_events(self, after: int, limit: int) -> list[JobEvent]:
+    async def _tail_events(self, after: int, limit: int) -> tuple[list[JobEvent], bool]:
         assert self._events_db is not None
-        return await self._events_db.run(lambda conn: committed_after(conn, after, limit))
+        order = self._commit_order
+        return await self._events_db.run(lambda conn: committed_after(conn, order, after, limit))
 
     def _database(self, user: str) -> Database:
         """A connection of its own for ``user`` (an actor, or the system's set-up), to
@@ -417,9 +422,7 @@ class System:
         """The start-up audit: a violation refuses to serve (naming the failing checks)
         unless ``allow_unbalanced``; either way /health and /metrics show it."""
         def check(conn: Connection) -> AuditReport:
-            with transaction(conn):
-                # Between the ledger's turns on every gateway: one consistent book.
-                lock_turn(conn, self.ledger_actor.name)
+            with transaction(conn):  # one consistent book (on PostgreSQL, one statement)
                 return audit(conn)
 
         report = await self._setup.run(check)

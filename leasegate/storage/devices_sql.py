@@ -14,7 +14,7 @@ task actor finds a device's tasks with :func:`tasks_of` (on the index
 
 from __future__ import annotations
 
-from leasegate.storage.engine import Connection, Row, respelled
+from leasegate.storage.engine import Connection, Row, respelled, skip_locked
 
 LIVE = ("queued", "leased", "running", "paused", "stale")
 """A task in one of these states is not finished: its device is not evicted."""
@@ -36,6 +36,17 @@ def get(conn: Connection, tenant: str, device_id: str) -> Row | None:
     row: Row | None = conn.execute(
         "SELECT * FROM devices WHERE tenant = ? AND device_id = ?", (tenant, device_id)
     ).fetchone()
+    return row
+
+
+_TO_CHANGE = respelled("SELECT * FROM devices WHERE tenant = ? AND device_id = ?",
+                       ("device_id = ?", "device_id = ? FOR UPDATE"))
+
+
+def get_to_change(conn: Connection, tenant: str, device_id: str) -> Row | None:
+    """:func:`get` of a device this transaction may change: on PostgreSQL its row is
+    locked to the commit, so another gateway's change waits (and its timer skips it)."""
+    row: Row | None = conn.execute(_TO_CHANGE, (tenant, device_id)).fetchone()
     return row
 
 
@@ -79,9 +90,9 @@ def pending(conn: Connection, changed_before: float) -> list[Row]:
 
 def silent(conn: Connection, state: str, seen_before: float) -> list[Row]:
     """Devices in ``state`` last seen strictly before ``seen_before``."""
-    return conn.execute(
+    return conn.execute(skip_locked(
         "SELECT tenant, device_id, last_seen_at FROM devices "
-        "WHERE state = ? AND last_seen_at < ? ORDER BY last_seen_at",
+        "WHERE state = ? AND last_seen_at < ? ORDER BY last_seen_at"),
         (state, seen_before)).fetchall()
 
 

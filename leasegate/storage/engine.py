@@ -91,6 +91,16 @@ def respelled(sqlite: str, *edits: tuple[str, str]) -> Spelled:
     return Spelled(sqlite, postgresql)
 
 
+def skip_locked(select: str) -> Spelled:
+    """A SELECT of rows the transaction is about to change, on PostgreSQL each locked as
+    it is read (``FOR UPDATE SKIP LOCKED``): a row another gateway is changing right now
+    is left to it (its commit decides, and the next pass sees what is left), and a row
+    read here cannot change before this transaction's writes: what was read is what
+    they change, without a lock on anything but those rows. SQLite's single writer
+    needs neither."""
+    return Spelled(select, select + " FOR UPDATE SKIP LOCKED")
+
+
 def dialect(conn: Connection) -> Dialect:
     return "sqlite" if isinstance(conn, sqlite3.Connection) else "postgresql"
 

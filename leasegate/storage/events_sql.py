@@ -6,19 +6,21 @@ committed. ``event_id`` is one AUTOINCREMENT sequence for both channels; every
 write transaction takes the database's write lock up front (``BEGIN
 IMMEDIATE``), so ids are handed out in commit order and, since a rolled-back
 insert gives its id back, the committed ids have no holes (the live stream
-relies on both). On PostgreSQL the id comes from an identity, and the insert
-first takes the transaction advisory lock :data:`EVENTS_LOCK`, held to the
-commit: every gateway's transactions that record events take turns from their
-first event to their commit, so ids are handed out in commit order there too. A
-reader tailing the table by id (:func:`after`, each gateway's live stream) never
-misses a row committed late with a lower id. Holes remain (a rolled-back insert
-keeps its id), so a tailer takes what it reads and waits for no id.
+relies on both).
 
-Why a lock and not a commit-time sequence or a snapshot horizon: PostgreSQL has
-neither a sequence drawn at commit nor a way to see the lowest id an open
-transaction holds. The lock serializes only transactions that record events;
-each actor's turns are serialized across gateways anyway, so what it adds is the
-task and query actors taking turns with each other, from an event to a commit.
+On PostgreSQL the id comes from an identity, drawn at the insert, and gateways
+commit in any order: a lower id may commit after a higher one is visible. No
+lock orders them (one would make every transition of every gateway take turns);
+the reader does, as transactional outboxes do (:class:`CommitOrder`): it hands
+out the visible ids up to the first missing one, and skips a missing id only
+once every transaction that could still commit it has ended. The insert first
+makes sure its transaction has an id (``pg_current_xact_id()``, in the same
+statement, before the identity draws), so an event id ``n`` is drawn by a
+transaction whose id is below the ``xmax`` of any snapshot taken after ``n``
+was drawn; once a later snapshot's ``xmin`` (the oldest transaction still in
+flight) has passed that ``xmax``, whatever is still missing below ``n`` was
+rolled back. A reader that has handed out id ``n`` has handed out every id below
+it that will ever commit: ``Last-Event-ID`` resumes exactly.
 
 A job's rows go with the job: triggers delete them when the task or query row
 is deleted (retention purge), in that same transaction, whoever deletes it.
@@ -26,10 +28,10 @@ is deleted (retention purge), in that same transaction, whoever deletes it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
-from leasegate.storage.connection import transaction
 from leasegate.storage.engine import Connection, Row, Spelled, dialect
 
 Channel = Literal["task", "query"]
@@ -47,18 +49,18 @@ _JOB_ROW: Final = {
 }
 _COLUMNS: Final = "channel, job_id, tenant, site, device_id, kind, status, at, detail"
 _INSERT_TEXT: Final = f"INSERT INTO job_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-# The key of the PostgreSQL advisory lock that orders event ids by commit ("lg events").
-EVENTS_LOCK: Final = int.from_bytes(b"lgevents", "big") >> 1
 # PostgreSQL has no lastrowid: its insert returns the id (postgres.connection.Cursor).
-# The lock is taken in the statement (no round trip of its own) before the identity
-# draws the id; taking it again in one transaction costs a lookup in the server's
-# local lock table. Not once per turn: a lock taken inside a savepoint that is rolled
-# back is released with it.
+# The transaction's id is assigned in the statement (no round trip of its own), before
+# the identity draws the event's: what CommitOrder's reading relies on.
+_XID_FIRST: Final = "(SELECT pg_current_xact_id()) AS xid_first"
 _INSERT: Final = Spelled(_INSERT_TEXT, (
     "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
-    "detail) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? "
-    f"FROM (SELECT pg_advisory_xact_lock({EVENTS_LOCK})) AS in_commit_order "
-    "RETURNING event_id"))
+    f"detail) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? FROM {_XID_FIRST} RETURNING event_id"))
+# PostgreSQL: the insert, and whether the job's history is now over the cap (the
+# count's snapshot is the statement's: it does not see the row inserted).
+_INSERT_COUNTED: Final = (
+    f"WITH new AS ({_INSERT.postgresql}) SELECT new.event_id, (SELECT count(*) FROM "
+    f"job_events WHERE channel = ? AND job_id = ?) >= {HISTORY_CAP} AS over FROM new")
 _LAST_ID: Final = Spelled("SELECT seq FROM sqlite_sequence WHERE name = 'job_events'",
                           "SELECT last_value FROM job_events_event_id_seq WHERE is_called")
 
@@ -79,11 +81,17 @@ def append(conn: Connection, channel: Channel, job_id: str, kind: str,
             return None
     tenant, site, status = job["tenant"], job["site"], job["status"]
     device_id = job["device_id"] if channel == "task" else None
-    cur = conn.execute(_INSERT, (channel, job_id, tenant, site, device_id, kind, status, at,
-                                 detail))
-    if kind != "submitted":  # a job's first event: nothing to trim
-        _trim(conn, channel, job_id)
-    return {"event_id": cur.lastrowid, "tenant": tenant, "site": site,
+    values = (channel, job_id, tenant, site, device_id, kind, status, at, detail)
+    if dialect(conn) == "postgresql" and kind != "submitted":
+        # The insert and the count that says whether to trim, in one round trip.
+        event_id, over = conn.execute(_INSERT_COUNTED, (*values, channel, job_id)).fetchone()
+        if over:
+            _trim(conn, channel, job_id)
+    else:
+        event_id = conn.execute(_INSERT, values).lastrowid
+        if kind != "submitted":  # a job's first event: nothing to trim
+            _trim(conn, channel, job_id)
+    return {"event_id": event_id, "tenant": tenant, "site": site,
             "device_id": device_id, "status": status, "kind": job["kind"]}
 
 
@@ -113,11 +121,10 @@ def append_many(conn: Connection, channel: Channel, kind: str, at: float,
 
 
 def _insert_many_pg(values: str) -> str:
-    """PostgreSQL's: the lock of :data:`_INSERT` taken in the statement, the ids
-    returned with their jobs."""
-    return (f"INSERT INTO job_events ({_COLUMNS}) SELECT v.* FROM (VALUES {values}) "
-            f"AS v ({_COLUMNS}) CROSS JOIN (SELECT pg_advisory_xact_lock({EVENTS_LOCK})) "
-            "AS in_commit_order RETURNING event_id, job_id")
+    """PostgreSQL's: the transaction's id assigned first, as in :data:`_INSERT`; the
+    event ids returned with their jobs."""
+    return (f"INSERT INTO job_events ({_COLUMNS}) SELECT v.* FROM {_XID_FIRST} "
+            f"CROSS JOIN (VALUES {values}) AS v ({_COLUMNS}) RETURNING event_id, job_id")
 
 
 def _trim_many(conn: Connection, channel: str, job_ids: Sequence[str]) -> None:
@@ -171,12 +178,73 @@ def after(conn: Connection, event_id: int, limit: int) -> list[Row]:
     return conn.execute(_AFTER, (event_id, limit)).fetchall()
 
 
-def committed_last_event_id(conn: Connection) -> int:
-    """The last id handed out, once every transaction that drew one has ended (on
-    PostgreSQL: read under :data:`EVENTS_LOCK`, so no lower id commits later). Where a
-    gateway's tail starts."""
+# The reader's snapshot beside the rows: the oldest transaction in flight (xmin) and
+# the first not yet begun (xmax), of the statement's own snapshot.
+_AFTER_PG: Final = _AFTER.replace(
+    "FROM job_events AS e",
+    ", pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS in_flight_from, "
+    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS begun_before "
+    "FROM job_events AS e")
+_SNAPSHOT: Final = ("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, "
+                    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+
+
+class CommitOrder:
+    """A reader of the events table that hands out ids so that none below one handed
+    out commits later (one per tailing gateway; see the module docstring). SQLite's ids
+    are dense and in commit order already: there, every row read is handed out.
+
+    A missing id below a visible one is waited for until every transaction that was
+    in flight when it was first seen missing has ended (``xmin`` has passed that
+    read's ``xmax``): until then it may be a slower transaction's, later it was
+    rolled back and is skipped."""
+
+    def __init__(self) -> None:
+        # (n, x): every id below n was drawn by a transaction below x.
+        self._drawn_below: tuple[int, int] | None = None
+
+    def read(self, conn: Connection, event_id: int, limit: int) -> tuple[list[Row], bool]:
+        """Up to ``limit`` events after ``event_id`` that no lower id can follow (each
+        with ``job_kind``, as :func:`after`), and whether more are visible but held back
+        behind an id still missing (read again soon)."""
+        if dialect(conn) == "sqlite":
+            return after(conn, event_id, limit), False
+        rows = conn.execute(_AFTER_PG, (event_id, limit)).fetchall()
+        handed: list[Row] = []
+        expected = event_id + 1
+        settled_below = self._settled_below(rows[0]["in_flight_from"]) if rows else 0
+        for row in rows:
+            n = row["event_id"]
+            if n != expected and n > settled_below:
+                # A hole seen before keeps its first sighting's xmax (a later one would
+                # push its end away while it lasts); a settled or passed one is replaced.
+                known = self._drawn_below
+                if known is None or settled_below or known[0] <= expected:
+                    self._drawn_below = (n, row["begun_before"])
+                return handed, True
+            handed.append(row)
+            expected = n + 1
+        return handed, False
+
+    def _settled_below(self, in_flight_from: int) -> int:
+        """The id below which nothing missing can still commit (0: none known)."""
+        if self._drawn_below is None:
+            return 0
+        below, begun_before = self._drawn_below
+        return below if in_flight_from >= begun_before else 0
+
+
+def committed_last_event_id(conn: Connection, *, patience: float = 5.0) -> int:
+    """The last id handed out, once every transaction that may hold a lower one has
+    ended (on PostgreSQL: waits for the transactions in flight at the call, at most
+    ``patience`` seconds). Where a gateway's tail starts."""
+    last = last_event_id(conn)
     if dialect(conn) == "sqlite":
-        return last_event_id(conn)
-    with transaction(conn):
-        conn.execute(f"SELECT pg_advisory_xact_lock({EVENTS_LOCK})")
-        return last_event_id(conn)
+        return last
+    begun_before = int(conn.execute(_SNAPSHOT).fetchone()[1])
+    give_up = time.monotonic() + patience
+    while int(conn.execute(_SNAPSHOT).fetchone()[0]) < begun_before:
+        if time.monotonic() > give_up:  # a long transaction elsewhere in the cluster
+            break
+        time.sleep(0.005)
+    return last

@@ -14,6 +14,7 @@ from typing import Any
 
 from leasegate.storage.engine import Connection, Row
 from leasegate.storage.rows import insert_new, insert_rows, known_ids, rows_by_key
+from leasegate.storage.turn_locks import Shared, lock_scopes
 
 
 class JobTable:
@@ -35,6 +36,15 @@ class JobTable:
         self._delete = f"DELETE FROM {table} WHERE {key} = ?"
         self._forget = (f"DELETE FROM {tombstones} WHERE {key} IN (SELECT {key} FROM "
                         f"{tombstones} WHERE purged_at <= ? LIMIT ?)")
+        # Across gateways, a purge and a submit of an id it buries must not cross: the
+        # submit's insert would wait for the purge's delete and then insert, its
+        # tombstone check already made. Submits of ids a client chose take it shared
+        # (beside each other), the purge exclusive.
+        self.ids_scope = f"job ids {table}"
+
+    def submit_scope(self, given_id: str | None) -> tuple[str, ...]:
+        """The lock a submit of ``given_id`` holds (a server's id is never buried)."""
+        return () if given_id is None else (Shared(self.ids_scope),)
 
     def get(self, conn: Connection, job_id: str) -> Row | None:
         row: Row | None = conn.execute(self._get, (job_id,)).fetchone()
@@ -69,6 +79,7 @@ class JobTable:
                                limit: int = 1000) -> list[str]:
         """Delete finished jobs past retention, leaving a tombstone for each in the
         same transaction; their ids."""
+        lock_scopes(conn, [self.ids_scope])
         ids = [(row[0],) for row in conn.execute(self._finished, (cutoff, limit))]
         conn.executemany(self._bury, [(now, i) for (i,) in ids])
         conn.executemany(self._delete, ids)

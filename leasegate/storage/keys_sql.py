@@ -8,11 +8,11 @@ from typing import Final
 from leasegate.keyformat import hash_secret, new_key
 from leasegate.storage.engine import Connection, Row, dialect
 from leasegate.storage.notices_sql import notify
-from leasegate.storage.turn_locks import lock_turn
+from leasegate.storage.turn_locks import lock_scopes
 
 ROLES = ("client", "worker", "admin")
 
-ACTOR: Final = "keys"  # the actor that owns the table: its turn lock numbers revocations
+REVOCATIONS: Final = "keys revocations"  # the lock that numbers revocations in order
 # What a revocation tells every gateway of a PostgreSQL database (in the notice format
 # of ``actors.queue.elsewhere``: from no gateway, so that every one hears it, the one
 # that revoked too): look for keys revoked since you last looked.
@@ -56,7 +56,7 @@ def count_all(conn: Connection) -> int:
 def revoke(conn: Connection, key_id: str, now: float) -> bool:
     """Revoke a live key (False: none such), numbered after every earlier revocation;
     on PostgreSQL every gateway is told once this commits."""
-    lock_turn(conn, ACTOR)  # the CLI and every gateway number revocations one at a time
+    lock_scopes(conn, [REVOCATIONS])  # the CLI and every gateway number them one at a time
     cur = conn.execute(
         "UPDATE api_keys SET revoked_at = ?, revoked_seq = "
         "(SELECT coalesce(max(revoked_seq), 0) + 1 FROM api_keys) "

@@ -19,7 +19,10 @@ MAX_PAYLOAD: Final = 7900  # bytes of UTF-8; PostgreSQL refuses a payload of 800
 
 
 def notify(conn: Connection, payloads: Sequence[str]) -> None:
-    """Send each payload on :data:`CHANNEL`, delivered when (and if) the current
-    transaction commits. Each must be under :data:`MAX_PAYLOAD` bytes of UTF-8."""
-    for payload in payloads:
-        conn.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload))
+    """Send each payload on :data:`CHANNEL`, in one statement, delivered when (and if)
+    its transaction commits: the current one, or (outside a transaction) the
+    statement's own, at once. Each must be under :data:`MAX_PAYLOAD` bytes of UTF-8."""
+    if payloads:
+        calls = ", ".join(["pg_notify(?, ?)"] * len(payloads))
+        conn.execute(f"SELECT {calls}", [value for payload in payloads
+                                          for value in (CHANNEL, payload)])

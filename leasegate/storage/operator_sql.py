@@ -6,7 +6,8 @@ the status, like every transition (``tasks_sql``). ``sites`` holds the dispatch
 controls an operator set per site (paused, a lease rate); it is the task actor's, and
 the query actor gets its controls from the task actor at start-up and on each change.
 A throttled site's token bucket (``tokens`` as of ``refilled_at``) is the one row both
-queue actors write, of every gateway: always under :func:`hold_site_tokens`.
+queue actors write, of every gateway: read for a draw under the row's lock
+(:func:`site_buckets`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, dialect
-from leasegate.storage.events_sql import EVENTS_LOCK
 from leasegate.storage.rows import marks
 
 _TABLES = {"task": ("tasks", "task_id"), "query": ("queries", "query_id")}
@@ -122,8 +122,7 @@ def set_site(conn: Connection, site: str, *, paused: bool, reason: str | None,
              by: str | None, leases_per_second: float | None, now: float) -> None:
     """Write a site's controls; a site with neither control left has no row. A new or
     changed rate starts a new bucket (tokens NULL: one token at its first draw); a pause or
-    resume keeps the tokens."""
-    hold_site_tokens(conn)
+    resume keeps the tokens. (Its write locks the site's row, as a draw's read does.)"""
     if not paused and leases_per_second is None:
         conn.execute("DELETE FROM sites WHERE site = ?", (site,))
         return
@@ -139,24 +138,19 @@ def set_site(conn: Connection, site: str, *, paused: bool, reason: str | None,
         (site, int(paused), reason, by, leases_per_second, now))
 
 
-def hold_site_tokens(conn: Connection) -> None:
-    """Before reading or writing a site's tokens: on PostgreSQL, wait for every other
-    transaction that may write them (either queue actor, any gateway) to end. Not a lock
-    of its own but the job history's (``events_sql.EVENTS_LOCK``), which every lease
-    takes anyway to record it: a second lock taken in either order beside it could
-    deadlock the two actors' turns. Held to the commit (or the savepoint's rollback:
-    then again at the next draw). SQLite's write lock already does it."""
-    if dialect(conn) == "postgresql":
-        conn.execute(f"SELECT pg_advisory_xact_lock({EVENTS_LOCK})")
-
-
-def site_bucket(conn: Connection, site: str) -> Row | None:
-    """A site's rate and its tokens as of ``refilled_at`` (None: no row), under
-    :func:`hold_site_tokens`."""
-    row: Row | None = conn.execute(
-        "SELECT leases_per_second, tokens, refilled_at, drawn_by FROM sites WHERE site = ?",
-        (site,)).fetchone()
-    return row
+def site_buckets(conn: Connection, sites: Sequence[str]) -> dict[str, Row]:
+    """The rate and the tokens as of ``refilled_at`` of each of ``sites`` that has a row,
+    by site. On PostgreSQL their rows are locked to the commit (in site order, so two
+    lease calls never wait for each other in a cycle): a transaction of either queue
+    actor, on any gateway, that draws from the same buckets waits for this one to write
+    back what it drew. SQLite's write lock already does it."""
+    if not sites:
+        return {}
+    ordered = sorted(set(sites))
+    lock = " FOR UPDATE" if dialect(conn) == "postgresql" else ""
+    return {row["site"]: row for row in conn.execute(
+        "SELECT site, leases_per_second, tokens, refilled_at, drawn_by FROM sites "
+        f"WHERE site IN ({marks(ordered)}) ORDER BY site{lock}", ordered)}
 
 
 def save_tokens(conn: Connection, buckets: Sequence[tuple[float, float, str, str]]) -> None:

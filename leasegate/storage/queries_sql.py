@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from leasegate.storage.engine import Connection, Row, respelled
+from leasegate.storage.engine import Connection, Row, respelled, skip_locked
 from leasegate.storage.jobs_sql import JobTable
 from leasegate.storage.keyset import merged, ordered
 from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
@@ -130,9 +130,9 @@ def expire_past_ttl(conn: Connection, now: float) -> list[Row]:
 
 
 def lapsed_leases(conn: Connection, now: float) -> list[Row]:
-    return conn.execute(
+    return conn.execute(skip_locked(
         "SELECT query_id, attempts, max_attempts, lease_owner, errors FROM queries "
-        "WHERE status = 'leased' AND lease_expires_at <= ?", (now,)
+        "WHERE status = 'leased' AND lease_expires_at <= ?"), (now,)
     ).fetchall()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from leasegate.storage.engine import Connection, Row, respelled
+from leasegate.storage.engine import Connection, Row, dialect, respelled, skip_locked
 
 
 def marks(values: Sequence[Any]) -> str:
@@ -58,9 +58,14 @@ def lease_rows(conn: Connection, table: str, key: str, tokens: Sequence[tuple[st
     longer queued, or not ``also``, is left out)."""
     ids = [job_id for job_id, _ in tokens]
     whens = " ".join(["WHEN ? THEN ?"] * len(tokens))
+    which = f"{key} IN ({marks(ids)}) AND status = 'queued' AND {also}"
+    if dialect(conn) == "postgresql":
+        # A row another gateway is leasing right now is skipped, not waited for: it
+        # is theirs once they commit (the lease goes on with what it got).
+        which = f"{key} IN (SELECT {key} FROM {table} WHERE {which} FOR UPDATE SKIP LOCKED)"
     leased = {row[key]: row for row in conn.execute(
         f"UPDATE {table} SET lease_token = CASE {key} {whens} END, {changes} "
-        f"WHERE {key} IN ({marks(ids)}) AND status = 'queued' AND {also} RETURNING *",
+        f"WHERE {which} RETURNING *",
         [*(value for pair in tokens for value in pair), *args, *ids]).fetchall()}
     return [leased[job_id] for job_id in ids if job_id in leased]
 
@@ -111,7 +116,7 @@ def expire_each(conn: Connection, select: str, params: Sequence[Any], update: st
     """The jobs ``select`` finds (its first column the id) expired one at a time, each
     with its own ``reason``: ``update``'s parameters are the reason, ``now`` (updated
     and completed) and the id. The rows as found."""
-    rows: list[Row] = conn.execute(select, tuple(params)).fetchall()
+    rows: list[Row] = conn.execute(skip_locked(select), tuple(params)).fetchall()
     for row in rows:
         conn.execute(update, (reason(row), now, now, row[0]))
     return rows

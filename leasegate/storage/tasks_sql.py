@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from leasegate.storage import lanes_sql
-from leasegate.storage.engine import Connection, Row, respelled
+from leasegate.storage.engine import Connection, Row, respelled, skip_locked
 from leasegate.storage.jobs_sql import JobTable
 from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
 
@@ -272,24 +272,24 @@ def reclaim(conn: Connection, task_id: str, token: str, status: str, *,
 # ---- deadlines ------------------------------------------------------------------------
 
 def lapsed_claims(conn: Connection, now: float) -> list[Row]:
-    return conn.execute(
+    return conn.execute(skip_locked(
         "SELECT * FROM tasks WHERE status = 'leased' AND claim_expires_at <= ? "
-        "ORDER BY claim_expires_at, task_id", (now,)
+        "ORDER BY claim_expires_at, task_id"), (now,)
     ).fetchall()
 
 
 def past_hard_timeout(conn: Connection, now: float,
                       hard_timeout: float) -> list[Row]:
-    return conn.execute(
+    return conn.execute(skip_locked(
         "SELECT * FROM tasks WHERE status = 'running' AND started_at + ? <= ? "
-        "ORDER BY started_at, task_id", (hard_timeout, now)
+        "ORDER BY started_at, task_id"), (hard_timeout, now)
     ).fetchall()
 
 
 def lapsed_leases(conn: Connection, now: float) -> list[Row]:
-    return conn.execute(
+    return conn.execute(skip_locked(
         "SELECT * FROM tasks WHERE status = 'running' AND lease_expires_at <= ? "
-        "ORDER BY lease_expires_at, task_id", (now,)
+        "ORDER BY lease_expires_at, task_id"), (now,)
     ).fetchall()
 
 

@@ -19,6 +19,7 @@ from leasegate.actors.pages import Page, Paged, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.logs import escape
 from leasegate.storage import devices_sql as sql
+from leasegate.storage.turn_locks import lock_scopes
 
 log = logging.getLogger("leasegate.devices")
 
@@ -47,7 +48,12 @@ def see(turn: DeviceTurn, m: SeeDevice) -> Sighted:
     conn, now = turn.conn, turn.now
     tenant, device_id = m.tenant, m.device_id
     key = (tenant, device_id)
-    row = sql.get(conn, tenant, device_id)
+    row = sql.get_to_change(conn, tenant, device_id)
+    if row is None:
+        # A new device: across gateways, the count and the eviction that keep the table
+        # within its capacity are one; the device may have come in meanwhile.
+        lock_scopes(conn, ["devices capacity"])
+        row = sql.get_to_change(conn, tenant, device_id)
     if row is None:
         if sql.count(conn) >= turn.settings.device_capacity:
             evicted = sql.evict_one(conn)
@@ -62,7 +68,7 @@ def see(turn: DeviceTurn, m: SeeDevice) -> Sighted:
         sql.seen(conn, tenant, device_id, now)
         return Sighted(device_id, "online")
     version = sql.change(conn, tenant, device_id, row["state"], "online", now, seen_at=now)
-    assert version is not None  # this turn read the row: nobody else writes it
+    assert version is not None  # this turn read the row locked: nobody else writes it
     log.info("device back (was %s): %s/%s", row["state"], escape(tenant), escape(device_id))
     # The caller resumes its tasks itself; an older action still waiting is moot.
     turn.after_commit(lambda: _came_back(turn, key))

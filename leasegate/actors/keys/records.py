@@ -178,6 +178,10 @@ def create_first(turn: KeysTurn, m: CreateFirstKeys) -> tuple[CreatedKey, ...]:
     return tuple(create(turn, key) for key in m.keys)
 
 
+# Gateways starting together on a fresh database: one creates the first keys.
+KEYS.locks(CreateFirstKeys, lambda m: ("keys first",))
+
+
 def _row(conn: Connection, key_id: str) -> Row:
     row = sql.get(conn, key_id)
     if row is None:

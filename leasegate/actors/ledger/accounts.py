@@ -55,6 +55,11 @@ def credit(turn: LedgerTurn, m: Credit) -> AccountView:
     return account_view(m.account, sql.account(conn, m.account))
 
 
+# Across gateways: a ref is credited once, and the account's ceiling is checked with
+# the credit that could pass it.
+LEDGER.locks(Credit, lambda m: (f"ledger account {m.account}", f"ledger credit {m.ref}"))
+
+
 def _within_max_balance(turn: LedgerTurn, m: Credit) -> None:
     """Money enters only here: a credit may not take ``@world`` past
     ``-ledger_max_balance``, which bounds every other account and every sum."""

@@ -86,6 +86,16 @@ def hold_money(turn: LedgerTurn, m: JobHold, open_row: OpenRow, *,
     return HoldPlaced(m.job_id, status="open", created=True)
 
 
+def hold_scopes(m: JobHold) -> tuple[str, ...]:
+    """Across gateways, a hold's check and its write are one for its account (the
+    balance is never overdrawn by two at once) and for its job (held once)."""
+    return (f"ledger account {m.account}", hold_scope(m.channel, m.job_id))
+
+
+def hold_scope(channel: object, job_id: object) -> str:
+    return f"ledger hold {channel} {job_id}"
+
+
 @dataclass(frozen=True)
 class PlaceHold(JobHold):
     """``account -> @holds`` for a job about to be submitted. 6007 when the account's
@@ -124,6 +134,8 @@ class PlaceHolds(Batch[Ledger, PlaceHold, HoldPlaced]):
 
 
 LEDGER.each(PlaceHolds, hold)
+LEDGER.locks(PlaceHold, hold_scopes)
+LEDGER.locks_each(PlaceHolds, hold_scopes)
 
 
 @dataclass(frozen=True)
@@ -158,6 +170,9 @@ def release(turn: LedgerTurn, m: ReleaseHold) -> bool:
                  f"{m.job_id} was refused", now, [("@holds", -amount), (account, amount)])
     log.info("hold released, its submit was refused: %s %s", m.channel, escape(m.job_id))
     return True
+
+
+LEDGER.locks(ReleaseHold, lambda m: (hold_scope(m.channel, m.job_id),))
 
 
 @dataclass(frozen=True)

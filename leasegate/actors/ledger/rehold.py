@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from leasegate.actors.ledger.holds import JobHold, hold_money
+from leasegate.actors.ledger.holds import JobHold, hold_money, hold_scopes
 from leasegate.actors.ledger.ref import Ledger
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
 from leasegate.actors.ledger.views import HoldPlaced
@@ -41,3 +41,5 @@ class HoldsAgain(Batch[Ledger, HoldAgain, HoldPlaced]):
 
 
 LEDGER.each(HoldsAgain, hold_again)
+LEDGER.locks(HoldAgain, hold_scopes)
+LEDGER.locks_each(HoldsAgain, hold_scopes)

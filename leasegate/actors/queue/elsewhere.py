@@ -4,8 +4,13 @@ Several gateways on one PostgreSQL database each park their own long-polls (a wo
 lease, a client's ``GET ?wait_seconds``). A queue actor's turn that makes work
 available calls ``turn.work_may_be_available(topics)`` as on one gateway; with
 :class:`Elsewhere` wired in, the actor's :meth:`Elsewhere.announcer` also sends those
-topics to the other gateways (``NOTIFY``, in the turn's transaction, so they are
-delivered only once it commits). Each gateway's listener hands the notices to
+topics to the other gateways (``NOTIFY``), once the turn has committed: never for work
+that is not visible yet, nor for a rollback. Not in the turn's transaction: PostgreSQL
+holds one lock for the whole server while a transaction that notified commits (its
+notification queue's), so every committing turn would take turns with every other
+gateway's. The topics of every turn of the last ``NOTICE_GAP_SECONDS`` go together, in
+one short transaction of their own (on a connection of their own): notices grow with
+time, not with jobs. Each gateway's listener hands the notices to
 :meth:`Elsewhere.deliver`, which tells the named actor :class:`WorkElsewhere` through
 its ref; the actor offers the work to its parked messages in a turn of its own, as if
 its own write had woken them, and that turn also recomputes its timers (a claim made
@@ -31,10 +36,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 import trio
 
 from leasegate.actors.channels import JobQueue
+from leasegate.actors.runtime.background import storage_failures_logged
 from leasegate.actors.runtime.mailbox import Tell
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import LeasegateError
-from leasegate.storage.notices_sql import MAX_PAYLOAD, notify
+from leasegate.logs import Throttled
+from leasegate.storage.notices_sql import MAX_PAYLOAD
 
 if TYPE_CHECKING:
     from leasegate.storage.postgres.listener import Listener
@@ -42,6 +49,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("leasegate.gateways")
 
 MAX_NOTICES: Final = 8  # per turn; a turn that woke more says "everything" once
+# How long the notices of committed turns gather before they go, together: a wake-up
+# elsewhere comes this much later, and a gateway sends at most ~100 a second.
+NOTICE_GAP_SECONDS: Final = 0.01
 
 
 @dataclass(frozen=True)
@@ -157,6 +167,11 @@ class Elsewhere:
         self._queues = dict(queues)
         self._others = dict(others or {})
         self._pending = {name: _Pending() for name in queues}
+        # This gateway's committed topics, by actor, until they go (see send_notices).
+        self._outgoing = {name: _Pending() for name in queues}
+        self._out_ready = trio.Event()
+        self._send: Callable[[list[str]], Awaitable[object]] | None = None
+        self._send_log = Throttled(log, 600.0)
         self._heard_any = heard_any
         self.notices = 0  # other gateways' notices heard
         self.resyncs = 0
@@ -175,14 +190,48 @@ class Elsewhere:
         self.listener = listener
         self._listen = listener.run
 
+    def send_with(self, send: Callable[[list[str]], Awaitable[object]],
+                  error_log_window: float) -> None:
+        """Send the notices with ``send(payloads)`` (a write of its own, committed at
+        once: ``notices_sql.notify_now``) while :meth:`run` runs."""
+        self._send = send
+        self._send_log = Throttled(log, error_log_window)
+
     def announcer(self, actor: str) -> Callable[[Turn], None]:
-        """What the actor ``actor`` calls before each commit (``Actor.announce``)."""
-        gateway = self.gateway
+        """What the actor ``actor`` calls before each commit (``Actor.announce``): the
+        turn's topics are queued to go once it has committed."""
+        outgoing = self._outgoing[actor]
 
         def announce(turn: Turn) -> None:
-            notify(turn.conn, payloads(gateway, actor, turn.announce, turn.announce_all))
+            topics, everything = set(turn.announce), turn.announce_all
+
+            def committed() -> None:
+                outgoing.topics |= topics
+                outgoing.everything = outgoing.everything or everything
+                self._out_ready.set()
+
+            turn.after_commit(committed)
 
         return announce
+
+    async def _send_notices(self, send: Callable[[list[str]], Awaitable[object]]) -> None:
+        """Every ``NOTICE_GAP_SECONDS`` at most, what the committed turns woke, in one
+        write. One that fails (the database unreachable) is dropped: the other gateways'
+        deadline polls and event reads meet the work a moment later."""
+        while True:
+            await self._out_ready.wait()
+            await trio.sleep(NOTICE_GAP_SECONDS)
+            self._out_ready = trio.Event()
+            notices: list[str] = []
+            for actor, outgoing in self._outgoing.items():
+                if outgoing.topics or outgoing.everything:
+                    notices += payloads(self.gateway, actor, outgoing.topics,
+                                        outgoing.everything)
+                    outgoing.topics, outgoing.everything = set(), False
+            with storage_failures_logged(self._send_log, "notices to other gateways: "
+                                         "cannot send, dropped",
+                                         "notices to other gateways: sent again"):
+                await send(notices)
 
     def deliver(self, raw: list[str]) -> None:
         """The listener's batch of payloads (on the trio thread)."""
@@ -226,6 +275,8 @@ class Elsewhere:
                 nursery.start_soon(self._forward, ref, self._pending[name])
             if self._listen is not None:
                 nursery.start_soon(self._listen)
+            if self._send is not None:
+                nursery.start_soon(self._send_notices, self._send)
 
     @staticmethod
     async def _forward(ref: Teller, pending: _Pending) -> None:

@@ -19,13 +19,16 @@ effects never ran) is skipped.
 
 Several gateways on one PostgreSQL database: the hub is given a ``tail`` (a read of
 the events table after an id) and fills the ring from the table alone, every
-gateway's events in id order, which there is commit order (the events lock in
-``events_sql``): once a row is seen, no lower id can commit later, so a tail never
-skips one, and holes (rolled-back ids) are not waited for. A local commit's
+gateway's events in id order. The tail hands out only ids no lower one can follow
+(``events_sql.CommitOrder``: it holds back what lies behind an id still in flight,
+and says so; the hub then reads again after ``HELD_BACK_SECONDS``), so a tail never
+skips one, and the holes it hands out past (rolled-back ids) are never filled. A local commit's
 :meth:`EventHub.publish` only says "read now" (the row comes with the others', never
 twice); another gateway's commit says it through its notification
 (:meth:`EventHub.poke`, from ``elsewhere.Elsewhere``); and every
-``TAIL_FALLBACK_SECONDS`` the hub reads anyway, in case a notification was lost.
+``TAIL_FALLBACK_SECONDS`` the hub reads anyway, in case a notification was lost. Two
+reads are at least ``TAIL_GAP_SECONDS`` apart: under load the reads grow with time,
+not with commits.
 A ``Last-Event-ID`` handed out by another gateway may be ahead of this one's ring
 for a moment: the reader waits for one read of the table before it judges it.
 """
@@ -44,9 +47,9 @@ import trio
 
 from leasegate.actors.channels import Channel
 from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.runtime.background import storage_failures_logged
 from leasegate.errors import Unavailable
 from leasegate.logs import Throttled
-from leasegate.storage.connection import is_storage_failure
 
 log = logging.getLogger("leasegate.events")
 
@@ -55,10 +58,19 @@ BATCH: Final = 500  # events one read hands a reader at most
 TAIL_BATCH: Final = 1000  # rows one read of the table takes at most
 TAIL_FALLBACK_SECONDS: Final = 2.0  # a tailing hub reads this often, notified or not
 AHEAD_WAIT_SECONDS: Final = 1.0  # the most a reader waits for the tail to judge its id
+# Events held back behind one still in flight: read again this soon (its commit's
+# notice usually comes first; a rolled-back id or a transaction without events does not
+# send one).
+HELD_BACK_SECONDS: Final = 0.05
+# The least time between two reads of the table: under load, a read per commit (and
+# per notice of every other gateway) would grow with the jobs; this way it grows with
+# time, each read taking what the commits of the gap left.
+TAIL_GAP_SECONDS: Final = 0.01
 
-Tail = Callable[[int, int], Awaitable[list[JobEvent]]]
+Tail = Callable[[int, int], Awaitable[tuple[list[JobEvent], bool]]]
 """``tail(after, limit)``: up to ``limit`` committed events with ids above ``after``, in
-id order (``events_sql.after``)."""
+id order, that no lower id can follow, and whether more are held back
+(``history.committed_after``)."""
 
 
 @dataclass(frozen=True)
@@ -220,14 +232,18 @@ class EventHub:
                 self._flush()
 
     async def _run_tail(self, tail: Tail) -> None:
+        held_back = False
         while True:
-            with trio.move_on_after(TAIL_FALLBACK_SECONDS):
+            await trio.sleep(TAIL_GAP_SECONDS)
+            with trio.move_on_after(HELD_BACK_SECONDS if held_back else TAIL_FALLBACK_SECONDS):
                 await self._poke.wait()
             self._poke = trio.Event()
             tailed, self._tailed = self._tailed, trio.Event()
-            try:
+            with storage_failures_logged(
+                    self._tail_log, "live events: cannot read the events table, trying again",
+                    "live events: reading the events table again"):
                 while True:
-                    events = await tail(self._last, TAIL_BATCH)
+                    events, held_back = await tail(self._last, TAIL_BATCH)
                     for event in events:
                         if event.event_id > self._last:
                             self._append(event)
@@ -235,15 +251,8 @@ class EventHub:
                         self._moved()
                         # Ours that the table no longer has (purged before read).
                         self._own = {n for n in self._own if n > self._last}
-                    if len(events) < TAIL_BATCH:
+                    if len(events) < TAIL_BATCH or held_back:
                         break
-            except Exception as exc:
-                if not is_storage_failure(exc):
-                    raise
-                self._tail_log.warning(trio.current_time(), "live events: cannot read "
-                                       "the events table, trying again: %s", exc)
-            else:
-                self._tail_log.recovered("live events: reading the events table again")
             tailed.set()
 
     def close(self) -> None:

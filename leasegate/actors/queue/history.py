@@ -163,13 +163,17 @@ class JobHistory:
                              for r in events_sql.history(self.turn.conn, self.channel, job_id)))
 
 
-def committed_after(conn: Connection, after: int, limit: int) -> list[JobEvent]:
+def committed_after(conn: Connection, order: events_sql.CommitOrder, after: int,
+                    limit: int) -> tuple[list[JobEvent], bool]:
     """Up to ``limit`` committed events with ids above ``after``, every gateway's, in id
-    order: what a hub tails on PostgreSQL (``event_hub.Tail``, on a database thread)."""
+    order, none of which a lower id can follow, and whether more are held back behind
+    one still in flight: what a hub tails on PostgreSQL (``event_hub.Tail``, on a
+    database thread)."""
+    rows, held_back = order.read(conn, after, limit)
     return [JobEvent(r["event_id"], r["channel"], r["job_id"], r["tenant"], r["site"],
                      r["device_id"], r["kind"], r["status"], r["at"], stored_loads(r["detail"]),
                      r["job_kind"])
-            for r in events_sql.after(conn, after, limit)]
+            for r in rows], held_back
 
 
 def _bounded(value: Any) -> Any:

@@ -18,10 +18,11 @@ A throttle is a token bucket per site, holding a tenth of a second's leases (at 
 one), so that no second sees more than the rate and that tenth. The bucket is the
 site's row (``tokens`` as of ``refilled_at``, wall time: the same for every gateway),
 not an actor's memory: each lease call of either actor reads it, draws a token per
-job it leases and writes it back, in its own turn's transaction, under the lock that
-orders those transactions (``operator_sql.hold_site_tokens``). So the rate holds for
-tasks and queries together, whichever gateway they ask. That row is the one the query
-actor writes of the task actor's table, and only its bucket's columns, on purpose.
+job it leases and writes it back, in its own turn's transaction, under the row locks
+of the throttled sites (``operator_sql.site_buckets``, taken at a lease's first draw).
+So the rate holds for tasks and queries together, whichever gateway they ask. That row
+is the one the query actor writes of the task actor's table, and only its bucket's
+columns, on purpose.
 
 A lease that found a site's bucket empty makes its actor wake when a token is due
 (:meth:`SiteGate.next_refill`, from the actor's deadline timer) and offer the site's
@@ -131,8 +132,7 @@ class Admission:
 
     def __init__(self, gate: SiteGate, conn: Connection, now: float) -> None:
         self._gate, self._conn, self._now = gate, conn, now
-        self._held = False
-        self._buckets: dict[str, _Bucket | None] = {}  # None: not throttled in the database
+        self._buckets: dict[str, _Bucket | None] | None = None  # read at the first draw
         self._drawn: set[str] = set()
 
     def __call__(self, site: str) -> bool:
@@ -141,7 +141,9 @@ class Admission:
             return False
         if site not in gate.rates:
             return True
-        bucket = self._buckets[site] if site in self._buckets else self._read(site)
+        if self._buckets is None:
+            self._buckets = self._read()
+        bucket = self._buckets.get(site)
         if bucket is None:
             return True
         if bucket.tokens + bucket.rate * EARLY >= 1.0:
@@ -153,24 +155,26 @@ class Admission:
         gate.starved(site, due + courtesy(bucket.rate) if bucket.ours else due)
         return False
 
-    def _read(self, site: str) -> _Bucket | None:
-        if not self._held:
-            operator_sql.hold_site_tokens(self._conn)
-            self._held = True
-        row = operator_sql.site_bucket(self._conn, site)
-        bucket = None
-        # The database's rate: another gateway may have changed it since this one heard.
-        if row is not None and (rate := row["leases_per_second"]) is not None:
-            tokens, at = refilled(rate, row["tokens"], row["refilled_at"], self._now)
-            bucket = _Bucket(rate, tokens, at, row["drawn_by"] == self._gate.channel)
-        self._buckets[site] = bucket
-        return bucket
+    def _read(self) -> dict[str, _Bucket | None]:
+        """Every throttled site's bucket, their rows locked at once (one statement, in
+        site order): None for a site the database no longer throttles."""
+        rows = operator_sql.site_buckets(self._conn, list(self._gate.rates))
+        buckets: dict[str, _Bucket | None] = {}
+        for site in self._gate.rates:
+            row, bucket = rows.get(site), None
+            # The database's rate: another gateway may have changed it since this one heard.
+            if row is not None and (rate := row["leases_per_second"]) is not None:
+                tokens, at = refilled(rate, row["tokens"], row["refilled_at"], self._now)
+                bucket = _Bucket(rate, tokens, at, row["drawn_by"] == self._gate.channel)
+            buckets[site] = bucket
+        return buckets
 
     def spend(self) -> None:
         """Write back the tokens left in the buckets this call drew from."""
         channel = self._gate.channel
+        buckets = self._buckets or {}
         drawn = [(b.tokens, b.at, channel, site) for site in sorted(self._drawn)
-                 if (b := self._buckets[site]) is not None]
+                 if (b := buckets.get(site)) is not None]
         if drawn:
             operator_sql.save_tokens(self._conn, drawn)
         self._drawn.clear()

@@ -146,6 +146,10 @@ class SubmitSQL(Protocol):
         """Which of ``ids`` are taken (a job or a tombstone): ``fingerprint``, ``status``."""
         ...
 
+    def submit_scope(self, given_id: str | None, /) -> tuple[str, ...]:
+        """The lock a submit of ``given_id`` holds across gateways (``turn_locks``)."""
+        ...
+
 
 class Reply(Protocol[R_co]):
     """A channel's submit reply (a ``Receipt``), made from the job's id, its status and
@@ -222,6 +226,8 @@ def handle_submits(handlers: Handlers[Any, QT], one: type[S],
 
     handlers.on(one)(submit)
     handlers.each(many, submit, lambda turn, items: submit_all(turn, items, how))
+    handlers.locks(one, lambda m: how.sql.submit_scope(m.job_id))
+    handlers.locks_each(many, lambda m: how.sql.submit_scope(m.job_id))
 
 
 def _created(turn: QueueTurn[Any], jobs: Sequence[tuple[str, NewJob]]) -> None:

@@ -60,8 +60,8 @@ from leasegate.storage.connection import (
     transaction,
 )
 from leasegate.storage.database import Database
-from leasegate.storage.engine import Connection
-from leasegate.storage.turn_locks import lock_turn
+from leasegate.storage.engine import Connection, dialect
+from leasegate.storage.turn_locks import lock_scopes
 
 A = TypeVar("A")
 C = TypeVar("C", bound=Turn)
@@ -178,7 +178,6 @@ class Actor(Generic[A, C]):
             turn.begin(conn, now)
             try:
                 with transaction(conn):
-                    lock_turn(conn, self.name)
                     behaviour.start(turn)
                     return behaviour.next_wakeup(turn)
             finally:
@@ -320,19 +319,24 @@ class Actor(Generic[A, C]):
         begin(conn)
         changes = conn.total_changes
         try:
-            lock_turn(conn, self.name)  # this actor's turns, one at a time on every gateway
+            self._lock_scopes(conn, batch)
             turn.begin(conn, now)
             turn.bugs = batch.internal_errors
             # Deadlines first, so every message sees the state as of `now`; only
             # when one is due (next_wakeup is exact), not on every turn.
+            turn.restart = None
             if self._next_wakeup is not None and now >= self._next_wakeup:
                 behaviour.on_wakeup(turn, now)
+            elif dialect(conn) == "postgresql":
+                turn.restart = lambda: self._restart(conn, batch)
             for env in batch.envelopes:
                 result = self._apply_one(env)
+                turn.restart = None  # (a message without a handler leaves it)
                 batch.results.append(result)
                 if result is PARK_OUTCOME:
                     wait = self._parks[type(env.message)].wait(env.message)
                     batch.newcomers.append((env, wait or Wait(queue=env)))
+            turn.restart = None  # no message: nothing after may restart the transaction
             for job in batch.jobs:
                 batch.job_runs.append(run_job(turn, job, now))
             self._offer_parked(batch.served, batch.newcomers)
@@ -347,6 +351,27 @@ class Actor(Generic[A, C]):
             rollback(conn)
             raise
         return wake
+
+    def _restart(self, conn: Connection, batch: TurnBatch) -> None:
+        """Undo the transaction's first message, run without a savepoint: the
+        transaction again, with its locks."""
+        rollback(conn)
+        begin(conn)
+        self._lock_scopes(conn, batch)
+
+    def _lock_scopes(self, conn: Connection, batch: TurnBatch) -> None:
+        """The narrow locks the turn's messages declare, all at once (see
+        ``storage.turn_locks``): no actor-wide lock, on either engine."""
+        declared = self._behaviour.scopes
+        if not declared:
+            return
+        scopes: set[str] = set()
+        for env in batch.envelopes:
+            of = declared.get(type(env.message))
+            if of is not None:
+                scopes.update(of(env.message))
+        if scopes:
+            lock_scopes(conn, scopes)
 
     def _apply_one(self, env: Envelope[Any]) -> outcome.Outcome[Any] | None:
         message = env.message

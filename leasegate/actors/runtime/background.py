@@ -11,11 +11,16 @@ every time.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+
+import trio
 
 from leasegate.actors.runtime.periodic import JobRecord, run_guarded
 from leasegate.clock import Clock
+from leasegate.logs import Throttled
 from leasegate.storage import periodic_sql
+from leasegate.storage.connection import is_storage_failure
 from leasegate.storage.database import Database
 from leasegate.storage.engine import Connection
 
@@ -49,3 +54,18 @@ class BackgroundJob:
 
         return functools.partial(run_guarded, record, clock, window, self.fn, claim=claim,
                                  give_back=give_back)
+
+
+@contextmanager
+def storage_failures_logged(log: Throttled, failing: str, recovered: str) -> Iterator[None]:
+    """A background read or write that goes on after a storage failure: the failure is
+    logged (``failing: <error>``, throttled) and swallowed, the first success after one
+    says ``recovered``; any other error propagates."""
+    try:
+        yield
+    except Exception as exc:
+        if not is_storage_failure(exc):
+            raise
+        log.warning(trio.current_time(), f"{failing}: %s", exc)
+    else:
+        log.recovered(recovered)

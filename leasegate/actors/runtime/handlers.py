@@ -24,7 +24,7 @@ are registered here too, once.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
@@ -73,6 +73,8 @@ class Handlers(Generic[A, C]):
         self.start: Callable[[C], None] = lambda turn: None
         self.next_wakeup: Callable[[C], float | None] = lambda turn: None
         self.on_wakeup: Callable[[C, float], None] = lambda turn, now: None
+        # Several gateways: the narrow locks a message's turn holds (turn_locks).
+        self.scopes: dict[type[Message], Callable[[Any], Iterable[str]]] = {}
 
     @overload
     def on(self, kind: Callable[..., Ask[A, R]]
@@ -115,6 +117,22 @@ class Handlers(Generic[A, C]):
 
         apply_each.__qualname__ = f"each {kind.__name__}"
         self._add(kind, apply_each)
+
+    def locks(self, kind: Callable[..., M], scopes: Callable[[M], Iterable[str]]) -> None:
+        """What a message of ``kind`` guards across gateways: ``scopes(message)`` names
+        the locks (``"account acme"``) its turn takes first, with every other message's
+        of the turn (``storage.turn_locks``; nothing on SQLite)."""
+        assert isinstance(kind, type)
+        self.scopes[kind] = scopes
+
+    def locks_each(self, kind: Callable[..., Batch[A, M, Any]],
+                   scopes: Callable[[M], Iterable[str]]) -> None:
+        """:meth:`locks` of a batch message: every item's ``scopes``."""
+        def of_items(m: Batch[A, M, Any]) -> Iterable[str]:
+            items = m.items if isinstance(m.items, tuple) else ()
+            return [scope for item in items for scope in scopes(item)]
+
+        self.locks(kind, of_items)
 
     def deadlines(self, next_wakeup: Callable[[C], float | None],
                   on_wakeup: Callable[[C, float], None]) -> None:

@@ -109,6 +109,9 @@ class Turn:
         self.request_id: str | None = None  # of the message being applied
         self.undone = 0  # rows this turn's undone savepoints had changed
         self.retried = 0  # batches of this turn undone to be applied again item by item
+        # Set by the runtime while nothing but the turn's locks is in its transaction:
+        # the next message needs no savepoint (see in_savepoint).
+        self.restart: Callable[[], None] | None = None
 
     def work_may_be_available(self, *topics: Hashable) -> None:
         """Offer the messages parked on any of ``topics`` another try in this
@@ -204,21 +207,37 @@ class Turn:
         SQLITE_FULL, IOERR). A message, or one item of a batch message."""
         conn = self.conn
         mark = self.mark()
-        savepoint(conn, name)
+        # First in its transaction (``restart`` set): undoing it is restarting the
+        # transaction, so the happy path saves SAVEPOINT and RELEASE, two of the
+        # handful of round trips a one-message turn makes on PostgreSQL.
+        restart, self.restart = self.restart, None
+        if restart is None:
+            savepoint(conn, name)
         try:
             value = step()
         except LeasegateError as exc:
-            self.undo(name, mark)
+            self._undo_step(name, mark, restart)
             return outcome.Error(exc)
         except Exception as exc:
             if is_storage_failure(exc):
                 raise
-            self.undo(name, mark)
+            self._undo_step(name, mark, restart)
             self.bugs.append((what, self.request_id, traceback.format_exc()))
             return outcome.Error(InternalError(
                 f"internal error (request {self.request_id or '-'}); see the server log"))
-        release(conn, name)
+        if restart is None:
+            release(conn, name)
         return outcome.Value(value)
+
+    def _undo_step(self, name: str, mark: tuple[int, int, int],
+                   restart: Callable[[], None] | None) -> None:
+        if restart is None:
+            self.undo(name, mark)
+            return
+        effects, changes, undone = mark
+        restart()
+        del self.effects[effects:]
+        self.undone = undone + self.conn.total_changes - changes
 
     def mark(self) -> tuple[int, int, int]:
         """What a savepoint made now must restore: (effects, the connection's total

@@ -33,6 +33,7 @@ from leasegate.actors.views import loads
 from leasegate.errors import RateLimited
 from leasegate.storage import presence_sql as sql
 from leasegate.storage.engine import Connection
+from leasegate.storage.turn_locks import lock_scopes
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ def admit(turn: TaskTurn, worker_id: str, key_id: str | None) -> None:
     cap = settings.max_workers_per_key
     if key_id is None or cap == 0 or sql.known(conn, worker_id):
         return
+    # A new worker: across gateways, the count and the room made for it are one per key.
+    lock_scopes(conn, [f"workers of key {key_id}"])
     count, oldest_seen = sql.count_of_key(conn, key_id)
     if count < cap:
         return
