@@ -18,6 +18,7 @@ from leasegate.actors.ledger.accounts import Credit
 from leasegate.actors.tasks.control import ReclaimTask
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import (
+    _field,
     authenticator,
     back_to,
     bp,
@@ -30,19 +31,6 @@ from leasegate.http.context import system
 from leasegate.http.numbers import whole_number
 from leasegate.http.routes_operator import signed
 from leasegate.settings import MAX_AMOUNT
-
-MAX_FIELD_CHARS = 2000
-
-
-def _field(form: Any, name: str, *, required: bool = True) -> str | None:
-    value = str(form.get(name, "")).strip()
-    if len(value) > MAX_FIELD_CHARS:
-        raise InvalidRequest(f"{name} is over {MAX_FIELD_CHARS} characters")
-    if not value:
-        if required:
-            raise InvalidRequest(f"{name} is required")
-        return None
-    return value
 
 
 def _whole(form: Any, name: str) -> int:

@@ -20,7 +20,7 @@ from quart import Blueprint, Response, current_app, g, redirect, render_template
 from werkzeug.wrappers import Response as Redirect
 
 from leasegate.actors.keys.views import Principal
-from leasegate.errors import LeasegateError, NotFound, Unauthorized
+from leasegate.errors import InvalidRequest, LeasegateError, NotFound, Unauthorized
 from leasegate.http.auth import Authenticator
 from leasegate.http.console.sessions import COOKIE, Session
 
@@ -220,3 +220,19 @@ async def sign_out() -> Redirect:
     response = redirect(url_for("console.sign_in_form"), 303)
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="Strict")
     return response
+
+
+# A form's text field: here, beside the blueprint, because the pages and every form
+# handler read fields (in actions.py it made an import cycle with pages.py).
+MAX_FIELD_CHARS = 2000
+
+
+def _field(form: Any, name: str, *, required: bool = True) -> str | None:
+    value = str(form.get(name, "")).strip()
+    if len(value) > MAX_FIELD_CHARS:
+        raise InvalidRequest(f"{name} is over {MAX_FIELD_CHARS} characters")
+    if not value:
+        if required:
+            raise InvalidRequest(f"{name} is required")
+        return None
+    return value

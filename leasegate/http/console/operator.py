@@ -17,8 +17,7 @@ from leasegate.actors.jobs.operator import OperatorActions
 from leasegate.actors.queue.retry import Redrive
 from leasegate.actors.tasks.control import ControlTask, FindStaleTasks, ReclaimAction
 from leasegate.errors import InvalidRequest
-from leasegate.http.console.actions import _field
-from leasegate.http.console.blueprint import back_to, bp, page, principal, session
+from leasegate.http.console.blueprint import _field, back_to, bp, page, principal, session
 from leasegate.http.console.search import utc_text
 from leasegate.http.context import system
 from leasegate.http.numbers import whole_number

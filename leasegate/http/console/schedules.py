@@ -17,8 +17,7 @@ from leasegate.actors.schedules.records import (
     PauseSchedule,
 )
 from leasegate.actors.schedules.submitter import trigger
-from leasegate.http.console.actions import _field
-from leasegate.http.console.blueprint import back_to, bp, page, principal, session
+from leasegate.http.console.blueprint import _field, back_to, bp, page, principal, session
 from leasegate.http.console.pages import PAGE_SIZE, _offset
 from leasegate.http.context import system
 from leasegate.http.render import to_json
