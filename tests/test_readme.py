@@ -195,7 +195,8 @@ def lease_calls(gateway: served.Served) -> float:
 
 
 def test_nothing_points_at_files_outside_the_repository() -> None:
-    files = [README, *sorted((ROOT / "leasegate").rglob("*.py")),
+    files = [README, *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "leasegate").rglob("*.py")),
              *sorted((ROOT / "tests").rglob("*.py"))]
     found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
              for path in files
@@ -245,3 +246,18 @@ def test_every_shell_block_runs_in_order_and_again(
     # The webhooks example's reply has the shape its comment shows.
     endpoint = json.loads((home / "endpoint.json").read_text())
     assert endpoint["endpoint_id"].startswith("ep_") and endpoint["secret"].startswith("whsec_")
+
+
+def test_the_readme_links_lead_somewhere() -> None:
+    """The contents' anchors name the README's sections, and every file it links to
+    (docs/, the screenshots) is in the repository."""
+    text = README.read_text()
+    sections = {re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-")
+                for title in re.findall(r"^## (.+)$", text, re.MULTILINE)}
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    anchors = [link[1:] for link in links if link.startswith("#")]
+    assert anchors and set(anchors) <= sections, set(anchors) - sections
+    assert set(anchors) == sections, "the contents list every section"
+    files = [link for link in links if not link.startswith(("#", "http"))]
+    assert "docs/benchmarks.md" in files and "docs/design-notes.md" in files
+    assert all((ROOT / link).is_file() for link in files), files
