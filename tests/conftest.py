@@ -73,6 +73,7 @@ ENGINES = ("sqlite", "postgres")
 # order the list; a file not named comes after, in collection order.
 SLOW_FILES: dict[str, float] = {  # measured: junit times of a whole run, 2026-12-03
     "test_schemathesis_roles.py": 48,
+    "test_readme.py": 45,
     "test_http_tasks.py": 37,
     "test_console_browser.py": 35,
     "test_gateways_served.py": 34,

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import html as html_module
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.conftest import Gateway
 
@@ -137,3 +142,14 @@ async def test_the_job_page_shows_each_attempts_error_and_the_next_attempt(
     assert '<strong class="error-type">shop.Down</strong>' in attempts
     assert "(code 503)" in attempts and "site &lt;down&gt;" in attempts  # escaped
     assert "<pre>Traceback: line 1</pre>" in attempts
+
+
+@pytest.mark.parametrize("module", sorted(
+    f"leasegate.http.console.{path.stem}" for path in
+    (Path(__file__).resolve().parent.parent / "leasegate/http/console").glob("*.py")))
+def test_each_console_module_imports_first(module: str) -> None:
+    """Whichever console module a process imports first, it imports (the gateway could
+    not start while the form handlers and the pages imported each other)."""
+    done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
