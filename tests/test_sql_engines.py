@@ -199,7 +199,8 @@ def test_queries_are_leased_oldest_first_by_site(conn: Connection) -> None:
         assert queries_sql.give_back(conn, "q0", "tok", NOW)
         assert queries_sql.take_leases(conn, [("q1", "tok")], "w", "r", NOW + 60, NOW) != []
         [done] = queries_sql.finish_many(conn, [("q1", "tok", "succeeded", "{}", None, None,
-                                                  3, "d", None, None)], NOW + 1)
+                                                  3, "d", None, None, None, None, 0)],
+                                         NOW + 1)
         assert done["attempts"] == 1
     assert queries_sql.next_deadline(conn) == NOW + 600
     assert queries_sql.count_live(conn, "queued") == (3, 2)

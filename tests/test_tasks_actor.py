@@ -842,9 +842,9 @@ async def test_worker_presence(queue: TaskActor,
     page = await ask(queue, ListWorkers())
     assert page == {"items": [
         {"worker_id": "w1", "state": "online", "last_seen_at": at(20), "task_ids": ["a"],
-         "sites": ["s1", "s2"]},
+         "sites": ["s1", "s2"], "channels": ["tasks"]},
         {"worker_id": "w2", "state": "online", "last_seen_at": at(0), "task_ids": [],
-         "sites": None},
+         "sites": None, "channels": ["tasks"]},
     ], "total": 2, "limit": 50, "offset": 0}
     await trio.sleep(70)  # w2 last seen exactly 90 s ago
     states = {w["worker_id"]: w["state"] for w in (await ask(queue, ListWorkers()))["items"]}

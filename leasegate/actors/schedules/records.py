@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from leasegate.actors.checks import check_choice, check_flag, check_id
 from leasegate.actors.lists import ListPage
@@ -123,8 +123,11 @@ def put(turn: ScheduleTurn, m: PutSchedule) -> SchedulePut:
     return SchedulePut(_view(turn, m.schedule_id), created=row is None)
 
 
+R = TypeVar("R")
+
+
 @dataclass(frozen=True)
-class Named:
+class Named(Ask[Schedules, R]):
     """A message about one schedule of ``tenant`` (None: anyone's, for an admin);
     another tenant's is 404."""
 
@@ -137,7 +140,7 @@ class Named:
 
 
 @dataclass(frozen=True)
-class GetSchedule(Named, Ask[Schedules, ScheduleView]):
+class GetSchedule(Named[ScheduleView]):
     """A schedule."""
 
 
@@ -166,7 +169,7 @@ def list_schedules(turn: ScheduleTurn, m: ListSchedules) -> Paged[ScheduleView]:
 
 
 @dataclass(frozen=True)
-class DeleteSchedule(Named, Ask[Schedules, None]):
+class DeleteSchedule(Named[None]):
     """Delete a schedule and its fires (a fire already claimed may still submit)."""
 
 
@@ -177,7 +180,7 @@ def delete(turn: ScheduleTurn, m: DeleteSchedule) -> None:
 
 
 @dataclass(frozen=True)
-class PauseSchedule(Named, Ask[Schedules, ScheduleView]):
+class PauseSchedule(Named[ScheduleView]):
     """No fires while paused; resumed, it fires from its next cron time after now
     (the times it spent paused are not caught up)."""
 
@@ -199,7 +202,7 @@ def pause(turn: ScheduleTurn, m: PauseSchedule) -> ScheduleView:
 
 
 @dataclass(frozen=True)
-class TriggerSchedule(Named, Ask[Schedules, PendingFire]):
+class TriggerSchedule(Named[PendingFire]):
     """Fire now (paused or not, whatever the overlap: an explicit request); the fire's
     time is this second. Two triggers in one second are one fire."""
 
@@ -243,7 +246,7 @@ def pending_fire(row: Row, fire_at: float, job_id: str, *,
                        loads(row["template"]), previous_job_id)
 
 
-def _row(turn: ScheduleTurn, m: Named) -> Row:
+def _row(turn: ScheduleTurn, m: Named[Any]) -> Row:
     row = sql.get(turn.conn, m.schedule_id)
     if row is None or (m.tenant is not None and row["tenant"] != m.tenant):
         raise NotFound(f"no schedule {m.schedule_id}")

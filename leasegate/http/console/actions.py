@@ -18,7 +18,6 @@ from leasegate.actors.ledger.accounts import Credit
 from leasegate.actors.tasks.control import ReclaimTask
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import (
-    _field,
     authenticator,
     back_to,
     bp,
