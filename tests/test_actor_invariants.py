@@ -60,6 +60,7 @@ VALID: dict[type[Any], Any] = {
     key_messages.LookupKey: key_messages.LookupKey("abc"),
     key_messages.ListKeys: key_messages.ListKeys(),
     key_messages.RevokeKey: key_messages.RevokeKey("abc"),
+    key_messages.CheckRevocations: key_messages.CheckRevocations(),
     key_messages.CountKeys: key_messages.CountKeys(),
     key_messages.CreateFirstKeys: key_messages.CreateFirstKeys((
         key_messages.CreateKey("admin", "a"),)),
@@ -104,6 +105,10 @@ VALID: dict[type[Any], Any] = {
     artifacts.RecordArtifact: artifacts.RecordArtifact(
         "t1", "w1", "tok", "a.txt", artifacts.Upload("staged", 1, "0" * 64), ("shop",)),
     artifacts.ListArtifacts: artifacts.ListArtifacts("t1", "ten"),
+    artifacts.CheckUpload: artifacts.CheckUpload("t1", "w1", "tok", ("shop",)),
+    control.ReclaimTasks: control.ReclaimTasks((
+        control.ReclaimTask("t1", "failed", "why", "admin"),)),
+    control.FindStaleTasks: control.FindStaleTasks("shop", "acct", 0.0, 1e9, 10),
     artifacts.FindArtifact: artifacts.FindArtifact("t1", "a.txt", "ten"),
     task_reads.CountTasks: task_reads.CountTasks(),
     task_reads.ExistingTasks: task_reads.ExistingTasks(("t1",)),

@@ -368,8 +368,16 @@ class Actor(Generic[A, C]):
         scopes: set[str] = set()
         for env in batch.envelopes:
             of = declared.get(type(env.message))
-            if of is not None:
-                scopes.update(of(env.message))
+            if of is None:
+                continue
+            try:
+                named = list(of(env.message))
+            except Exception:
+                # A message whose locks cannot be named (a field of the wrong type) is
+                # one its check refuses (400) before it touches a row: it needs none,
+                # and it must not stop the actor.
+                continue
+            scopes.update(named)
         if scopes:
             lock_scopes(conn, scopes)
 

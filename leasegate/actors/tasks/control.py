@@ -219,25 +219,25 @@ class StaleReclaimed:
 @dataclass(frozen=True)
 class FindStaleTasks(Ask[Tasks, StaleTasks]):
     """The stale tasks of ``site`` and ``account`` (None: any) that went stale at or
-    after ``since`` and before ``until`` (wall seconds; None: any), the first ``limit``
-    to have gone stale."""
+    after ``since`` and before ``until`` (wall seconds; None: any), the first ``most``
+    to have gone stale (a bulk reclaim's ``limit``)."""
 
     site: str | None = None
     account: str | None = None
     since: float | None = None
     until: float | None = None
-    limit: int = 1000
+    most: int = 1000
 
     def check(self) -> None:
         check_id("site", self.site, optional=True)
         check_id("account", self.account, optional=True)
         for name in ("since", "until"):
             check_number(name, getattr(self, name), 0, 1e12, optional=True)
-        check_int("limit", self.limit, 1, MAX_REDRIVE)
+        check_int("limit", self.most, 1, MAX_REDRIVE)
 
 
 @TASKS.on(FindStaleTasks)
 def find_stale(turn: TaskTurn, m: FindStaleTasks) -> StaleTasks:
     matched, ids = operator_sql.stale_candidates(turn.conn, m.site, m.account, m.since,
-                                                 m.until, m.limit)
+                                                 m.until, m.most)
     return StaleTasks(matched, tuple(ids))

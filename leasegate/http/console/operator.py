@@ -141,7 +141,7 @@ async def redrive() -> Response | Redirect:
                               "status", "site", "kind", "tenant", "since", "until",
                               "limit", "reason")},
                           preview=to_json(preview), will=min(preview.matched,
-                                                              selection.limit))
+                                                              selection.most))
     done = await actions.redrive(selection, reason=reason, by=_by(), dry_run=False)
     plural = CHANNELS[channel][0]
     session().notify("ok", f"redrive: {done.requeued} of {done.matched} {selection.status} "
@@ -186,7 +186,7 @@ async def reclaim_stale() -> Response | Redirect:
                               by=_by(), dry_run=not confirmed)
     if not confirmed:
         return await page("reclaim.html", preview=to_json(done),
-                          will=min(done.matched, selection.limit),
+                          will=min(done.matched, selection.most),
                           fields={k: str(form.get(k, "")) for k in BULK_RECLAIM_FIELDS})
     session().notify("ok", f"bulk reclaim: {done.reclaimed} of {done.matched} stale tasks "
                            f"reclaimed as {action}")
