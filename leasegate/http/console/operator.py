@@ -141,7 +141,7 @@ async def redrive() -> Response | Redirect:
                               "status", "site", "kind", "tenant", "since", "until",
                               "limit", "reason")},
                           preview=to_json(preview), will=min(preview.matched,
-                                                              selection.most))
+                                                              selection.limit))
     done = await actions.redrive(selection, reason=reason, by=_by(), dry_run=False)
     plural = CHANNELS[channel][0]
     session().notify("ok", f"redrive: {done.requeued} of {done.matched} {selection.status} "
