@@ -57,7 +57,7 @@ def test_two_gateways_make_each_missed_fire_once(postgres_url: str, tmp_path: Pa
             "schedules.claim_due_fires"]["runs"] for gw in (a, b)]
         assert sum(runs) >= 1, runs
         metrics = call(a, "admin", "GET", "/metrics").text
-        assert 'job="claim_due_fires",owner="schedules"' in metrics
+        assert 'owner="schedules",periodic="claim_due_fires"' in metrics
     finally:
         for gateway in (a, b):
             served.stop(gateway)

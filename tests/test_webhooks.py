@@ -439,7 +439,7 @@ async def test_the_deliverer_is_shown_in_health_and_metrics(
     assert "deliver" in text
     response = await hooks.client.get("/metrics", headers=hooks.auth("admin"))
     metrics = (await response.get_data()).decode()
-    assert 'owner="webhooks"' in metrics and 'job="deliver"' in metrics
+    assert 'owner="webhooks"' in metrics and 'periodic="deliver"' in metrics
 
 
 async def test_the_sdk_refuses_a_bad_signature_or_an_old_timestamp(hooks: Gateway) -> None:
