@@ -107,7 +107,9 @@ def test_serve_started_before_its_database_serves_once_it_appears(
     url = urlunsplit(urlsplit(postgres_server.url)._replace(path=f"/{name}"))
 
     def create_later() -> None:
-        time.sleep(1.0)  # a served process's start: the wall clock is its time
+        # A served process's start: the wall clock is its time. Later than the gateway's
+        # first try even on a loaded machine (its start-up alone took over a second).
+        time.sleep(5.0)
         with psycopg.connect(make_conninfo(postgres_server.url, dbname="postgres"),
                              autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{name}"')
@@ -119,7 +121,7 @@ def test_serve_started_before_its_database_serves_once_it_appears(
                                log_level="INFO")
         try:
             assert any("PostgreSQL not reachable yet (try 1)" in line
-                       for line in gateway.startup)
+                       for line in gateway.startup), gateway.startup
             assert httpx.get(f"{gateway.url}/health").status_code == 200
         finally:
             served.stop(gateway)
