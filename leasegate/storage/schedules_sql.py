@@ -3,15 +3,18 @@
 A schedule is named by its id alone, whatever its tenant: its fires' job ids
 (``<schedule_id>@<fire time>``) share the job ids' one namespace, so two tenants'
 schedules of one name would make the same job ids. ``next_fire_at`` (wall seconds) is
-NULL while the schedule is paused. A fire is keyed by (schedule, fire time): two
-gateways claiming the same fire make one row. The tables are in ``sqlite/schema.sql``.
+NULL while the schedule is paused. Gateways claim a schedule's due fires one at a time
+without a lock on the actor: :func:`due` skips a schedule another is claiming, and
+:func:`advance` moves it on only from the time that was read. A fire is keyed by
+(schedule, fire time): two gateways claiming the same fire make one row. The tables
+are in ``sqlite/schema.sql``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from leasegate.storage.engine import Connection, Row
+from leasegate.storage.engine import Connection, Row, skip_locked
 
 FIRES_SHOWN = 20
 """The fires a schedule keeps (and shows): its last ones."""
@@ -62,8 +65,10 @@ def earliest(conn: Connection) -> float | None:
 
 
 def due(conn: Connection, now: float) -> list[Row]:
-    return conn.execute("SELECT * FROM schedules WHERE next_fire_at <= ? "
-                        "ORDER BY next_fire_at", (now,)).fetchall()
+    """The schedules due by ``now``; on PostgreSQL each locked as read, one another
+    gateway is claiming left to it (its commit moves it on)."""
+    return conn.execute(skip_locked("SELECT * FROM schedules WHERE next_fire_at <= ? "
+                                    "ORDER BY next_fire_at"), (now,)).fetchall()
 
 
 def advance(conn: Connection, schedule_id: str, was: float, then: float | None) -> bool:

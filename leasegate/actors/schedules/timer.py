@@ -53,7 +53,9 @@ def _claim(turn: ScheduleTurn, row: Row, now: float) -> list[PendingFire]:
     if row["catch_up"] == "none":
         times = [at for at in times if now - at <= LATE]
     # On a wake-up exactly at next_fire_at, times is [next_fire_at].
-    sql.advance(turn.conn, schedule_id, was, cron.next_after(row["cron"], row["timezone"], now))
+    if not sql.advance(turn.conn, schedule_id, was,
+                       cron.next_after(row["cron"], row["timezone"], now)):
+        return []  # moved on since it was read (claimed, paused, put or deleted elsewhere)
     claimed = []
     for at in times:
         job_id = job_id_of(schedule_id, at)
