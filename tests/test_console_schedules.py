@@ -1,11 +1,11 @@
 """The console's schedules over HTTP, without a browser: the list, one schedule with its
 fires, and the operator's pause, resume, fire now and delete, each with a reason (none:
-400, nothing changed)."""
+back to the schedule's page with the error, nothing changed)."""
 
 from __future__ import annotations
 
 from tests.conftest import Gateway
-from tests.test_console_operator import post, signed_in
+from tests.test_console_operator import post, refused, signed_in
 
 
 async def test_schedules_are_listed_shown_and_controlled(gateway: Gateway) -> None:
@@ -20,8 +20,17 @@ async def test_schedules_are_listed_shown_and_controlled(gateway: Gateway) -> No
         as_text=True)
     assert "No fire yet." in html and 'action="/console/schedules/nightly/pause"' in html
 
-    status, _ = await post(gateway, "/console/schedules/nightly/pause", {"csrf": csrf})
-    assert status == 400  # an operator's action says why
+    assert 'name="back" value="/console/schedules/nightly"' in html
+    # An operator's action says why: refused, back to the form with the error.
+    kept = await refused(gateway, "/console/schedules/nightly/pause",
+                         {"csrf": csrf, "reason": "", "back": "/console/schedules/nightly"},
+                         back="/console/schedules/nightly")
+    assert kept["message"] == "reason is required"
+    response = await gateway.client.post("/console/schedules/nightly/pause",
+                                         form={"csrf": csrf, "reason": " ",
+                                               "back": "/console/schedules/nightly"})
+    assert (response.status_code, response.headers["Location"]) == (
+        303, "/console/schedules/nightly")  # no Referer: the form's back
     _, shown = await gateway.call("GET", "/v1/schedules/nightly", "admin")
     assert shown["paused"] is False
     status, _ = await post(gateway, "/console/schedules/nightly/pause",

@@ -132,7 +132,8 @@ def test_failures_show_in_lists_the_overview_and_a_wide_error(admin_tab: Console
                                        "later", "type": "shop.errors.UpstreamUnavailable",
                                        "traceback": TRACEBACK})
     client, worker = gateway.client("client"), gateway.client("worker")
-    query = _ok(client.post("/v1/queries", json={"site": "flaky", "kind": "price"}), 201)
+    query = _ok(client.post("/v1/queries", json={  # one attempt: its failure is final
+        "site": "flaky", "kind": "price", "max_attempts": 1}), 201)
     (item,) = _ok(worker.post("/v1/queries/lease", json={
         "worker_id": "w6", "wait_seconds": 0, "sites": ["flaky"]}))["items"]
     _ok(worker.post(f"/v1/queries/{item['query_id']}/result", json={

@@ -42,7 +42,9 @@ async def schedule(schedule_id: str) -> Response:
 
 @bp.post("/schedules/<schedule_id>/<any(pause, resume, trigger, delete):action>")
 async def control_schedule(schedule_id: str, action: str) -> Redirect:
-    """Pause, resume, fire now or delete a schedule, with why."""
+    """Pause, resume, fire now or delete a schedule, with why. A refusal (no reason)
+    changes nothing: back (303) to the schedule's page (the form's ``back``), where the
+    form shows the error with what was sent, as every console form's refusal does."""
     form = await request.form
     reason = form_field(form, "reason")
     sys = system()
