@@ -91,14 +91,19 @@ def _task_commands(tasks: Subcommands) -> None:
     _reason(bulk)
     for option in ("site", "account"):
         bulk.add_argument(f"--{option}", default=None, help=f"only this {option}")
-    bulk.add_argument("--since", default=None, help="went stale at or after (RFC 3339)")
-    bulk.add_argument("--until", default=None, help="went stale before (RFC 3339)")
-    bulk.add_argument("--limit", type=int, default=1000,
-                      help="the first this many to go stale (1-10000, default %(default)s)")
-    bulk.add_argument("--dry-run", action="store_true",
-                      help="count what would be reclaimed, reclaim nothing")
+    _bulk_options(bulk, "went stale", "the first this many to go stale", "reclaimed")
     bulk.set_defaults(handler=lambda a: _post(a, "/v1/tasks/reclaim", _bulk_reclaim_body(a),
                                               _reclaimed))
+
+
+def _bulk_options(parser: argparse.ArgumentParser, when: str, first: str, done: str) -> None:
+    """A bulk action's time window (``when`` a job ...), bound and dry run."""
+    parser.add_argument("--since", default=None, help=f"{when} at or after (RFC 3339)")
+    parser.add_argument("--until", default=None, help=f"{when} before (RFC 3339)")
+    parser.add_argument("--limit", type=int, default=1000,
+                        help=f"{first} (1-10000, default %(default)s)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help=f"count what would be {done}, change nothing")
 
 
 def _retry_commands(parser_group: Subcommands, name: str, noun: str) -> None:
@@ -119,12 +124,7 @@ def _retry_commands(parser_group: Subcommands, name: str, noun: str) -> None:
     _reason(redrive)
     for option in ("site", "kind", "tenant"):
         redrive.add_argument(f"--{option}", default=None, help=f"only this {option}")
-    redrive.add_argument("--since", default=None, help="ended at or after (RFC 3339)")
-    redrive.add_argument("--until", default=None, help="ended before (RFC 3339)")
-    redrive.add_argument("--limit", type=int, default=1000,
-                         help="the oldest this many (1-10000, default %(default)s)")
-    redrive.add_argument("--dry-run", action="store_true",
-                         help="count what would be retried, retry nothing")
+    _bulk_options(redrive, "ended", "the oldest this many", "retried")
     redrive.set_defaults(handler=lambda a: _post(
         a, f"/v1/{name}/redrive", _redrive_body(a), _redriven))
 

@@ -54,29 +54,12 @@ def redrive_candidates(conn: Connection, channel: str, status: str,
                        filters: dict[str, Any], since: float | None, until: float | None,
                        limit: int) -> tuple[int, list[Row]]:
     """``(matched, rows)``: how many jobs of ``status`` match (``filters``: column →
-    value, None off; ``since``/``until``: when they ended), and the oldest ``limit`` of
-    them (id, tenant, max_cost)."""
+    value, None off, of site, kind, tenant; ``since``/``until``: when they ended), and
+    the oldest ``limit`` of them (id, tenant, max_cost)."""
+    assert set(filters) <= {"site", "kind", "tenant"}
     table, key = _TABLES[channel]
-    where = ["status = ?"]
-    args: list[Any] = [status]
-    for column, value in filters.items():
-        if value is not None:
-            assert column in ("site", "kind", "tenant")
-            where.append(f"{column} = ?")
-            args.append(value)
-    if since is not None:
-        where.append("completed_at >= ?")
-        args.append(since)
-    if until is not None:
-        where.append("completed_at < ?")
-        args.append(until)
-    clause = " AND ".join(where)
-    matched = int(conn.execute(f"SELECT count(*) FROM {table} WHERE {clause}",
-                               args).fetchone()[0])
-    rows = conn.execute(f"SELECT {key} AS job_id, tenant, max_cost FROM {table} "
-                        f"WHERE {clause} ORDER BY completed_at, {key} LIMIT ?",
-                        [*args, limit]).fetchall()
-    return matched, rows
+    return _first_matching(conn, table, f"{key} AS job_id, tenant, max_cost", key, status,
+                           filters, "completed_at", since, until, limit)
 
 
 def stale_candidates(conn: Connection, site: str | None, account: str | None,
@@ -85,24 +68,33 @@ def stale_candidates(conn: Connection, site: str | None, account: str | None,
     """``(matched, ids)``: how many stale tasks match (``site``, ``account``: None is
     any; ``since``/``until``: when they went stale), and the ids of the ``limit`` that
     went stale first."""
-    where: list[str] = ["status = 'stale'"]
-    args: list[Any] = []
-    for column, value in (("site", site), ("account", account)):
+    matched, rows = _first_matching(conn, "tasks", "task_id", "task_id", "stale",
+                                    {"site": site, "account": account}, "updated_at",
+                                    since, until, limit)
+    return matched, [row["task_id"] for row in rows]
+
+
+def _first_matching(conn: Connection, table: str, columns: str, key: str, status: str,
+                    filters: dict[str, Any], at: str, since: float | None,
+                    until: float | None, limit: int) -> tuple[int, list[Row]]:
+    """How many rows of ``status`` match ``filters`` (None: off) and ``at`` in
+    [``since``, ``until``), and the ``limit`` first by ``at``."""
+    where = ["status = ?"]
+    args: list[Any] = [status]
+    for column, value in filters.items():
         if value is not None:
             where.append(f"{column} = ?")
             args.append(value)
-    if since is not None:
-        where.append("updated_at >= ?")
-        args.append(since)
-    if until is not None:
-        where.append("updated_at < ?")
-        args.append(until)
+    for bound, op in ((since, ">="), (until, "<")):
+        if bound is not None:
+            where.append(f"{at} {op} ?")
+            args.append(bound)
     clause = " AND ".join(where)
-    matched = int(conn.execute(f"SELECT count(*) FROM tasks WHERE {clause}",
+    matched = int(conn.execute(f"SELECT count(*) FROM {table} WHERE {clause}",
                                args).fetchone()[0])
-    rows = conn.execute(f"SELECT task_id FROM tasks WHERE {clause} "
-                        "ORDER BY updated_at, task_id LIMIT ?", [*args, limit]).fetchall()
-    return matched, [row["task_id"] for row in rows]
+    rows = conn.execute(f"SELECT {columns} FROM {table} WHERE {clause} "
+                        f"ORDER BY {at}, {key} LIMIT ?", [*args, limit]).fetchall()
+    return matched, rows
 
 
 # ---- sites ---------------------------------------------------------------------------
