@@ -201,8 +201,8 @@ async def test_a_tenant_has_at_most_max_schedules_per_tenant(
                              settings.replace(max_schedules_per_tenant=2), clock)
     await put(gw, "one")
     await put(gw, "two")
-    refused = await put(gw, "three", status=400)
-    assert refused["error"]["type"] == "invalid_request"
+    refused = await put(gw, "three", status=409)
+    assert refused["error"]["type"] == "state_conflict"
     assert "max_schedules_per_tenant" in refused["error"]["message"]
     await put(gw, "two", status=200, cron="0 * * * *")  # a replace is no new one
     await put(gw, "three", "t2")  # another tenant's count

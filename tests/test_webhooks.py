@@ -143,7 +143,7 @@ async def test_another_tenants_endpoint_is_404_and_an_admin_names_the_tenant(
     assert listed["items"] == []
     status, body = await call(hooks, "POST", "/v1/webhooks", "admin",
                               {"url": URL, "events": ["task.failed"]})
-    assert_error(status, body, 400, 4000)
+    assert_error(status, body, 403, 4030)
     by_admin = await create(hooks, "admin", tenant="t2")
     assert by_admin["tenant"] == "t2"
     status, listed = await call(hooks, "GET", "/v1/webhooks?tenant=t2", "admin")
@@ -191,7 +191,7 @@ async def test_endpoints_per_tenant_are_bounded(nursery: trio.Nursery, tmp_path:
     await create(gw)
     status, body = await call(gw, "POST", "/v1/webhooks", "t1",
                               {"url": URL, "events": ["task.failed"]})
-    assert_error(status, body, 400, 4000)
+    assert_error(status, body, 409, 6003)
     await create(gw, "t2")  # another tenant's bound is its own
 
 

@@ -51,7 +51,8 @@ class PutScheduleBody(Strict):
         for channel, model in TEMPLATES.items()]})
 
     cron: Annotated[str, Field(json_schema_extra={"pattern": CRON_PATTERN,
-                                                  "maxLength": MAX_CRON}, description=(
+                                                  "maxLength": MAX_CRON},
+                               examples=["0 2 * * 1-5"], description=(
         "Five cron fields (minute hour day-of-month month day-of-week), e.g. "
         "`0 2 * * 1-5`; a range whose start passes its end wraps (`22-2`, `FRI-MON`); a "
         "date no month has (31 February) never fires (`next_fire_at` null)."))]
@@ -97,7 +98,9 @@ class PutScheduleBody(Strict):
 
 
 class ScheduleListArgs(ListArgs):
-    tenant: Id | None = None  # admin only: one tenant's
+    tenant: Id | None = Field(default=None, description=(
+        "Only this tenant's schedules (an admin's filter; a client key naming another "
+        "tenant is refused)."))
 
 
 class FireErrorObject(BaseModel):

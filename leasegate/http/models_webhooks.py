@@ -7,19 +7,23 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StrictBool, StringConstraints
 
-from leasegate.actors.webhooks.endpoints import MAX_DESCRIPTION, MAX_URL
+from leasegate.actors.webhooks.endpoints import MAX_DESCRIPTION, MAX_URL, URL_PATTERN
 from leasegate.actors.webhooks.events import EventType
 from leasegate.http.models import Id, ListArgs, Strict, Timestamp
 from leasegate.http.models_replies import ListPage
 
-Url = Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL)]
+Url = Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL, pattern=URL_PATTERN),
+                Field(examples=["https://hooks.example.com/leasegate"])]
 Events = Annotated[list[EventType], Field(min_length=1, max_length=8)]
+URL_TEXT = ("Where deliveries are POSTed. Its form is the pattern's; a gateway without "
+            "the webhook_allow_private setting also refuses (400) an http:// url and a "
+            "host that does not resolve, or resolves to a loopback, private, link-local "
+            "or reserved address.")
 Description = Annotated[str, StringConstraints(max_length=MAX_DESCRIPTION)]
 
 
 class CreateEndpointBody(Strict):
-    url: Url = Field(description="Where deliveries are POSTed: https:// (http:// and "
-                                 "private addresses only with webhook_allow_private).")
+    url: Url = Field(description=URL_TEXT)
     events: Events
     description: Description = ""
     tenant: Id | None = Field(default=None, description="Whose jobs it hears: an admin key "
@@ -27,7 +31,7 @@ class CreateEndpointBody(Strict):
 
 
 class UpdateEndpointBody(Strict):
-    url: Url | None = None
+    url: Url | None = Field(default=None, description=URL_TEXT)
     events: Events | None = None
     description: Description | None = None
     disabled: StrictBool | None = Field(default=None, description="false: enabled again "

@@ -139,7 +139,10 @@ CONFLICTS = {
                                                "other owner or old token.",
     ("put", "/v1/schedules/{schedule_id}"): "state_conflict (6003): another tenant's "
                                              "schedule has this id (fires name their jobs "
-                                             "by it).",
+                                             "by it); or a new schedule of a tenant that "
+                                             "has `max_schedules_per_tenant` already.",
+    ("post", "/v1/webhooks"): "state_conflict (6003): the tenant has "
+                              "`webhook_max_endpoints` endpoints already (delete one first).",
     ("post", "/v1/ledger/accounts/{account}/credit"): "idempotency_conflict (6004): the same "
                                                       "`ref` with another account or amount.",
 }
@@ -299,7 +302,8 @@ class LeasegateOpenAPI(OpenAPIProvider):
                                "description": "Resume after this event id.",
                                "schema": {"type": "integer", "minimum": 0,
                                           "maximum": 2**63 - 1}})
-        elif key == ("delete", "/v1/schedules/{schedule_id}"):
+        elif key in (("delete", "/v1/schedules/{schedule_id}"),
+                     ("delete", "/v1/webhooks/{endpoint_id}")):
             responses.setdefault("204", {"description": "Deleted (no body)."})
         elif key == ("get", ARTIFACT_PATH):
             responses.setdefault("200", {

@@ -31,6 +31,11 @@ TAGS = (
     ("ledger", "The double-entry books: accounts, credits, journal lines, holds, audit."),
     ("sites", "Sites: their queued work, pause, resume and throttle."),
     ("operator", "An admin's repairs: retry, redrive and reclaim jobs."),
+    ("schedules", "Cron schedules that submit a task or query at each fire: create or "
+                  "replace, read, list, pause, resume, trigger and delete."),
+    ("webhooks", "Endpoints that are POSTed job events as they happen (signed), and "
+                 "their deliveries: create, read, list, change, rotate the secret, "
+                 "retry a delivery, delete."),
     ("admin", "Keys and backups (admin)."),
     ("monitoring", "Health and Prometheus metrics."),
 )
@@ -53,6 +58,9 @@ PATH_PARAMETERS = {
     "account": "The ledger account (a tenant's account is named as the tenant).",
     "site": "The site's id.",
     "name": "The artifact's name.",
+    "schedule_id": "The schedule's id.",
+    "endpoint_id": "The webhook endpoint's id.",
+    "delivery_id": "The delivery's id (the `webhook-id` header of each of its attempts).",
 }
 
 _RST_LITERAL = re.compile(r"``(.+?)``", re.DOTALL)

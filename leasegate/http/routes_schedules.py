@@ -59,7 +59,7 @@ def owner(asked: str | None) -> str:
 @document_response(ErrorEnvelope, 409)
 async def put_schedule(schedule_id: str, data: PutScheduleBody) -> tuple[Any, int]:
     """Create (201) or replace (200) a recurring schedule. Bad cron, time zone or
-    template: 400; more than ``max_schedules_per_tenant``: 400; an id another tenant
+    template: 400; more than ``max_schedules_per_tenant``: 409; an id another tenant
     holds: 409."""
     tenant = owner(data.tenant)
     check_json_field("params", data.template.get("params", {}))  # 413 past its limit

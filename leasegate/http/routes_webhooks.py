@@ -19,10 +19,11 @@ from leasegate.actors.webhooks.endpoints import (
     UpdateEndpoint,
     check_url,
 )
-from leasegate.errors import Forbidden, InvalidRequest
+from leasegate.errors import Forbidden
 from leasegate.http.auth import allow, require_tenant
 from leasegate.http.context import system
 from leasegate.http.models import page
+from leasegate.http.models_replies import ErrorEnvelope
 from leasegate.http.models_webhooks import (
     CreatedEndpoint,
     CreateEndpointBody,
@@ -57,12 +58,15 @@ async def _check_destination(url: str) -> None:
 @allow("client")
 @validate_request(CreateEndpointBody)
 @document_response(CreatedEndpoint, 201)
+@document_response(ErrorEnvelope, 409)
 async def create_endpoint(data: CreateEndpointBody) -> tuple[Any, int]:
     """An endpoint that hears its tenant's jobs end (``events``); its signing secret
     is in this reply only."""
     own = _tenant()
     if own is None and data.tenant is None:
-        raise InvalidRequest("an admin key must name the endpoint's tenant (tenant)")
+        # as POST /v1/schedules: a key with no tenant of its own may not make one
+        raise Forbidden("tenant is required: an admin key creates an endpoint for the "
+                        "tenant it names")
     if own is not None and data.tenant not in (None, own):
         raise Forbidden("a client key's endpoints hear its own tenant only")
     await _check_destination(data.url)

@@ -107,8 +107,8 @@ def put(turn: ScheduleTurn, m: PutSchedule) -> SchedulePut:
                             "choose another")
     if row is None and sql.count_of(turn.conn, m.tenant) >= (
             most := turn.settings.max_schedules_per_tenant):
-        raise InvalidRequest(f"tenant {m.tenant} has {most} schedules, the most "
-                             "max_schedules_per_tenant allows: delete one first")
+        raise StateConflict(f"tenant {m.tenant} has {most} schedules, the most "
+                            "max_schedules_per_tenant allows: delete one first")
     fields = {
         "cron": m.cron, "timezone": m.timezone, "channel": m.channel,
         "template": canonical_json(m.template), "overlap": m.overlap,

@@ -7,6 +7,7 @@ whether it may be http and where its host resolves is the HTTP edge's check
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -25,18 +26,29 @@ from leasegate.actors.webhooks.views import (
     created_endpoint,
     endpoint_view,
 )
-from leasegate.errors import InvalidRequest, NotFound
+from leasegate.errors import InvalidRequest, NotFound, StateConflict
 from leasegate.storage import webhooks_sql as sql
 from leasegate.storage.engine import Row
 
 R = TypeVar("R")
 MAX_URL = 2048
 MAX_DESCRIPTION = 500
+# The form a url must have, whole (the document's pattern says the same): http or https,
+# a host name or IPv4 address (no user:password@, no IPv6 literal), a port of 0-65535
+# if any, then a path, query or fragment in printable ASCII without spaces.
+_PORT = r"0*(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
+URL_PATTERN = rf"^https?://[A-Za-z0-9._~-]+(?::(?:{_PORT})?)?(?:[/?#][!-~]*)?$"
+URL_RULE = ("url must be an http:// or https:// URL with a host name or IPv4 address "
+            "(no user:password@), an optional port up to 65535, and printable ASCII "
+            "without spaces")
+_URL = re.compile(URL_PATTERN)
 
 
 def check_url(url: object) -> None:
     check_text("url", url, most=MAX_URL, empty=False)
     assert isinstance(url, str)
+    if _URL.fullmatch(url) is None:
+        raise InvalidRequest(URL_RULE)
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -79,8 +91,8 @@ class CreateEndpoint(Ask[Webhooks, CreatedEndpoint]):
 def create(turn: WebhookTurn, m: CreateEndpoint) -> CreatedEndpoint:
     bound = turn.settings.webhook_max_endpoints
     if sql.count_endpoints(turn.conn, m.tenant) >= bound:
-        raise InvalidRequest(f"tenant {m.tenant} has {bound} webhook endpoints, the most "
-                             "one may have (webhook_max_endpoints); delete one first")
+        raise StateConflict(f"tenant {m.tenant} has {bound} webhook endpoints, the most "
+                            "one may have (webhook_max_endpoints); delete one first")
     endpoint_id = sql.create_endpoint(turn.conn, m.tenant, m.url, _distinct(m.events),
                                       m.description, turn.now)
     return created_endpoint(endpoint(turn, endpoint_id, None))
