@@ -236,6 +236,8 @@ def test_the_live_feed_links_and_the_theme_is_remembered(
     for tab in _signed_in(browser, gateway, session_cookie, "theme", color_scheme="light"):
         page = tab.page
         tab.go("/console/")
+        # The feed shows what happens once its stream is open (a submit before is missed).
+        expect(page.locator("body[data-events-open]")).to_have_count(1)
         _ok(gateway.client("client").post("/v1/tasks", json={
             "task_id": "live-1", "site": "books", "account": "acct-live", "kind": "k"}), 201)
         link = page.locator("#live-log").get_by_role("link", name="live-1")

@@ -322,6 +322,9 @@
     var url = body.getAttribute("data-events");
     if (!url || !window.EventSource) { return; }
     var source = new EventSource(url);
+    // Marked while the stream is open (what a test waits for before it makes an event).
+    source.addEventListener("open", function () { body.setAttribute("data-events-open", ""); });
+    source.addEventListener("error", function () { body.removeAttribute("data-events-open"); });
     source.addEventListener("job", onJobEvent);
     source.addEventListener("reset", function () { // missed events: read it all again
       everyJob = true;
