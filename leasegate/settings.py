@@ -64,7 +64,7 @@ class Settings:
     device_pause_after: float = 90.0
     device_cancel_after: float = 30 * MINUTE
     device_capacity: int = 5000
-    # Recurring schedules one tenant may have (a PUT of one more is 400).
+    # Recurring schedules one tenant may have (a PUT of one more is 409, state_conflict).
     max_schedules_per_tenant: int = 100
     ledger_recover_interval: float = 60.0
     ledger_orphan_max_age: float = 5 * HOUR
