@@ -294,17 +294,16 @@ class BaseJob:
                         self.channel, self.id, outcome, "; ".join(fixes))  # fmt: skip
         body = self._fence()
         body["outcome"] = outcome
-        if sent.message or sent.code is not None:
+        final = isinstance(ending, Failed) and not ending.retryable and self.channel == "queries"
+        if sent.message or sent.code is not None or final:
             error: JSONObject = {"message": sent.message}
             if sent.code is not None:
                 error["code"] = sent.code
             if raised is not None:
                 error["type"], error["traceback"] = raised["type"], raised["traceback"]
-            if isinstance(ending, Failed) and not ending.retryable and self.channel == "queries":
+            if final:
                 error["retryable"] = False
             body["error"] = error
-        elif isinstance(ending, Failed) and not ending.retryable and self.channel == "queries":
-            body["error"] = {"message": "", "retryable": False}
         if sent.result is not None:
             body["result"] = sent.result
         if sent.cost is not None:
