@@ -1,11 +1,14 @@
 """The leasegate command: serve the gateway; look at and act on its tasks, queries,
-sites and workers; manage keys; back up and restore the database.
+sites, workers, schedules and webhooks; manage keys; back up and restore the database.
 
   leasegate serve                     serve the gateway (the SQLite file in ./var)
   leasegate tasks|queries list|show   look at jobs (a table, or --json)
-  leasegate tasks cancel|pause|resume|reclaim|retry|redrive, queries retry|redrive
+  leasegate tasks cancel|pause|resume|reclaim|reclaim-stale|retry|redrive
+  leasegate queries retry|redrive
   leasegate sites list|pause|resume|throttle
   leasegate workers                   the workers seen, what they serve and hold
+  leasegate schedules list|show|put|pause|resume|trigger|delete
+  leasegate webhooks list|create|delete|deliveries|retry
   leasegate keys create|list|revoke   API keys
   leasegate backup|restore            a consistent copy of the database, and back
 
