@@ -131,7 +131,7 @@ def expire_past_ttl(conn: Connection, now: float) -> list[Row]:
 
 def lapsed_leases(conn: Connection, now: float) -> list[Row]:
     return conn.execute(skip_locked(
-        "SELECT query_id, attempts, max_attempts, lease_owner, errors FROM queries "
+        "SELECT query_id, site, attempts, max_attempts, lease_owner, errors FROM queries "
         "WHERE status = 'leased' AND lease_expires_at <= ?"), (now,)
     ).fetchall()
 

@@ -50,7 +50,7 @@ def on_wakeup(turn: QueryTurn, now: float) -> None:
             turn.history.record(query_id, "lease_expired", attempts=attempts)
             log.info("query lease expired, redelivering: query_id=%s attempts=%s",
                      escape(query_id), attempts)
-            turn.work_may_be_available(*new_work(turn.current(query_id)["site"]))
+            turn.work_may_be_available(*new_work(row["site"]))
     # Queries whose wait for a retry is over: leasable now, the waiting leases woken.
     for site in set(sql.due_retries(conn, now)):
         turn.work_may_be_available(*new_work(site))
