@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import re
-import time
 from datetime import datetime
 from typing import Final
 from zoneinfo import ZoneInfo, available_timezones
@@ -128,8 +127,3 @@ def due_between(cron: str, timezone: str, first: float, now: float, most: int) -
             break
         found.append(at)
     return found[::-1]
-
-
-def rfc3339(at: float) -> str:
-    """``at`` in UTC, whole seconds: ``2026-12-08T02:00:00Z`` (a fire's job id)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))

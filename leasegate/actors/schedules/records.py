@@ -28,6 +28,7 @@ from leasegate.actors.schedules.turn import (
 from leasegate.actors.schedules.views import SchedulePut, ScheduleView, schedule_view
 from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.actors.views import JSONObject, loads
+from leasegate.clock import iso
 from leasegate.errors import InvalidRequest, NotFound, StateConflict
 from leasegate.storage import schedules_sql as sql
 from leasegate.storage.engine import Row
@@ -56,7 +57,8 @@ def submit_of(channel: Channel, tenant: str, job_id: str,
 
 
 def job_id_of(schedule_id: str, fire_at: float) -> str:
-    return f"{schedule_id}@{cron.rfc3339(fire_at)}"
+    """``<schedule_id>@2026-12-08T02:00:00Z``: the fire time in UTC, whole seconds."""
+    return f"{schedule_id}@{iso(fire_at)}"
 
 
 def check_schedule_id(value: object) -> None:

@@ -18,6 +18,7 @@ from typing import Final
 from leasegate.actors.schedules import cron
 from leasegate.actors.schedules.records import job_id_of, pending_fire
 from leasegate.actors.schedules.turn import SCHEDULES, PendingFire, ScheduleTurn
+from leasegate.clock import iso
 from leasegate.storage import schedules_sql as sql
 from leasegate.storage.engine import Row
 
@@ -67,7 +68,7 @@ def _claim(turn: ScheduleTurn, row: Row, now: float) -> list[PendingFire]:
     sql.trim(turn.conn, schedule_id)
     if len(times) > 1 or (not times and now - was > LATE):
         log.info("schedule %s: %d fires made for the missed time since %s (catch_up %s)",
-                 schedule_id, len(times), cron.rfc3339(was), row["catch_up"])
+                 schedule_id, len(times), iso(was), row["catch_up"])
     return claimed
 
 
