@@ -69,7 +69,7 @@ def stale_candidates(conn: Connection, site: str | None, account: str | None,
     any; ``since``/``until``: when they went stale), and the ids of the ``limit`` that
     went stale first."""
     matched, rows = _first_matching(conn, "tasks", "task_id", "task_id", "stale",
-                                    {"site": site, "account": account}, "updated_at",
+                                    {"site": site, "account": account}, "stale_at",
                                     since, until, limit)
     return matched, [row["task_id"] for row in rows]
 
