@@ -147,3 +147,26 @@ async def test_no_key_for_a_system_account_of_the_ledger(gateway: Gateway,
         assert "system account of the ledger" in body["error"]["message"]
     status, body = await gateway.call("GET", "/v1/admin/keys", "admin")
     assert "sneaky" not in {key["name"] for key in body["items"]}
+
+
+async def test_an_idle_gateway_looks_for_revocations_only_when_the_database_changed(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """On SQLite a look is a keys-actor turn (its commit synced): every interval it is
+    taken only if the WAL file changed since the last, and always when poked."""
+    from leasegate.actors.keys.watch import RevocationWatch
+
+    looks: list[float] = []
+    changes = iter([True, False, False, True, False])
+
+    class Keys:
+        async def ask(self, message: object) -> int:
+            looks.append(trio.current_time())
+            return 0
+
+    watch = RevocationWatch(Keys(), every=0.5, changed=lambda: next(changes))  # type: ignore[arg-type]
+    for _ in range(5):
+        await watch.check_next()
+    assert looks == [0.5, 2.0]
+    watch.poke()
+    await watch.check_next()  # poked: looks whatever the file says
+    assert len(looks) == 3

@@ -22,6 +22,7 @@ hypercorn serving 500s, while here it takes the process down loudly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -162,8 +163,9 @@ class System:
         self.keys: KeysRef = self.key_actor.ref
         # Revocations by another process (the CLI; on PostgreSQL another gateway too):
         # notified on PostgreSQL, read every key_revocation_poll_interval on SQLite.
-        self.revocations = RevocationWatch(self.keys, math.inf if shared
-                                           else settings.key_revocation_poll_interval)
+        self.revocations = (RevocationWatch(self.keys) if shared else RevocationWatch(
+            self.keys, settings.key_revocation_poll_interval, _file_changed(
+                db_path.with_name(db_path.name + "-wal"))))
         self.ledger_actor = open_ledger(self._database("ledger"), clock, settings, inbox=ledger,
                                         queues={"task": self.tasks, "query": self.queries})
         self.query_actor = open_queries(self._database("queries"), clock, settings, inbox=queries,
@@ -192,6 +194,12 @@ class System:
         self._schedule_housekeeping(settings)
         self._deleter = JobRecord("delete_files", owner="artifacts", every=math.inf)
         self._added_services: list[tuple[JobRecord, Callable[[], Awaitable[None]]]] = []
+        # Work that comes when it comes (a revocation to look for, a fire to submit).
+        window = settings.error_log_window
+        for record, step in ((self.revocations.record, self.revocations.check_next),
+                             (self._submitter.record, self._submitter.submit_next)):
+            self.add_service(record, functools.partial(serve_guarded, record, clock, window,
+                                                       step))
         self._closed = trio.Event()
         self._probed_at = -math.inf
         self._probe_ok = False
@@ -291,8 +299,8 @@ class System:
     def _services(self) -> tuple[JobRecord, ...]:
         """The on-demand work (no fixed interval: never overdue)."""
         return (self._deleter, self.task_actor.turn.deadline_timer, self._forwarder.record,
-                self.revocations.record, self.schedule_actor.turn.timer,
-                self._submitter.record, *(record for record, _ in self._added_services))
+                self.schedule_actor.turn.timer,
+                *(record for record, _ in self._added_services))
 
     def _job_records(self) -> list[JobRecord]:
         records = [job.record for actor in self.actors for job in actor.jobs]
@@ -393,10 +401,6 @@ class System:
                         jobs.start_soon(self.elsewhere.run)
                     jobs.start_soon(serve_guarded, self._forwarder.record, self.clock, window,
                                     self._forwarder.forward_next)
-                    jobs.start_soon(serve_guarded, self.revocations.record, self.clock, window,
-                                    self.revocations.check_next)
-                    jobs.start_soon(serve_guarded, self._submitter.record, self.clock, window,
-                                    self._submitter.submit_next)
                     for _, service in self._added_services:
                         jobs.start_soon(service)
                     task_status.started()
@@ -488,3 +492,22 @@ async def open_system(db_path: Path, settings: Settings, *, clock: Clock | None 
             yield system
         finally:
             system.close()
+
+
+def _file_changed(path: Path) -> Callable[[], bool]:
+    """Whether ``path`` changed since the last call (True the first time, and whenever
+    it comes or goes): any commit by any process on SQLite writes its WAL file."""
+    last: tuple[int, int, int] | bool | None = False
+
+    def changed() -> bool:
+        nonlocal last
+        try:
+            found = path.stat()
+            now: tuple[int, int, int] | None = (found.st_ino, found.st_size,
+                                                found.st_mtime_ns)
+        except OSError:
+            now = None
+        moved, last = now != last, now
+        return moved
+
+    return changed
