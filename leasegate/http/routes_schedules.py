@@ -22,6 +22,7 @@ from leasegate.http.auth import allow, require_tenant
 from leasegate.http.context import system
 from leasegate.http.json_fields import check_json_field
 from leasegate.http.models import page
+from leasegate.http.models_operator import CancelBody
 from leasegate.http.models_replies import ErrorEnvelope
 from leasegate.http.models_schedules import (
     PutScheduleBody,
@@ -31,7 +32,7 @@ from leasegate.http.models_schedules import (
 )
 from leasegate.http.render import to_json
 from leasegate.http.routes_operator import optional_reason, signed
-from leasegate.http.validation import validate_querystring, validate_request
+from leasegate.http.validation import optional_body, validate_querystring, validate_request
 from leasegate.logs import escape
 
 log = logging.getLogger("leasegate.schedules")
@@ -116,7 +117,7 @@ def _pause_route(action: str, paused: bool, doc: str) -> None:
     control.__name__ = f"{action}_schedule"
     control.__doc__ = doc
     bp.post(f"/v1/schedules/<schedule_id>/{action}")(
-        allow("client")(document_response(ScheduleObject)(control)))
+        allow("client")(document_response(ScheduleObject)(optional_body(CancelBody)(control))))
 
 
 _pause_route("pause", True, "Pause a schedule: no fires until it is resumed. Body: "
@@ -128,11 +129,15 @@ _pause_route("resume", False, "Resume a schedule: it fires from its next cron ti
 @bp.post("/v1/schedules/<schedule_id>/trigger")
 @allow("client")
 @document_response(ScheduleObject)
+@optional_body(CancelBody)
 async def trigger_schedule(schedule_id: str) -> Any:
     """Fire now, paused or not and whatever its overlap: the job
-    ``<schedule_id>@<now>``; answers the schedule with the fire's outcome."""
+    ``<schedule_id>@<now>``; answers the schedule with the fire's outcome. Body:
+    optional `{reason}`."""
     principal, tenant = require_tenant("client")
+    reason = await optional_reason()
     sys = system()
     await trigger(sys.schedules, sys.jobs, schedule_id, tenant)
-    log.info("schedule %s triggered by %s", escape(schedule_id), signed(principal))
+    log.info("schedule %s triggered by %s: %s", escape(schedule_id), signed(principal),
+             escape(reason or "no reason given"))
     return to_json(await sys.schedules.ask(GetSchedule(schedule_id, tenant)))
