@@ -148,6 +148,16 @@ async def test_a_query_keeps_every_payload_as_sent(gateway: Gateway) -> None:
     assert_exact(done, "result")
 
 
+async def test_a_schedule_template_keeps_its_params_as_sent(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    body = ('{"channel":"task","cron":"*/10 * * * *","template":'
+            + obj(kind="k", params=EXACT, site="s") + "}")
+    assert_exact(await sent(gateway, "PUT", "/v1/schedules/exact", "t1", body, 201), "params")
+    assert_exact(await sent(gateway, "GET", "/v1/schedules/exact", "t1"), "params")
+    await trio.sleep(600)  # a fire: its task's params are the template's, as sent
+    assert_exact(await sent(gateway, "GET", "/v1/tasks?site=s", "t1"), "params")
+
+
 async def test_batches_keep_every_payload_as_sent(gateway: Gateway) -> None:
     # One lane each (an account each), so that both are leased at once.
     tasks = items(*(task(f"big-{i}", account=f"a{i}") for i in range(2)))

@@ -86,18 +86,21 @@ def check_json_field(name: str, value: Any, limit: int | None = None) -> None:
 
 
 # The fields of a request body (or of an item of its lists) that are payloads, kept
-# exactly, and its lists of items: a batch's, and the results a lease call carries.
+# exactly, and its lists of items: a batch's, and the results a lease call carries;
+# and a schedule's template, a submit body whose params each fire sends.
 PAYLOAD_FIELDS = ("params", "result", "progress")
 ITEM_LISTS = ("items", "results")
+TEMPLATE = "template"
 
 
 def with_exact_payloads(document: Any, text: str | bytes) -> Any:
-    """``document``, a request body parsed as usual, with its payload fields (its own
-    and its items') read from ``text`` by ``parse_exactly``: each number as it was
-    sent. The other fields keep the usual numbers (``wait_seconds: 1e1`` is a number
-    of seconds, not a literal to keep)."""
+    """``document``, a request body parsed as usual, with its payload fields (its own,
+    its items' and its template's) read from ``text`` by ``parse_exactly``: each
+    number as it was sent. The other fields keep the usual numbers (``wait_seconds:
+    1e1`` is a number of seconds, not a literal to keep)."""
     exact = parse_exactly(text)
     _take_payloads(document, exact)
+    _take_payloads(_field(document, TEMPLATE), _field(exact, TEMPLATE))
     for name in ITEM_LISTS:
         items, exact_items = _field(document, name), _field(exact, name)
         if isinstance(items, list) and isinstance(exact_items, list):
