@@ -11,19 +11,12 @@ from pydantic import ValidationError
 from quart import Blueprint, request
 from quart_schema import document_response
 
-from leasegate.actors.jobs.operator import OperatorActions
+from leasegate.actors.jobs.operator import OperatorActions, reclaim_stale
 from leasegate.actors.keys.views import Principal
 from leasegate.actors.queue.retry import Redrive
-from leasegate.actors.runtime.batches import MAX_BATCH
-from leasegate.actors.tasks.control import (
-    FindStaleTasks,
-    ReclaimAction,
-    ReclaimTask,
-    ReclaimTasks,
-    StaleReclaimed,
-)
+from leasegate.actors.tasks.control import FindStaleTasks
 from leasegate.actors.tasks.operator import SiteAction
-from leasegate.errors import InvalidRequest, LeasegateError
+from leasegate.errors import InvalidRequest
 from leasegate.http.auth import allow, require
 from leasegate.http.context import system
 from leasegate.http.models import ListArgs, page
@@ -103,8 +96,9 @@ async def retry_query(query_id: str, data: ReasonBody) -> Any:
 
 
 def _ended(when: datetime | None) -> float | None:
-    """A redrive's ``since`` or ``until`` as wall seconds. No job ended before 1970,
-    so an earlier date-time (which the document allows) selects as 1970 does."""
+    """A redrive's or bulk reclaim's ``since`` or ``until`` as wall seconds. No job ended
+    (or went stale) before 1970, so an earlier date-time (which the document allows)
+    selects as 1970 does."""
     return None if when is None else max(0.0, when.timestamp())
 
 
@@ -137,27 +131,9 @@ async def reclaim_tasks(data: BulkReclaimBody) -> Any:
     stale) with one outcome: requeue, succeeded or failed, with a reason; ``dry_run``:
     count them only. Each is reclaimed on its own, as one reclaim would be: a task that
     is no longer stale is skipped."""
-    return to_json(await reclaim_stale(FindStaleTasks(
-        data.site, data.account, data.since.timestamp() if data.since else None,
-        data.until.timestamp() if data.until else None, data.limit),
+    return to_json(await reclaim_stale(system().jobs.tasks.queue, FindStaleTasks(
+        data.site, data.account, _ended(data.since), _ended(data.until), data.limit),
         data.action, data.reason, by=operator(), dry_run=data.dry_run))
-
-
-async def reclaim_stale(selection: FindStaleTasks, action: ReclaimAction, reason: str, *,
-                        by: str, dry_run: bool) -> StaleReclaimed:
-    """A bulk reclaim (this route's, the console's): the stale tasks ``selection``
-    matches, each reclaimed on its own unless ``dry_run``."""
-    tasks = system().jobs.tasks.queue
-    found = await tasks.ask(selection)
-    reclaimed = 0
-    if not dry_run:
-        ids = found.task_ids
-        for start in range(0, len(ids), MAX_BATCH):
-            replies = await tasks.ask(ReclaimTasks(tuple(
-                ReclaimTask(task_id, action, reason, by=by)
-                for task_id in ids[start:start + MAX_BATCH])))
-            reclaimed += sum(not isinstance(reply, LeasegateError) for reply in replies)
-    return StaleReclaimed(found.matched, reclaimed)
 
 
 @bp.get("/v1/sites")

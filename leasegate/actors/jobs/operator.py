@@ -22,7 +22,15 @@ from leasegate.actors.ledger.rehold import HoldAgain, HoldsAgain
 from leasegate.actors.queue.retry import FindRetryable, Redrive, RetryCandidate, RetryJob
 from leasegate.actors.queue.sites import check_reason
 from leasegate.actors.runtime.batches import MAX_BATCH
-from leasegate.actors.runtime.mailbox import Ask
+from leasegate.actors.runtime.mailbox import Ask, Ref
+from leasegate.actors.tasks.control import (
+    FindStaleTasks,
+    ReclaimAction,
+    ReclaimTask,
+    ReclaimTasks,
+    StaleReclaimed,
+)
+from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.views import Billing
 from leasegate.errors import LeasegateError
 
@@ -124,3 +132,21 @@ class OperatorActions(Generic[A, V]):
     async def _give_back(self, job_id: str) -> None:
         """The hold placed for a retry that was refused: all of it back to the tenant."""
         await self.channel.ledger.tell(Settle(self.channel.kind.channel, job_id, "canceled", 0))
+
+
+async def reclaim_stale(tasks: Ref[Tasks], selection: FindStaleTasks, action: ReclaimAction,
+                        reason: str, *, by: str, dry_run: bool) -> StaleReclaimed:
+    """A bulk reclaim (the API's and the console's): the stale tasks ``selection``
+    matches, each reclaimed on its own (one no longer stale is skipped), 100 a message,
+    unless ``dry_run``."""
+    check_reason(reason)  # a bad reason: 400, nothing looked up (as a redrive)
+    found = await tasks.ask(selection)
+    reclaimed = 0
+    if not dry_run:
+        ids = found.task_ids
+        for start in range(0, len(ids), MAX_BATCH):
+            replies = await tasks.ask(ReclaimTasks(tuple(
+                ReclaimTask(task_id, action, reason, by=by)
+                for task_id in ids[start:start + MAX_BATCH])))
+            reclaimed += sum(not isinstance(reply, LeasegateError) for reply in replies)
+    return StaleReclaimed(found.matched, reclaimed)

@@ -14,6 +14,7 @@ from quart import Response, redirect, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
 from leasegate.actors.jobs.operator import OperatorActions
+from leasegate.actors.jobs.operator import reclaim_stale as bulk_reclaim
 from leasegate.actors.queue.retry import Redrive
 from leasegate.actors.tasks.control import ControlTask, FindStaleTasks, ReclaimAction
 from leasegate.errors import InvalidRequest
@@ -22,7 +23,6 @@ from leasegate.http.console.search import utc_text
 from leasegate.http.context import system
 from leasegate.http.numbers import whole_number
 from leasegate.http.render import to_json
-from leasegate.http.routes_operator import reclaim_stale as bulk_reclaim
 from leasegate.http.routes_operator import signed
 from leasegate.ids import ID_RULE, is_id
 
@@ -182,7 +182,7 @@ async def reclaim_stale() -> Response | Redirect:
         raise InvalidRequest("choose the outcome: requeue, succeeded or failed")
     reason = form_field(form, "reason") or ""
     confirmed = form.get("confirm") == "yes"
-    done = await bulk_reclaim(selection, action, reason,  # type: ignore[arg-type]
+    done = await bulk_reclaim(system().jobs.tasks.queue, selection, action, reason,  # type: ignore[arg-type]
                               by=_by(), dry_run=not confirmed)
     if not confirmed:
         return await page("reclaim.html", preview=to_json(done),
