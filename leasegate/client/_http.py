@@ -235,8 +235,9 @@ def gateways(base_url: str | Sequence[str]) -> list[str]:
 def client_options(bases: Sequence[str], key: str, timeout: float,
                    transport: object) -> dict[str, Any]:
     """The keywords of the httpx client (sync or async) of the gateways at ``bases``."""
-    verify = next((v for v in (_verify(base, transport) for base in bases) if v is True),
-                  _verify(bases[0], transport))
+    # One client serves every gateway: httpx's verifying default if any is not plain http.
+    verifies = [_verify(base, transport) for base in bases]
+    verify = True if True in verifies else verifies[0]
     return {"base_url": bases[0], "headers": _headers(key), "timeout": timeout,
             "transport": transport, "verify": verify}
 
