@@ -304,6 +304,20 @@ async def test_pause_resume_trigger_and_delete(
     assert await task_ids(gateway, "ops@") == ["ops@2026-11-30T09:00:15Z"]  # the job stays
 
 
+async def test_a_list_shows_each_schedules_own_last_fires(
+        gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
+    await put(gateway, "a", cron="*/10 * * * *")
+    await put(gateway, "b", cron="*/30 * * * *")
+    await put(gateway, "idle", paused=True)
+    await trio.sleep(3600 + 15)  # 09:00:15: a fired 6 times, b twice
+    status, page = await gateway.call("GET", "/v1/schedules", "t1")
+    assert status == 200, page
+    listed = {s["schedule_id"]: s["fires"] for s in page["items"]}
+    assert listed == {name: (await show(gateway, name))["fires"]
+                      for name in ("a", "b", "idle")}
+    assert (len(listed["a"]), len(listed["b"]), listed["idle"]) == (6, 2, [])
+
+
 async def test_two_gateways_make_each_fire_once(
         nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
         engine: str, autojump_clock: trio.testing.MockClock) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, skip_locked
+from leasegate.storage.rows import marks
 
 FIRES_SHOWN = 20
 """The fires a schedule keeps (and shows): its last ones."""
@@ -109,6 +110,21 @@ def fires(conn: Connection, schedule_id: str) -> list[Row]:
     """A schedule's last fires, newest first."""
     return conn.execute("SELECT * FROM schedule_fires WHERE schedule_id = ? "
                         "ORDER BY fire_at DESC LIMIT ?", (schedule_id, FIRES_SHOWN)).fetchall()
+
+
+def fires_of(conn: Connection, schedule_ids: list[str]) -> dict[str, list[Row]]:
+    """The last fires of each of ``schedule_ids`` (a page of them), newest first, in one
+    query."""
+    if not schedule_ids:
+        return {}
+    found: dict[str, list[Row]] = {}
+    for row in conn.execute(
+            "SELECT * FROM (SELECT f.*, row_number() OVER (PARTITION BY f.schedule_id "
+            "ORDER BY f.fire_at DESC) AS n FROM schedule_fires f "
+            f"WHERE f.schedule_id IN ({marks(schedule_ids)})) AS last_fires WHERE n <= ? "
+            "ORDER BY schedule_id, fire_at DESC", (*schedule_ids, FIRES_SHOWN)).fetchall():
+        found.setdefault(row["schedule_id"], []).append(row)
+    return found
 
 
 def trim(conn: Connection, schedule_id: str) -> None:

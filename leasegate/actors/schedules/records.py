@@ -165,9 +165,10 @@ class ListSchedules(ListPage[Schedules, ScheduleView]):
 
 @SCHEDULES.on(ListSchedules)
 def list_schedules(turn: ScheduleTurn, m: ListSchedules) -> Paged[ScheduleView]:
-    found = sql.page(turn.conn, m.tenant, m.page.limit, m.page.offset)
-    return paged(found, lambda row: schedule_view(row, sql.fires(turn.conn, row["schedule_id"])),
-                 m.page)
+    total, rows = sql.page(turn.conn, m.tenant, m.page.limit, m.page.offset)
+    fires = sql.fires_of(turn.conn, [row["schedule_id"] for row in rows])
+    return paged((total, rows),
+                 lambda row: schedule_view(row, fires.get(row["schedule_id"], [])), m.page)
 
 
 @dataclass(frozen=True)
