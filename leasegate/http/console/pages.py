@@ -15,6 +15,7 @@ from leasegate.actors.pages import MAX_OFFSET, Page
 from leasegate.actors.queries.reads import CountQueries, ListQueries, ListQuerySites, QueryStatus
 from leasegate.actors.queue.activity import Activity
 from leasegate.actors.tasks.artifacts import ListArtifacts
+from leasegate.actors.tasks.operator import ListSiteControls
 from leasegate.actors.tasks.presence import ListSites, ListWorkers
 from leasegate.actors.tasks.reads import CountTasks, ListTasks, TaskStatus
 from leasegate.errors import InvalidRequest, QueryNotFound, TaskNotFound
@@ -103,14 +104,15 @@ async def overview() -> Response:
     audit = sys.last_audit
     now = sys.clock.now()
     activity = await read_activity(sys, now)
-    controls = await sys.jobs.sites.page(Page(limit=PAGE_SIZE))  # paused, throttled
+    # Every paused or throttled site (the first by name): the controls alone, not the
+    # sites page, whose first names may be busy sites that have none.
+    controls = (await sys.tasks.ask(ListSiteControls()))[:PAGE_SIZE]
     return await page(
         "overview.html", live=ALL_EVENTS, report=report,
         causes=degraded_causes(report["checks"]), tasks=tasks, queries=queries,
         workers=to_json(workers), stale=to_json(stale), audit=to_json(audit),
         charts=charts(now, *activity), failures=_failures_by_site(*activity),
-        controls=[site for site in to_json(controls)["items"]
-                  if site["paused"] or site["leases_per_second"] is not None])
+        controls=to_json(controls))
 
 
 def _failures_by_site(*channels: Activity) -> list[dict[str, Any]]:
