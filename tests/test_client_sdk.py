@@ -1156,3 +1156,24 @@ async def test_a_string_error_code_is_refused_in_the_handler_not_lost_at_the_gat
     assert query["status"] == "failed" and query["error"] is not None
     assert query["error"]["type"] == "TypeError"
     assert "code must be an integer" in query["error"]["message"]
+
+
+async def test_a_call_with_no_retry_left_still_sends_the_next_call_to_the_next_gateway(
+        autojump_clock: Any) -> None:
+    """A failed gateway is left behind even when the call that found it is not tried
+    again (``attempts=1``, as renewals are): the caller's next call goes elsewhere."""
+    hosts: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        hosts.append(request.url.host)
+        if request.url.host == "a.test":
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(200, json={"query_id": "q1"})
+
+    async with AsyncClient(["http://a.test", "http://b.test"], "lg_client",
+                           transport=httpx.MockTransport(answer),
+                           retry=Retry(attempts=1)) as client:
+        with pytest.raises(TransportError):
+            await client.get_query("q1")
+        assert (await client.get_query("q1"))["query_id"] == "q1"
+    assert hosts == ["a.test", "b.test"]

@@ -38,6 +38,6 @@ async def read_events(http: AsyncHTTP, cursor: Cursor) -> AsyncGenerator[Event, 
             if isinstance(error, LeasegateError) and not retryable(error):
                 raise
             failures += 1
-            delay = next_delay(error, failures, http.retry, forever=True, what="GET /v1/events")
             http.fail_over(error)
+            delay = next_delay(error, failures, http.retry, forever=True, what="GET /v1/events")
         await sleep(delay)

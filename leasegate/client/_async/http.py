@@ -73,7 +73,8 @@ class AsyncHTTP:
         if len(self._gateways) > 1 and gateway_failed(error):
             failed = self.base_url
             self._at = (self._at + 1) % len(self._gateways)
-            log.warning("gateway %s failed (%r); trying %s", failed, error, self.base_url)
+            log.warning("gateway %s failed (%r); calls go to %s now", failed, error,
+                        self.base_url)
 
     async def call(self, method: str, url: str, **options: Unpack[CallOptions]) -> Any:
         """Send one request (again, with the same body, while that is safe)."""
@@ -108,8 +109,10 @@ class AsyncHTTP:
                 return decode(response), server_time(response)
             except (httpx.TransportError, LeasegateError) as error:
                 failures += 1
-                delay = next_delay(error, failures, retry, forever=forever, what=f"{method} {url}")
+                # Before next_delay, which raises on a last try: the next call (a retry,
+                # or the caller's next one after attempts=1) goes to the next gateway.
                 self.fail_over(error)
+                delay = next_delay(error, failures, retry, forever=forever, what=f"{method} {url}")
             await pause(delay)
 
     async def aclose(self) -> None:

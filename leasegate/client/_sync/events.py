@@ -39,6 +39,6 @@ def read_events(http: SyncHTTP, cursor: Cursor) -> Generator[Event, None]:
             if isinstance(error, LeasegateError) and not retryable(error):
                 raise
             failures += 1
-            delay = next_delay(error, failures, http.retry, forever=True, what="GET /v1/events")
             http.fail_over(error)
+            delay = next_delay(error, failures, http.retry, forever=True, what="GET /v1/events")
         sleep(delay)

@@ -74,7 +74,8 @@ class SyncHTTP:
         if len(self._gateways) > 1 and gateway_failed(error):
             failed = self.base_url
             self._at = (self._at + 1) % len(self._gateways)
-            log.warning("gateway %s failed (%r); trying %s", failed, error, self.base_url)
+            log.warning("gateway %s failed (%r); calls go to %s now", failed, error,
+                        self.base_url)
 
     def call(self, method: str, url: str, **options: Unpack[CallOptions]) -> Any:
         """Send one request (again, with the same body, while that is safe)."""
@@ -109,8 +110,10 @@ class SyncHTTP:
                 return decode(response), server_time(response)
             except (httpx.TransportError, LeasegateError) as error:
                 failures += 1
-                delay = next_delay(error, failures, retry, forever=forever, what=f"{method} {url}")
+                # Before next_delay, which raises on a last try: the next call (a retry,
+                # or the caller's next one after attempts=1) goes to the next gateway.
                 self.fail_over(error)
+                delay = next_delay(error, failures, retry, forever=forever, what=f"{method} {url}")
             pause(delay)
 
     def close(self) -> None:
