@@ -152,14 +152,16 @@ def _backup_commands(commands: cli_actions.Subcommands) -> None:
 
 
 def _job_commands(commands: cli_actions.Subcommands) -> None:
-    """The operator's commands on a running gateway (``cli_actions``), added to the
-    ``tasks``, ``queries`` and ``sites`` groups beside ``cli_inspect``'s."""
-    cli_actions.register(lambda name, what: subcommands(commands, name,
-                                                        f"{what} on a running gateway"))
-    cli_schedules.register(lambda name, what: subcommands(commands, name,
-                                                          f"{what} on a running gateway"))
-    cli_webhooks.register(lambda name, what: subcommands(commands, name,
-                                                         f"{what} on a running gateway"))
+    """The operator's commands on a running gateway: ``cli_actions``' in the ``tasks``,
+    ``queries`` and ``sites`` groups beside ``cli_inspect``'s, and the ``schedules`` and
+    ``webhooks`` groups."""
+    def group(name: str, what: str) -> cli_actions.Subcommands:
+        made: cli_actions.Subcommands = subcommands(commands, name,
+                                                    f"{what} on a running gateway")
+        return made
+
+    for module in (cli_actions, cli_schedules, cli_webhooks):
+        module.register(group)
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:
