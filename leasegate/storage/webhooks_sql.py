@@ -16,6 +16,7 @@ import base64
 import json
 import secrets
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Final
 
 from leasegate.storage.engine import Connection, Row, Spelled
@@ -40,12 +41,18 @@ def write_outbox(conn: Connection, at: float,
     """The deliveries of job events ``(channel, job_id, tenant, event_type)`` that
     happened at ``at``, one per enabled endpoint of the job's tenant listening to it,
     each due at once; how many were written."""
-    values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(events))
     params: list[object] = [at, at, at]
     for channel, job_id, tenant, event_type in events:
         params += [secrets.token_hex(8), tenant, event_type, channel, job_id,
                    f'%"{event_type}"%']
-    return conn.execute(_OUTBOX.format(values=values), params).rowcount
+    return conn.execute(_outbox_sql(len(events)), params).rowcount
+
+
+@lru_cache(maxsize=64)
+def _outbox_sql(count: int) -> str:
+    """The outbox statement for ``count`` events (formatted once per count: it runs
+    on every terminal transition)."""
+    return _OUTBOX.format(values=", ".join(["(?, ?, ?, ?, ?, ?)"] * count))
 
 
 # ---- endpoints -----------------------------------------------------------------------
