@@ -147,9 +147,8 @@ def _site_commands(sites: Subcommands) -> None:
     rate = throttle.add_mutually_exclusive_group(required=True)
     rate.add_argument("--rate", type=float, help="leases a second (> 0)")
     rate.add_argument("--off", action="store_true", help="lift the throttle")
-    throttle.set_defaults(handler=lambda a: _throttled(a) and _send(
-        a, "PUT", f"/v1/sites/{path_id(a.site)}/throttle",
-        {"leases_per_second": None if a.off else a.rate}, _site))
+    throttle.set_defaults(handler=lambda a: _send(
+        a, "PUT", f"/v1/sites/{path_id(a.site)}/throttle", _throttle_body(a), _site))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -243,12 +242,12 @@ def _reclaim_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def _throttled(args: argparse.Namespace) -> bool:
-    """True, or raise: the flag named where the API would name its field."""
+def _throttle_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The throttle's body, or raise: a bad --rate named as the flag, not the API's field."""
     if args.rate is not None and not args.rate > 0:  # also NaN
         raise BadArguments(f"--rate must be more than 0 leases a second (got {args.rate:g}); "
-                      "--off lifts the throttle")
-    return True
+                           "--off lifts the throttle")
+    return {"leases_per_second": None if args.off else args.rate}
 
 
 def list_page(args: argparse.Namespace, path: str, params: dict[str, Any],
