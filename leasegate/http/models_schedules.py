@@ -15,7 +15,13 @@ from pydantic import (
     model_validator,
 )
 
-from leasegate.actors.schedules.cron import CRON, CRON_PATTERN, CRON_RULE, MAX_CRON, timezone_names
+from leasegate.actors.schedules.cron import (
+    CRON_PATTERN,
+    CRON_RULE,
+    MAX_CRON,
+    is_cron,
+    timezone_names,
+)
 from leasegate.http.models import (
     Id,
     ListArgs,
@@ -75,7 +81,7 @@ class PutScheduleBody(Strict):
     @field_validator("cron")
     @classmethod
     def _cron(cls, value: str) -> str:
-        if len(value) > MAX_CRON or CRON.fullmatch(value) is None:
+        if not is_cron(value):
             raise ValueError(CRON_RULE)
         return value
 

@@ -60,10 +60,15 @@ CRON_RULE: Final = ("must be five cron fields (minute hour day-of-month month da
 _BOUNDS: Final = ((0, 59, ()), (0, 23, ()), (1, 31, ()), (1, 12, MONTHS), (0, 6, WEEKDAYS))
 
 
-def check_cron(cron: object) -> None:
-    """400 unless ``cron`` is five cron fields (:data:`CRON_PATTERN`, at most
+def is_cron(cron: object) -> bool:
+    """Whether ``cron`` is five cron fields (:data:`CRON_PATTERN`, at most
     :data:`MAX_CRON` characters)."""
-    if not isinstance(cron, str) or len(cron) > MAX_CRON or CRON.fullmatch(cron) is None:
+    return isinstance(cron, str) and len(cron) <= MAX_CRON and CRON.fullmatch(cron) is not None
+
+
+def check_cron(cron: object) -> None:
+    """400 unless :func:`is_cron`."""
+    if not is_cron(cron):
         raise InvalidRequest(f"cron {CRON_RULE}")
 
 
