@@ -119,7 +119,7 @@ LONGEST_RETRY_SECONDS = 5.0
 
 async def wait_until_reachable(url: str, give_up_after: float) -> None:
     """Return once the PostgreSQL database ``url`` names accepts a connection, trying
-    again with a doubling pause (0.5 s up to 5 s) and a log line a failed try, for up
+    again with a doubling pause (0.5 s up to 5 s) and a log line for each failed try, for up
     to ``give_up_after`` seconds; then raise :class:`Unreachable` with the last reason. Made
     for start-up: under docker-compose or systemd a gateway often starts before its
     database. Cancellation: a try under way finishes on its thread (libpq's own
@@ -132,7 +132,8 @@ async def wait_until_reachable(url: str, give_up_after: float) -> None:
                 connect, url, application_name="leasegate-start"))
         except psycopg.Error as exc:
             left = deadline - trio.current_time()
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            said = str(exc).strip()
+            reason = said.splitlines()[0] if said else type(exc).__name__
             if left <= 0:
                 raise Unreachable(f"cannot connect to PostgreSQL (waited {give_up_after:g} s, "
                                   f"database_connect_timeout): {reason}") from exc
