@@ -1,6 +1,7 @@
 """The operator's commands that act on a running gateway through its HTTP API (the
-actors are the only writers): cancel, resume, retry, reclaim and redrive jobs; list, pause,
-resume and throttle sites. Human tables by default, ``--json`` for the reply as is.
+actors are the only writers): cancel, pause, resume, retry, reclaim (one stale task, or
+every one a filter matches) and redrive jobs; list, pause, resume and throttle sites.
+Human tables by default, ``--json`` for the reply as is.
 
     leasegate tasks retry t-1 --reason "site fixed"
     leasegate tasks redrive --status failed --site shop --reason "outage over" --dry-run
