@@ -141,11 +141,13 @@ def get_delivery(conn: Connection, endpoint_id: str, delivery_id: str) -> Row | 
     return row
 
 
-def due_again(conn: Connection, delivery_id: str, now: float) -> None:
-    """Pending, due now (a redelivery asked for; its attempts so far are kept)."""
-    conn.execute("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, "
-                 "lease_owner = NULL, updated_at = ? WHERE delivery_id = ?",
-                 (now, now, delivery_id))
+def due_again(conn: Connection, endpoint_id: str, delivery_id: str, now: float) -> bool:
+    """Pending, due now (a redelivery asked for; its attempts so far are kept); False:
+    the endpoint has no such delivery."""
+    return conn.execute(
+        "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, "
+        "lease_owner = NULL, updated_at = ? WHERE endpoint_id = ? AND delivery_id = ?",
+        (now, now, endpoint_id, delivery_id)).rowcount == 1
 
 
 _DUE: Final = Spelled(

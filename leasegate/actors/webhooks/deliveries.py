@@ -55,9 +55,8 @@ class RetryDelivery(OfEndpoint[DeliveryView]):
 @WEBHOOKS.on(RetryDelivery)
 def retry(turn: WebhookTurn, m: RetryDelivery) -> DeliveryView:
     endpoint(turn, m.endpoint_id, m.tenant)
-    if sql.get_delivery(turn.conn, m.endpoint_id, m.delivery_id) is None:
+    if not sql.due_again(turn.conn, m.endpoint_id, m.delivery_id, turn.now):
         raise NotFound(f"no delivery {m.delivery_id} of webhook endpoint {m.endpoint_id}")
-    sql.due_again(turn.conn, m.delivery_id, turn.now)
     row = sql.get_delivery(turn.conn, m.endpoint_id, m.delivery_id)
     assert row is not None
     return delivery_view(row)
