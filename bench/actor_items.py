@@ -31,11 +31,11 @@ from leasegate.actors.queries.lease import LeaseQueries
 from leasegate.actors.queries.results import QueryResult, QueryResults
 from leasegate.actors.queries.submit import SubmitQueries, SubmitQuery
 from leasegate.actors.runtime.mailbox import Ask, Ref
-from leasegate.actors.system import open_system
 from leasegate.actors.tasks.fenced import StartTask, StartTasks, TaskResult, TaskResults
 from leasegate.actors.tasks.lease import LeaseTasks
 from leasegate.actors.tasks.submit import SubmitTask, SubmitTasks
 from leasegate.settings import load
+from leasegate.system import open_system
 
 A = TypeVar("A")
 R = TypeVar("R")

@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _items import BATCH, each_channel, options
 
 from leasegate.actors.keys.records import CreateKey
-from leasegate.actors.system import new_system
 from leasegate.http.app import create_app
 from leasegate.settings import load
+from leasegate.system import new_system
 
 
 class TaskClock(trio.abc.Instrument):

@@ -145,8 +145,9 @@ def instrument(stages: Stages, quart_app: Any) -> None:
     from quart_trio.asgi import TrioASGIHTTPConnection
 
     from leasegate.actors.runtime import actor, mailbox
-    from leasegate.http import batches, render
-    from leasegate.http import connection as http_connection
+    from leasegate.http.routes import batches
+    from leasegate.http.server import connection as http_connection
+    from leasegate.http.server import render
 
     connection = quart_app.asgi_http_class
     wrap = stages.wrap
@@ -178,12 +179,12 @@ async def serve_and_load(target: str, requests: int, data: Path, timers: bool = 
     from hypercorn.utils import wrap_app
 
     from leasegate import server
-    from leasegate.actors.system import new_system
-    from leasegate.http import expect
     from leasegate.http.app import create_app
-    from leasegate.http.listener import serve_http
+    from leasegate.http.server import expect
+    from leasegate.http.server.listener import serve_http
     from leasegate.settings import load
     from leasegate.storage.datadir import db_path
+    from leasegate.system import new_system
 
     os.environ["LEASEGATE_RATE_LIMIT_PER_SECOND"] = "0"
     settings = load()

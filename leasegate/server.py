@@ -30,13 +30,13 @@ from hypercorn.config import Config, Sockets
 from hypercorn.utils import wrap_app
 
 from leasegate.actors.keys.records import CreateFirstKeys, CreateKey
-from leasegate.actors.system import System, new_system
-from leasegate.http import expect
 from leasegate.http.app import create_app
-from leasegate.http.listener import ConnectionGate, connection_budget, serve_http
+from leasegate.http.server import expect
+from leasegate.http.server.listener import ConnectionGate, connection_budget, serve_http
 from leasegate.settings import Settings
 from leasegate.storage.datadir import DataDirLock, DataDirUnusable, db_path
 from leasegate.storage.durable_files import make_dir_durably
+from leasegate.system import System, new_system
 
 log = logging.getLogger("leasegate.server")
 

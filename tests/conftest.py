@@ -15,7 +15,7 @@ import trio.testing
 from leasegate.actors.runtime.actor import Actor
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.clock import Clock
-from leasegate.http.render import to_json
+from leasegate.http.server.render import to_json
 from leasegate.settings import Settings, load
 from leasegate.storage.connection import Database as SqliteDatabase
 from leasegate.storage.database import Database, migrate
@@ -24,7 +24,7 @@ from tests import postgres
 from tests.served import Served, start, stop
 
 if TYPE_CHECKING:
-    from leasegate.actors.system import System
+    from leasegate.system import System
 
 A = TypeVar("A")
 ActorT = TypeVar("ActorT", bound="Actor[Any, Any]")
@@ -287,8 +287,8 @@ async def start_gateway(nursery: trio.Nursery, path: Path, settings: Settings,
     clock; else each connection on its own thread, as served; ``webhook_transport``: an
     httpx transport the webhooks go to)."""
     from leasegate.actors.keys.records import CreateKey, Role
-    from leasegate.actors.system import new_system
     from leasegate.http.app import create_app
+    from leasegate.system import new_system
 
     system = new_system(path, settings, clock=clock, inline_storage=inline)
     app = create_app(system, webhook_transport=webhook_transport)

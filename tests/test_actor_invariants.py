@@ -31,7 +31,6 @@ from leasegate.actors.queries import submit as query_submit
 from leasegate.actors.queue.retry import Redrive
 from leasegate.actors.queue.sites import SiteControl
 from leasegate.actors.runtime.mailbox import Ask, Message, Ref, Tell
-from leasegate.actors.system import System, new_system
 from leasegate.actors.tasks import actor as tasks_actor
 from leasegate.actors.tasks import artifacts, control, device_actions, fenced, presence
 from leasegate.actors.tasks import lease as task_lease
@@ -44,6 +43,7 @@ from leasegate.actors.webhooks import endpoints as webhook_endpoints
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, LeasegateError
 from leasegate.settings import Settings
+from leasegate.system import System, new_system
 
 NAN = float("nan")
 # Values that break some rule wherever they land (a string where a number goes,

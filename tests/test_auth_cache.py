@@ -7,7 +7,7 @@ import trio
 from trio.testing import MockClock
 
 from leasegate.actors.keys.records import CreateKey, RevokeKey
-from leasegate.http.auth import VERIFIED_SECONDS, Authenticator
+from leasegate.http.server.auth import VERIFIED_SECONDS, Authenticator
 from tests.conftest import Gateway
 
 LEASE = {"worker_id": "w1", "wait_seconds": 0}

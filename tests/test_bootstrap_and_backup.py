@@ -9,11 +9,11 @@ from pathlib import Path
 import trio
 
 from leasegate.actors.keys.records import RevokeKey
-from leasegate.actors.system import new_system
 from leasegate.clock import Clock
 from leasegate.server import bootstrap_keys
 from leasegate.settings import Settings
 from leasegate.storage.backup import backup, restore
+from leasegate.system import new_system
 
 
 async def test_bootstrap_prints_keys_only_on_a_fresh_database(

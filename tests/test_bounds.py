@@ -21,8 +21,8 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.http import listener
-from leasegate.http.listener import FLOOD_CONNECTIONS, ConnectionGate
+from leasegate.http.server import listener
+from leasegate.http.server.listener import FLOOD_CONNECTIONS, ConnectionGate
 from tests import served as served_module
 from tests.served import Served, start, stop
 

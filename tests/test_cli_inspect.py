@@ -18,7 +18,7 @@ import trio
 from trio.testing import MockClock
 
 from leasegate.cli import main
-from leasegate.http.auth import VERIFIED_SECONDS
+from leasegate.http.server.auth import VERIFIED_SECONDS
 from tests.conftest import Gateway
 from tests.served import Served, start, stop
 from tests.test_cli import run_cli

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from leasegate import client as sdk
-from leasegate.http.body_guard import DRAIN_SECONDS
+from leasegate.http.server.body_guard import DRAIN_SECONDS
 from tests.served import Served, start, stop
 
 KiB, MiB = 1024, 1024 * 1024

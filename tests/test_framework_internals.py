@@ -8,26 +8,27 @@ changes it fails here, saying what to look at, rather than somewhere in a served
 
 Today's uses:
 
-* ``http/expect.py``: hypercorn's ``H11Protocol`` (``hypercorn.protocol.H11Protocol``,
+* ``http/server/expect.py``: hypercorn's ``H11Protocol`` (``hypercorn.protocol.H11Protocol``,
   replaced for ``ProtocolWrapper``), its ``_send_h11_event``, ``stream_send``,
   ``connection``, ``stream`` (an ``HTTPStream`` with its ``scope``) and ``send``;
   h11's events and states;
-* ``http/expect.py`` also: ``H11Protocol.handle`` (a read from the socket) and
+* ``http/server/expect.py`` also: ``H11Protocol.handle`` (a read from the socket) and
   hypercorn's ``Response`` event, rebuilt with ``Connection: close`` past the
   pipelining bound;
-* ``http/listener.py``: hypercorn's trio worker parts (``TCPServer``,
+* ``http/server/listener.py``: hypercorn's trio worker parts (``TCPServer``,
   ``WorkerContext``, ``Lifespan``, ``StatsdLogger``), as ``hypercorn.trio.run``
   assembles them; ``TCPServer`` taking a stream without ``do_handshake`` for plain
   TCP and reading only ``socket`` of it beside the stream methods (``ClientStream``),
   and catching ``ClosedResourceError``/``BrokenResourceError`` of its sends;
 * ``http/app.py``: quart-schema's wrapping of ``app.make_response`` (an attribute of
   the app, removed: our routes return plain JSON);
-* ``http/validation.py``, ``http/preflight.py``, ``http/openapi.py``: the attributes
-  quart-schema's decorators set on a view and its OpenAPI reads;
-* ``http/connection.py``: quart-trio's ``TrioASGIHTTPConnection`` (``handle_messages``),
+* ``http/server/validation.py``, ``http/server/preflight.py``,
+  ``http/openapi/document.py``: the attributes quart-schema's decorators set on a view
+  and its OpenAPI reads;
+* ``http/server/connection.py``: quart-trio's ``TrioASGIHTTPConnection`` (``handle_messages``),
   Quart's request constructor and its ``DataBody``, and the request Quart makes from a
   scope, which ours copies;
-* ``http/validation.py``, ``http/app.py``, ``http/preflight.py``: Quart's request JSON
+* ``http/server/validation.py``, ``http/app.py``, ``http/server/preflight.py``: Quart's request JSON
   cache (``_cached_json``) and its context variables (``_cv_request``, ``_cv_app``).
 """
 
@@ -56,8 +57,8 @@ from quart_schema import QuartSchema
 from quart_trio import QuartTrio
 from quart_trio.asgi import TrioASGIHTTPConnection
 
-from leasegate.http import expect
-from leasegate.http.connection import connection_class
+from leasegate.http.server import expect
+from leasegate.http.server.connection import connection_class
 from leasegate.settings import Settings
 
 
@@ -73,19 +74,19 @@ def parameters(fn: Any) -> list[str]:
     return list(inspect.signature(fn).parameters)
 
 
-# ---- hypercorn and h11: http/expect.py ------------------------------------------------
+# ---- hypercorn and h11: http/server/expect.py ------------------------------------------------
 
 
 def test_hypercorn_builds_its_http1_protocol_by_the_name_expect_replaces() -> None:
     need(getattr(hypercorn.protocol, "H11Protocol", None) is not None, "hypercorn",
-         "hypercorn.protocol.H11Protocol", "http/expect.py", "is gone")
+         "hypercorn.protocol.H11Protocol", "http/server/expect.py", "is gone")
     need("H11Protocol" in hypercorn.protocol.ProtocolWrapper.__init__.__code__.co_names,
-         "hypercorn", "ProtocolWrapper.__init__ -> H11Protocol", "http/expect.py",
+         "hypercorn", "ProtocolWrapper.__init__ -> H11Protocol", "http/server/expect.py",
          "no longer looks the protocol class up in hypercorn.protocol")
 
 
 def test_the_h11_protocol_members_expect_overrides_and_reads() -> None:
-    where = "http/expect.py"
+    where = "http/server/expect.py"
     send_event = getattr(H11Protocol, "_send_h11_event", None)
     need(send_event is not None and inspect.iscoroutinefunction(send_event)
          and parameters(send_event) == ["self", "event"], "hypercorn",
@@ -107,7 +108,7 @@ def test_the_h11_protocol_members_expect_overrides_and_reads() -> None:
 
 
 def test_the_h11_protocol_members_the_pipelining_bound_relies_on() -> None:
-    where = "http/expect.py (MAX_QUEUED)"
+    where = "http/server/expect.py (MAX_QUEUED)"
     need(parameters(H11Protocol.handle) == ["self", "event"], "hypercorn",
          "H11Protocol.handle(self, event)", where, "changed")
     need("RawData" in inspect.getsource(H11Protocol.handle), "hypercorn",
@@ -122,9 +123,9 @@ def test_the_h11_protocol_members_the_pipelining_bound_relies_on() -> None:
 
 def test_the_h11_names_expect_uses() -> None:
     for name in ("InformationalResponse", "Response", "LocalProtocolError", "ERROR"):
-        need(hasattr(h11, name), "h11", f"h11.{name}", "http/expect.py", "is gone")
+        need(hasattr(h11, name), "h11", f"h11.{name}", "http/server/expect.py", "is gone")
     need(parameters(h11.Connection.send) == ["self", "event"], "h11",
-         "h11.Connection.send(self, event)", "http/expect.py", "changed")
+         "h11.Connection.send(self, event)", "http/server/expect.py", "changed")
 
 
 def test_expect_installs_its_protocol_for_hypercorn() -> None:
@@ -137,11 +138,11 @@ def test_expect_installs_its_protocol_for_hypercorn() -> None:
         hypercorn.protocol.H11Protocol = original  # type: ignore[attr-defined]
 
 
-# ---- hypercorn: http/listener.py --------------------------------------------------------
+# ---- hypercorn: http/server/listener.py --------------------------------------------------------
 
 
 def test_the_trio_worker_parts_the_listener_assembles() -> None:
-    where = "http/listener.py"
+    where = "http/server/listener.py"
     need(parameters(TCPServer.__init__) == ["self", "app", "config", "context", "state",
                                              "stream"],
          "hypercorn", "hypercorn.trio.tcp_server.TCPServer(app, config, context, state, "
@@ -161,7 +162,7 @@ def test_the_trio_worker_parts_the_listener_assembles() -> None:
 
 
 def test_the_tcp_server_takes_the_client_stream_for_plain_tcp() -> None:
-    where = "http/listener.py (ClientStream)"
+    where = "http/server/listener.py (ClientStream)"
     run, send = inspect.getsource(TCPServer.run), inspect.getsource(TCPServer.protocol_send)
     need("do_handshake" in run and "except AttributeError" in run
          and "self.stream.socket" in run, "hypercorn", "TCPServer.run", where,
@@ -194,7 +195,7 @@ def test_quart_schema_wraps_make_response_on_the_app() -> None:
 
 
 def test_the_attributes_quart_schema_documents_a_view_by() -> None:
-    where = "http/validation.py, http/preflight.py, http/openapi.py"
+    where = "http/server/validation.py, http/server/preflight.py, http/openapi/document.py"
 
     async def view(data: Body) -> None:
         pass
@@ -213,11 +214,11 @@ def test_the_attributes_quart_schema_documents_a_view_by() -> None:
          "is not what validate_querystring sets")
 
 
-# ---- quart-trio and Quart: http/connection.py ------------------------------------------
+# ---- quart-trio and Quart: http/server/connection.py ------------------------------------------
 
 
 def test_the_connection_class_members_ours_builds_on() -> None:
-    where = "http/connection.py"
+    where = "http/server/connection.py"
     need(parameters(TrioASGIHTTPConnection.handle_messages) == ["self", "nursery",
                                                                "request", "receive"],
          "quart-trio", "TrioASGIHTTPConnection.handle_messages(nursery, request, receive)",
@@ -249,13 +250,13 @@ def test_our_request_is_the_one_quart_makes() -> None:
         for field in ("method", "scheme", "path", "query_string", "root_path",
                       "http_version", "max_content_length", "scope"):
             need(getattr(ours, field) == getattr(theirs, field), "quart",
-                 f"the request made from a scope ({field})", "http/connection.py",
+                 f"the request made from a scope ({field})", "http/server/connection.py",
                  f"differs: ours {getattr(ours, field)!r}, Quart's {getattr(theirs, field)!r}")
         need(list(ours.headers.items()) == list(theirs.headers.items()), "quart",
-             "the request made from a scope (headers)", "http/connection.py", "differs")
+             "the request made from a scope (headers)", "http/server/connection.py", "differs")
 
 
-# ---- Quart's request internals: http/validation.py, http/app.py, http/preflight.py ------
+# ---- Quart's request internals: http/server/validation.py, http/app.py, preflight.py ----
 
 
 def test_the_json_cache_and_context_variables_ours_use() -> None:
@@ -274,8 +275,8 @@ def test_the_json_cache_and_context_variables_ours_use() -> None:
                       send_push_promise=no_push)
     cached = getattr(request, "_cached_json", None)
     need(isinstance(cached, dict) and cached.get(False) is Ellipsis, "quart",
-         "Request._cached_json (a dict, {False: ..., True: ...})", "http/validation.py",
+         "Request._cached_json (a dict, {False: ..., True: ...})", "http/server/validation.py",
          f"is {cached!r}")
     for name in ("_cv_request", "_cv_app"):
         need(hasattr(quart.globals, name), "quart", f"quart.globals.{name}",
-             "http/app.py, http/preflight.py, http/validation.py", "is gone")
+             "http/app.py, http/server/preflight.py, http/server/validation.py", "is gone")

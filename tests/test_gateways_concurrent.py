@@ -11,10 +11,10 @@ from typing import Any
 
 import trio
 
-from leasegate.actors.system import System, new_system
 from leasegate.clock import Clock
 from leasegate.server import bootstrap_keys
 from leasegate.settings import load
+from leasegate.system import System, new_system
 from tests.conftest import Gateway, start_gateway
 
 Json = dict[str, Any]

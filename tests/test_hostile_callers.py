@@ -17,8 +17,8 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from leasegate.http.expect import MAX_QUEUED
-from leasegate.http.listener import ClientStream
+from leasegate.http.server.expect import MAX_QUEUED
+from leasegate.http.server.listener import ClientStream
 from tests.served import Served, start, stop
 
 MiB = 1024 * 1024

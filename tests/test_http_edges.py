@@ -340,8 +340,8 @@ async def test_unknown_key_ids_are_remembered_briefly(
 
 
 def test_address_and_unknown_key_tables_are_bounded() -> None:
-    from leasegate.http.auth import RecentlyUnknown
-    from leasegate.http.limits import RateLimiter
+    from leasegate.http.server.auth import RecentlyUnknown
+    from leasegate.http.server.limits import RateLimiter
 
     limiter = RateLimiter(rate=1, burst=1, max_buckets=3)
     for address in ("a", "b", "c"):

@@ -12,10 +12,10 @@ from quart import Response
 from quart.wrappers.response import DataBody
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from leasegate.http.connection import answer
-from leasegate.http.models import SubmitQueryBody
-from leasegate.http.preflight import Preflight
-from leasegate.http.validation import validate_request
+from leasegate.http.models.jobs import SubmitQueryBody
+from leasegate.http.server.connection import answer
+from leasegate.http.server.preflight import Preflight
+from leasegate.http.server.validation import validate_request
 from tests.conftest import Gateway
 
 Messages = list[dict[str, Any]]

@@ -1,4 +1,4 @@
-"""The per-class renderers of ``leasegate.http.render`` give what the generic walk
+"""The per-class renderers of ``leasegate.http.server.render`` give what the generic walk
 they replaced gave (kept here as the reference), for every reply the actors make;
 ``check_json_field`` answers as its walk and canonical encoding did."""
 
@@ -19,8 +19,8 @@ from leasegate.actors.tasks.views import Started, TaskView
 from leasegate.actors.views import INSTANT, Billing, JobError
 from leasegate.clock import iso
 from leasegate.errors import LeasegateError
-from leasegate.http.json_fields import MAX_JSON_DEPTH, check_json_field
-from leasegate.http.render import _is_instant, _is_plain, to_json
+from leasegate.http.models.payloads import MAX_JSON_DEPTH, check_json_field
+from leasegate.http.server.render import _is_instant, _is_plain, to_json
 
 VIEW_MODULES = ("views", "queries.views", "tasks.views", "keys.views", "ledger.views",
                 "devices.views", "queue.history")
@@ -140,10 +140,10 @@ def test_not_dataclasses_pass_through() -> None:
     assert to_json(("a", ["b", ("c",)])) == ["a", ["b", ["c"]]]
 
 
-# ---- json_fields: one walk, and orjson's length where it is the canonical one -------
+# ---- models.payloads: one walk, and orjson's length where it is the canonical one -------
 
 def _reference_depth(value: Any) -> int:
-    """The depth walk json_fields had."""
+    """The depth walk models.payloads had."""
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, depth = stack.pop()

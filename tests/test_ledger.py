@@ -16,11 +16,11 @@ import trio.testing
 
 from leasegate.actors.ledger.audit import LedgerUnbalanced
 from leasegate.actors.ledger.holds import PlaceHold, Settle
-from leasegate.actors.system import new_system
 from leasegate.client import Client, HandlerResult, IdempotencyConflict, Job, NotFound, Worker
 from leasegate.clock import Clock
 from leasegate.http.app import create_app
 from leasegate.settings import Settings
+from leasegate.system import new_system
 from tests.conftest import EPOCH, Gateway, open_db, start_gateway
 from tests.served import Served
 from tests.test_http_tasks import ORDER, assert_error, call, finish, running, submit

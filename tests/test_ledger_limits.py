@@ -17,11 +17,11 @@ import trio
 import trio.testing
 
 from leasegate.actors.ledger.holds import PlaceHold, ReleaseHold
-from leasegate.actors.system import new_system
 from leasegate.clock import Clock
 from leasegate.http.app import create_app
 from leasegate.settings import MAX_AMOUNT, MAX_BALANCE, Settings
 from leasegate.storage.datadir import db_path
+from leasegate.system import new_system
 from tests import served
 from tests.conftest import EPOCH, Gateway, start_gateway
 from tests.test_cli import run_cli

@@ -64,7 +64,6 @@ from leasegate.actors.queries.lease import LeaseQueries
 from leasegate.actors.queries.results import QueryOutcome, QueryResult
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.system import System, new_system
 from leasegate.actors.tasks.control import ControlTask, ReclaimAction, ReclaimTask
 from leasegate.actors.tasks.fenced import StartTask, TaskOutcome, TaskResult
 from leasegate.actors.tasks.lease import LeaseTasks
@@ -74,6 +73,7 @@ from leasegate.clock import Clock
 from leasegate.errors import LeasegateError
 from leasegate.settings import HOUR, load
 from leasegate.storage import queries_sql, tasks_sql
+from leasegate.system import System, new_system
 from tests.conftest import EPOCH
 
 TENANTS = ("t1", "t2")

@@ -14,8 +14,8 @@ import trio
 from openapi_spec_validator import validate
 
 from leasegate.clock import Clock
-from leasegate.http.openapi_text import sections as openapi_sections
-from leasegate.http.openapi_text import tag_of
+from leasegate.http.openapi.text import sections as openapi_sections
+from leasegate.http.openapi.text import tag_of
 from leasegate.ids import ID_PATTERN
 from leasegate.settings import Settings, load
 from tests.conftest import Gateway, start_gateway

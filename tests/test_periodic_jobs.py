@@ -33,11 +33,11 @@ import trio
 import trio.testing
 
 from leasegate.actors.keys.records import CreateKey
-from leasegate.actors.system import new_system
 from leasegate.clock import Clock
 from leasegate.http.app import create_app
 from leasegate.settings import Settings
 from leasegate.storage.datadir import db_path
+from leasegate.system import new_system
 from tests.served import Served, free_port, start, stop
 
 Json = dict[str, Any]

@@ -45,7 +45,7 @@ from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.actors.tasks.turn import TaskTurn
 from leasegate.clock import Clock
 from leasegate.errors import LeasegateError
-from leasegate.http.render import to_json
+from leasegate.http.server.render import to_json
 from leasegate.settings import load
 from leasegate.storage import tasks_sql
 from leasegate.storage.connection import Database

@@ -1,7 +1,7 @@
 """Value types every actor's replies share: instants, JSON payloads, billing, errors.
 
 Replies are frozen dataclasses; the HTTP edge renders them to JSON
-(``leasegate.http.render``). A field annotated :data:`Instant` is a wall time
+(``leasegate.http.server.render``). A field annotated :data:`Instant` is a wall time
 in seconds, rendered as an ISO 8601 UTC timestamp::
 
     @dataclass(frozen=True)

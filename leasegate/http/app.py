@@ -20,36 +20,36 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import RequestTimeout as BodyTooSlow
 
 from leasegate.actors.payloads import may_hold_numbers, orjson_default
-from leasegate.actors.system import System
 from leasegate.errors import (
     InvalidRequest,
     PayloadTooLarge,
     RequestTimeout,
 )
-from leasegate.http import (
-    docs,
-    errors,
-    routes_admin,
-    routes_artifacts,
-    routes_devices,
-    routes_events,
-    routes_ledger,
-    routes_operator,
-    routes_queries,
-    routes_schedules,
-    routes_tasks,
-    routes_webhooks,
-)
-from leasegate.http.auth import Authenticator
-from leasegate.http.connection import connection_class
 from leasegate.http.console import routes as console
-from leasegate.http.json_fields import with_exact_payloads
-from leasegate.http.metrics import Metrics
-from leasegate.http.openapi import LeasegateOpenAPI
-from leasegate.http.parked import ParkedPolls
-from leasegate.http.preflight import Preflight
-from leasegate.http.uploads import UploadSlots
+from leasegate.http.metrics.collector import Metrics
+from leasegate.http.models.payloads import with_exact_payloads
+from leasegate.http.openapi import docs
+from leasegate.http.openapi.document import LeasegateOpenAPI
+from leasegate.http.routes import (
+    admin,
+    artifacts,
+    devices,
+    events,
+    ledger,
+    operator,
+    queries,
+    schedules,
+    tasks,
+    webhooks,
+)
+from leasegate.http.server import errors
+from leasegate.http.server.auth import Authenticator
+from leasegate.http.server.connection import connection_class
+from leasegate.http.server.held_polls import ParkedPolls
+from leasegate.http.server.preflight import Preflight
+from leasegate.http.server.uploads import UploadSlots
 from leasegate.http.webhook_delivery import Deliverer
+from leasegate.system import System
 
 # Keys and items of one JSON body: bounds the work of parsing and validating it,
 # which the byte limit alone does not (100k one-byte keys fit in a megabyte).
@@ -113,7 +113,7 @@ class JSONProvider(DefaultJSONProvider):
 
     Payloads keep their numbers as sent: a body that may hold one orjson would
     change (``1e2``, ``-0``, past 64 bits) has its payload fields read again exactly
-    (``json_fields.with_exact_payloads``), and a payload's ``Number`` is written as
+    (``models.payloads.with_exact_payloads``), and a payload's ``Number`` is written as
     its literal."""
 
     def dumps(self, obj: Any, **kwargs: Any) -> str:
@@ -165,7 +165,7 @@ def create_app(system: System, *,
     app = QuartTrio("leasegate")
     # Body guard, one task a request, the answer in two messages (see connection).
     app.asgi_http_class = connection_class(system.settings)
-    app.request_class = routes_artifacts.request_class(system.settings)
+    app.request_class = artifacts.request_class(system.settings)
     app.config["MAX_CONTENT_LENGTH"] = system.settings.max_body_bytes
     # A body still arriving after this is a 408 (below hypercorn's read timeout,
     # which would otherwise drop the connection without an answer).
@@ -205,9 +205,8 @@ def create_app(system: System, *,
     deliverer = Deliverer(system, webhook_transport)
     system.add_service(deliverer.record, deliverer.run)
 
-    for blueprint in (routes_queries.bp, routes_tasks.bp, routes_artifacts.bp, routes_admin.bp,
-                      routes_ledger.bp, routes_events.bp, routes_devices.bp, routes_operator.bp,
-                      routes_schedules.bp, routes_webhooks.bp):
+    for blueprint in (queries.bp, tasks.bp, artifacts.bp, admin.bp, ledger.bp, events.bp,
+                      devices.bp, operator.bp, schedules.bp, webhooks.bp):
         app.register_blueprint(blueprint)
     errors.install(app)
     docs.install(app)

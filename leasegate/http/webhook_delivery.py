@@ -25,14 +25,14 @@ import orjson
 import trio
 
 from leasegate.actors.runtime.periodic import JobRecord, serve_guarded
-from leasegate.actors.system import System
 from leasegate.actors.webhooks.deliveries import Attempt, ClaimDue, RecordAttempts
 from leasegate.actors.webhooks.views import Due
 from leasegate.client._webhooks import sign
 from leasegate.clock import iso
 from leasegate.errors import QueryNotFound, TaskNotFound
-from leasegate.http.render import to_json
-from leasegate.http.webhook_urls import RefusedUrl, check_destination
+from leasegate.http.models.webhook_urls import RefusedUrl, check_destination
+from leasegate.http.server.render import to_json
+from leasegate.system import System
 
 # How long past the attempt's timeout a claim holds (then it is due again for anyone).
 LEASE_MARGIN = 30.0

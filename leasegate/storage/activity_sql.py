@@ -4,7 +4,7 @@ site. Each is one aggregate over a time range of ``job_events_by_time`` (channel
 at), so it reads the range asked for, never the whole history; ``events_sql`` keeps
 the writes.
 
-What counts matches ``http.job_metrics``: a completion is an event that left the job
+What counts matches ``http.metrics.jobs``: a completion is an event that left the job
 in a final status (the ledger's later ``settled`` excepted), a dispatch wait is the
 ``waited`` of a job's first lease (``attempt`` 1).
 """

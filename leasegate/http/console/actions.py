@@ -27,9 +27,9 @@ from leasegate.http.console.blueprint import (
     session,
 )
 from leasegate.http.console.pages import keys_page
-from leasegate.http.context import system
-from leasegate.http.numbers import whole_number
-from leasegate.http.routes_operator import signed
+from leasegate.http.models.numbers import whole_number
+from leasegate.http.routes.operator import signed
+from leasegate.http.server.context import system
 from leasegate.settings import MAX_AMOUNT
 
 

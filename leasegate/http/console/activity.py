@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from leasegate.actors.queue.activity import Activity, Minute, ReadActivity
-from leasegate.actors.system import System
+from leasegate.system import System
 
 DAY = 86_400.0
 HOUR = 3_600.0

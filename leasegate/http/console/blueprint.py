@@ -21,8 +21,8 @@ from werkzeug.wrappers import Response as Redirect
 
 from leasegate.actors.keys.views import Principal
 from leasegate.errors import InvalidRequest, LeasegateError, NotFound, Unauthorized
-from leasegate.http.auth import Authenticator
 from leasegate.http.console.sessions import COOKIE, Session
+from leasegate.http.server.auth import Authenticator
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates")
 

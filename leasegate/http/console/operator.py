@@ -20,10 +20,10 @@ from leasegate.actors.tasks.control import ControlTask, FindStaleTasks, ReclaimA
 from leasegate.errors import InvalidRequest
 from leasegate.http.console.blueprint import back_to, bp, form_field, page, principal, session
 from leasegate.http.console.search import utc_text
-from leasegate.http.context import system
-from leasegate.http.numbers import whole_number
-from leasegate.http.render import to_json
-from leasegate.http.routes_operator import signed
+from leasegate.http.models.numbers import whole_number
+from leasegate.http.routes.operator import signed
+from leasegate.http.server.context import system
+from leasegate.http.server.render import to_json
 from leasegate.ids import ID_RULE, is_id
 
 CHANNELS = {"task": ("tasks", ("failed", "expired", "canceled")),

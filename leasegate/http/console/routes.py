@@ -5,9 +5,9 @@ from __future__ import annotations
 from quart import Quart
 from quart_schema import hide
 
-from leasegate.actors.system import System
 from leasegate.http.console import actions, operator, pages, schedules, webhooks
 from leasegate.http.console.blueprint import bp
+from leasegate.system import System
 
 __all__ = ["bp", "install"]
 # Imported for their routes on ``bp``.

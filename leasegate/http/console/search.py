@@ -18,8 +18,8 @@ from quart import request
 
 from leasegate.actors.pages import Page
 from leasegate.errors import InvalidRequest
-from leasegate.http.models_search import SearchArgs
-from leasegate.http.search import search_fields
+from leasegate.http.models.search import SearchArgs
+from leasegate.http.routes.search import search_fields
 
 A = TypeVar("A", bound=SearchArgs)
 

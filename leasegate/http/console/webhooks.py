@@ -12,8 +12,8 @@ from leasegate.actors.webhooks.deliveries import ListDeliveries, RetryDelivery
 from leasegate.actors.webhooks.endpoints import GetEndpoint, ListEndpoints
 from leasegate.http.console.blueprint import back_to, bp, page, session
 from leasegate.http.console.pages import PAGE_SIZE, _offset
-from leasegate.http.context import system
-from leasegate.http.render import to_json
+from leasegate.http.server.context import system
+from leasegate.http.server.render import to_json
 
 
 @bp.get("/webhooks")

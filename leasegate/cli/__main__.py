@@ -1,0 +1,5 @@
+import sys
+
+from leasegate.cli.commands import main
+
+sys.exit(main())

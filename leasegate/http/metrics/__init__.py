@@ -1,0 +1,1 @@
+"""``/metrics``: the Prometheus families the gateway exposes."""

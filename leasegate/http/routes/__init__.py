@@ -1,0 +1,1 @@
+"""The API's routes, a module per resource: requests → actor messages → JSON."""

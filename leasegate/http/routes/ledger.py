@@ -1,0 +1,95 @@
+"""Routes of the ledger: credits (admin), accounts and their journal, holds, the audit.
+
+A client key reads its own tenant's account only; another account is 404
+(never 403), and so are the system accounts (``@world``, ``@holds``,
+``@revenue``), which only an admin reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quart import Blueprint
+from quart_schema import document_response
+
+from leasegate.actors.ledger.accounts import Credit, GetAccount, ListEntries
+from leasegate.actors.ledger.audit import RunAudit
+from leasegate.actors.ledger.holds import ListHolds
+from leasegate.errors import InvalidRequest, NotFound
+from leasegate.http.models.jobs import ListArgs, page
+from leasegate.http.models.ledger import (
+    AccountObject,
+    AuditObject,
+    CreditBody,
+    EntryPage,
+    HoldListArgs,
+    HoldPage,
+)
+from leasegate.http.models.replies import ErrorEnvelope
+from leasegate.http.server.auth import allow, require_tenant
+from leasegate.http.server.context import system
+from leasegate.http.server.render import to_json
+from leasegate.http.server.validation import validate_querystring, validate_request
+from leasegate.ids import ID_RULE, is_id
+
+bp = Blueprint("ledger", __name__)
+
+
+def _readable(account: str) -> str:
+    """The account, if the caller may read it (admin: any; client: its tenant's)."""
+    if not is_id(account):
+        raise InvalidRequest(f"account must be {ID_RULE}")
+    _, tenant = require_tenant("client")
+    if tenant is not None and tenant != account:
+        raise NotFound(f"no account {account}")
+    return account
+
+
+@bp.post("/v1/ledger/accounts/<account>/credit")
+@allow("admin")
+@validate_request(CreditBody)
+@document_response(AccountObject)
+@document_response(ErrorEnvelope, 409)
+@document_response(ErrorEnvelope, 422)
+async def credit(account: str, data: CreditBody) -> Any:
+    """Credit a tenant's account (admin): ``@world -> account``, once per ``ref``."""
+    if not is_id(account):
+        raise InvalidRequest(f"account must be {ID_RULE}")
+    return to_json(await system().ledger.ask(
+        Credit(account, data.amount, data.ref, data.memo)))
+
+
+@bp.get("/v1/ledger/accounts/<account>")
+@allow("client")
+@document_response(AccountObject)
+async def get_account(account: str) -> Any:
+    """An account: available, held, balance (client: its own tenant's only)."""
+    return to_json(await system().ledger.ask(GetAccount(_readable(account))))
+
+
+@bp.get("/v1/ledger/accounts/<account>/entries")
+@allow("client")
+@validate_querystring(ListArgs)
+@document_response(EntryPage)
+async def list_entries(account: str, query_args: ListArgs) -> Any:
+    """An account's journal lines, newest first (client: its own tenant's only)."""
+    return to_json(await system().ledger.ask(
+        ListEntries(_readable(account), page(query_args))))
+
+
+@bp.get("/v1/ledger/holds")
+@allow("admin")
+@validate_querystring(HoldListArgs)
+@document_response(HoldPage)
+async def list_holds(query_args: HoldListArgs) -> Any:
+    """Holds, newest first, by account and status (admin)."""
+    return to_json(await system().ledger.ask(
+        ListHolds(query_args.account, query_args.status, page(query_args))))
+
+
+@bp.get("/v1/ledger/audit")
+@allow("admin")
+@document_response(AuditObject)
+async def run_audit() -> Any:
+    """Check the books now (admin): every check, with what it found."""
+    return to_json(await system().ledger.ask(RunAudit()))
