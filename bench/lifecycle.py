@@ -30,11 +30,10 @@ PostgreSQL backends serving the mode's database (other databases' on a shared se
 left out), with a table of the locks each run held and waited on and the capacity
 they project for 1, 2, 4 and 8 gateways (``bench/_locks.py``).
 
-Beside them, measured in the same run, the figure ``bench/dispatch.py`` calls
-the bare-route baseline: ``POST /v1/queries`` from 32 keep-alive clients
-against leasegate and against ``bench/baseline_app.py`` (a bare Quart-Trio
-route under the same hypercorn config), in alternating slices, with the server
-CPU per request of each. Other processes on the machine are noisy: compare a
+Beside them, measured in the same run, the bare-route baseline: ``POST /v1/queries``
+from 32 keep-alive clients against leasegate and against ``bench/baseline_app.py`` (a
+bare Quart-Trio route under the same hypercorn config), in alternating slices, with
+the server CPU per request of each. Other processes on the machine are noisy: compare a
 mode's CPU per job with the baseline's CPU per request, not with another
 run's figures.
 """
@@ -333,7 +332,7 @@ def _collect(out: mp.Queue[tuple[str, Any]], expected: int, deadline: float,
     return reports
 
 
-# ---- the bare-route baseline of bench/dispatch.py --------------------------------------------
+# ---- the bare-route baseline ----------------------------------------------------------------
 
 
 async def _baseline_slices(lg: Served, base: Served) -> dict[str, LoadResult]:
@@ -372,7 +371,7 @@ def _us(cpu: float, n: int) -> float:
 def report(outcomes: list[Outcome], baseline: dict[str, LoadResult]) -> None:
     lg, base = baseline["leasegate"], baseline["baseline"]
     say()
-    say(f"Bare-route baseline (as bench/dispatch.py, same run): POST /v1/queries, "
+    say(f"Bare-route baseline (same run): POST /v1/queries, "
         f"{BASELINE_CLIENTS} clients, {BASELINE_SLICES} alternating slices")
     for name, r in (("leasegate", lg), ("bare Quart-Trio", base)):
         say(f"  {name:<16} {r.per_second:7.0f} submits/s  server CPU "
