@@ -46,7 +46,6 @@ bench-deps:
 		{ apt-get update -q && apt-get install -y -q beanstalkd redis-server; }
 
 bench: $(VENV)/.installed-dev bench-deps
-	$(BIN)/python bench/dispatch.py
 	$(BIN)/python bench/peers.py
 
 clean:

@@ -1,236 +1,49 @@
-"""Helpers for ``bench/dispatch.py``: subprocess servers, /proc readings, load loops.
+"""The benches' load: a closed loop of HTTP clients (``closed_loop``), and one
+lifecycle run of producer and consumer processes, the same for every system
+(``run_clients``), with what each cost (``_readings``).
 
-Everything here is bounded: every loop has a count or a deadline, and only
-loopback addresses are used.
+A child of ``run_clients`` is a function called in a fresh (spawned) process:
+
+* a producer as ``fn(*args, first, count, go, out)``: submits jobs ``first ..
+  first + count - 1`` after ``go``, then puts ``("producer", (latencies, failures,
+  calls))`` on ``out`` (``lifecycle.produce`` is one);
+* a consumer as ``fn(*args, index, jobs, handled, finished, go, out)``: after ``go``,
+  takes jobs, runs the trivial handler (which adds 1 to ``handled``; the one that
+  reaches ``jobs`` sets ``finished``), acknowledges each, and once ``finished`` is set
+  and its jobs in hand are acknowledged, puts ``("consumer", (calls, failures,
+  last_ack))``, ``last_ack`` the ``time.perf_counter()`` right after its last
+  acknowledgement came back (CLOCK_MONOTONIC: one clock for every process here).
+
+The children start together once each has imported its client and connected
+(``wait_idle``), then are let go at once. The clock runs from ``go`` to the last
+acknowledgement of all; submits/s is the jobs over ``go`` to the moment the last
+producer's report arrived. The CPU counters are read when ``finished`` is seen set (the
+last job handled, its acknowledgement on the way: cores busy while the jobs ran, not
+while idle consumers notice the end) and once every child has reported (CPU per job:
+all the work the jobs cost).
+
+Everything here is bounded: every loop has a count or a deadline.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
-import os
+import multiprocessing as mp
 import queue
-import random
-import re
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from pathlib import Path
+from multiprocessing.synchronize import Event as MPEvent
+from typing import Any
 
 import httpx
 import trio
+from _readings import DatabaseCpu, cpu_seconds, machine_busy_seconds
 
-HOST = "127.0.0.1"
-ROLES = ("admin", "worker", "client")
-REPO = Path(__file__).resolve().parent.parent
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    """A loopback port free now, below the kernel's ephemeral range: a port from that
-    range (``bind`` to 0) can be taken by any outgoing connection of this busy machine
-    before the server we start binds it ("port is in use")."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for _ in range(100):
-        port = random.randrange(max(1024, low - 10_000), max(1025, low))
-        with socket.socket() as s:
-            try:
-                s.bind((HOST, port))
-            except OSError:
-                continue
-            return port
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-# ---- servers as subprocesses --------------------------------------------------------
-
-
-@dataclass
-class Served:
-    name: str
-    process: subprocess.Popen[str]
-    url: str
-    keys: dict[str, str]
-    output: list[str] = field(default_factory=list)  # the last lines it printed
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-
-def _pump(process: subprocess.Popen[str], lines: queue.Queue[str | None],
-          keep: list[str], log: Path | None) -> None:
-    """Drain the child's output (so its pipe never fills) and remember the tail (all of
-    it in ``log``, when given)."""
-    assert process.stdout is not None
-    with contextlib.ExitStack() as stack:
-        sink = stack.enter_context(log.open("a")) if log else None
-        for line in process.stdout:
-            keep.append(line.rstrip())
-            del keep[:-40]
-            lines.put(line)
-            if sink:
-                sink.write(line)
-                sink.flush()
-    lines.put(None)
-
-
-def _start(name: str, argv: list[str], port: int, env: dict[str, str],
-           timeout: float = 30.0, log: Path | None = None) -> Served:
-    process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, **env}, cwd=REPO,
-    )
-    served = Served(name, process, f"http://{HOST}:{port}", {})
-    lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=_pump, args=(process, lines, served.output, log),
-                     daemon=True).start()
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
-        except queue.Empty:
-            stop(served)
-            raise RuntimeError(f"{name} did not start within {timeout:.0f} s") from None
-        if line is None:
-            code = process.wait()
-            tail = "\n".join(served.output)
-            raise RuntimeError(f"{name} exited with {code} before serving:\n{tail}")
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] in ROLES and parts[1].startswith("lg_"):
-            served.keys[parts[0]] = parts[1]
-        if "serving http://" in line:
-            break
-    # The line may come just before the socket is bound: wait until it accepts.
-    while True:
-        try:
-            socket.create_connection((HOST, port), timeout=1).close()
-            return served
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                stop(served)
-                raise RuntimeError(f"{name} never accepted on port {port}") from None
-            time.sleep(0.02)
-
-
-def start_leasegate(data: Path, env: dict[str, str], timeout: float = 30.0,
-                    log: Path | None = None, log_level: str = "WARNING") -> Served:
-    """``leasegate serve`` on ``data`` (``timeout``: a first start on a big database
-    checks it, and takes longer); every line it prints also goes to ``log``."""
-    port = free_port()
-    argv = [sys.executable, "-m", "leasegate.cli", "serve", "--data", str(data),
-            "--host", HOST, "--port", str(port), "--log-level", log_level]
-    served = _start("leasegate", argv, port, env, timeout, log)
-    missing = set(ROLES) - set(served.keys)
-    if missing:
-        stop(served)
-        raise RuntimeError(f"leasegate printed no bootstrap key for {sorted(missing)}")
-    return served
-
-
-def start_baseline(env: dict[str, str]) -> Served:
-    port = free_port()
-    argv = [sys.executable, str(REPO / "bench" / "baseline_app.py"),
-            "--host", HOST, "--port", str(port)]
-    return _start("baseline", argv, port, env)
-
-
-def stop(served: Served) -> None:
-    """SIGTERM, then SIGKILL after 10 s; safe to call twice."""
-    process = served.process
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=5)
-
-
-def share_out(target: Callable[..., None], total: int, count: int,
-              *args: object) -> tuple[list[Connection], list[BaseProcess]]:
-    """``count`` processes (not started) that share ``total`` items: each runs
-    ``target(*args, first, its_count, pipe)``; the pipes' other ends are returned."""
-    context = multiprocessing.get_context("spawn")
-    pipes: list[Connection] = []
-    processes: list[BaseProcess] = []
-    share = -(-total // count)
-    for c in range(count):
-        ours, theirs = context.Pipe()
-        pipes.append(ours)
-        processes.append(context.Process(
-            target=target, args=(*args, c * share, min(share, total - c * share), theirs),
-            daemon=True))
-    return pipes, processes
-
-
-# ---- /proc readings -----------------------------------------------------------------
-
-
-def rss_kib(pid: int) -> int:
-    """VmRSS of ``pid`` in KiB."""
-    text = Path(f"/proc/{pid}/status").read_text()
-    found = re.search(r"^VmRSS:\s+(\d+)\s+kB", text, re.MULTILINE)
-    if found is None:
-        raise RuntimeError(f"no VmRSS for pid {pid}")
-    return int(found.group(1))
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` (all its threads) in seconds."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all processes on this machine have used (all cores), from /proc/stat."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return (sum(fields[:8]) - idle) / CLK_TCK
-
-
-def fsync_ms(directory: Path, count: int = 200, budget: float = 3.0) -> list[float]:
-    """Milliseconds for each 4 KiB append + fsync in ``directory``: the disk's commit floor."""
-    path = directory / "fsync-probe"
-    samples: list[float] = []
-    deadline = time.perf_counter() + budget
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        for _ in range(count):
-            if time.perf_counter() > deadline:
-                break
-            start = time.perf_counter()
-            os.write(fd, b"x" * 4096)
-            os.fsync(fd)
-            samples.append((time.perf_counter() - start) * 1e3)
-    finally:
-        os.close(fd)
-        path.unlink()
-    return samples
-
-
-def percentile(samples: list[float], p: float) -> float:
-    """Nearest-rank percentile (``p`` in 0..100)."""
-    if not samples:
-        return float("nan")
-    ordered = sorted(samples)
-    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
+DEADLINE_SECONDS = 600.0  # a lifecycle run that has not finished by then is reported as such
 
 
 # ---- closed-loop load -----------------------------------------------------------------
@@ -253,6 +66,11 @@ class LoadResult:
         return self.ok / self.duration if self.duration else 0.0
 
     @property
+    def cpu_us_per_request(self) -> float:
+        """The server's CPU per acknowledged request, in microseconds."""
+        return self.server_cpu / max(self.ok, 1) * 1e6
+
+    @property
     def others_cpu(self) -> float:
         """CPU seconds used by processes other than the server and this one."""
         return max(0.0, self.machine_cpu - self.server_cpu - self.generator_cpu)
@@ -268,14 +86,6 @@ class LoadResult:
         self.generator_cpu += other.generator_cpu
         self.machine_cpu += other.machine_cpu
         self.slices.append(other.per_second)
-
-
-def one_connection_client(url: str, headers: dict[str, str], timeout: float) -> httpx.AsyncClient:
-    """A client that keeps exactly one keep-alive connection."""
-    return httpx.AsyncClient(
-        base_url=url, headers=headers, timeout=timeout,
-        limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-    )
 
 
 async def closed_loop(clients: list[httpx.AsyncClient], path: str, body: bytes,
@@ -321,38 +131,192 @@ async def closed_loop(clients: list[httpx.AsyncClient], path: str, body: bytes,
     return result
 
 
-# ---- metrics ----------------------------------------------------------------------------
-
-
-async def actor_gauge(admin: httpx.AsyncClient, metric: str, actor: str = "queries") -> float:
-    """``metric{actor="..."}`` from the admin ``/metrics`` page (0 when absent)."""
-    reply = await admin.get("/metrics")
-    reply.raise_for_status()
-    pattern = rf'^{re.escape(metric)}\{{actor="{re.escape(actor)}"\}}\s+(\S+)$'
-    found = re.search(pattern, reply.text, re.MULTILINE)
-    return float(found.group(1)) if found else 0.0
-
-
-async def parked_queries(admin: httpx.AsyncClient) -> int:
-    """The ``leasegate_actor_waiting_polls{actor="queries"}`` gauge."""
-    return int(await actor_gauge(admin, "leasegate_actor_waiting_polls"))
-
-
-async def wait_until(check: Callable[[int], bool], admin: httpx.AsyncClient,
-                     within: float) -> tuple[int, float]:
-    """Poll the parked gauge until ``check(n)`` or ``within`` seconds; returns (n, seconds)."""
-    start = time.perf_counter()
-    n = await parked_queries(admin)
-    while not check(n) and time.perf_counter() - start < within:
-        await trio.sleep(0.05)
-        n = await parked_queries(admin)
-    return n, time.perf_counter() - start
-
-
 @contextlib.asynccontextmanager
 async def open_clients(n: int, url: str, headers: dict[str, str],
                        request_timeout: float) -> AsyncIterator[list[httpx.AsyncClient]]:
     """``n`` clients, each with its own keep-alive connection; all closed on exit."""
     async with contextlib.AsyncExitStack() as stack:
-        yield [await stack.enter_async_context(one_connection_client(url, headers, request_timeout))
-               for _ in range(n)]
+        yield [await stack.enter_async_context(httpx.AsyncClient(
+            base_url=url, headers=headers, timeout=request_timeout,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1)))
+            for _ in range(n)]
+
+
+def share_out(target: Callable[..., None], total: int, count: int,
+              *args: object) -> tuple[list[Connection], list[BaseProcess]]:
+    """``count`` processes (not started) that share ``total`` items: each runs
+    ``target(*args, first, its_count, pipe)``; the pipes' other ends are returned."""
+    context = mp.get_context("spawn")
+    pipes: list[Connection] = []
+    processes: list[BaseProcess] = []
+    share = -(-total // count)
+    for c in range(count):
+        ours, theirs = context.Pipe()
+        pipes.append(ours)
+        processes.append(context.Process(
+            target=target, args=(*args, c * share, min(share, total - c * share), theirs),
+            daemon=True))
+    return pipes, processes
+
+
+
+# ---- lifecycle runs -------------------------------------------------------------------
+
+
+def wait_idle(children: list[Any], timeout: float = 60.0) -> None:
+    """Until the children have used no CPU for a moment: imported, connected and
+    waiting on ``go`` (the clock must not count their start-up)."""
+    pids = [child.pid for child in children]
+    deadline = time.perf_counter() + timeout
+    last = -1.0
+    while time.perf_counter() < deadline:
+        time.sleep(0.5)
+        now = sum(cpu_seconds(pid) for pid in pids)
+        if now - last < 0.02:
+            return
+        last = now
+
+
+@dataclass
+class Measured:
+    """What one run of one system in one mode measured."""
+
+    system: str
+    mode: str
+    jobs: int
+    done: int = 0
+    seconds: float = 0.0  # go -> last acknowledgement
+    submit_seconds: float = 0.0  # go -> last producer done
+    server_cpu: float | None = None  # go -> every child reported; None: a shared server
+    busy_seconds: float = 0.0  # go -> ``finished`` seen set
+    server_busy_cpu: float | None = None  # the server, go -> ``finished`` seen set
+    machine_busy_cpu: float = 0.0  # every process on the machine, the same
+    submit_s: list[float] = field(default_factory=list)  # one per submit call
+    calls: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    skipped: str | None = None
+    requests: int = 0  # every HTTP request the server counted (leasegate's runs)
+    db_cpu: float | None = None  # its PostgreSQL database's backends, go -> the end
+
+    @property
+    def label(self) -> str:
+        return f"{self.system}, {self.mode}"
+
+    @property
+    def per_second(self) -> float:
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def submits_per_second(self) -> float:
+        return self.jobs / self.submit_seconds if self.submit_seconds > 0 else 0.0
+
+    @property
+    def others_busy_cpu(self) -> float:
+        """CPU seconds every process but the server used while the jobs ran: the
+        clients' (and whatever else ran on the machine)."""
+        return max(0.0, self.machine_busy_cpu - (self.server_busy_cpu or 0.0))
+
+
+Child = tuple[Callable[..., None], tuple[Any, ...]]
+
+
+def shares(jobs: int, procs: int) -> list[tuple[int, int]]:
+    """``(first, count)`` of each producer: ``jobs`` split as evenly as can be."""
+    counts = [jobs // procs + (1 if p < jobs % procs else 0) for p in range(procs)]
+    return [(sum(counts[:p]), counts[p]) for p in range(procs)]
+
+
+def run_clients(measured: Measured, producer: Child, consumer: Child, procs: int,
+                server_pid: int | None, database: str | None = None) -> Measured:
+    """Run the producers and consumers; fill in ``measured``. Every child is gone on
+    return (killed if it had not ended within 5 s of the run's end or deadline)."""
+    ctx = mp.get_context("spawn")
+    go, finished = ctx.Event(), ctx.Event()
+    handled = ctx.Value("q", 0)
+    out: mp.Queue[tuple[str, Any]] = ctx.Queue()
+    produce, produce_args = producer
+    consume, consume_args = consumer
+    children = [ctx.Process(target=produce, args=(*produce_args, first, count, go, out))
+                for first, count in shares(measured.jobs, procs)]
+    children += [ctx.Process(target=consume, args=(
+        *consume_args, p, measured.jobs, handled, finished, go, out)) for p in range(procs)]
+    try:
+        for child in children:
+            child.start()
+        wait_idle(children)
+        cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
+        db_cpu = DatabaseCpu(database) if database else None
+        if db_cpu is not None:
+            db_cpu.start()
+        all0, began = machine_busy_seconds(), time.perf_counter()
+
+        def busy() -> None:
+            measured.busy_seconds = time.perf_counter() - began
+            if server_pid:
+                measured.server_busy_cpu = cpu_seconds(server_pid) - cpu0
+            measured.machine_busy_cpu = machine_busy_seconds() - all0
+
+        go.set()
+        last_ack = _collect(out, procs, began, measured, finished, busy)
+        if server_pid:
+            measured.server_cpu = cpu_seconds(server_pid) - cpu0
+        if db_cpu is not None:
+            measured.db_cpu = db_cpu.seconds()
+        measured.done = int(handled.value)
+        measured.seconds = max(0.0, last_ack - began)
+        return measured
+    finally:
+        finished.set()  # consumers still waiting give up
+        for child in children:
+            child.join(timeout=5)
+            if child.is_alive():
+                child.kill()
+                child.join(timeout=5)
+
+
+def _collect(out: mp.Queue[tuple[str, Any]], procs: int, began: float, measured: Measured,
+             finished: MPEvent, busy: Callable[[], None]) -> float:
+    """Take the children's reports until all came or the deadline, calling ``busy`` once
+    ``finished`` is seen set; returns the last acknowledgement's time."""
+    deadline = began + DEADLINE_SECONDS
+    producers = consumers = 0
+    last_ack = 0.0
+    seen = False
+    while producers + consumers < 2 * procs and time.perf_counter() < deadline:
+        if not seen and finished.is_set():
+            seen = True
+            busy()
+        try:
+            role, payload = out.get(timeout=0.01 if not seen else 1.0)
+        except queue.Empty:
+            continue
+        if role == "producer":
+            producers += 1
+            latencies, failures, calls = payload
+            measured.submit_s += latencies
+            measured.failures.update(failures)
+            measured.calls["submit"] += calls
+            if producers == procs:
+                measured.submit_seconds = time.perf_counter() - began
+        else:
+            consumers += 1
+            calls, failures, acked_at = payload
+            measured.calls.update(calls)
+            measured.failures.update(failures)
+            last_ack = max(last_ack, acked_at)
+    if not seen:
+        busy()
+    if producers + consumers < 2 * procs:
+        finished.set()
+        measured.failures[f"{2 * procs - producers - consumers} processes did not "
+                          f"report within {DEADLINE_SECONDS:.0f} s"] += 1
+    return last_ack
+
+
+def count_handled(handled: Any, jobs: int, finished: MPEvent) -> None:
+    """The trivial handler's bookkeeping: one more job handled; the last sets
+    ``finished``."""
+    with handled.get_lock():
+        handled.value += 1
+        if handled.value >= jobs:
+            finished.set()

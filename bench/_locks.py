@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import psycopg
-from _load import cpu_seconds
+from _readings import cpu_seconds
 from _report import say
 
 from leasegate.storage.turn_locks import scope_key

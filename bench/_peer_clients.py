@@ -1,5 +1,5 @@
 """The producers and consumers of ``bench/peers.py``, each run in a process of its own
-(see ``_peer_run`` for how they are called and what they report).
+(see ``_load.run_clients`` for how they are called and what they report).
 
 Every consumer runs the same trivial handler (the job's ``n`` back, as
 ``bench/lifecycle.py``'s) and acknowledges the job the peer's own way:
@@ -38,11 +38,12 @@ from multiprocessing.synchronize import Event as MPEvent
 from typing import TYPE_CHECKING, Any
 
 import trio
-from _peer_run import count_handled
-from lifecycle import BATCH, DEADLINE_SECONDS, LEASE_MAX, WAIT_SECONDS, Mode
+from _load import DEADLINE_SECONDS, Child, count_handled
+from lifecycle import BATCH, LEASE_MAX, WAIT_SECONDS, Mode, produce
 
 if TYPE_CHECKING:
     import greenstalk
+    from _servers import Served
 
 TUBE = "bench"  # beanstalkd's tube, RQ's and procrastinate's queue
 TTR = 60  # beanstalkd: seconds a reserved job is the consumer's
@@ -291,6 +292,13 @@ async def _procrastinate_worker(dsn: str, index: int, jobs: int, handled: Any,
 
 
 # ---- leasegate ---------------------------------------------------------------------------------
+
+
+def leasegate(served: Served, mode: Mode) -> tuple[Child, Child]:
+    """leasegate's producer (``lifecycle.produce``) and consumer (the SDK's worker,
+    below) of ``mode`` against ``served``, for ``run_clients``."""
+    return ((produce, (served.url, served.keys["client"], mode)),
+            (consume_leasegate, (served.url, served.keys["worker"], mode)))
 
 
 def consume_leasegate(url: str, key: str, mode: Mode, index: int, jobs: int, handled: Any,

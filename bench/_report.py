@@ -1,142 +1,238 @@
-"""What ``bench/dispatch.py`` measured, and how it prints it."""
+"""What the benches print: lines, aligned tables and percentiles; and ``bench/peers.py``'s
+tables: every system's rates, leasegate's ratio to each peer, the server CPU per
+request beside the bare route's, and the issue's targets, each with its measured ratio
+and met / not met."""
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from _load import LoadResult, percentile
+from _load import Measured
 
-RATIO_TARGET = 0.7
-HOLD_RATIO_TARGET = 0.5  # submits with max_cost / without: holds must not halve the rate
-P99_TARGET_MS = 10.0
-PARKED_POLLS = 1000
-
-
-@dataclass
-class Figures:
-    throughput: dict[str, LoadResult] = field(default_factory=dict)
-    commits: float = 0.0  # group commits of the queries actor during leasegate's slices
-    dispatch_ms: list[float] = field(default_factory=list)
-    ack_ms: list[float] = field(default_factory=list)
-    latency_errors: int = 0
-    latency_seconds: float = 0.0
-    latency_others_cores: float = 0.0
-    fsync_ms: list[float] = field(default_factory=list)
-    rss_idle_kib: int = 0
-    rss_parked_kib: int = 0
-    rss_released_kib: int = 0
-    parked_seen: int = 0
-    parked_left: int = 0
-    park_failures: Counter[str] = field(default_factory=Counter)
-    holds: dict[str, LoadResult] = field(default_factory=dict)  # by load label
-    hold_commits: dict[str, float] = field(default_factory=dict)  # by actor, during the slices
-    held_expected: int = 0  # acknowledged submits with max_cost 1
-    held_seen: int = 0  # the tenant's ``held`` afterwards
-    audit_ok: bool = False
+if TYPE_CHECKING:
+    from _route_cost import RouteCost
 
 
 def say(text: str = "") -> None:
     print(text, flush=True)
 
 
-def describe(label: str, r: LoadResult) -> None:
-    failures = ", ".join(f"{k}: {n}" for k, n in r.failures.most_common(4)) or "none"
-    say(f"  {label:<19} {r.ok:>6} acked {r.errors:>3} errors in {r.duration:5.2f} s"
-        f" = {r.per_second:7.1f}/s; request p50 {percentile(r.latencies, 50) * 1e3:4.1f} ms"
-        f" p99 {percentile(r.latencies, 99) * 1e3:5.1f} ms")
-    say(f"  {'':<19} CPU (cores): server {r.server_cpu / r.duration:.2f}, generator "
-        f"{r.generator_cpu / r.duration:.2f}, other processes {r.others_cpu / r.duration:.2f}"
-        f"; server CPU per request {r.server_cpu / max(r.ok, 1) * 1e6:.0f} us; "
-        f"errors: {failures}")
-
-
-def _verdict(ok: bool) -> str:
-    return "ok" if ok else "MISS"
-
-
-def _ms(samples: list[float]) -> str:
-    return f"{percentile(samples, 50):.2f} / {percentile(samples, 99):.2f} ms"
-
-
-def report(figures: Figures) -> None:
-    lg, base = figures.throughput["leasegate"], figures.throughput["baseline"]
-    ratio = lg.per_second / base.per_second if base.per_second else 0.0
-    p99 = percentile(figures.dispatch_ms, 99)
-    per_poll = (figures.rss_parked_kib - figures.rss_idle_kib) / PARKED_POLLS
-    batch = lg.ok / figures.commits if figures.commits else float("nan")
-    rows = [
-        ("submits/s, leasegate (FULL sync)", f"{lg.per_second:,.0f}/s",
-         f"{lg.ok} acked, {lg.errors} err, {lg.duration:.1f} s", "-"),
-        ("submits/s, bare Quart-Trio", f"{base.per_second:,.0f}/s",
-         f"{base.ok} acked, {base.errors} err, {base.duration:.1f} s", "-"),
-        ("ratio leasegate / baseline", f"{ratio:.2f}", "",
-         f">= {RATIO_TARGET}  {_verdict(ratio >= RATIO_TARGET)}"),
-        ("server CPU per submit", f"{lg.server_cpu / max(lg.ok, 1) * 1e6:.0f} us",
-         f"baseline {base.server_cpu / max(base.ok, 1) * 1e6:.0f} us", "-"),
-        ("submits per group commit", f"{batch:.1f}", f"{figures.commits:.0f} commits", "-"),
-        ("dispatch latency p50", f"{percentile(figures.dispatch_ms, 50):.2f} ms",
-         f"{len(figures.dispatch_ms)} samples", "-"),
-        ("dispatch latency p99", f"{p99:.2f} ms",
-         f"{figures.latency_errors} err, max {max(figures.dispatch_ms, default=0):.2f} ms",
-         f"<= {P99_TARGET_MS:.0f} ms  {_verdict(p99 <= P99_TARGET_MS)}"),
-        ("submit ack p50 / p99 (same run)", _ms(figures.ack_ms), "", "-"),
-        ("fsync p50 / p99 (this disk)", _ms(figures.fsync_ms), "4 KiB append + fsync", "-"),
-        ("server RSS idle", f"{figures.rss_idle_kib / 1024:.1f} MiB", "", "-"),
-        (f"server RSS, {PARKED_POLLS:,} parked polls", f"{figures.rss_parked_kib / 1024:.1f} MiB",
-         f"+{per_poll:.1f} KiB per poll; {figures.parked_seen} parked", "-"),
-        ("server RSS after release", f"{figures.rss_released_kib / 1024:.1f} MiB",
-         f"{figures.parked_left} still parked", "-"),
-    ]
-    rows += hold_rows(figures)
-    heads = ("figure", "value", "detail", "target")
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
-    say()
-    say("Summary (rate limiting off: LEASEGATE_RATE_LIMIT_PER_SECOND=0)")
-    say("  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip())
-    say("  ".join("-" * w for w in widths))
+def table(heads: tuple[str, ...], rows: Sequence[tuple[str, ...]], indent: str = "  ") -> None:
+    """``rows`` under ``heads``, each column as wide as its widest cell."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
+    say(indent + "  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip())
+    say(indent + "  ".join("-" * w for w in widths))
     for row in rows:
-        say("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    notes(figures, lg, base)
+        say(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
-def hold_rows(figures: Figures) -> list[tuple[str, str, str, str]]:
-    """Each channel's submits without and with ``max_cost``, and their ratio."""
-    rows: list[tuple[str, str, str, str]] = []
-    for channel in ("queries", "tasks"):
-        plain, held = figures.holds[channel], figures.holds[f"{channel}+max_cost"]
-        ratio = held.per_second / plain.per_second if plain.per_second else 0.0
-        for label, r in ((channel, plain), (f"{channel} + max_cost", held)):
-            rows.append((f"submits/s, {label}", f"{r.per_second:,.0f}/s",
-                         f"{r.ok} acked, {r.errors} err, {r.duration:.1f} s, "
-                         f"{r.server_cpu / max(r.ok, 1) * 1e6:.0f} us server CPU each", "-"))
-        rows.append((f"ratio with / without max_cost ({channel})", f"{ratio:.2f}", "",
-                     f">= {HOLD_RATIO_TARGET}  {_verdict(ratio >= HOLD_RATIO_TARGET)}"))
-    commits = figures.hold_commits.get("ledger", 0.0)
-    holds = sum(r.ok for label, r in figures.holds.items() if label.endswith("+max_cost"))
-    rows.append(("holds per ledger group commit", f"{holds / commits if commits else 0:.1f}",
-                 f"{commits:.0f} commits", "-"))
-    books = figures.held_seen == figures.held_expected and figures.audit_ok
-    rows.append(("ledger afterwards", f"held {figures.held_seen}",
-                 f"{figures.held_expected} held submits acked; audit "
-                 f"{'passed' if figures.audit_ok else 'FAILED'}",
-                 f"held = acked, audit ok  {_verdict(books)}"))
+def percentile(samples: list[float], p: float) -> float:
+    """Nearest-rank percentile (``p`` in 0..100)."""
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+
+# ---- bench/peers.py ---------------------------------------------------------------------
+
+# The runs, by label ("system, mode").
+LG_QUERIES = "leasegate, queries"
+LG_TASKS = "leasegate, tasks"
+LG_QUERIES_BATCHED = "leasegate, queries batched 100"
+LG_TASKS_BATCHED = "leasegate, tasks batched 100"
+BEANSTALKD = "beanstalkd, one put a request"
+BEANSTALKD_PIPELINED = "beanstalkd, pipelined 100"
+RQ = "RQ, SimpleWorker"
+PROCRASTINATE = "procrastinate, concurrency 10"
+PEERS = (BEANSTALKD, BEANSTALKD_PIPELINED, RQ, PROCRASTINATE)
+OURS = (LG_QUERIES, LG_TASKS, LG_QUERIES_BATCHED, LG_TASKS_BATCHED)
+ROUTE_CPU_TARGET = 1.3  # at most, times the bare route's server CPU per request
+
+
+@dataclass(frozen=True)
+class Target:
+    """leasegate's run ``ours`` at least ``times`` the jobs/s of the peer's run ``peer``."""
+
+    text: str
+    ours: str
+    peer: str
+    times: float
+
+
+TARGETS = (
+    Target("queries, one job a request, SDK workers >= 1.5x procrastinate",
+           LG_QUERIES, PROCRASTINATE, 1.5),
+    Target("queries, one job a request, SDK workers >= 2x RQ", LG_QUERIES, RQ, 2.0),
+    Target("tasks, one job a request, SDK workers >= 1.0x procrastinate",
+           LG_TASKS, PROCRASTINATE, 1.0),
+    # beanstalkd has no batch put: its batched twin is 100 puts pipelined a send.
+    Target("queries batched 100 a call >= 1.5x beanstalkd (pipelined 100)",
+           LG_QUERIES_BATCHED, BEANSTALKD_PIPELINED, 1.5),
+    Target("tasks batched 100 a call >= 1.0x beanstalkd (pipelined 100)",
+           LG_TASKS_BATCHED, BEANSTALKD_PIPELINED, 1.0),
+)
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT MET"
+
+
+def target_rows(rates: dict[str, float], cost: dict[str, float] | None
+                ) -> list[tuple[str, str, str]]:
+    """``(target, measured, verdict)`` for each target. ``rates``: jobs/s by run label
+    (a run that did not happen is absent, or 0); ``cost``: server CPU per request in µs
+    of ``bare``, ``submit``, ``lease`` and ``result``, and ``bare beside <route>``, the bare
+    route measured in turn with that route, where known (None: not measured). A ratio is
+    judged as printed, to two decimals: the noise of a run is far larger."""
+    rows: list[tuple[str, str, str]] = []
+    for route in ("submit", "lease", "result"):
+        text = f"server CPU per {route} <= {ROUTE_CPU_TARGET}x the bare route's"
+        bare = 0.0 if cost is None else cost.get(f"bare beside {route}", cost.get("bare", 0))
+        if cost is None or bare <= 0:
+            rows.append((text, "not measured", "-"))
+            continue
+        times = round(cost[route] / bare, 2)
+        rows.append((text, f"{times:.2f}x ({cost[route]:,.0f} vs {bare:,.0f} us)",
+                     verdict(times <= ROUTE_CPU_TARGET)))
+    for target in TARGETS:
+        ours, peer = rates.get(target.ours, 0.0), rates.get(target.peer, 0.0)
+        if ours <= 0 or peer <= 0:
+            missing = target.peer if peer <= 0 else target.ours
+            rows.append((target.text, f"not measured ({missing} did not run)", "-"))
+            continue
+        ratio = round(ours / peer, 2)
+        rows.append((target.text, f"{ratio:.2f}x ({ours:,.0f} vs {peer:,.0f} jobs/s)",
+                     verdict(ratio >= target.times)))
     return rows
 
 
-def notes(figures: Figures, lg: LoadResult, base: LoadResult) -> None:
-    loads = [lg, base, *figures.holds.values()]
-    generator = max(r.generator_cpu / r.duration for r in loads if r.duration)
-    if generator > 0.7:
-        say(f"note: the load generator used up to {generator:.2f} cores; it is the same "
-            f"generator for every load, so the ratios are fair, but the absolute rates are a "
-            f"floor (generator and server share this machine's cores).")
-    others = max(figures.latency_others_cores,
-                 *(r.others_cpu / r.duration for r in loads if r.duration))
-    if others > 0.2:
-        say(f"note: other processes used up to {others:.2f} cores while measuring; the slices "
-            f"alternate so every load shares that noise, but figures from a quiet machine "
-            f"are more trustworthy.")
-    if figures.park_failures:
-        listed = ", ".join(f"{k}: {n}" for k, n in figures.park_failures.most_common())
-        say(f"note: while parking the {PARKED_POLLS:,} long-polls: {listed}")
+def reach_rows(runs: dict[str, Measured], rates: dict[str, float], bare_us: float,
+               cores: int) -> list[tuple[str, str, str, str, str, str, str]]:
+    """How far each jobs/s target is from what this run's framework leaves: ``(target,
+    jobs/s it needs, a job's time at one core, the bare route's CPU a job, what is left
+    of it for leasegate's own work, what leasegate's own work costs a job now, the
+    machine's cores the clients and the bare route alone would use at that rate)``.
+
+    A gateway's HTTP work runs on its one event loop, at most one core: at ``n`` jobs/s
+    a job may take ``1 / n`` of it. The framework's part (hypercorn, h11, Quart) is at
+    least this run's requests a job times the bare route's server CPU a request
+    (``bare_us``, measured at 32 clients; at 4 it measured no lower here); the rest is
+    ours. The clients' CPU a job is every other process's, as this run measured it. A target whose
+    run or peer is missing, or whose run counted no requests, has no row."""
+    rows: list[tuple[str, str, str, str, str, str, str]] = []
+    for target in TARGETS:
+        run, peer = runs.get(target.ours), rates.get(target.peer, 0.0)
+        if run is None or run.skipped or run.done <= 0 or run.requests <= 0 or peer <= 0:
+            continue
+        needed = target.times * peer
+        a_job = 1e6 / needed
+        per_job = run.requests / run.done
+        framework = per_job * bare_us
+        ours = (run.server_cpu or 0.0) / run.done * 1e6 - framework
+        clients = run.others_busy_cpu / run.done  # the busy window ends at the last job
+        machine = (clients * 1e6 + framework) * needed / 1e6
+        left = a_job - framework
+        rows.append((target.text, f"{needed:,.0f}", f"{a_job:,.0f} us",
+                     f"{framework:,.0f} us ({per_job:.2f} x {bare_us:,.0f})",
+                     f"{left:,.0f} us" if left > 0 else "none",
+                     f"{ours:,.0f} us" + (f" ({ours / left:.1f}x too much)"
+                                         if 0 < left < ours else ""),
+                     f"{machine:.2f} of {cores}"))
+    return rows
+
+
+def reach_table(runs: list[Measured], rates: dict[str, float], cost: RouteCost | None,
+                cores: int) -> None:
+    """:func:`reach_rows`, printed (nothing without the bare route's figure)."""
+    if cost is None:
+        return
+    rows = reach_rows({m.label: m for m in runs}, rates, cost.bare.cpu_us_per_request,
+                      cores)
+    if not rows:
+        return
+    say()
+    say("What each target leaves for leasegate's own work (same run): a gateway's HTTP "
+        "work runs on one event loop, at most one core")
+    table(("target", "needs jobs/s", "a job at 1 core", "bare route a job (req/job x us)",
+            "left for leasegate", "leasegate's own now", "clients + bare route, cores"),
+           rows)
+    say("  (leasegate's own: its server CPU a job less the bare route's part; clients: "
+        "every other process's CPU a job in its run, SDK workers included)")
+
+
+def _cores(m: Measured, cpu: float | None) -> str:
+    return "n/a" if cpu is None else f"{cpu / max(m.busy_seconds, 1e-9):.2f}"
+
+
+def systems_table(runs: list[Measured]) -> None:
+    say()
+    say("Every system, one run each (jobs/s: go to the last acknowledgement; submits/s: go "
+        "to the last producer done)")
+    rows: list[tuple[str, ...]] = []
+    for m in runs:
+        if m.skipped:
+            rows.append((m.label, m.skipped, "", "", "", "", ""))
+            continue
+        per_job = ("n/a (shared)" if m.server_cpu is None
+                   else f"{m.server_cpu / max(m.done, 1) * 1e6:,.0f} us")
+        rows.append((m.label, f"{m.per_second:,.0f}", f"{m.submits_per_second:,.0f}",
+                     f"{percentile(m.submit_s, 50) * 1e3:.1f} / "
+                     f"{percentile(m.submit_s, 99) * 1e3:.1f}",
+                     per_job, _cores(m, m.server_busy_cpu), _cores(m, m.machine_busy_cpu)))
+    table(("system, mode", "jobs/s", "submits/s", "submit p50/p99 ms", "server CPU/job",
+            "server cores", "machine cores"), rows)
+    for m in runs:
+        if m.skipped:
+            continue
+        short = "" if m.done >= m.jobs else f"; ONLY {m.done} of {m.jobs} jobs handled"
+        failures = ", ".join(f"{k}: {n}" for k, n in m.failures.most_common(4)) or "none"
+        if short or m.failures:
+            say(f"  {m.label}: {m.done} jobs in {m.seconds:.1f} s{short}; failures: {failures}")
+    say("  (submit p50/p99 is per call: one job, or up to 100 batched or pipelined; cores: "
+        "while the jobs ran, machine = every process on it)")
+
+
+def ratio_table(rates: dict[str, float]) -> None:
+    peers = [p for p in PEERS if rates.get(p, 0) > 0]
+    ours = [o for o in OURS if rates.get(o, 0) > 0]
+    if not peers or not ours:
+        return
+    say()
+    say("leasegate's jobs/s over each peer's (same run)")
+    rows = [(o, *(f"{rates[o] / rates[p]:.2f}" for p in peers)) for o in ours]
+    table(("leasegate \\ peer", *peers), rows)
+
+
+def targets_table(rates: dict[str, float], cost: RouteCost | None) -> None:
+    figures = None if cost is None else {
+        **{name: getattr(cost, name).cpu_us_per_request
+           for name in ("bare", "submit", "lease", "result")},
+        **{f"bare beside {route}": cost.beside[route].cpu_us_per_request
+           for route in ("submit", "lease", "result")}}
+    if cost is not None:
+        route_cost_table(cost)
+    say()
+    say("Targets (issue 21), ratios of this run")
+    table(("target", "measured", "verdict"), target_rows(rates, figures))
+
+
+def route_cost_table(cost: RouteCost) -> None:
+    """Server CPU per request of each route beside the bare route's, and the ratio."""
+    say()
+    say("Server CPU per request, one job each, beside the bare route (same run; each "
+        "route's slices alternate with the bare route's)")
+    rows = [("bare Quart-Trio POST /v1/queries", f"{cost.bare.cpu_us_per_request:,.0f} us",
+             f"{cost.bare.ok:,}", "", "1.00", f"{cost.bare.errors}")]
+    for route, label, r in (("submit", "submit POST /v1/queries", cost.submit),
+                            ("lease", "lease POST /v1/queries/lease, max 1", cost.lease),
+                            ("result", "result POST /v1/queries/{id}/result", cost.result)):
+        ours, bare = r.cpu_us_per_request, cost.beside[route].cpu_us_per_request
+        rows.append((label, f"{ours:,.0f} us", f"{r.ok:,}", f"{bare:,.0f} us",
+                     f"{ours / max(bare, 1):.2f}", f"{r.errors}"))
+    table(("route", "server CPU/request", "requests", "bare route beside it", "x bare route",
+            "errors"), rows)

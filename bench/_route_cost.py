@@ -21,17 +21,9 @@ from typing import Any
 
 import httpx
 import trio
-from _load import (
-    LoadResult,
-    Served,
-    closed_loop,
-    cpu_seconds,
-    machine_busy_seconds,
-    open_clients,
-    start_baseline,
-    start_leasegate,
-    stop,
-)
+from _load import LoadResult, closed_loop, open_clients
+from _readings import cpu_seconds, machine_busy_seconds
+from _servers import Served, start_baseline, start_leasegate, stop
 from lifecycle import BASELINE_CLIENTS, ENV, SUBMIT, _baseline_slices
 
 LEASE_CALLS = 4_800  # at most, over all clients (fewer if fewer are queued)

@@ -1,4 +1,5 @@
-"""The baseline for ``bench/dispatch.py``: a bare Quart-Trio route, served like leasegate.
+"""The bare route the benches measure leasegate beside (``bench/lifecycle.py``,
+``bench/route_cost.py``, ``bench/stages.py``): a bare Quart-Trio route, served like leasegate.
 
 ``POST /v1/queries`` answers 201 with a constant JSON body and does nothing
 else: no auth, no validation, no actor, no SQLite. It runs under hypercorn's

@@ -39,9 +39,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _gateways import DEFAULT_SERVER, create_database, drop_database, port_of, start_gateway
-from _load import stop
 from _report import say
+from _servers import DEFAULT_SERVER, create_database, drop_database, start_gateway, stop
 
 from leasegate.client import (
     Client,
@@ -106,7 +105,7 @@ class Gateways:
         victim.process.wait(timeout=10)
         down = time.monotonic()
         self.served[n] = start_gateway(victim.name, self.data, self.database, ENV,
-                                       port=port_of(victim), keys=self.keys, log=self.log)
+                                       port=victim.port, keys=self.keys, log=self.log)
         return time.monotonic() - down
 
     def stop(self) -> None:

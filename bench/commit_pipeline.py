@@ -34,9 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _peer_clients as clients
 import lifecycle
-from _load import HOST, _start, free_port, fsync_ms, percentile, stop
-from _peer_run import Measured, run_clients
-from _report import say
+from _load import Measured, run_clients
+from _readings import fsync_ms
+from _report import percentile, say
+from _servers import start_leasegate, stop
 
 ON = {"LEASEGATE_SQLITE_COMMIT_PIPELINE": "true"}
 OFF = {"LEASEGATE_SQLITE_COMMIT_PIPELINE": "false"}
@@ -58,15 +59,11 @@ def lifecycle_run(variant: Variant, channel: str, data: Path, jobs: int, procs: 
                   ) -> Measured:
     """One batched lifecycle against a fresh server of ``variant``."""
     mode = lifecycle.Mode(channel, batched=True)
-    port = free_port()
-    argv = [variant.python, "-P", "-m", "leasegate.cli", "serve", "--data", str(data),
-            "--host", HOST, "--port", str(port), "--log-level", "WARNING"]
-    served = _start("leasegate", argv, port, {**lifecycle.ENV, **variant.env}, timeout=180)
+    served = start_leasegate(data, {**lifecycle.ENV, **variant.env}, timeout=180,
+                             python=variant.python)
     measured = Measured(variant.name, mode.label, jobs)
     try:
-        run_clients(measured, (lifecycle.produce, (served.url, served.keys["client"], mode)),
-                    (clients.consume_leasegate, (served.url, served.keys["worker"], mode)),
-                    procs, served.process.pid)
+        run_clients(measured, *clients.leasegate(served, mode), procs, served.pid)
     finally:
         stop(served)
     return measured

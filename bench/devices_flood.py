@@ -26,7 +26,8 @@ from pathlib import Path
 
 import httpx
 import trio
-from _load import rss_kib, start_leasegate, stop
+from _readings import rss_kib
+from _servers import start_leasegate, stop
 
 MAX_TRIES = 20  # a request refused with 429 (rate limit) is tried again, at most this often
 

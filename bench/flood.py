@@ -38,7 +38,10 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _load import HOST, rss_kib, share_out, start_leasegate, stop
+from _load import share_out
+from _readings import rss_kib
+from _report import say
+from _servers import HOST, start_leasegate, stop
 
 ENV = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0", "LEASEGATE_ADDRESS_RATE_LIMIT_PER_SECOND": "0"}
 CONNECTS_IN_FLIGHT = 128  # per client process: within the server's backlog (1024)
@@ -46,10 +49,6 @@ CONNECT_TIMEOUT = 10.0
 SETTLE_SECONDS = 2.0  # no new answer for this long: the flood has settled
 FLOOD_SECONDS = 120.0  # the whole flood, at most
 RECOVERY_SECONDS = 100.0  # the server gives memory back again every max_wait_seconds
-
-
-def say(line: str) -> None:
-    print(line, flush=True)
 
 
 def raise_fd_limit() -> int:

@@ -30,11 +30,10 @@ PostgreSQL backends serving the mode's database (other databases' on a shared se
 left out), with a table of the locks each run held and waited on and the capacity
 they project for 1, 2, 4 and 8 gateways (``bench/_locks.py``).
 
-Beside them, measured in the same run, the figure ``bench/dispatch.py`` calls
-the bare-route baseline: ``POST /v1/queries`` from 32 keep-alive clients
-against leasegate and against ``bench/baseline_app.py`` (a bare Quart-Trio
-route under the same hypercorn config), in alternating slices, with the server
-CPU per request of each. Other processes on the machine are noisy: compare a
+Beside them, measured in the same run, the bare-route baseline: ``POST /v1/queries``
+from 32 keep-alive clients against leasegate and against ``bench/baseline_app.py`` (a
+bare Quart-Trio route under the same hypercorn config), in alternating slices, with
+the server CPU per request of each. Other processes on the machine are noisy: compare a
 mode's CPU per job with the baseline's CPU per request, not with another
 run's figures.
 """
@@ -57,21 +56,26 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _gateways import DatabaseCpu, Running, Setup, start_setup, stop_setup
 from _load import (
+    DEADLINE_SECONDS,
     LoadResult,
-    Served,
     closed_loop,
-    cpu_seconds,
-    machine_busy_seconds,
     open_clients,
-    percentile,
-    start_baseline,
-    start_leasegate,
-    stop,
+    wait_idle,
 )
 from _locks import LockSampler, LockTable, report_locks
-from _report import say
+from _readings import DatabaseCpu, machine_busy_seconds
+from _report import percentile, say, table
+from _servers import (
+    Running,
+    Served,
+    Setup,
+    start_baseline,
+    start_leasegate,
+    start_setup,
+    stop,
+    stop_setup,
+)
 
 ENV = {"LEASEGATE_RATE_LIMIT_PER_SECOND": "0"}
 SITE = "bench"
@@ -80,7 +84,6 @@ LANES = 1000  # accounts the tasks are spread over (one task in flight per lane)
 LEASE_MAX = 10
 BATCH = 100
 WAIT_SECONDS = 1.0  # consumers' long-poll: short, so they notice the end soon
-DEADLINE_SECONDS = 600.0  # a mode that has not finished by then is reported as such
 BASELINE_CLIENTS = 32
 BASELINE_SLICES = 4
 BASELINE_SLICE_SECONDS = 1.5
@@ -256,7 +259,7 @@ def run_mode(mode: Mode, setup: Setup, data: Path, jobs: int, procs: int) -> Out
             child.start()
         # The clock starts once every child has imported the SDK and opened its client
         # (8 processes importing on 2 cores take seconds); each waits on ``go`` then.
-        _wait_idle(children)
+        wait_idle(children)
         sampler = LockSampler(served.database) if served.database else None
         db_cpu = DatabaseCpu(served.database) if served.database else None
         if db_cpu is not None:
@@ -285,20 +288,6 @@ def run_mode(mode: Mode, setup: Setup, data: Path, jobs: int, procs: int) -> Out
         return outcome
     finally:
         stop_setup(served)
-
-
-def _wait_idle(children: list[Any], timeout: float = 60.0) -> None:
-    """Until the children have used no CPU for a moment: imported, connected and
-    waiting on ``go`` (the clock must not count their start-up)."""
-    pids = [child.pid for child in children]
-    deadline = time.perf_counter() + timeout
-    last = -1.0
-    while time.perf_counter() < deadline:
-        time.sleep(0.5)
-        now = sum(cpu_seconds(pid) for pid in pids)
-        if now - last < 0.02:
-            return
-        last = now
 
 
 def served_requests(served: Served) -> int:
@@ -333,7 +322,7 @@ def _collect(out: mp.Queue[tuple[str, Any]], expected: int, deadline: float,
     return reports
 
 
-# ---- the bare-route baseline of bench/dispatch.py --------------------------------------------
+# ---- the bare-route baseline ----------------------------------------------------------------
 
 
 async def _baseline_slices(lg: Served, base: Served) -> dict[str, LoadResult]:
@@ -372,7 +361,7 @@ def _us(cpu: float, n: int) -> float:
 def report(outcomes: list[Outcome], baseline: dict[str, LoadResult]) -> None:
     lg, base = baseline["leasegate"], baseline["baseline"]
     say()
-    say(f"Bare-route baseline (as bench/dispatch.py, same run): POST /v1/queries, "
+    say(f"Bare-route baseline (same run): POST /v1/queries, "
         f"{BASELINE_CLIENTS} clients, {BASELINE_SLICES} alternating slices")
     for name, r in (("leasegate", lg), ("bare Quart-Trio", base)):
         say(f"  {name:<16} {r.per_second:7.0f} submits/s  server CPU "
@@ -401,11 +390,7 @@ def report(outcomes: list[Outcome], baseline: dict[str, LoadResult]) -> None:
             f"{per_job / 1e3:.2f} ms", f"{per_job / max(bare_us, 1):.1f}", db,
             f"{o.requests / max(o.done, 1):.2f}",
             f"{o.others_cpu / max(o.seconds, 1e-9):.2f} cores"))
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
-    say("  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip())
-    say("  ".join("-" * w for w in widths))
-    for row in rows:
-        say("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    table(heads, rows, indent="")
     for o in outcomes:
         if not o.skipped:
             shortfall = "" if o.done >= o.jobs else f"; ONLY {o.done} of {o.jobs} jobs done"

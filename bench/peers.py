@@ -41,25 +41,28 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _peer_clients as clients
-import _peer_report as names
+import _report as names
 import lifecycle
-from _gateways import create_database, drop_database, start_gateway
-from _load import fsync_ms, percentile, start_leasegate, stop
-from _peer_report import ratio_table, reach_table, systems_table, targets_table
-from _peer_run import Child, Measured, run_clients
-from _peer_servers import (
+from _load import Child, Measured, run_clients
+from _readings import fsync_ms
+from _report import percentile, ratio_table, reach_table, say, systems_table, targets_table
+from _route_cost import RouteCost, measure_route_cost
+from _servers import (
     DEFAULT_POSTGRES,
     INSTALL,
     Peer,
     beanstalkd,
+    create_database,
+    drop_database,
     missing,
     postgres_settings,
     procrastinate_database,
     redis_server,
+    start_gateway,
+    start_leasegate,
+    stop,
     version,
 )
-from _report import say
-from _route_cost import RouteCost, measure_route_cost
 
 SYSTEMS = ("leasegate", "beanstalkd", "rq", "procrastinate")
 # The fast runs (beanstalkd, leasegate batched) take this many times --jobs: at 4,000
@@ -79,10 +82,7 @@ def run_leasegate(label: str, mode: lifecycle.Mode, data: Path, jobs: int, procs
         if mode.batched and not lifecycle.batch_endpoints(served, mode.channel):
             measured.skipped = outcome.skipped = "batched: endpoint not available"
             return measured, outcome
-        run_clients(measured,
-                    (lifecycle.produce, (served.url, served.keys["client"], mode)),
-                    (clients.consume_leasegate, (served.url, served.keys["worker"], mode)),
-                    procs, served.pid)
+        run_clients(measured, *clients.leasegate(served, mode), procs, served.pid)
         outcome.requests = measured.requests = lifecycle.served_requests(served)
     finally:
         stop(served)
@@ -106,10 +106,8 @@ def run_leasegate_postgres(label: str, mode: lifecycle.Mode, data: Path, jobs: i
     try:
         served = start_gateway("gw-0", data, database, lifecycle.ENV)
         try:
-            run_clients(measured,
-                        (lifecycle.produce, (served.url, served.keys["client"], mode)),
-                        (clients.consume_leasegate, (served.url, served.keys["worker"], mode)),
-                        procs, served.pid, database)
+            run_clients(measured, *clients.leasegate(served, mode), procs, served.pid,
+                        database)
         finally:
             stop(served)
     finally:

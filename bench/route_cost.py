@@ -14,8 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _peer_report import route_cost_table
-from _report import say
+from _report import route_cost_table, say
 from _route_cost import measure_route_cost
 
 

@@ -10,8 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-import _peer_report as peers
-from _peer_run import Measured
+import _report as peers
+from _load import Measured
 
 
 def test_each_target_is_judged_on_its_own_ratio_and_a_run_left_out_is_not_judged() -> None:

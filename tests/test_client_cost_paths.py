@@ -1,5 +1,5 @@
 """The SDK's request layer, made cheaper: the same bytes, URLs, errors and cookies as
-httpx's own ``json=``, URL merging and cookie jar (see bench/client_cost.py)."""
+httpx's own ``json=``, URL merging and cookie jar."""
 
 from __future__ import annotations
 
