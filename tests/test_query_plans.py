@@ -331,9 +331,11 @@ def transition(conn: sqlite3.Connection, rnd: random.Random, now: float) -> None
     elif status == "running" and pick < 0.4:
         tasks_sql.make_stale(conn, task_id, token, "lapsed", now)
     elif status == "running":
-        tasks_sql.finish_many(conn, [(task_id, "running", token,
-                                      rnd.choice(["succeeded", "paused"]), None, None, None,
-                                      None, None, "d", 0, None, None)], now)
+        tasks_sql.finish_many(conn, [tasks_sql.TaskFinish(
+            task_id=task_id, from_status="running", lease_token=token,
+            status=rnd.choice(["succeeded", "paused"]), result=None, error_code=None,
+            error_message=None, cost=None, progress=None, outcome_digest="d",
+            late_result=0, error_type=None, error_traceback=None)], now)
     elif status == "stale":
         tasks_sql.reclaim(conn, task_id, token, rnd.choice(["queued", "failed", "paused"]),
                           action="a", reason="r", by="b", now=now, result=None,

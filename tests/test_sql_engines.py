@@ -78,10 +78,11 @@ def test_a_task_goes_from_submit_to_result_through_its_lane(conn: Connection) ->
         assert (running["status"], running["attempts"]) == ("running", 1)
         assert tasks_sql.renew(conn, "t2", "w1", "tok", NOW + 200, '{"p": 1}', NOW + 2)
         assert not tasks_sql.renew(conn, "t2", "w1", "wrong", NOW + 200, None, NOW + 2)
-        [done] = tasks_sql.finish_many(conn, [("t2", "running", "tok", "succeeded",
-                                                '{"ok": true}', None, None, 7, None, "d", 0,
-                                                None, None)],
-                                       NOW + 3)
+        [done] = tasks_sql.finish_many(conn, [tasks_sql.TaskFinish(
+            task_id="t2", from_status="running", lease_token="tok", status="succeeded",
+            result='{"ok": true}', error_code=None, error_message=None, cost=7,
+            progress=None, outcome_digest="d", late_result=0, error_type=None,
+            error_traceback=None)], NOW + 3)
         assert (done["status"], done["cost"], done["late_result"]) == ("succeeded", 7, 0)
         events_sql.append(conn, "task", "t2", "succeeded", "{}", NOW + 3, job=done)
     assert leasable(conn) == ["t1", "t3"]  # the lane is free again, t1 its head
@@ -198,9 +199,11 @@ def test_queries_are_leased_oldest_first_by_site(conn: Connection) -> None:
         assert queries_sql.take_leases(conn, [("q0", "tok")], "w", "r", NOW + 60, NOW) != []
         assert queries_sql.give_back(conn, "q0", "tok", NOW)
         assert queries_sql.take_leases(conn, [("q1", "tok")], "w", "r", NOW + 60, NOW) != []
-        [done] = queries_sql.finish_many(conn, [("q1", "tok", "succeeded", "{}", None, None,
-                                                  3, "d", None, None, None, None, 0)],
-                                         NOW + 1)
+        [done] = queries_sql.finish_many(conn, [queries_sql.QueryFinish(
+            query_id="q1", lease_token="tok", status="succeeded", result="{}",
+            error_code=None, error_message=None, cost=3, outcome_digest="d",
+            error_type=None, error_traceback=None, next_attempt_at=None, errors=None,
+            refund=0)], NOW + 1)
         assert done["attempts"] == 1
     assert queries_sql.next_deadline(conn) == NOW + 600
     assert queries_sql.count_live(conn, "queued") == (3, 2)

@@ -16,6 +16,7 @@ per lane (site + account) is enforced by the partial unique index
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from leasegate.storage import lanes_sql
@@ -170,26 +171,43 @@ def back_to_queue(conn: Connection, task_id: str, from_status: str, token: str,
     return cur.rowcount == 1
 
 
-# What each task's outcome sets (finish_many), after its id: name and SQL type.
+@dataclass(frozen=True)
+class TaskFinish:
+    """A worker's outcome as its task's row takes it (:func:`finish_many`): the task
+    leaves ``from_status`` only under ``lease_token``."""
+
+    task_id: str
+    from_status: str
+    lease_token: str
+    status: str
+    result: str | None
+    error_code: int | None
+    error_message: str | None
+    cost: int | None
+    progress: str | None
+    outcome_digest: str
+    late_result: int
+    error_type: str | None
+    error_traceback: str | None
+
+
 FINISH: Final = {"from_status": "TEXT", "lease_token": "TEXT", "status": "TEXT",
                  "result": "TEXT", "error_code": "BIGINT", "error_message": "TEXT",
                  "cost": "BIGINT", "progress": "TEXT", "outcome_digest": "TEXT",
                  "late_result": "SMALLINT", "error_type": "TEXT", "error_traceback": "TEXT"}
+"""The columns a :class:`TaskFinish` writes, and their SQL types."""
 
 
-def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
-                now: float) -> list[Row]:
+def finish_many(conn: Connection, finishes: Sequence[TaskFinish], now: float) -> list[Row]:
     """running (or stale, a late result) → a worker's outcome for each task, in one
-    UPDATE: each of ``finishes`` is ``(task_id, from_status, lease_token, status, result,
-    error_code, error_message, cost, progress, digest, late, error_type,
-    error_traceback)`` (:data:`FINISH`); a task
-    no longer in ``from_status`` under that token is left as it was. The finished
-    rows, as they are now (in no order).
+    UPDATE; a task no longer in ``from_status`` under that token is left as it was. The
+    finished rows, as they are now (in no order).
 
     The lease owner and token stay on the row so an identical retry is
     recognised; ``paused`` leaves the task unfinished (no ``completed_at``).
     """
-    return update_rows(conn, "tasks", "task_id", FINISH, finishes, (
+    values = [(f.task_id, *(getattr(f, column) for column in FINISH)) for f in finishes]
+    return update_rows(conn, "tasks", "task_id", FINISH, values, (
         "status = v.status, claim_expires_at = NULL, lease_expires_at = NULL, "
         "result = v.result, error_code = v.error_code, error_message = v.error_message, "
         "cost = v.cost, progress = coalesce(v.progress, tasks.progress), "

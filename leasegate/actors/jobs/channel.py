@@ -76,7 +76,7 @@ class JobChannel(Generic[A, Sub, V]):
     """The channel of ``kind``: its queue's ref (tag ``A``), whose submits answer
     ``Sub`` and whose jobs read as ``V``, and the ledger that holds their money."""
 
-    def __init__(self, kind: JobKind[Any], queue: Ref[A], ledger: LedgerRef, *,
+    def __init__(self, kind: JobKind, queue: Ref[A], ledger: LedgerRef, *,
                  max_wait: float, get: Callable[[str, str | None, bool], Ask[A, V]],
                  submit_many: Callable[[tuple[Any, ...]],
                                        Ask[A, tuple[Sub | LeasegateError, ...]]]) -> None:

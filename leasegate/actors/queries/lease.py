@@ -8,7 +8,7 @@ from typing import Final
 
 from leasegate.actors.checks import check_id
 from leasegate.actors.queries.ref import Queries
-from leasegate.actors.queries.results import REPORTING, QueryResult
+from leasegate.actors.queries.results import QueryResult, result, result_all
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryLease, QueryView, query_lease
 from leasegate.actors.queue.leases import new_work
@@ -85,4 +85,5 @@ class LeaseQueriesAfterResults(LeaseAfterResults[Queries, QueryResult, QueryView
     lease_kind = LeaseQueries
 
 
-handle_results_then_lease(QUERIES, LeaseQueriesAfterResults, REPORTING, lease_or_wait)
+handle_results_then_lease(QUERIES, LeaseQueriesAfterResults, result, result_all,
+                          lease_or_wait)

@@ -24,13 +24,12 @@ from leasegate.actors.checks import (
     check_number,
 )
 from leasegate.actors.queue.leases import lease_wait, new_lease_token
-from leasegate.actors.queue.reports import Reporting
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import MAX_BATCH, check_messages
 from leasegate.actors.runtime.handlers import Handlers, Parks
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
 from leasegate.actors.runtime.parking import PARK, Park
-from leasegate.actors.runtime.turn import Receiver
+from leasegate.actors.runtime.turn import Receiver, Together
 from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.storage.engine import Connection, Row
 
@@ -235,17 +234,18 @@ def lease_or_park(turn: QT, m: LA, lease: Callable[[QT, LA], tuple[L, ...]],
 
 def handle_results_then_lease(handlers: Handlers[Any, QT],
                               kind: type[LeaseAfterResults[Any, M, V, L]],
-                              results: Reporting[QT, M, V],
+                              result: Callable[[QT, M], V],
+                              result_all: Together[QT, M, V],
                               lease_or_wait: Callable[[QT, Any], tuple[L, ...] | Park],
                               ) -> None:
     """Register the handler of ``kind``, a lease call carrying results: the results as
-    the results route applies them (the channel's ``results``: set-based, else each in a
-    savepoint of its own), then the lease (by the channel's ``lease_or_wait``, which
-    never waits here)."""
+    the results route applies them (the channel's ``result_all``: set-based, else each
+    by ``result`` in a savepoint of its own), then the lease (by the channel's
+    ``lease_or_wait``, which never waits here)."""
     def results_then_lease(turn: QT, m: LeaseAfterResults[Any, Any, Any, Any],
                            ) -> tuple[tuple[V | LeasegateError, ...], tuple[L, ...]]:
         assert isinstance(m, kind)  # the runtime routes only ``kind`` here; this narrows it
-        answers = turn.each(m.results, results.one, results.all)
+        answers = turn.each(m.results, result, result_all)
         if turn.draining:  # the results are taken; no new work while shutting down
             return answers, ()
         leases = lease_or_wait(turn, m.lease)

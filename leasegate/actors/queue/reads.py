@@ -50,18 +50,18 @@ def get_job(turn: QueueTurn[V], m: GetJob[Any, V]) -> V | Park:
     row = turn.visible(m.job_id, m.tenant)
     if m.wait and row["status"] not in turn.kind.settled:
         return PARK
-    return turn.kind.view(row)
+    return turn.view(row)
 
 
 def _settled(turn: QueueTurn[V], m: GetJob[Any, V]) -> V | None:
-    row = turn.kind.get(turn.conn, m.job_id)
+    row = turn.kind.jobs.get(turn.conn, m.job_id)
     if row is None:  # purged while waiting
         return None
-    return turn.kind.view(row) if row["status"] in turn.kind.settled else None
+    return turn.view(row) if row["status"] in turn.kind.settled else None
 
 
 def _as_it_is(turn: QueueTurn[V], m: GetJob[Any, V]) -> V:
-    return turn.kind.view(turn.visible(m.job_id, m.tenant))
+    return turn.view(turn.visible(m.job_id, m.tenant))
 
 
 WAIT_FOR_JOB: Final[Parks[QueueTurn[Any], Any]] = Parks(

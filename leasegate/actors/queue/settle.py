@@ -10,7 +10,7 @@ the job's row (see ``leasegate.actors.ledger``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from leasegate.actors.ledger.holds import Settle
 from leasegate.actors.runtime.turn import Turn
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class SettleNotices:
     """A queue actor's way to tell the ledger that jobs ended, once they are committed."""
 
-    def __init__(self, turn: Turn, kind: JobKind[Any], ledger: LedgerRef | None) -> None:
+    def __init__(self, turn: Turn, kind: JobKind, ledger: LedgerRef | None) -> None:
         self.turn = turn
         self.kind = kind
         self.ledger = ledger  # None: no ledger (an actor driven alone, in tests)

@@ -56,14 +56,18 @@ class ItemByItem(Exception):
     applied again item by item (nothing of the attempt kept)."""
 
 
-def checked_once_each(items: Sequence[M], job: Callable[[M], Hashable], twice: str) -> None:
+def checked(items: Sequence[M]) -> Sequence[M]:
     """A set-based :data:`Together`'s first step, before it writes anything: every item's
-    checks, and no job twice (the answers would depend on the order: ``twice`` says
-    which). Raises (:class:`ItemByItem` for a job twice): the batch is then applied item
-    by item, each failing alone."""
+    checks (one raises: the batch is then applied item by item, each failing alone)."""
     for item in items:
         item.check()
-    jobs = [job(item) for item in items]
+    return items
+
+
+def checked_once_each(items: Sequence[M], job: Callable[[M], Hashable], twice: str) -> None:
+    """:func:`checked`, and no job twice (the answers would depend on the order:
+    ``twice`` says which; :class:`ItemByItem` is raised)."""
+    jobs = [job(item) for item in checked(items)]
     if len(set(jobs)) < len(jobs):
         raise ItemByItem(twice)
 

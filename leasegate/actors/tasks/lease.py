@@ -26,7 +26,7 @@ from leasegate.actors.queue.leasing import (
 )
 from leasegate.actors.runtime.parking import Park
 from leasegate.actors.tasks import presence
-from leasegate.actors.tasks.fenced import REPORTING, TaskResult
+from leasegate.actors.tasks.fenced import TaskResult, result, result_all
 from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
 from leasegate.actors.tasks.views import TaskLease, TaskView, task_lease
@@ -119,4 +119,5 @@ class LeaseTasksAfterResults(LeaseAfterResults[Tasks, TaskResult, TaskView, Task
     lease_kind = LeaseTasks
 
 
-handle_results_then_lease(TASKS, LeaseTasksAfterResults, REPORTING, lease_or_wait)
+handle_results_then_lease(TASKS, LeaseTasksAfterResults, result, result_all,
+                          lease_or_wait)

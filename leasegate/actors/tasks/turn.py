@@ -26,10 +26,9 @@ if TYPE_CHECKING:
 SETTLED: Final = (*sql.TERMINAL, "stale", "paused")
 """Where a task waits for nobody but a person: a ``GET ?wait_seconds`` returns there."""
 
-TASK_KIND: Final[JobKind[TaskView]] = JobKind(
+TASK_KIND: Final = JobKind(
     actor="tasks", channel="task", noun="task", id_prefix="t", id_column="task_id",
-    settled=SETTLED, terminal=sql.TERMINAL, get=sql.JOBS.get, view=task_view,
-    not_found=TaskNotFound)
+    settled=SETTLED, terminal=sql.TERMINAL, jobs=sql.JOBS, not_found=TaskNotFound)
 """Tasks as the code both queues share reads them."""
 
 
@@ -47,6 +46,9 @@ class TaskTurn(QueueTurn[TaskView]):
         # The exact timer of on_wakeup (claims, leases, hard timeouts, task_ttl): runs
         # when the data says, so it is listed with the on-demand jobs (never overdue).
         self.deadline_timer = JobRecord("deadlines", owner="tasks", every=math.inf)
+
+    def view(self, row: Row) -> TaskView:
+        return task_view(row)
 
     def ttl_deadline(self, not_before: float | None) -> float:
         """``task_ttl`` counts from now, or from ``not_before`` if that is later."""
