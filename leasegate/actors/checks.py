@@ -79,7 +79,7 @@ def check_number(name: str, value: object, low: float, high: float, *,
 
 
 def check_flag(name: str, value: object) -> None:
-    if not isinstance(value, bool):  # a truthy string must not park a caller for ever
+    if not isinstance(value, bool):  # a truthy string must not keep a caller waiting for ever
         raise InvalidRequest(f"{name} must be true or false (got {value!r:.40})")
 
 

@@ -46,7 +46,7 @@ from leasegate.http.console import routes as console
 from leasegate.http.json_fields import with_exact_payloads
 from leasegate.http.metrics import Metrics
 from leasegate.http.openapi import LeasegateOpenAPI
-from leasegate.http.parked import ParkedPolls
+from leasegate.http.parked import WaitingPolls
 from leasegate.http.preflight import Preflight
 from leasegate.http.uploads import UploadSlots
 from leasegate.http.webhook_delivery import Deliverer
@@ -179,18 +179,18 @@ def create_app(system: System, *,
     app.extensions["leasegate.auth"] = authenticator
     metrics = Metrics()
     app.extensions["leasegate.metrics"] = metrics
-    parked = ParkedPolls(system.settings.max_parked_per_key,
+    polls = WaitingPolls(system.settings.max_parked_per_key,
                          system.settings.max_parked_per_address)
-    app.extensions["leasegate.parked"] = parked
+    app.extensions["leasegate.waiting_polls"] = polls
     app.extensions["leasegate.uploads"] = UploadSlots(system.settings.max_uploads_per_key,
                                                       system.settings.max_uploads)
 
     def key_revoked(key_ids: tuple[str, ...]) -> None:
         # Nothing of a revoked key stands here from now on: what the authenticator
-        # remembers of it, its console sessions, its parked polls and event streams.
+        # remembers of it, its console sessions, its waiting polls and event streams.
         for key_id in key_ids:
             authenticator.forget(key_id)
-            parked.end_for_key(key_id)
+            polls.end_for_key(key_id)
 
     system.on_key_revoked(key_revoked)
     # Outcomes, dispatch latency: of this gateway's own commits (each counted once).

@@ -35,7 +35,7 @@ from leasegate.http.device_metrics import device_families
 from leasegate.http.hold_metrics import hold_families
 from leasegate.http.job_metrics import JobEventMetrics
 from leasegate.http.listener import ConnectionGate
-from leasegate.http.parked import ParkedPolls
+from leasegate.http.parked import WaitingPolls
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # Series per site for the sites with the most work; the rest summed under OTHER_SITES
@@ -80,7 +80,7 @@ class Metrics(Collector):
         # Token buckets held, by limiter ("key", "address"); set by the /metrics route.
         self.rate_limit_buckets: dict[str, int] = {}
         # What callers hold open; set by the /metrics route.
-        self.holds: tuple[ParkedPolls, ConnectionGate | None] | None = None
+        self.holds: tuple[WaitingPolls, ConnectionGate | None] | None = None
 
     def observe(self, method: str, route: str, status: int, started: float | None) -> None:
         """Count one request. Labels stay bounded: ``route`` is a rule, never a raw
@@ -133,7 +133,7 @@ class Metrics(Collector):
         yield from self._job_metrics(stats)
         if self._devices is not None:
             yield from device_families(self._devices)
-        parked = GaugeMetricFamily("leasegate_actor_waiting_polls",
+        waiting = GaugeMetricFamily("leasegate_actor_waiting_polls",
                                    "Lease and result long-polls waiting inside each actor "
                                    "for a job (leasegate_http_held_polls: all the HTTP layer "
                                    "holds open)",
@@ -144,10 +144,10 @@ class Metrics(Collector):
                                      "Messages that met a bug (answered 500, rolled back)",
                                      labels=["actor"])
         for actor in stats.actors:
-            parked.add_metric([actor.name], actor.parked)
+            waiting.add_metric([actor.name], actor.waiting)
             commits.add_metric([actor.name], actor.commits)
             errors.add_metric([actor.name], actor.internal_errors)
-        yield parked
+        yield waiting
         yield commits
         yield errors
         if self.holds is not None:

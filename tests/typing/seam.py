@@ -61,6 +61,6 @@ async def the_facade_asked_across_channels(jobs: Jobs) -> None:
 
 
 async def a_long_poll_of_the_wrong_actor(queries: QueriesRef) -> None:
-    await queries.ask_parked(LeaseTasks("w1", wait=True),  # type: ignore[arg-type]
+    await queries.ask_until(LeaseTasks("w1", wait=True),  # type: ignore[arg-type]
                              deadline=0.0, give_back=release_message,  # type: ignore[arg-type]
                              on_timeout=())

@@ -192,12 +192,12 @@ class JobChannel(Generic[A, Sub, V]):
 
     async def get(self, job_id: str, tenant: str | None, *, wait_seconds: float = 0) -> V:
         """``GET /v1/<jobs>/{id}?wait_seconds=``: the job once it is settled (the actor
-        parks the read until then), or as it is when the wait runs out (or at once
+        keeps the read waiting until then), or as it is when the wait runs out (or at once
         when ``wait_seconds`` is 0; never longer than ``max_wait``). A reply lost to a
         gone caller costs nothing: a read."""
         if wait_seconds > 0:
             deadline = trio.current_time() + min(wait_seconds, self.max_wait)
-            found = await self.queue.ask_parked(self._get(job_id, tenant, True),
+            found = await self.queue.ask_until(self._get(job_id, tenant, True),
                                                 deadline=deadline, give_back=lambda _: None,
                                                 on_timeout=None)
             if found is not None:

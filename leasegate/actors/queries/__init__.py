@@ -14,7 +14,7 @@ must not hide a dead task loop.
 Deadlines are timers: the actor wakes exactly when the next lease, TTL or retry
 wait runs out, not on a coarse tick and not on the next lease call. A query waiting
 for its retry is ``queued`` with ``next_attempt_at`` set; no lease takes it until
-the timer clears that column (and wakes the parked leases).
+the timer clears that column (and wakes the waiting leases).
 
 Its files, as every actor's: ``ref.py`` (its tag), ``views.py`` (its replies),
 ``turn.py`` (its turn context, table and handler registry), its messages each

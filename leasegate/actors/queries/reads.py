@@ -23,7 +23,7 @@ QueryStatus = Literal["queued", "leased", "succeeded", "failed", "expired"]
 
 @dataclass(frozen=True)
 class GetQuery(GetJob[Queries, QueryView]):
-    """A query; with ``wait``, parked until it is terminal."""
+    """A query; with ``wait``, it waits until it is terminal."""
 
 
 serve_reads(QUERIES, GetQuery)  # and a query's history, and the ledger's settlements

@@ -87,7 +87,7 @@ def result(turn: QueryTurn, m: QueryResult) -> QueryView:
 def result_all(turn: QueryTurn, items: Sequence[QueryResult],
                ) -> list[QueryView | LeasegateError]:
     """A batch of results, each answered as :func:`result` would answer it alone. Raises
-    :class:`ItemByItem` (each item then goes in a savepoint of its own) before it writes
+    :class:`RetryItemByItem` (each item then goes in a savepoint of its own) before it writes
     anything when an item fails its checks or a query's result comes twice, and after,
     when a lease changed between the read and the write (PostgreSQL, another gateway)."""
     checked_once_each(items, lambda m: m.query_id, "a query's result twice")

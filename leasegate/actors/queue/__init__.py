@@ -9,10 +9,10 @@ read-only and redelivered), and share everything else, written once here:
   reader and view), and :class:`~leasegate.actors.queue.turn.QueueTurn`, the turn
   context both queues' handlers take (settings, history, settle notices, dry
   filters);
-- ``reads.py``: reading one job (``GetJob``, parked until it settles with ``wait``)
+- ``reads.py``: reading one job (``GetJob``, waiting until it settles with ``wait``)
   and a job's history;
 - ``history.py``: the history recorder and live job events;
-- ``leases.py``: lease tokens, site limits, dry filters, what parked leases wait for;
+- ``leases.py``: lease tokens, site limits, dry filters, what waiting leases wait for;
 - ``submissions.py``: idempotent submits (replays, tombstones, 6004);
 - ``settle.py``: what a queue tells the ledger once a job with a hold ended;
 - ``event_hub.py``: the live event stream's ring and readers.

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from leasegate.actors.queue.turn import QueueTurn
-from leasegate.actors.runtime.turn import ItemByItem
+from leasegate.actors.runtime.turn import RetryItemByItem
 from leasegate.errors import LeasegateError
 from leasegate.storage.engine import Row
 
@@ -104,10 +104,10 @@ def record_results(turn: QueueTurn[V], verdicts: Verdicts[M, W, V],
 
     None, with nothing recorded, when the one accepted result's lease changed between
     the read and the write (the channel raises its refusal); with more than one, raises
-    :class:`ItemByItem` (PostgreSQL, another gateway: never within one turn)."""
+    :class:`RetryItemByItem` (PostgreSQL, another gateway: never within one turn)."""
     if len(finished) != len(verdicts.accepted):
         if len(verdicts.accepted) > 1:
-            raise ItemByItem("a lease changed between the read and the write")
+            raise RetryItemByItem("a lease changed between the read and the write")
         return None
     by_id = {row[turn.kind.id_column]: row for row in finished}
     after = [by_id[a.job_id] for a in verdicts.accepted]

@@ -37,7 +37,7 @@ from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.runtime.turn import ItemByItem
+from leasegate.actors.runtime.turn import RetryItemByItem
 from leasegate.actors.views import JSONObject
 from leasegate.errors import IdempotencyConflict, LeasegateError
 from leasegate.storage.engine import Connection, Row
@@ -174,7 +174,7 @@ def submit_one(turn: QueueTurn[Any], m: Submit[Any, Any], job: NewJob, reply: Re
 def submit_all(turn: QueueTurn[Any], items: Sequence[Submit[Any, Any]],
                new_jobs: Sequence[NewJob], reply: Reply[R], jobs: SubmitSQL) -> list[R]:
     """A batch of submits (checked), each answered as :func:`submit_one` would, set-based:
-    one read of the ids given, one insert of the new jobs. Raises :class:`ItemByItem`
+    one read of the ids given, one insert of the new jobs. Raises :class:`RetryItemByItem`
     before it writes anything when an item fails (6004: each item is then applied in a
     savepoint of its own, and fails alone) or the answers depend on the order (an id
     given twice: the first creates, the others replay), and if the insert finds an id
@@ -184,16 +184,16 @@ def submit_all(turn: QueueTurn[Any], items: Sequence[Submit[Any, Any]],
               for m, job in zip(items, new_jobs, strict=True)]
     given = [m.job_id for m in items if m.job_id is not None]
     if len(set(given)) < len(given):
-        raise ItemByItem("an id given twice")
+        raise RetryItemByItem("an id given twice")
     taken = jobs.known(conn, given) if given else {}
     if any(taken[job_id]["fingerprint"] != job.digest
            for job_id, job in chosen if job_id in taken):
-        raise ItemByItem("an id taken with another payload")
+        raise RetryItemByItem("an id taken with another payload")
     new = [(job_id, job) for job_id, job in chosen if job_id not in taken]
     if new:
         rows = [{kind.id_column: job_id, **job.row} for job_id, job in new]
         if jobs.insert_many(conn, rows) != len(rows):
-            raise ItemByItem("an id taken after all")
+            raise RetryItemByItem("an id taken after all")
         _created(turn, new)
     paused = turn.sites.paused  # they still queue; each reply says whether it waits
     return [reply(job_id, status=str(taken[job_id]["status"]), created=False,

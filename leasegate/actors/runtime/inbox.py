@@ -15,7 +15,7 @@ from typing import Any, Final, Generic, TypeVar
 import trio
 
 from leasegate.actors.runtime.mailbox import Envelope, Ref
-from leasegate.actors.runtime.parking import Parking
+from leasegate.actors.runtime.waiters import Waiters
 
 A = TypeVar("A")
 
@@ -23,11 +23,11 @@ MAILBOX_SIZE: Final = 4096
 
 
 class Inbox(Generic[A]):
-    """The bounded queue of envelopes of the actor tagged ``A``, its parked waiters,
+    """The bounded queue of envelopes of the actor tagged ``A``, its waiters,
     and the :class:`Ref` that reaches it."""
 
     def __init__(self, tag: type[A], size: int = MAILBOX_SIZE) -> None:
         self.tag = tag
         self.send, self.receive = trio.open_memory_channel[Envelope[Any]](size)
-        self.parking = Parking()
-        self.ref: Ref[A] = Ref(self.send, self.parking.leave)
+        self.waiters = Waiters()
+        self.ref: Ref[A] = Ref(self.send, self.waiters.leave)

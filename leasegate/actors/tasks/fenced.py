@@ -93,7 +93,7 @@ def start(turn: TaskTurn, m: StartTask) -> Started:
 
 def start_all(turn: TaskTurn, items: Sequence[StartTask]) -> list[Started | LeasegateError]:
     """A batch of starts, each answered as :func:`start` would answer it alone. Raises
-    :class:`ItemByItem` (each item then goes in a savepoint of its own) before it
+    :class:`RetryItemByItem` (each item then goes in a savepoint of its own) before it
     writes anything when an item fails its checks or a task's start comes twice."""
     checked_once_each(items, lambda m: m.task_id, "a task's start twice")
     return _starts(turn, items)
@@ -233,7 +233,7 @@ def result(turn: TaskTurn, m: TaskResult) -> TaskView:
 
 def result_all(turn: TaskTurn, items: Sequence[TaskResult]) -> list[TaskView | LeasegateError]:
     """A batch of results, each answered as :func:`result` would answer it alone. Raises
-    :class:`ItemByItem` (each item then goes in a savepoint of its own) before it writes
+    :class:`RetryItemByItem` (each item then goes in a savepoint of its own) before it writes
     anything when an item fails its checks or a task's result comes twice, and after,
     when a lease changed between the read and the write (PostgreSQL, another gateway)."""
     checked_once_each(items, lambda m: m.task_id, "a task's result twice")

@@ -22,7 +22,7 @@ TaskStatus = Literal["queued", "leased", "running", "succeeded", "failed", "canc
 
 @dataclass(frozen=True)
 class GetTask(GetJob[Tasks, TaskView]):
-    """A task; with ``wait``, parked until it is settled (finished, stale or paused)."""
+    """A task; with ``wait``, it waits until it is settled (finished, stale or paused)."""
 
 
 serve_reads(TASKS, GetTask)  # and a task's history, and the ledger's settlements

@@ -35,7 +35,7 @@ TASK_KIND: Final = JobKind(
 class TaskTurn(QueueTurn[TaskView]):
     """What both queues keep (see ``QueueTurn``), and the task actor's own: its
     artifact store, the workers seen this turn, how far passed ``not_before`` times
-    have woken the parked leases, and the record of its deadline timer."""
+    have woken the waiting leases, and the record of its deadline timer."""
 
     def __init__(self, settings: Settings, artifacts: ArtifactStore | None = None, *,
                  ledger: LedgerRef | None = None, events: EventHub | None = None) -> None:
