@@ -94,7 +94,7 @@ def update_rows(conn: Connection, table: str, key: str, columns: Mapping[str, st
     never a client's."""
     names = [key, *columns]
     if len(rows) == 1:  # one row (a single result): a row of parameters, no VALUES to
-        # materialize (SQLite: 48 µs a turn's statement where VALUES took 73)
+        # materialize (see docs/design-notes.md, "Figures behind small choices")
         source = ", ".join([f"? AS {key}", *(f"CAST(? AS {kind}) AS {name}"
                                                for name, kind in columns.items())])
     else:

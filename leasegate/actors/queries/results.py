@@ -113,7 +113,8 @@ def _judge(turn: QueryTurn, m: QueryResult, row: Row) -> Row | Finish[sql.QueryF
     writes; a result the query does not take is refused (6006)."""
     check_site(row["site"], m.sites)
     given = m.result_text
-    # a failure's retryable and a snooze only when given: other results digest as before
+    # a failure's retryable and a snooze only when given: a retry of a result stored
+    # without them still matches its digest
     digest = fingerprint(m.outcome, given, m.error_code, m.error_message, m.cost,
                          *detail_digest(m.error_type, m.error_traceback),
                          *(() if m.retryable else ("permanent",)),

@@ -48,7 +48,8 @@ QUERIES.locks(SubmitQuery, lambda m: sql.JOBS.submit_scope(m.job_id))
 def _new_query(turn: QueryTurn, m: SubmitQuery) -> NewJob:
     now = turn.now
     params = m.params_text  # made once, by the check; the fingerprint takes it too
-    # max_attempts only when given: a submit without it digests as it always did
+    # max_attempts only when given: a replay of a submit stored without it still
+    # matches its digest
     digest = fingerprint(m.tenant, m.site, m.kind, params, m.max_cost,
                          *(() if m.max_attempts is None else (m.max_attempts,)))
     return NewJob({

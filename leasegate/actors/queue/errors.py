@@ -41,7 +41,7 @@ def check_error_detail(error_type: str | None, traceback: str | None) -> None:
 
 def detail_digest(error_type: str | None, traceback: str | None) -> tuple[str, ...]:
     """The parts a result's digest takes of the detail: none when there is none, so a
-    result without it digests as it always did."""
+    retry of a result stored without it still matches its digest."""
     if error_type is None and traceback is None:
         return ()
     return (error_type or "", traceback or "")
