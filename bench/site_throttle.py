@@ -33,9 +33,9 @@ T0 = 1_800_000_000.0
 def fill(conn: Connection) -> None:
     begin(conn)
     for i in range(QUEUED):
-        queries_sql.JOBS.insert(conn, query_id=f"q{i}", tenant="t", site="shop", kind="k",
-                           params="{}", fingerprint="f", status="queued", created_at=T0,
-                           updated_at=T0, expires_at=T0 + 86400)
+        queries_sql.JOBS.insert_many(conn, [dict(
+            query_id=f"q{i}", tenant="t", site="shop", kind="k", params="{}", fingerprint="f",
+            status="queued", created_at=T0, updated_at=T0, expires_at=T0 + 86400)])
     operator_sql.set_site(conn, "shop", paused=False, reason=None, by="bench",
                           leases_per_second=1e6, now=T0)
     commit(conn)

@@ -287,11 +287,3 @@ def worker_sites(principal: Principal, asked: list[str] | None) -> tuple[str, ..
         if refused:
             raise Forbidden(f"this key may not serve site(s) {', '.join(refused)}")
     return tuple(dict.fromkeys(asked))
-
-
-def require_submitter() -> str:
-    """The tenant new work belongs to: only a client key (bound to a tenant) submits."""
-    principal = require("client")
-    if principal.role != "client" or principal.tenant is None:
-        raise Forbidden(SUBMITTER_ONLY)
-    return principal.tenant
