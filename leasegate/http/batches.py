@@ -22,7 +22,7 @@ from leasegate.actors.runtime.mailbox import Ask, Message
 from leasegate.errors import InvalidRequest, LeasegateError
 from leasegate.http.auth import SUBMITTER_ONLY, allow, require_tenant
 from leasegate.http.context import system
-from leasegate.http.errors import _describe
+from leasegate.http.errors import describe_error
 from leasegate.http.models_replies import ErrorEnvelope
 from leasegate.http.render import to_json
 from leasegate.http.validation import validate_request
@@ -47,7 +47,7 @@ def each_item(model: type[B], raw: Sequence[Any],
         try:
             built.append(build(validate(item)))
         except ValidationError as exc:
-            built.append(InvalidRequest(_describe(exc)))
+            built.append(InvalidRequest(describe_error(exc)))
         except LeasegateError as exc:
             built.append(exc)
     return built
