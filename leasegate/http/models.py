@@ -31,7 +31,7 @@ from pydantic_core import CoreSchema
 from leasegate.actors.keys.records import Role
 from leasegate.actors.pages import Page
 from leasegate.actors.queries.results import MAX_SNOOZE, QueryOutcome
-from leasegate.actors.queue.errors import MAX_ERROR_TYPE, MAX_TRACEBACK
+from leasegate.actors.queue.reports import MAX_ERROR_TYPE, MAX_TRACEBACK
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.control import ReclaimAction
 from leasegate.actors.tasks.fenced import TaskOutcome

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from leasegate.actors.jobs.channel import JobChannel
-from leasegate.actors.ledger.holds import Settle
-from leasegate.actors.ledger.rehold import HoldAgain, HoldsAgain
+from leasegate.actors.ledger.holds import HoldAgain, HoldsAgain, Settle
 from leasegate.actors.queue.retry import FindRetryable, Redrive, RetryCandidate, RetryJob
 from leasegate.actors.queue.sites import check_reason
 from leasegate.actors.runtime.batches import MAX_BATCH

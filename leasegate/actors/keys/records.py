@@ -17,8 +17,7 @@ from leasegate.actors.keys.views import (
     key_view,
     principal,
 )
-from leasegate.actors.lists import ListPage
-from leasegate.actors.pages import Paged, paged
+from leasegate.actors.pages import ListPage, Paged, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import InvalidRequest, NotFound

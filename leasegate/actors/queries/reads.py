@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from leasegate.actors.checks import check_choice, check_int
-from leasegate.actors.lists import ListPage
-from leasegate.actors.pages import MAX_LIMIT, JobPage, Paged, paged
+from leasegate.actors.pages import MAX_LIMIT, JobPage, ListPage, Paged, paged
 from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryCounts, QuerySite, QueryView, query_view

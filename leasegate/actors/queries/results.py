@@ -1,8 +1,18 @@
-"""Workers' results of queries, each message followed by its handler."""
+"""Workers' results of queries, each message followed by its handler, and when a
+failed query is tried again: exponential backoff with jitter.
+
+Attempt ``n`` (counted from 1) that fails waits ``min(base × 2^(n−1), max)`` seconds
+(``query_retry_base_seconds``, ``query_retry_max_seconds``), spread by ±20% so that the
+queries of a site that failed together do not all come back in the same instant.
+``JITTER`` is the random source (a test replaces it with a fixed one)::
+
+    backoff(settings, attempt=3)   # 8 s ± 20% by default
+"""
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -21,12 +31,17 @@ from leasegate.actors.checks import (
 )
 from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.queries.ref import Queries
-from leasegate.actors.queries.retries import backoff
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryView
-from leasegate.actors.queue.errors import check_report, detail_digest
 from leasegate.actors.queue.leases import check_site
-from leasegate.actors.queue.reports import Finish, Verdicts, judge_results, record_results
+from leasegate.actors.queue.reports import (
+    Finish,
+    Verdicts,
+    check_report,
+    detail_digest,
+    judge_results,
+    record_results,
+)
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import answer_of_one, checked_once_each
@@ -34,6 +49,7 @@ from leasegate.actors.views import JSONValue
 from leasegate.clock import iso
 from leasegate.errors import InvalidRequest, LeasegateError, QueryLeaseInvalid
 from leasegate.logs import escape
+from leasegate.settings import Settings
 from leasegate.storage import queries_sql as sql
 from leasegate.storage.engine import Row
 
@@ -185,3 +201,17 @@ class QueryResults(Batch[Queries, QueryResult, QueryView]):
 
 
 QUERIES.each(QueryResults, result, result_all)
+
+
+SPREAD: Final = 0.2
+"""The jitter: a wait is its nominal length times a uniform factor in [0.8, 1.2]."""
+
+JITTER = random.Random()
+"""The random source of the jitter (``uniform``)."""
+
+
+def backoff(settings: Settings, attempt: int) -> float:
+    """Seconds a query whose attempt ``attempt`` failed waits before its next one."""
+    nominal = min(settings.query_retry_base_seconds * 2.0 ** min(attempt - 1, 64),
+                  settings.query_retry_max_seconds)
+    return nominal * JITTER.uniform(1 - SPREAD, 1 + SPREAD)

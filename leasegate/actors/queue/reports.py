@@ -14,14 +14,26 @@ as it is, or the outcome to write, a :class:`Finish`), the accepted outcomes are
 in one UPDATE by the channel's SQL (which returns the rows after it), their history in
 one insert, and the ledger is told of each job that ended with a hold. One result is a
 batch of one, so the two ways never part.
+
+What a worker reports with an outcome is checked the same on both channels
+(:func:`check_report`): the result, the error (its code and message, and the
+exception's ``type`` and a bounded ``traceback``) and the cost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
+from leasegate.actors.checks import (
+    INT32,
+    MAX_AMOUNT,
+    MAX_TEXT,
+    check_int,
+    check_json,
+    check_text,
+)
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.turn import RetryItemByItem
 from leasegate.errors import LeasegateError
@@ -118,3 +130,35 @@ def record_results(turn: QueueTurn[V], verdicts: Verdicts[M, W, V],
         turn.settle.ended(row)
         verdicts.answers[a.at] = turn.view(row)
     return after
+
+
+MAX_ERROR_TYPE: Final = 256
+"""The longest exception type name taken (characters)."""
+MAX_TRACEBACK: Final = 8192
+"""The longest traceback taken (characters; the SDK cuts its at 8 KiB of UTF-8)."""
+
+
+def check_report(result: object, error_code: int | None, error_message: str | None,
+                 error_type: str | None, error_traceback: str | None,
+                 cost: int | None) -> str | None:
+    """A result message's report beside its outcome (``TaskResult``, ``QueryResult``):
+    the result's text as stored (canonical JSON; None for none)."""
+    text = check_json("result", result)
+    check_int("error.code", error_code, -INT32 - 1, INT32, optional=True)
+    check_text("error.message", error_message, optional=True, most=MAX_TEXT)
+    check_error_detail(error_type, error_traceback)
+    check_int("cost", cost, 0, MAX_AMOUNT, optional=True)
+    return text
+
+
+def check_error_detail(error_type: str | None, traceback: str | None) -> None:
+    check_text("error.type", error_type, optional=True, most=MAX_ERROR_TYPE, empty=False)
+    check_text("error.traceback", traceback, optional=True, most=MAX_TRACEBACK)
+
+
+def detail_digest(error_type: str | None, traceback: str | None) -> tuple[str, ...]:
+    """The parts a result's digest takes of the detail: none when there is none, so a
+    retry of a result stored without it still matches its digest."""
+    if error_type is None and traceback is None:
+        return ()
+    return (error_type or "", traceback or "")

@@ -1,5 +1,6 @@
-"""The turn context both queue actors' handlers take, and the descriptor of a
-channel's table that the shared handlers read through."""
+"""The turn context both queue actors' handlers take, the descriptor of a
+channel's table that the shared handlers read through, and the notices a queue
+sends the ledger once a job with a hold has ended."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from leasegate.actors.channels import Channel
+from leasegate.actors.ledger.holds import Settle
 from leasegate.actors.queue.history import JobHistory
 from leasegate.actors.queue.leases import DryFilters
-from leasegate.actors.queue.settle import SettleNotices
 from leasegate.actors.queue.sites import SiteGate
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import LeasegateError
+from leasegate.logs import escape
 from leasegate.settings import Settings
 from leasegate.storage.engine import Row
 from leasegate.storage.jobs_sql import JobTable
@@ -84,3 +86,32 @@ class QueueTurn(Turn, Generic[V]):
         row = self.kind.jobs.get(self.conn, job_id)
         assert row is not None, job_id
         return row
+
+
+class SettleNotices:
+    """A queue actor's way to tell the ledger that jobs ended, once they are committed.
+
+    A queue actor calls :meth:`ended` inside the turn with the job's row after a
+    change; a terminal job with ``max_cost`` is settled by the ledger after the commit,
+    never waited for (the queues ask the ledger, never the reverse). A notice lost to a
+    full inbox, a crash after the commit or a ledger already closed at shutdown is
+    repaired by the ledger's recovery, which settles the hold from the job's row (see
+    ``leasegate.actors.ledger``)."""
+
+    def __init__(self, turn: Turn, kind: JobKind, ledger: LedgerRef | None) -> None:
+        self.turn = turn
+        self.kind = kind
+        self.ledger = ledger  # None: no ledger (an actor driven alone, in tests)
+
+    def ended(self, row: Row | None) -> None:
+        """Call with the job's row after a change; a terminal job with ``max_cost`` is
+        settled after the commit."""
+        if self.ledger is None or row is None or row["max_cost"] is None:
+            return
+        status = row["status"]
+        if status not in self.kind.terminal:
+            return
+        channel, job_id = self.kind.channel, row[self.kind.id_column]
+        self.turn.tell_after_commit(
+            self.ledger, Settle(channel, job_id, status, row["cost"]),
+            f"settle of {channel} {escape(job_id)} not delivered; recovery will settle it")

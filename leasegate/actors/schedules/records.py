@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from leasegate.actors.checks import check_choice, check_flag, check_id
-from leasegate.actors.lists import ListPage
-from leasegate.actors.pages import Paged, paged
+from leasegate.actors.pages import ListPage, Paged, paged
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.queue.submissions import Submit

@@ -15,7 +15,7 @@ from typing import Any
 
 from leasegate.actors.jobs.channel import JobChannel
 from leasegate.actors.jobs.facade import Jobs
-from leasegate.actors.runtime.outbox import Outbox
+from leasegate.actors.runtime.background import Outbox
 from leasegate.actors.runtime.periodic import JobRecord
 from leasegate.actors.schedules.records import FireDone, TriggerSchedule, submit_of
 from leasegate.actors.schedules.ref import SchedulesRef

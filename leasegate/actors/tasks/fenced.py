@@ -24,9 +24,15 @@ from leasegate.actors.checks import (
     stored_text,
 )
 from leasegate.actors.payloads import canonical_json, fingerprint
-from leasegate.actors.queue.errors import check_report, detail_digest
 from leasegate.actors.queue.leases import check_site, new_work
-from leasegate.actors.queue.reports import Finish, Verdicts, judge_results, record_results
+from leasegate.actors.queue.reports import (
+    Finish,
+    Verdicts,
+    check_report,
+    detail_digest,
+    judge_results,
+    record_results,
+)
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import answer_of_one, checked_once_each

@@ -15,8 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from leasegate.actors.checks import check_flag, check_int
-from leasegate.actors.lists import ListPage
-from leasegate.actors.pages import MAX_LIMIT, Page, Paged
+from leasegate.actors.pages import MAX_LIMIT, ListPage, Page, Paged
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queue.leasing import SeenOnQueries
 from leasegate.actors.runtime.mailbox import Ask
