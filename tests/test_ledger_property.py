@@ -65,10 +65,10 @@ from leasegate.actors.queries.results import QueryOutcome, QueryResult
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.system import System, new_system
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.control import ControlTask, ReclaimAction, ReclaimTask
 from leasegate.actors.tasks.fenced import StartTask, TaskOutcome, TaskResult
 from leasegate.actors.tasks.lease import LeaseTasks
-from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.clock import Clock
 from leasegate.errors import LeasegateError

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Final
 
-from leasegate.actors.devices.ref import Devices
+from leasegate.actors.devices import Devices
 from leasegate.actors.devices.views import DeviceState
 from leasegate.actors.runtime.background import Outbox
 from leasegate.actors.runtime.handlers import Handlers

@@ -27,8 +27,8 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import trio
 
 from leasegate.actors.channels import JobQueue
+from leasegate.actors.ledger import LedgerRef
 from leasegate.actors.ledger.holds import HoldsOf, PlaceHold, PlaceHolds, ReleaseHold
-from leasegate.actors.ledger.ref import LedgerRef
 from leasegate.actors.ledger.views import HoldPlaced, HoldView
 from leasegate.actors.pages import Paged
 from leasegate.actors.queue.history import History

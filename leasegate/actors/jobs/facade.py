@@ -10,16 +10,16 @@ from __future__ import annotations
 from leasegate.actors.jobs.channel import JobChannel
 from leasegate.actors.jobs.operator import OperatorActions
 from leasegate.actors.jobs.sites import Sites
-from leasegate.actors.ledger.ref import LedgerRef
+from leasegate.actors.ledger import LedgerRef
+from leasegate.actors.queries import Queries, QueriesRef
 from leasegate.actors.queries.operator import FindRetryableQueries, RetryQueries, RetryQuery
 from leasegate.actors.queries.reads import GetQuery
-from leasegate.actors.queries.ref import Queries, QueriesRef
 from leasegate.actors.queries.submit import SubmitQueries
 from leasegate.actors.queries.turn import QUERY_KIND
 from leasegate.actors.queries.views import QuerySubmitted, QueryView
+from leasegate.actors.tasks import Tasks, TasksRef
 from leasegate.actors.tasks.operator import FindRetryableTasks, RetryTask, RetryTasks
 from leasegate.actors.tasks.reads import GetTask
-from leasegate.actors.tasks.ref import Tasks, TasksRef
 from leasegate.actors.tasks.submit import SubmitTasks
 from leasegate.actors.tasks.turn import TASK_KIND
 from leasegate.actors.tasks.views import TaskSubmitted, TaskView

@@ -22,6 +22,7 @@ from leasegate.actors.queue.retry import FindRetryable, Redrive, RetryCandidate,
 from leasegate.actors.queue.sites import check_reason
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.runtime.mailbox import Ask, Ref
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.control import (
     FindStaleTasks,
     ReclaimAction,
@@ -29,7 +30,6 @@ from leasegate.actors.tasks.control import (
     ReclaimTasks,
     StaleReclaimed,
 )
-from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.views import Billing
 from leasegate.errors import LeasegateError
 

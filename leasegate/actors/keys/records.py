@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from leasegate.actors.checks import check_choice, check_id, check_ids, check_tenant, check_text
-from leasegate.actors.keys.ref import Keys
+from leasegate.actors.keys import Keys
 from leasegate.actors.keys.turn import KEYS, KeysTurn
 from leasegate.actors.keys.views import (
     CreatedKey,

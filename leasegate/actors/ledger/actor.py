@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from leasegate.actors.channels import Channel, RecordSettled
-from leasegate.actors.ledger import accounts, audit, holds, recovery
-from leasegate.actors.ledger.ref import Ledger
+from leasegate.actors.ledger import Ledger, accounts, audit, holds, recovery
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
 from leasegate.actors.runtime.actor import Actor
 from leasegate.actors.runtime.inbox import Inbox

@@ -27,7 +27,7 @@ from leasegate.actors.checks import (
     check_int,
     check_tenant,
 )
-from leasegate.actors.ledger.ref import Ledger
+from leasegate.actors.ledger import Ledger
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
 from leasegate.actors.ledger.views import HoldPlaced, HoldView, hold_view
 from leasegate.actors.pages import Page, Paged, check_page, paged

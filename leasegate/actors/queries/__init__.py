@@ -16,10 +16,24 @@ wait runs out, not on a coarse tick and not on the next lease call. A query wait
 for its retry is ``queued`` with ``next_attempt_at`` set; no lease takes it until
 the timer clears that column (and wakes the waiting leases).
 
-Its files, as every actor's: ``ref.py`` (its tag), ``views.py`` (its replies),
+Its files, as every actor's: its tag (in the package itself), ``views.py`` (its replies),
 ``turn.py`` (its turn context, table and handler registry), its messages each
 followed by its handler (``submit.py``, ``reads.py``, ``lease.py``,
 ``results.py``), the backoff (``retries.py``), its timers and periodic jobs (``deadlines.py``), and
 ``actor.py`` (how it is opened). What it shares with the task actor is in
 ``leasegate.actors.queue``.
 """
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+from leasegate.actors.channels import JobQueue
+from leasegate.actors.runtime.mailbox import Ref
+
+
+class Queries(JobQueue):
+    """Tags the query actor's messages (``Ask[Queries, ...]``) and refs."""
+
+
+QueriesRef: TypeAlias = Ref[Queries]

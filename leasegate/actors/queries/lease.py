@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from leasegate.actors.checks import check_id
-from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries import Queries
 from leasegate.actors.queries.results import QueryResult, result, result_all
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryLease, QueryView, query_lease

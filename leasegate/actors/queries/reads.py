@@ -8,7 +8,7 @@ from typing import Literal
 
 from leasegate.actors.checks import check_choice, check_int
 from leasegate.actors.pages import MAX_LIMIT, JobPage, ListPage, Paged, paged
-from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryCounts, QuerySite, QueryView, query_view
 from leasegate.actors.queue.reads import GetJob, serve_reads

@@ -30,7 +30,7 @@ from leasegate.actors.checks import (
     stored_text,
 )
 from leasegate.actors.payloads import canonical_json, fingerprint
-from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryView
 from leasegate.actors.queue.leases import check_site

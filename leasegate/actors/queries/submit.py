@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from leasegate.actors.checks import check_int
 from leasegate.actors.payloads import fingerprint
-from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QuerySubmitted
 from leasegate.actors.queue.submissions import NewJob, Submit, submit_all, submit_one

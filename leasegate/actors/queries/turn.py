@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries import Queries
 from leasegate.actors.queries.views import QueryView, query_view
 from leasegate.actors.queue.leasing import TELL_PRESENCE_EVERY, PresenceTeller
 from leasegate.actors.queue.turn import JobKind, QueueTurn

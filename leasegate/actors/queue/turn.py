@@ -20,7 +20,7 @@ from leasegate.storage.engine import Row
 from leasegate.storage.jobs_sql import JobTable
 
 if TYPE_CHECKING:
-    from leasegate.actors.ledger.ref import LedgerRef
+    from leasegate.actors.ledger import LedgerRef
     from leasegate.actors.queue.event_hub import EventHub
 
 V = TypeVar("V")

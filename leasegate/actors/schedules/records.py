@@ -13,8 +13,7 @@ from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.queue.submissions import Submit
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.schedules import cron
-from leasegate.actors.schedules.ref import Schedules
+from leasegate.actors.schedules import Schedules, cron
 from leasegate.actors.schedules.turn import (
     SCHEDULES,
     CatchUp,

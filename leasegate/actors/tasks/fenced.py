@@ -36,7 +36,7 @@ from leasegate.actors.queue.reports import (
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import answer_of_one, checked_once_each
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import Renewed, Started, TaskView
 from leasegate.actors.views import JSONObject, JSONValue

@@ -25,9 +25,8 @@ from leasegate.actors.queue.leasing import (
     waiting_for_work,
 )
 from leasegate.actors.runtime.waiters import NotYet
-from leasegate.actors.tasks import presence
+from leasegate.actors.tasks import Tasks, presence
 from leasegate.actors.tasks.fenced import TaskResult, result, result_all
-from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
 from leasegate.actors.tasks.views import TaskLease, TaskView, task_lease
 from leasegate.logs import escape

@@ -19,7 +19,7 @@ from leasegate.actors.pages import MAX_LIMIT, ListPage, Page, Paged
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queue.leasing import SeenOnQueries
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import (
     BlockedLane,

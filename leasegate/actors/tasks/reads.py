@@ -11,7 +11,7 @@ from leasegate.actors.pages import JobPage
 from leasegate.actors.queue.reads import GetJob, serve_reads
 from leasegate.actors.queue.search import SearchJobs, run_search
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import TaskView, task_view
 from leasegate.storage import tasks_sql as sql

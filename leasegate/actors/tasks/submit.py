@@ -16,7 +16,7 @@ from leasegate.actors.payloads import fingerprint
 from leasegate.actors.queue.submissions import NewJob, Submit, submit_all, submit_one
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.turn import checked
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import TaskSubmitted
 from leasegate.storage import tasks_sql as sql

@@ -10,7 +10,7 @@ from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queue.turn import JobKind, QueueTurn
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.periodic import JobRecord
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.views import TaskView, task_view
 from leasegate.errors import TaskNotFound
 from leasegate.settings import Settings
@@ -20,7 +20,7 @@ from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.engine import Row
 
 if TYPE_CHECKING:
-    from leasegate.actors.ledger.ref import LedgerRef
+    from leasegate.actors.ledger import LedgerRef
     from leasegate.actors.queue.event_hub import EventHub
 
 SETTLED: Final = (*sql.TERMINAL, "stale", "paused")

@@ -9,3 +9,16 @@ events to them (Standard Webhooks).
 The deliveries themselves are written by the task and query actors, in the
 transaction of the transition (``storage/webhooks_sql.write_outbox``).
 """
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+from leasegate.actors.runtime.mailbox import Ref
+
+
+class Webhooks:
+    """Tags the webhooks actor's messages (``Ask[Webhooks, ...]``) and refs."""
+
+
+WebhooksRef: TypeAlias = Ref[Webhooks]

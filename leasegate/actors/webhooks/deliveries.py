@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from leasegate.actors.checks import check_flag, check_id, check_int, check_number, check_text
 from leasegate.actors.runtime.mailbox import Ask
+from leasegate.actors.webhooks import Webhooks
 from leasegate.actors.webhooks.endpoints import OfEndpoint, endpoint
 from leasegate.actors.webhooks.events import DISABLE_AFTER, retry_delay
-from leasegate.actors.webhooks.ref import Webhooks
 from leasegate.actors.webhooks.turn import WEBHOOKS, WebhookTurn
 from leasegate.actors.webhooks.views import Claimed, DeliveryView, delivery_view, due
 from leasegate.clock import iso
