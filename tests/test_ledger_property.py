@@ -56,7 +56,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from leasegate.actors.jobs.facade import Jobs
+from leasegate.actors.jobs import Jobs
 from leasegate.actors.ledger.accounts import Credit
 from leasegate.actors.ledger.audit import audit
 from leasegate.actors.ledger.holds import PlaceHold, ReleaseHold, charge_for

@@ -38,7 +38,7 @@ import trio
 
 from leasegate.actors.devices import Devices, DevicesRef
 from leasegate.actors.devices.actor import open_devices
-from leasegate.actors.jobs.facade import Jobs
+from leasegate.actors.jobs import Jobs
 from leasegate.actors.keys import KeysRef
 from leasegate.actors.keys.actor import open_keys
 from leasegate.actors.keys.turn import Revoked
@@ -68,7 +68,7 @@ from leasegate.actors.tasks.artifacts import Upload
 from leasegate.actors.tasks.reads import ExistingTasks
 from leasegate.actors.webhooks import WebhooksRef
 from leasegate.actors.webhooks.actor import open_webhooks
-from leasegate.actors.webhooks.bell import Bell
+from leasegate.actors.webhooks.deliveries import Bell
 from leasegate.clock import Clock
 from leasegate.errors import StateConflict, Unavailable
 from leasegate.logs import Throttled

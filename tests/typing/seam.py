@@ -10,7 +10,7 @@ registered for is checked at import instead (``Handlers.on``; ``test_runtime``).
 
 from __future__ import annotations
 
-from leasegate.actors.jobs.facade import Jobs
+from leasegate.actors.jobs import Jobs
 from leasegate.actors.ledger import LedgerRef
 from leasegate.actors.ledger.holds import PlaceHold
 from leasegate.actors.queries import QueriesRef

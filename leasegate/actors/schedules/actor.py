@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from leasegate.actors.jobs.facade import Jobs
+from leasegate.actors.jobs import Jobs
 from leasegate.actors.runtime.actor import Actor
 from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.schedules import Schedules, records, timer

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from leasegate.actors.jobs import Jobs
 from leasegate.actors.jobs.channel import JobChannel
-from leasegate.actors.jobs.facade import Jobs
 from leasegate.actors.runtime.background import Outbox
 from leasegate.actors.runtime.periodic import JobRecord
 from leasegate.actors.schedules import SchedulesRef
