@@ -13,9 +13,8 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.runtime.actor import Actor
+from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.runtime.handlers import Handlers, Waiting
-from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import Turn
 from leasegate.actors.runtime.waiters import NOT_YET, NotYet

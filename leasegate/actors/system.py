@@ -52,9 +52,8 @@ from leasegate.actors.queries.actor import open_queries
 from leasegate.actors.queue.elsewhere import Elsewhere
 from leasegate.actors.queue.event_hub import EventHub
 from leasegate.actors.queue.history import JobEvent, committed_after
-from leasegate.actors.runtime.actor import Actor, ActorStatistics
+from leasegate.actors.runtime.actor import Actor, ActorStatistics, Inbox
 from leasegate.actors.runtime.background import BackgroundJob
-from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.periodic import (
     JobRecord,
     JobStatistics,

@@ -34,7 +34,7 @@ from leasegate.errors import Forbidden, RateLimited, Unauthorized
 from leasegate.http.console.sessions import COOKIE, Sessions
 from leasegate.http.context import header as gateway_header
 from leasegate.http.limits import RateLimiter, address_key
-from leasegate.keyformat import secret_matches, split_key
+from leasegate.ids import secret_matches, split_key
 
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -1,6 +1,6 @@
 """The keys actor: API keys and the principals they stand for.
 
-Secrets are never stored; only their SHA-256 (``leasegate.keyformat``). A
+Secrets are never stored; only their SHA-256 (``leasegate.ids``). A
 presented key is found by its public ``key_id`` and its secret compared in
 constant time by the HTTP layer.
 

@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from leasegate.actors.channels import Channel, RecordSettled
 from leasegate.actors.ledger import Ledger, accounts, audit, holds, recovery
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.runtime.turn import Receiver
 from leasegate.clock import Clock
 from leasegate.settings import Settings

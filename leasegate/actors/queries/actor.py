@@ -7,8 +7,7 @@ from leasegate.actors.queries import Queries, deadlines, lease, operator, reads,
 from leasegate.actors.queries.turn import QUERIES, QUERY_KIND, QueryTurn
 from leasegate.actors.queue.event_hub import EventHub
 from leasegate.actors.queue.leasing import TELL_PRESENCE_EVERY, PresenceTeller, SeenOnQueries
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.runtime.turn import Receiver
 from leasegate.clock import Clock
 from leasegate.settings import Settings

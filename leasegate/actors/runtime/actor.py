@@ -43,12 +43,11 @@ import trio
 
 from leasegate.actors.runtime.applied import Served, TurnBatch, polled, run_job
 from leasegate.actors.runtime.handlers import Handlers
-from leasegate.actors.runtime.inbox import Inbox
-from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Tell
+from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Ref, Tell
 from leasegate.actors.runtime.periodic import JobRecord, JobStatistics, PeriodicJob
 from leasegate.actors.runtime.turn import Turn
 from leasegate.actors.runtime.unsynced import SyncReturned, UnsyncedTurns
-from leasegate.actors.runtime.waiters import NOT_YET, NOT_YET_OUTCOME, Wait, WakesOnly
+from leasegate.actors.runtime.waiters import NOT_YET, NOT_YET_OUTCOME, Wait, Waiters, WakesOnly
 from leasegate.clock import Clock
 from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.logs import Throttled
@@ -477,3 +476,26 @@ class Actor(Generic[A, C]):
 
 class _Nudge(Tell[Any]):
     """Internal no-op message: makes the actor take a turn now."""
+
+
+MAILBOX_SIZE: Final = 4096
+
+
+class Inbox(Generic[A]):
+    """The bounded queue of envelopes of the actor tagged ``A``, its waiters,
+    and the :class:`Ref` that reaches it.
+
+    Opened before the actor, so that others can hold its ref first: the system opens
+    every actor's inbox, hands the refs to whoever tells or asks that actor, and only
+    then constructs the actors (no wiring after construction)::
+
+        tasks = Inbox(Tasks)
+        ledger = open_ledger(Inbox(Ledger), ..., queues={"task": tasks.ref, ...})
+        task_actor = open_tasks(tasks, ..., ledger=ledger.ref)
+    """
+
+    def __init__(self, tag: type[A], size: int = MAILBOX_SIZE) -> None:
+        self.tag = tag
+        self.send, self.receive = trio.open_memory_channel[Envelope[Any]](size)
+        self.waiters = Waiters()
+        self.ref: Ref[A] = Ref(self.send, self.waiters.leave)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from leasegate.actors.jobs import Jobs
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.schedules import Schedules, records, timer
 from leasegate.actors.schedules.submitter import Submitter
 from leasegate.actors.schedules.turn import SCHEDULES, ScheduleTurn

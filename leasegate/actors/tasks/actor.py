@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from leasegate.actors.ledger import LedgerRef
 from leasegate.actors.queue.event_hub import EventHub
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.tasks import (
     Tasks,
     artifacts,

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.webhooks import Webhooks, deliveries, endpoints
 from leasegate.actors.webhooks.turn import WEBHOOKS, WebhookTurn
 from leasegate.clock import Clock
