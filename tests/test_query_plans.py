@@ -331,7 +331,7 @@ def transition(conn: sqlite3.Connection, rnd: random.Random, now: float) -> None
         tasks_sql.make_stale(conn, task_id, token, "lapsed", now)
     elif status == "running":
         tasks_sql.finish_many(conn, [tasks_sql.TaskFinish(
-            task_id=task_id, from_status="running", lease_token=token,
+            job_id=task_id, from_status="running", lease_token=token,
             status=rnd.choice(["succeeded", "paused"]), result=None, error_code=None,
             error_message=None, cost=None, progress=None, outcome_digest="d",
             late_result=0, error_type=None, error_traceback=None)], now)

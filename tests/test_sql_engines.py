@@ -79,7 +79,7 @@ def test_a_task_goes_from_submit_to_result_through_its_lane(conn: Connection) ->
         assert tasks_sql.renew(conn, "t2", "w1", "tok", NOW + 200, '{"p": 1}', NOW + 2)
         assert not tasks_sql.renew(conn, "t2", "w1", "wrong", NOW + 200, None, NOW + 2)
         [done] = tasks_sql.finish_many(conn, [tasks_sql.TaskFinish(
-            task_id="t2", from_status="running", lease_token="tok", status="succeeded",
+            job_id="t2", from_status="running", lease_token="tok", status="succeeded",
             result='{"ok": true}', error_code=None, error_message=None, cost=7,
             progress=None, outcome_digest="d", late_result=0, error_type=None,
             error_traceback=None)], NOW + 3)
@@ -200,7 +200,7 @@ def test_queries_are_leased_oldest_first_by_site(conn: Connection) -> None:
         assert queries_sql.give_back(conn, "q0", "tok", NOW)
         assert queries_sql.take_leases(conn, [("q1", "tok")], "w", "r", NOW + 60, NOW) != []
         [done] = queries_sql.finish_many(conn, [queries_sql.QueryFinish(
-            query_id="q1", lease_token="tok", status="succeeded", result="{}",
+            job_id="q1", lease_token="tok", status="succeeded", result="{}",
             error_code=None, error_message=None, cost=3, outcome_digest="d",
             error_type=None, error_traceback=None, next_attempt_at=None, errors=None,
             refund=0)], NOW + 1)

@@ -9,7 +9,8 @@ past theirs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row
@@ -77,3 +78,24 @@ class JobTable:
         """Forget tombstones laid at or before ``cutoff``: their ids are free again."""
         cur = conn.execute(self._forget, (cutoff, limit))
         return cur.rowcount
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A worker's outcome as its job's row takes it (each channel's ``finish_many``):
+    what both channels write; each adds its own columns."""
+
+    job_id: str
+    lease_token: str
+    status: str
+    result: str | None
+    error_code: int | None
+    error_message: str | None
+    cost: int | None
+    outcome_digest: str
+    error_type: str | None
+    error_traceback: str | None
+
+    def values(self, columns: Iterable[str]) -> tuple[Any, ...]:
+        """The job's id, then the value of each of ``columns``: a row of ``VALUES``."""
+        return (self.job_id, *(getattr(self, column) for column in columns))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from leasegate.storage.engine import Connection, Row, respelled, skip_locked
-from leasegate.storage.jobs_sql import JobTable
+from leasegate.storage.jobs_sql import JobTable, Outcome
 from leasegate.storage.keyset import merged, ordered
 from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
 
@@ -92,22 +92,11 @@ def give_back(conn: Connection, query_id: str, token: str, now: float) -> bool:
 
 
 @dataclass(frozen=True)
-class QueryFinish:
-    """A worker's outcome as its query's row takes it (:func:`finish_many`): the query
-    leaves ``leased`` only under ``lease_token``. Status ``queued`` is a retry (waiting
-    until ``next_attempt_at``, not finished; ``refund``: attempts given back, 1 for a
-    snooze)."""
+class QueryFinish(Outcome):
+    """A query's outcome (:func:`finish_many`): the query leaves ``leased`` only under
+    ``lease_token``. Status ``queued`` is a retry (waiting until ``next_attempt_at``,
+    not finished; ``refund``: attempts given back, 1 for a snooze)."""
 
-    query_id: str
-    lease_token: str
-    status: str
-    result: str | None
-    error_code: int | None
-    error_message: str | None
-    cost: int | None
-    outcome_digest: str
-    error_type: str | None
-    error_traceback: str | None
     next_attempt_at: float | None
     errors: str | None
     refund: int
@@ -124,8 +113,8 @@ FINISH: Final = {"lease_token": "TEXT", "status": "TEXT", "result": "TEXT",
 def finish_many(conn: Connection, finishes: Sequence[QueryFinish], now: float) -> list[Row]:
     """leased → an outcome for each query, in one UPDATE; a query whose lease is not
     that token is left as it was. The rows, as they are now (in no order)."""
-    values = [(f.query_id, *(getattr(f, column) for column in FINISH)) for f in finishes]
-    return update_rows(conn, "queries", "query_id", FINISH, values, (
+    return update_rows(conn, "queries", "query_id", FINISH,
+                       [finish.values(FINISH) for finish in finishes], (
         "status = v.status, lease_expires_at = NULL, result = v.result, "
         "error_code = v.error_code, error_message = v.error_message, cost = v.cost, "
         "outcome_digest = v.outcome_digest, error_type = v.error_type, "

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from leasegate.storage import lanes_sql
 from leasegate.storage.engine import Connection, Row, respelled, skip_locked
-from leasegate.storage.jobs_sql import JobTable
+from leasegate.storage.jobs_sql import JobTable, Outcome
 from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
 
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
@@ -172,23 +172,13 @@ def back_to_queue(conn: Connection, task_id: str, from_status: str, token: str,
 
 
 @dataclass(frozen=True)
-class TaskFinish:
-    """A worker's outcome as its task's row takes it (:func:`finish_many`): the task
-    leaves ``from_status`` only under ``lease_token``."""
+class TaskFinish(Outcome):
+    """A task's outcome (:func:`finish_many`): the task leaves ``from_status`` only
+    under ``lease_token``; ``late_result`` 1 for a stale task's report."""
 
-    task_id: str
     from_status: str
-    lease_token: str
-    status: str
-    result: str | None
-    error_code: int | None
-    error_message: str | None
-    cost: int | None
     progress: str | None
-    outcome_digest: str
     late_result: int
-    error_type: str | None
-    error_traceback: str | None
 
 
 FINISH: Final = {"from_status": "TEXT", "lease_token": "TEXT", "status": "TEXT",
@@ -206,8 +196,8 @@ def finish_many(conn: Connection, finishes: Sequence[TaskFinish], now: float) ->
     The lease owner and token stay on the row so an identical retry is
     recognised; ``paused`` leaves the task unfinished (no ``completed_at``).
     """
-    values = [(f.task_id, *(getattr(f, column) for column in FINISH)) for f in finishes]
-    return update_rows(conn, "tasks", "task_id", FINISH, values, (
+    return update_rows(conn, "tasks", "task_id", FINISH,
+                       [finish.values(FINISH) for finish in finishes], (
         "status = v.status, claim_expires_at = NULL, lease_expires_at = NULL, "
         "result = v.result, error_code = v.error_code, error_message = v.error_message, "
         "cost = v.cost, progress = coalesce(v.progress, tasks.progress), "

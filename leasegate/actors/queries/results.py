@@ -33,15 +33,8 @@ from leasegate.actors.payloads import canonical_json, fingerprint
 from leasegate.actors.queries import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryView
+from leasegate.actors.queue import reports
 from leasegate.actors.queue.leases import check_site
-from leasegate.actors.queue.reports import (
-    Finish,
-    Verdicts,
-    check_report,
-    detail_digest,
-    judge_results,
-    record_results,
-)
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import answer_of_one, checked_once_each
@@ -83,7 +76,7 @@ class QueryResult(Ask[Queries, QueryView]):
         check_id("worker_id", self.worker_id)
         check_text("lease_token", self.lease_token, most=MAX_TOKEN, empty=False)
         check_choice("outcome", self.outcome, QueryOutcome)
-        keep_text(self, "result_text", check_report(
+        keep_text(self, "result_text", reports.check_report(
             self.result, self.error_code, self.error_message, self.error_type,
             self.error_traceback, self.cost))
         check_ids("sites", self.sites)
@@ -115,16 +108,16 @@ def _results(turn: QueryTurn, items: Sequence[QueryResult],
     """Each result judged against its query's row (all read at once), the accepted ones
     written in one UPDATE and their history in one insert (see ``queue.reports``); a
     refusal is its item's answer (it wrote nothing)."""
-    verdicts: Verdicts[QueryResult, sql.QueryFinish, QueryView] = judge_results(
+    verdicts: reports.Verdicts[QueryResult, sql.QueryFinish, QueryView] = reports.judge_results(
         turn, items, [m.query_id for m in items], _judge)
     if verdicts.accepted:
         finished = sql.finish_many(turn.conn, verdicts.finishes(), turn.now)
-        if record_results(turn, verdicts, finished) is None:
+        if reports.record_results(turn, verdicts, finished) is None:
             raise _not_held(verdicts.accepted[0].message)
     return verdicts.in_order()
 
 
-def _judge(turn: QueryTurn, m: QueryResult, row: Row) -> Row | Finish[sql.QueryFinish]:
+def _judge(turn: QueryTurn, m: QueryResult, row: Row) -> Row | reports.Finish[sql.QueryFinish]:
     """The query's row if ``m`` is a retry of its accepted result, else what the result
     writes; a result the query does not take is refused (6006)."""
     check_site(row["site"], m.sites)
@@ -132,7 +125,7 @@ def _judge(turn: QueryTurn, m: QueryResult, row: Row) -> Row | Finish[sql.QueryF
     # a failure's retryable and a snooze only when given: a retry of a result stored
     # without them still matches its digest
     digest = fingerprint(m.outcome, given, m.error_code, m.error_message, m.cost,
-                         *detail_digest(m.error_type, m.error_traceback),
+                         *reports.detail_digest(m.error_type, m.error_traceback),
                          *(() if m.retryable else ("permanent",)),
                          *(() if m.snooze_seconds is None else (m.snooze_seconds,)))
     ours = row["lease_owner"] == m.worker_id and row["lease_token"] == m.lease_token
@@ -150,12 +143,12 @@ def _judge(turn: QueryTurn, m: QueryResult, row: Row) -> Row | Finish[sql.QueryF
     if m.outcome == "snoozed":  # not an attempt: the lease's is given back
         wake = turn.now + (m.snooze_seconds or 0)
         detail["next_attempt_at"] = iso(wake)
-        return Finish(_finish(m, "queued", digest, next_attempt_at=wake,
-                              errors=row["errors"], refund=1), detail)
+        return reports.Finish(_finish(m, "queued", digest, next_attempt_at=wake,
+                                      errors=row["errors"], refund=1), detail)
     if m.outcome == "succeeded":
         stored = given if given is not None else canonical_json({})
-        return Finish(_finish(m, "succeeded", digest, result=stored, cost=m.cost,
-                              errors=row["errors"]), detail)
+        return reports.Finish(_finish(m, "succeeded", digest, result=stored, cost=m.cost,
+                                      errors=row["errors"]), detail)
     code, message = m.error_code, m.error_message or "the worker gave no reason"
     attempt = row["attempts"]
     errors = with_error(row["errors"], AttemptError(
@@ -166,13 +159,14 @@ def _judge(turn: QueryTurn, m: QueryResult, row: Row) -> Row | Finish[sql.QueryF
         log.info("query failed, retried later: query_id=%s kind=%s attempt=%s code=%s "
                  "message=%s", escape(m.query_id), escape(row["kind"]), attempt, code,
                  escape(message))
-        return Finish(_finish(m, "queued", digest, next_attempt_at=wake, errors=errors),
-                      detail)
+        return reports.Finish(
+            _finish(m, "queued", digest, next_attempt_at=wake, errors=errors), detail)
     log.warning("query failed: query_id=%s kind=%s attempt=%s code=%s message=%s",
                 escape(m.query_id), escape(row["kind"]), attempt, code, escape(message))
-    return Finish(_finish(m, "failed", digest, result=given, error_code=code,
-                          error_message=message, cost=m.cost, error_type=m.error_type,
-                          error_traceback=m.error_traceback, errors=errors), detail)
+    return reports.Finish(_finish(m, "failed", digest, result=given, error_code=code,
+                                  error_message=message, cost=m.cost,
+                                  error_type=m.error_type,
+                                  error_traceback=m.error_traceback, errors=errors), detail)
 
 
 def _finish(m: QueryResult, status: str, digest: str, *, result: str | None = None,
@@ -182,7 +176,7 @@ def _finish(m: QueryResult, status: str, digest: str, *, result: str | None = No
             errors: str | None, refund: int = 0) -> sql.QueryFinish:
     """What ``m`` writes to its query's row: its outcome's fields (None: cleared)."""
     return sql.QueryFinish(
-        query_id=m.query_id, lease_token=m.lease_token, status=status, result=result,
+        job_id=m.query_id, lease_token=m.lease_token, status=status, result=result,
         error_code=error_code, error_message=error_message, cost=cost,
         outcome_digest=digest, error_type=error_type, error_traceback=error_traceback,
         next_attempt_at=next_attempt_at, errors=errors, refund=refund)

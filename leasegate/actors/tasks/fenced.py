@@ -298,14 +298,14 @@ def _judge(turn: TaskTurn, m: TaskResult, row: Row) -> Row | Finish[sql.TaskFini
     # A batch task paused at a checkpoint while its client asked to cancel: canceled.
     to = "canceled" if m.outcome == "paused" and row["cancel_requested"] else m.outcome
     kept = m.outcome != "succeeded"  # an error's type and traceback, or none left over
-    return Finish(sql.TaskFinish(
-        task_id=m.task_id, from_status=status, lease_token=m.lease_token, status=to,
+    write = sql.TaskFinish(
+        job_id=m.task_id, from_status=status, lease_token=m.lease_token, status=to,
         result=result, error_code=code, error_message=message, cost=m.cost,
         progress=progress, outcome_digest=digest, late_result=int(late),
         error_type=m.error_type if kept else None,
-        error_traceback=m.error_traceback if kept else None),
-                  {"outcome": m.outcome, "late": late, "worker_id": m.worker_id,
-                   "cost": m.cost})
+        error_traceback=m.error_traceback if kept else None)
+    return Finish(write, {"outcome": m.outcome, "late": late, "worker_id": m.worker_id,
+                          "cost": m.cost})
 
 
 def _done(turn: TaskTurn, m: TaskResult, before: Row, after: Row) -> None:
