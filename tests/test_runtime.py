@@ -329,7 +329,7 @@ async def test_callers_gone_early_leave_no_timers_behind(
 
 async def test_a_parked_waiter_holds_little_memory(toy: ToyActor) -> None:
     """What the mailbox and the actor keep per parked long-poll: the envelope, the
-    reply slot, the parking entries, the waiting coroutine (no channel and no
+    reply slot, the waiters' entries, the waiting coroutine (no channel and no
     cancel scope each)."""
     n = 200
 
@@ -355,7 +355,7 @@ async def test_a_parked_waiter_holds_little_memory(toy: ToyActor) -> None:
     ours = [tracemalloc.Filter(True, "*/leasegate/actors/*", all_frames=True)]
     grown = sum(stat.size_diff for stat in after.filter_traces(ours).compare_to(
         before.filter_traces(ours), "filename"))
-    # ~1.4 KiB today (here each waiter has a parking queue of its own); a memory
+    # ~1.4 KiB today (here each waiter has a queue of its own); a memory
     # channel and a cancel scope per waiter, as before, made it ~3.9 KiB.
     assert grown / n < 2000
 

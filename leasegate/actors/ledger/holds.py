@@ -53,7 +53,7 @@ def check_tenant_account(name: str, value: object) -> None:
 @dataclass(frozen=True)
 class JobHold(Ask[Ledger, HoldPlaced]):
     """A job's hold as the messages that place one name it: the job's channel and id,
-    the tenant's account and the amount (``PlaceHold``, ``rehold.HoldAgain``)."""
+    the tenant's account and the amount (``PlaceHold``, ``HoldAgain``)."""
 
     channel: Channel
     job_id: str
