@@ -1,7 +1,7 @@
 """``leasegate serve``: the actors and hypercorn side by side in one nursery.
 
 Shutdown on SIGINT/SIGTERM works in this order: tell the actors to drain
-(parked long-polls answer with an empty list) and answer every request that
+(waiting long-polls answer with an empty list) and answer every request that
 arrives with 503 (5030, ``Retry-After``, ``Connection: close``) for
 ``drain_seconds``, still accepting connections, so that no client meets a
 refused or dropped connection while it may still be answered; then stop

@@ -36,39 +36,38 @@ from typing import Any
 
 import trio
 
+from leasegate.actors.devices import Devices, DevicesRef
 from leasegate.actors.devices.actor import open_devices
-from leasegate.actors.devices.ref import Devices, DevicesRef
-from leasegate.actors.jobs.facade import Jobs
+from leasegate.actors.jobs import Jobs
+from leasegate.actors.keys import KeysRef
 from leasegate.actors.keys.actor import open_keys
-from leasegate.actors.keys.ref import KeysRef
 from leasegate.actors.keys.turn import Revoked
 from leasegate.actors.keys.watch import RevocationWatch
+from leasegate.actors.ledger import Ledger, LedgerRef
 from leasegate.actors.ledger.actor import open_ledger
 from leasegate.actors.ledger.audit import LedgerUnbalanced, audit
-from leasegate.actors.ledger.ref import Ledger, LedgerRef
 from leasegate.actors.ledger.views import AuditReport
+from leasegate.actors.queries import Queries, QueriesRef
 from leasegate.actors.queries.actor import open_queries
-from leasegate.actors.queries.ref import Queries, QueriesRef
 from leasegate.actors.queue.elsewhere import Elsewhere
 from leasegate.actors.queue.event_hub import EventHub
 from leasegate.actors.queue.history import JobEvent, committed_after
-from leasegate.actors.runtime.actor import Actor, ActorStatistics
+from leasegate.actors.runtime.actor import Actor, ActorStatistics, Inbox
 from leasegate.actors.runtime.background import BackgroundJob
-from leasegate.actors.runtime.inbox import Inbox
 from leasegate.actors.runtime.periodic import (
     JobRecord,
     JobStatistics,
     serve_guarded,
 )
+from leasegate.actors.schedules import SchedulesRef
 from leasegate.actors.schedules.actor import open_schedules
-from leasegate.actors.schedules.ref import SchedulesRef
+from leasegate.actors.tasks import Tasks, TasksRef
 from leasegate.actors.tasks.actor import open_tasks
 from leasegate.actors.tasks.artifacts import Upload
 from leasegate.actors.tasks.reads import ExistingTasks
-from leasegate.actors.tasks.ref import Tasks, TasksRef
+from leasegate.actors.webhooks import WebhooksRef
 from leasegate.actors.webhooks.actor import open_webhooks
-from leasegate.actors.webhooks.bell import Bell
-from leasegate.actors.webhooks.ref import WebhooksRef
+from leasegate.actors.webhooks.deliveries import Bell
 from leasegate.clock import Clock
 from leasegate.errors import StateConflict, Unavailable
 from leasegate.logs import Throttled

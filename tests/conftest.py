@@ -202,8 +202,8 @@ async def ask(actor: Actor[A, Any], message: Ask[A, Any]) -> Any:
 
 async def parked(actor: Any, message: Any, *, deadline: float,
                  give_back: Callable[[Any], Any], on_timeout: object) -> Any:
-    """``ask_parked``, with the reply as the API renders it."""
-    reply = await actor.ref.ask_parked(message, deadline=deadline, give_back=give_back,
+    """``ask_until``, with the reply as the API renders it."""
+    reply = await actor.ref.ask_until(message, deadline=deadline, give_back=give_back,
                                        on_timeout=on_timeout)
     return to_json(reply)
 

@@ -19,7 +19,7 @@ from leasegate.actors.devices import actor as devices_actor
 from leasegate.actors.devices import sightings
 from leasegate.actors.keys import actor as keys_actor
 from leasegate.actors.keys import records as key_messages
-from leasegate.actors.ledger import accounts, audit, holds, rehold
+from leasegate.actors.ledger import accounts, audit, holds
 from leasegate.actors.ledger import actor as ledger_actor
 from leasegate.actors.pages import Page
 from leasegate.actors.queries import actor as queries_actor
@@ -152,8 +152,8 @@ VALID: dict[type[Any], Any] = {
     query_operator.ApplySiteControls: query_operator.ApplySiteControls((
         SiteControl("shop", True, 2.0, "why", "ops (k1)", 1.0),)),
     query_operator.QueriesQueuedAt: query_operator.QueriesQueuedAt(("shop",)),
-    rehold.HoldAgain: rehold.HoldAgain("task", "t1", "ten", 5),
-    rehold.HoldsAgain: rehold.HoldsAgain((rehold.HoldAgain("query", "q3", "ten", 5),)),
+    holds.HoldAgain: holds.HoldAgain("task", "t1", "ten", 5),
+    holds.HoldsAgain: holds.HoldsAgain((holds.HoldAgain("query", "q3", "ten", 5),)),
     webhook_endpoints.CreateEndpoint: webhook_endpoints.CreateEndpoint(
         "ten", "https://hooks.test/x", ("task.failed",), "orders"),
     webhook_endpoints.ListEndpoints: webhook_endpoints.ListEndpoints(Page(), "ten"),

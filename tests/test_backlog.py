@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from leasegate.actors.queries import retries
+from leasegate.actors.queries import results as query_results
 from tests.conftest import Gateway
 from tests.test_metrics import samples, scrape
 from tests.test_query_retries import Fixed, lease, report
@@ -34,7 +34,7 @@ async def metric(gw: Gateway, name: str, site_name: str, channel: str) -> float:
 async def test_the_backlog_counts_what_a_lease_could_take_and_how_long_it_waited(
         gateway: Gateway, autojump_clock: trio.testing.MockClock,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(retries, "JITTER", Fixed(1.0))
+    monkeypatch.setattr(query_results, "JITTER", Fixed(1.0))
     for task_id, account in (("t1", "a"), ("t2", "a"), ("t3", "b")):
         status, _ = await gateway.call("POST", "/v1/tasks", "t1", json={
             "task_id": task_id, "site": "shop", "account": account, "kind": "order",

@@ -79,7 +79,7 @@ def answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     return int(status_line.split()[1]), headers, body
 
 
-def parked_polls(served: Served) -> int:
+def waiting_polls(served: Served) -> int:
     with served.client("admin") as admin:
         text = admin.get("/metrics").text
     found = re.search(r"^leasegate_http_held_polls (\S+)$", text, re.MULTILINE)
@@ -87,10 +87,10 @@ def parked_polls(served: Served) -> int:
     return int(float(found.group(1)))
 
 
-def wait_for_parked(served: Served, n: int) -> None:
+def wait_for_waiting(served: Served, n: int) -> None:
     deadline = time.monotonic() + 10
-    while parked_polls(served) != n:
-        assert time.monotonic() < deadline, f"{parked_polls(served)} parked, not {n}"
+    while waiting_polls(served) != n:
+        assert time.monotonic() < deadline, f"{waiting_polls(served)} parked, not {n}"
         time.sleep(0.05)
 
 
@@ -117,18 +117,18 @@ def test_past_its_bound_a_key_gets_429_and_a_closed_poll_frees_its_place(
     with held(stream, *(send(served, "127.0.0.1", "GET", poll, "client")
                         for _ in range(PER_KEY - 1))) as polls:
         assert answer(stream)[0] == 200  # the event stream counts: it is parked too
-        wait_for_parked(served, PER_KEY)
+        wait_for_waiting(served, PER_KEY)
         for path in (poll, "/v1/events", "/v1/tasks/nosuch?wait_seconds=5"):
             with send(served, "127.0.0.2", "GET", path, "client") as extra:
                 assert_refused(*answer(extra), "this key")
         with served.client("client") as client:  # no wait: nothing parked, no bound
             assert client.get(f"/v1/queries/{query_id}").status_code == 200
         polls[1].close()
-        wait_for_parked(served, PER_KEY - 1)
+        wait_for_waiting(served, PER_KEY - 1)
         with send(served, "127.0.0.2", "GET", f"/v1/queries/{query_id}?wait_seconds=1",
                   "client") as admitted:
             assert answer(admitted)[0] == 200  # parked for its second, then answered
-    wait_for_parked(served, 0)
+    wait_for_waiting(served, 0)
 
 
 def test_past_its_bound_an_address_gets_429_whatever_the_key(served: Served,
@@ -138,14 +138,14 @@ def test_past_its_bound_an_address_gets_429_whatever_the_key(served: Served,
                      "client") for _ in range(PER_KEY)),
               *(send(served, "127.0.0.3", "POST", "/v1/tasks/lease", "worker", lease)
                 for _ in range(PER_ADDRESS - PER_KEY))):
-        wait_for_parked(served, PER_ADDRESS)
+        wait_for_waiting(served, PER_ADDRESS)
         with send(served, "127.0.0.3", "POST", "/v1/queries/lease", "worker", lease) as extra:
             assert_refused(*answer(extra), "this address")
         with send(served, "127.0.0.4", "POST", "/v1/queries/lease", "worker",
                   {**lease, "wait_seconds": 1}) as elsewhere:
             status, _, body = answer(elsewhere)  # another address: parked, then empty
             assert status == 200 and json.loads(body) == {"items": []}
-    wait_for_parked(served, 0)
+    wait_for_waiting(served, 0)
 
 
 def test_past_its_bound_an_address_has_its_connections_closed_at_once(

@@ -265,7 +265,7 @@ def test_a_revocation_from_the_shell_ends_the_keys_poll_on_a_running_gateway_wit
 
     polling = threading.Thread(target=poll)
     polling.start()
-    until_parked(served_gateway, 1)
+    until_waiting(served_gateway, 1)
     assert main(["keys", "revoke", key.split("_")[1], "--data", data]) == 0
     revoked = time.monotonic()
     polling.join(10)
@@ -279,7 +279,7 @@ def test_a_revocation_from_the_shell_ends_the_keys_poll_on_a_running_gateway_wit
     assert refused.status_code == 401
 
 
-def until_parked(served: Served, count: int, actor: str = "tasks") -> None:
+def until_waiting(served: Served, count: int, actor: str = "tasks") -> None:
     """Wait (10 s at most) until ``count`` requests are parked in ``actor``."""
     with served.client("admin") as admin:
         deadline = time.monotonic() + 10

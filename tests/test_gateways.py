@@ -252,10 +252,10 @@ async def test_a_query_waiting_for_its_retry_is_leased_through_another_gateway_o
     pending leaves it to another's timer."""
     if engine == "sqlite":
         pytest.skip("one gateway per SQLite file: its own turns set every deadline")
-    from leasegate.actors.queries import retries
+    from leasegate.actors.queries import results as query_results
     from tests.test_query_retries import Fixed
 
-    monkeypatch.setattr(retries, "JITTER", Fixed(1.0))
+    monkeypatch.setattr(query_results, "JITTER", Fixed(1.0))
     b = await named(nursery, tmp_path, settings, clock, "gw-b")
     async with trio.open_nursery() as doomed:
         a = await named(doomed, tmp_path, settings, clock, "gw-a")

@@ -237,7 +237,7 @@ async def test_another_gateways_work_costs_a_turn_only_where_something_waits_for
     async with trio.open_nursery() as nursery:
         nursery.start_soon(partial(lease, gateway, "w1", wait_seconds=20, sites=["shop"]))
         await trio.testing.wait_all_tasks_blocked()
-        assert actor.statistics().parked == 1
+        assert actor.statistics().waiting == 1
         parked_at = actor.statistics().commits
         await gateway.system.tasks.tell(WorkElsewhere(frozenset({("site", "elsewhere")})))
         await trio.testing.wait_all_tasks_blocked()

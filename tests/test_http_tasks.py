@@ -600,7 +600,7 @@ async def test_a_site_limited_key_may_not_work_on_another_sites_task(gateway: Ga
 
 # ---- long-polls ---------------------------------------------------------------------------
 
-async def parked_lease(gw: Gateway, got: list[tuple[float, list[Json]]],
+async def waiting_lease(gw: Gateway, got: list[tuple[float, list[Json]]],
                        worker_id: str = "w2", wait: float = 30) -> None:
     """A long-polling worker; appends (virtual time of the reply, its leases)."""
     items = await lease(gw, worker_id, wait_seconds=wait)
@@ -611,7 +611,7 @@ async def test_long_poll_is_answered_when_a_task_is_submitted(
         gateway: Gateway, autojump_clock: trio.testing.MockClock) -> None:
     got: list[tuple[float, list[Json]]] = []
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(parked_lease, gateway, got)
+        nursery.start_soon(waiting_lease, gateway, got)
         await trio.sleep(7)
         await submit(gateway, task_id="late")
     [(when, items)] = got
@@ -626,7 +626,7 @@ async def test_long_poll_is_answered_when_a_lane_frees(
     await submit(gateway, task_id="second")  # waits for the lane
     got: list[tuple[float, list[Json]]] = []
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(parked_lease, gateway, got)
+        nursery.start_soon(waiting_lease, gateway, got)
         await trio.sleep(12)
         assert got == []
         await finish(gateway, item)
@@ -642,7 +642,7 @@ async def test_long_poll_ends_with_an_empty_list(
     await running(gateway, "busy")
     await submit(gateway, task_id="blocked")  # its lane is busy: not leasable
     got: list[tuple[float, list[Json]]] = []
-    await parked_lease(gateway, got)
+    await waiting_lease(gateway, got)
     assert got == [(30, [])]
     assert (await get(gateway, "blocked"))["status"] == "queued"
     status, reply = await call(gateway, "POST", "/v1/tasks/lease", "worker",
@@ -656,7 +656,7 @@ async def test_not_before_is_served_to_a_parked_lease_exactly_then(
     await submit(gateway, task_id="later", not_before=not_before)
     assert await lease(gateway) == []
     got: list[tuple[float, list[Json]]] = []
-    await parked_lease(gateway, got)
+    await waiting_lease(gateway, got)
     [(when, items)] = got
     assert when == 10 and [i["task_id"] for i in items] == ["later"]
 
@@ -687,7 +687,7 @@ async def test_a_not_before_without_a_zone_is_utc_or_refused(
         return
     assert status == 201, reply
     got: list[tuple[float, list[Json]]] = []
-    await parked_lease(gateway, got)
+    await waiting_lease(gateway, got)
     assert [(when, [i["task_id"] for i in items]) for when, items in got] == [(10, ["naive"])]
 
 

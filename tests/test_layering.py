@@ -45,7 +45,7 @@ def test_no_sql_outside_storage() -> None:
 
 
 def test_the_ref_signatures_name_no_any() -> None:
-    for name in ("ask", "ask_parked", "tell", "tell_nowait"):
+    for name in ("ask", "ask_until", "tell", "tell_nowait"):
         hints = typing.get_type_hints(getattr(Ref, name))
         assert all("Any" not in repr(hint) for hint in hints.values()), (name, hints)
 

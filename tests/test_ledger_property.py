@@ -56,7 +56,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from leasegate.actors.jobs.facade import Jobs
+from leasegate.actors.jobs import Jobs
 from leasegate.actors.ledger.accounts import Credit
 from leasegate.actors.ledger.audit import audit
 from leasegate.actors.ledger.holds import PlaceHold, ReleaseHold, charge_for
@@ -64,10 +64,11 @@ from leasegate.actors.queries.lease import LeaseQueries
 from leasegate.actors.queries.results import QueryOutcome, QueryResult
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.runtime.mailbox import Ask
+from leasegate.system import System, new_system
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.control import ControlTask, ReclaimAction, ReclaimTask
 from leasegate.actors.tasks.fenced import StartTask, TaskOutcome, TaskResult
 from leasegate.actors.tasks.lease import LeaseTasks
-from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.clock import Clock
 from leasegate.errors import LeasegateError

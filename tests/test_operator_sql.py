@@ -61,10 +61,10 @@ def test_sites_and_a_retried_hold(conn: Connection) -> None:
     assert hold is not None and (hold["status"], hold["charged"]) == ("open", None)
     assert not ledger_sql.was_settled(conn, "query", "q1")
     with transaction(conn):
-        assert queries_sql.JOBS.insert(conn, query_id="q1", tenant="ten", site="s", kind="k",
-                                  params="{}", max_cost=10, fingerprint="f",
-                                  status="expired", created_at=NOW, updated_at=NOW,
-                                  expires_at=NOW, completed_at=NOW)
+        assert queries_sql.JOBS.insert_many(conn, [dict(
+            query_id="q1", tenant="ten", site="s", kind="k", params="{}", max_cost=10,
+            fingerprint="f", status="expired", created_at=NOW, updated_at=NOW, expires_at=NOW,
+            completed_at=NOW)]) == 1
         assert operator_sql.retry(conn, "query", "q1", "expired", NOW + 600, None, NOW + 3)
     assert [r["query_id"] for r in queries_sql.next_queued(
         conn, ["s"], NOW + 3, 10, admit=lambda site: True)] == ["q1"]

@@ -16,7 +16,7 @@ from leasegate.settings import load
 from leasegate.storage import migrations as sqlite_migrations
 from leasegate.storage.connection import Database as SqliteDatabase
 from leasegate.storage.connection import begin, is_storage_failure, rollback
-from leasegate.storage.database import migrate, new_database, open_database
+from leasegate.storage.database import database_at, migrate, open_database
 from leasegate.storage.durability import Durability
 from leasegate.storage.engine import Connection, dialect
 from leasegate.storage.postgres import migrations as postgres_migrations
@@ -191,7 +191,7 @@ def test_the_database_url_chooses_the_engine(postgres_url: str, tmp_path: Path) 
         assert db.run_sync(check) == every
         db.close()
     assert (tmp_path / "leasegate.db").is_file()
-    assert isinstance(new_database(postgres_url, tmp_path), Database)
+    assert isinstance(database_at(postgres_url, tmp_path / "leasegate.db"), Database)
 
 
 def test_a_table_changed_under_a_prepared_statement_costs_one_call(postgres_url: str) -> None:

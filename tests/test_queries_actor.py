@@ -9,10 +9,10 @@ import pytest
 import trio
 import trio.testing
 
+from leasegate.actors.queries import Queries
 from leasegate.actors.queries.actor import open_queries
 from leasegate.actors.queries.lease import LeaseQueries, release_message
 from leasegate.actors.queries.reads import GetQuery, ListQueries
-from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.results import QueryResult
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.queries.turn import QueryTurn

@@ -72,10 +72,10 @@ def conn(tmp_path: Path) -> sqlite3.Connection:
 
 def add_task(conn: sqlite3.Connection, task_id: str, site: str, account: str, *,
              priority: int = 0, not_before: float | None = None, at: float = EPOCH) -> None:
-    assert tasks_sql.JOBS.insert(conn, task_id=task_id, tenant="t1", site=site, account=account,
-                            kind="k", params="{}", priority=priority, not_before=not_before,
-                            fingerprint="f", status="queued", created_at=at, updated_at=at,
-                            expires_at=at + 3600)
+    assert tasks_sql.JOBS.insert_many(conn, [dict(
+        task_id=task_id, tenant="t1", site=site, account=account, kind="k", params="{}",
+        priority=priority, not_before=not_before, fingerprint="f", status="queued",
+        created_at=at, updated_at=at, expires_at=at + 3600)]) == 1
 
 
 @pytest.mark.parametrize("sites", [None, ["s1"], ["s1", "s2"]])
@@ -104,10 +104,10 @@ def test_the_query_lease_reads_queued_rows_only(conn: sqlite3.Connection,
                                                 sites: list[str] | None) -> None:
     # Finished ones first (a walk in rowid order would meet them), then queued ones.
     for n, site in enumerate(["s1", "s2", "s1", "s2", "s1", "s1", "s1", "s2"]):
-        queries_sql.JOBS.insert(conn, query_id=f"q{n}", tenant="t1", site=site,
-                           kind="k", params="{}", fingerprint="f",
-                           status="succeeded" if n < 4 else "queued", created_at=EPOCH,
-                           expires_at=EPOCH + 60, updated_at=EPOCH)
+        queries_sql.JOBS.insert_many(conn, [dict(
+            query_id=f"q{n}", tenant="t1", site=site, kind="k", params="{}", fingerprint="f",
+            status="succeeded" if n < 4 else "queued", created_at=EPOCH, expires_at=EPOCH + 60,
+            updated_at=EPOCH)])
     recorder = Recorder(conn)
     picked = queries_sql.next_queued(recorder, sites, EPOCH, 3)  # type: ignore[arg-type]
     assert [row["query_id"] for row in picked] == ["q4", "q5", "q6"]
@@ -123,11 +123,10 @@ def test_a_sites_backlog_is_index_seeks_never_a_walk_of_the_queue(
     lanes), its oldest age one seek: never a walk of the queued or waiting rows."""
     for n in range(6):
         add_task(conn, f"t{n}", "s1", f"a{n % 3}", at=EPOCH + n)
-        queries_sql.JOBS.insert(conn, query_id=f"q{n}", tenant="t1", site="s1", kind="k",
-                                params="{}", fingerprint="f", status="queued",
-                                created_at=EPOCH + n, expires_at=EPOCH + 600,
-                                updated_at=EPOCH, available_at=EPOCH + n,
-                                next_attempt_at=EPOCH + 60 if n < 2 else None)
+        queries_sql.JOBS.insert_many(conn, [dict(
+            query_id=f"q{n}", tenant="t1", site="s1", kind="k", params="{}", fingerprint="f",
+            status="queued", created_at=EPOCH + n, expires_at=EPOCH + 600, updated_at=EPOCH,
+            available_at=EPOCH + n, next_attempt_at=EPOCH + 60 if n < 2 else None)])
     for read in (queries_sql.backlog, lanes_sql.backlog):
         recorder = Recorder(conn)
         read(recorder, "s1")  # type: ignore[arg-type]
@@ -331,9 +330,11 @@ def transition(conn: sqlite3.Connection, rnd: random.Random, now: float) -> None
     elif status == "running" and pick < 0.4:
         tasks_sql.make_stale(conn, task_id, token, "lapsed", now)
     elif status == "running":
-        tasks_sql.finish_many(conn, [(task_id, "running", token,
-                                      rnd.choice(["succeeded", "paused"]), None, None, None,
-                                      None, None, "d", 0, None, None)], now)
+        tasks_sql.finish_many(conn, [tasks_sql.TaskFinish(
+            job_id=task_id, from_status="running", lease_token=token,
+            status=rnd.choice(["succeeded", "paused"]), result=None, error_code=None,
+            error_message=None, cost=None, progress=None, outcome_digest="d",
+            late_result=0, error_type=None, error_traceback=None)], now)
     elif status == "stale":
         tasks_sql.reclaim(conn, task_id, token, rnd.choice(["queued", "failed", "paused"]),
                           action="a", reason="r", by="b", now=now, result=None,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from leasegate.actors.queries import retries
+from leasegate.actors.queries import results as query_results
 from leasegate.settings import load
 from tests.conftest import Gateway
 
@@ -30,7 +30,7 @@ class Fixed:
 
 @pytest.fixture(autouse=True)
 def no_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(retries, "JITTER", Fixed(1.0))
+    monkeypatch.setattr(query_results, "JITTER", Fixed(1.0))
 
 
 async def submit(gw: Gateway, query_id: str, **body: object) -> dict[str, Any]:
@@ -105,13 +105,13 @@ async def test_the_backoff_doubles_up_to_its_cap_with_its_jitter(
         monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load(environ={}, overrides={"query_retry_base_seconds": 10,
                                            "query_retry_max_seconds": 30})
-    assert [retries.backoff(settings, n) for n in (1, 2, 3, 4, 100)] == [10, 20, 30, 30, 30]
+    assert [query_results.backoff(settings, n) for n in (1, 2, 3, 4, 100)] == [10, 20, 30, 30, 30]
     for factor in (0.8, 1.2):  # the edges of the ±20% window
-        monkeypatch.setattr(retries, "JITTER", Fixed(factor))
-        assert retries.backoff(settings, 2) == pytest.approx(20 * factor)
+        monkeypatch.setattr(query_results, "JITTER", Fixed(factor))
+        assert query_results.backoff(settings, 2) == pytest.approx(20 * factor)
     # the real source draws inside the window
-    monkeypatch.setattr(retries, "JITTER", random.Random(7))
-    waits = [retries.backoff(settings, 1) for _ in range(200)]
+    monkeypatch.setattr(query_results, "JITTER", random.Random(7))
+    waits = [query_results.backoff(settings, 1) for _ in range(200)]
     assert all(8 <= w <= 12 for w in waits) and max(waits) - min(waits) > 2
 
 

@@ -13,12 +13,11 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.handlers import Handlers, Parks
-from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.actor import Actor, Inbox
+from leasegate.actors.runtime.handlers import Handlers, Waiting
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.runtime.parking import PARK, Park
 from leasegate.actors.runtime.turn import Turn
+from leasegate.actors.runtime.waiters import NOT_YET, NotYet
 from leasegate.clock import Clock
 from leasegate.errors import InternalError, LeasegateError, StateConflict, Unavailable
 from leasegate.storage.connection import Database
@@ -88,9 +87,9 @@ def shutting_down(turn: ToyTurn, m: WaitFor) -> str:
     raise Unavailable("the gateway is shutting down")
 
 
-@TOY.parks(WaitFor, Parks(wait=lambda m: None, serve=found, drained=shutting_down))
-def wait_for(turn: ToyTurn, m: WaitFor) -> str | Park:
-    return found(turn, m) or PARK
+@TOY.may_wait(WaitFor, Waiting(wait=lambda m: None, serve=found, drained=shutting_down))
+def wait_for(turn: ToyTurn, m: WaitFor) -> str | NotYet:
+    return found(turn, m) or NOT_YET
 
 
 def start(turn: ToyTurn) -> None:
@@ -179,7 +178,7 @@ async def test_parked_message_is_answered_when_work_appears(
     got: list[Any] = []
 
     async def wait() -> None:
-        got.append(await toy.ref.ask_parked(WaitFor("x"), deadline=trio.current_time() + 9,
+        got.append(await toy.ref.ask_until(WaitFor("x"), deadline=trio.current_time() + 9,
                                                 give_back=lambda _: None, on_timeout="late"))
 
     start = trio.current_time()
@@ -297,7 +296,7 @@ async def test_parked_waiters_time_out_at_their_own_deadlines_with_no_turn(
     timed_out: dict[str, float] = {}
 
     async def wait(name: str, seconds: float) -> None:
-        got = await toy.ref.ask_parked(WaitFor(name), deadline=start + seconds,
+        got = await toy.ref.ask_until(WaitFor(name), deadline=start + seconds,
                                            give_back=lambda _: None, on_timeout="late")
         assert got == "late"
         timed_out[name] = trio.current_time() - start
@@ -306,10 +305,10 @@ async def test_parked_waiters_time_out_at_their_own_deadlines_with_no_turn(
         for i, seconds in enumerate((3.0, 1.5, 4.25, 1.5)):
             nursery.start_soon(wait, f"w{i}", seconds)
         await trio.testing.wait_all_tasks_blocked()
-        assert len(toy._parking) == 4
+        assert len(toy._waiters) == 4
         commits = toy.statistics().commits  # the turn that parked them is behind
     assert timed_out == {"w0": 3.0, "w1": 1.5, "w2": 4.25, "w3": 1.5}
-    assert len(toy._parking) == 0
+    assert len(toy._waiters) == 0
     assert toy.statistics().commits == commits  # the actor's clock did it, no transaction
 
 
@@ -319,23 +318,23 @@ async def test_callers_gone_early_leave_no_timers_behind(
         async with trio.open_nursery() as nursery:
             for i in range(50):
                 nursery.start_soon(functools.partial(
-                    toy.ref.ask_parked, WaitFor(f"w{i}"),
+                    toy.ref.ask_until, WaitFor(f"w{i}"),
                     deadline=trio.current_time() + 30, give_back=lambda _: None,
                     on_timeout=None))
             await trio.sleep(0.1)
             nursery.cancel_scope.cancel()
-    assert len(toy._parking) == 0
-    assert len(toy._parking._deadlines) <= 2 * 50 + 64
+    assert len(toy._waiters) == 0
+    assert len(toy._waiters._deadlines) <= 2 * 50 + 64
 
 
 async def test_a_parked_waiter_holds_little_memory(toy: ToyActor) -> None:
     """What the mailbox and the actor keep per parked long-poll: the envelope, the
-    reply slot, the parking entries, the waiting coroutine (no channel and no
+    reply slot, the waiters' entries, the waiting coroutine (no channel and no
     cancel scope each)."""
     n = 200
 
     async def wait(i: int) -> None:
-        await toy.ref.ask_parked(WaitFor(f"w{i}"), deadline=trio.current_time() + 30,
+        await toy.ref.ask_until(WaitFor(f"w{i}"), deadline=trio.current_time() + 30,
                                      give_back=lambda _: None, on_timeout=None)
 
     async with trio.open_nursery() as nursery:
@@ -347,7 +346,7 @@ async def test_a_parked_waiter_holds_little_memory(toy: ToyActor) -> None:
             for i in range(n):
                 nursery.start_soon(wait, i)
             await trio.testing.wait_all_tasks_blocked()
-            assert len(toy._parking) == n
+            assert len(toy._waiters) == n
             gc.collect()
             after = tracemalloc.take_snapshot()
         finally:
@@ -356,7 +355,7 @@ async def test_a_parked_waiter_holds_little_memory(toy: ToyActor) -> None:
     ours = [tracemalloc.Filter(True, "*/leasegate/actors/*", all_frames=True)]
     grown = sum(stat.size_diff for stat in after.filter_traces(ours).compare_to(
         before.filter_traces(ours), "filename"))
-    # ~1.4 KiB today (here each waiter has a parking queue of its own); a memory
+    # ~1.4 KiB today (here each waiter has a queue of its own); a memory
     # channel and a cancel scope per waiter, as before, made it ~3.9 KiB.
     assert grown / n < 2000
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from leasegate.actors.queries import retries
+from leasegate.actors.queries import results as query_results
 from leasegate.client import (
     AsyncClient,
     AsyncJob,
@@ -30,7 +30,7 @@ class AccountClosed(Exception):
 
 @pytest.fixture(autouse=True)
 def no_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(retries, "JITTER", Fixed(1.0))
+    monkeypatch.setattr(query_results, "JITTER", Fixed(1.0))
 
 
 async def test_the_worker_retries_snoozes_and_fails_permanently(

@@ -26,10 +26,10 @@ TEXT_COLUMNS = ("params", "error_message", "error_type")
 
 def add(conn: Connection, task_id: str, *, at: float, params: Any = None, **more: Any) -> None:
     values = {"tenant": "ten", "site": "s", "account": "a", "kind": "k", **more}
-    assert tasks_sql.JOBS.insert(
-        conn, task_id=task_id, params=canonical_json(params or {}), priority=0,
+    assert tasks_sql.JOBS.insert_many(
+        conn, [dict(task_id=task_id, params=canonical_json(params or {}), priority=0,
         fingerprint=f"fp-{task_id}", status="queued", created_at=at, updated_at=at,
-        expires_at=at + 3600, **values)
+        expires_at=at + 3600, **values)]) == 1
 
 
 def found(conn: Connection, **search: Any) -> list[str]:

@@ -39,10 +39,10 @@ def conn(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Connection]
 
 def submit(conn: Connection, task_id: str, *, site: str = "s", account: str = "a",
            priority: int = 0, at: float = NOW, **more: Any) -> bool:
-    return tasks_sql.JOBS.insert(
-        conn, task_id=task_id, tenant="ten", site=site, account=account, kind="k",
-        params="{}", priority=priority, fingerprint=f"fp-{task_id}", status="queued",
-        created_at=at, updated_at=at, expires_at=at + 3600, **more)
+    return tasks_sql.JOBS.insert_many(conn, [dict(
+        task_id=task_id, tenant="ten", site=site, account=account, kind="k", params="{}",
+        priority=priority, fingerprint=f"fp-{task_id}", status="queued", created_at=at,
+        updated_at=at, expires_at=at + 3600, **more)]) == 1
 
 
 def leasable(conn: Connection, sites: list[str] | None = None, limit: int = 10) -> list[str]:
@@ -78,10 +78,11 @@ def test_a_task_goes_from_submit_to_result_through_its_lane(conn: Connection) ->
         assert (running["status"], running["attempts"]) == ("running", 1)
         assert tasks_sql.renew(conn, "t2", "w1", "tok", NOW + 200, '{"p": 1}', NOW + 2)
         assert not tasks_sql.renew(conn, "t2", "w1", "wrong", NOW + 200, None, NOW + 2)
-        [done] = tasks_sql.finish_many(conn, [("t2", "running", "tok", "succeeded",
-                                                '{"ok": true}', None, None, 7, None, "d", 0,
-                                                None, None)],
-                                       NOW + 3)
+        [done] = tasks_sql.finish_many(conn, [tasks_sql.TaskFinish(
+            job_id="t2", from_status="running", lease_token="tok", status="succeeded",
+            result='{"ok": true}', error_code=None, error_message=None, cost=7,
+            progress=None, outcome_digest="d", late_result=0, error_type=None,
+            error_traceback=None)], NOW + 3)
         assert (done["status"], done["cost"], done["late_result"]) == ("succeeded", 7, 0)
         events_sql.append(conn, "task", "t2", "succeeded", "{}", NOW + 3, job=done)
     assert leasable(conn) == ["t1", "t3"]  # the lane is free again, t1 its head
@@ -113,8 +114,8 @@ def test_a_purged_task_leaves_a_tombstone_that_keeps_its_id(conn: Connection) ->
         assert tasks_sql.JOBS.purge_completed_before(conn, NOW, NOW + 1) == ["t1"]
     assert tasks_sql.JOBS.get(conn, "t1") is None
     assert events_sql.history(conn, "task", "t1") == []  # the trigger took them along
-    tombstone = tasks_sql.JOBS.get_or_tombstone(conn, "t1")
-    assert tombstone is not None and tombstone["status"] == "canceled"
+    tombstone = tasks_sql.JOBS.known(conn, ["t1"])["t1"]  # what a submit of the id meets
+    assert tombstone["status"] == "canceled"
     with transaction(conn):
         assert not submit(conn, "t1")  # the tombstone refuses the id
         assert tasks_sql.JOBS.purge_tombstones_before(conn, NOW + 1) == 1
@@ -186,10 +187,10 @@ def test_ledger_recovery_finds_holds_whose_job_ended_or_never_was(conn: Connecti
 def test_queries_are_leased_oldest_first_by_site(conn: Connection) -> None:
     with transaction(conn):
         for i, site in enumerate(["x", "y", "x", "z"]):
-            assert queries_sql.JOBS.insert(conn, query_id=f"q{i}", tenant="ten", site=site,
-                                      kind="k", params="{}", max_cost=None,
-                                      fingerprint="f", status="queued", created_at=NOW,
-                                      updated_at=NOW, expires_at=NOW + 600)
+            assert queries_sql.JOBS.insert_many(conn, [dict(
+                query_id=f"q{i}", tenant="ten", site=site, kind="k", params="{}",
+                max_cost=None, fingerprint="f", status="queued", created_at=NOW,
+                updated_at=NOW, expires_at=NOW + 600)]) == 1
     assert [r["query_id"] for r in queries_sql.next_queued(conn, None, NOW, 3)] == [
         "q0", "q1", "q2"]
     assert [r["query_id"] for r in queries_sql.next_queued(conn, ["z", "x"], NOW, 10)] == [
@@ -198,9 +199,11 @@ def test_queries_are_leased_oldest_first_by_site(conn: Connection) -> None:
         assert queries_sql.take_leases(conn, [("q0", "tok")], "w", "r", NOW + 60, NOW) != []
         assert queries_sql.give_back(conn, "q0", "tok", NOW)
         assert queries_sql.take_leases(conn, [("q1", "tok")], "w", "r", NOW + 60, NOW) != []
-        [done] = queries_sql.finish_many(conn, [("q1", "tok", "succeeded", "{}", None, None,
-                                                  3, "d", None, None, None, None, 0)],
-                                         NOW + 1)
+        [done] = queries_sql.finish_many(conn, [queries_sql.QueryFinish(
+            job_id="q1", lease_token="tok", status="succeeded", result="{}",
+            error_code=None, error_message=None, cost=3, outcome_digest="d",
+            error_type=None, error_traceback=None, next_attempt_at=None, errors=None,
+            refund=0)], NOW + 1)
         assert done["attempts"] == 1
     assert queries_sql.next_deadline(conn) == NOW + 600
     assert queries_sql.count_live(conn, "queued") == (3, 2)

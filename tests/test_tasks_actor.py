@@ -20,13 +20,13 @@ import trio.testing
 
 from leasegate.actors.pages import Page
 from leasegate.actors.runtime.actor import Actor
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.actor import open_tasks
 from leasegate.actors.tasks.control import ControlTask, ReclaimAction, ReclaimTask
 from leasegate.actors.tasks.fenced import RenewTask, StartTask, TaskOutcome, TaskResult
 from leasegate.actors.tasks.lease import LeaseTasks, ReleaseTaskLeases, release_message
 from leasegate.actors.tasks.presence import CheckTaskHealth, ListWorkers
 from leasegate.actors.tasks.reads import GetTask, ListTasks
-from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.actors.tasks.turn import TaskTurn
 from leasegate.clock import Clock, iso

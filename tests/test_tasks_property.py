@@ -36,11 +36,11 @@ from hypothesis.stateful import (
 
 from leasegate.actors.runtime.actor import Actor
 from leasegate.actors.runtime.mailbox import Ask, Tell
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.actor import open_tasks
 from leasegate.actors.tasks.control import ControlAction, ControlTask, ReclaimAction, ReclaimTask
 from leasegate.actors.tasks.fenced import RenewTask, StartTask, TaskOutcome, TaskResult
 from leasegate.actors.tasks.lease import LeaseTasks, ReleaseTaskLeases
-from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.submit import SubmitTask
 from leasegate.actors.tasks.turn import TaskTurn
 from leasegate.clock import Clock

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 from typing import Any, get_args
 
-from leasegate.actors.pages import MAX_LIMIT, MAX_OFFSET, Page
 from leasegate.actors.payloads import canonical_json, stored_json
 from leasegate.errors import InvalidRequest
 from leasegate.ids import ID_RULE, RESERVED_JOB_IDS, is_id
@@ -79,7 +78,7 @@ def check_number(name: str, value: object, low: float, high: float, *,
 
 
 def check_flag(name: str, value: object) -> None:
-    if not isinstance(value, bool):  # a truthy string must not park a caller for ever
+    if not isinstance(value, bool):  # a truthy string must not keep a caller waiting for ever
         raise InvalidRequest(f"{name} must be true or false (got {value!r:.40})")
 
 
@@ -104,13 +103,6 @@ def check_text(name: str, value: object, *, optional: bool = False, most: int = 
             value.encode()
         except UnicodeEncodeError:  # an unpaired surrogate: SQLite and JSON refuse it later
             raise InvalidRequest(f"{name} must be valid Unicode text") from None
-
-
-def check_page(value: object) -> None:
-    if not isinstance(value, Page):
-        raise InvalidRequest(f"page must be a Page (got {value!r:.40})")
-    check_int("limit", value.limit, 1, MAX_LIMIT)
-    check_int("offset", value.offset, 0, MAX_OFFSET)
 
 
 def check_json(name: str, value: object, *, optional: bool = True,

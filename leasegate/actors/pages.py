@@ -3,6 +3,16 @@
     page = Page(limit=50, offset=0)
     Paged(items=(...), total=123, limit=50, offset=0)
     paged(sql.page(conn, page.limit, page.offset), key_view, page)   # in a handler
+
+A list request that takes one page and nothing else is a :class:`ListPage`, as each
+actor names its own::
+
+    @dataclass(frozen=True)
+    class ListKeys(ListPage[Keys, KeyView]):
+        \"\"\"Every key, newest first.\"\"\"
+
+    @KEYS.on(ListKeys)
+    def list_keys(turn: Turn, m: ListKeys) -> Paged[KeyView]: ...
 """
 
 from __future__ import annotations
@@ -11,6 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from leasegate.actors.checks import check_int
+from leasegate.actors.runtime.mailbox import Ask
+from leasegate.errors import InvalidRequest
 from leasegate.storage.engine import Row
 from leasegate.storage.search_sql import Searched
 
@@ -22,7 +35,7 @@ MAX_OFFSET = 2**31 - 1
 
 @dataclass(frozen=True)
 class Page:
-    """A list request: ``limit`` 1–500, ``offset`` ≥ 0 (``checks.check_page``)."""
+    """A list request: ``limit`` 1–500, ``offset`` ≥ 0 (:func:`check_page`)."""
 
     limit: int = 50
     offset: int = 0
@@ -45,7 +58,27 @@ class JobPage(Paged[T]):
     searched: Searched | None = None
 
 
+def check_page(value: object) -> None:
+    if not isinstance(value, Page):
+        raise InvalidRequest(f"page must be a Page (got {value!r:.40})")
+    check_int("limit", value.limit, 1, MAX_LIMIT)
+    check_int("offset", value.offset, 0, MAX_OFFSET)
+
+
 def paged(found: tuple[int, Sequence[Row]], view: Callable[[Row], T], page: Page) -> Paged[T]:
     """A page of views from what a SQL module's page query found: (total, rows)."""
     total, rows = found
     return Paged(tuple(view(row) for row in rows), total, page.limit, page.offset)
+
+
+A_contra = TypeVar("A_contra", contravariant=True)
+
+
+@dataclass(frozen=True)
+class ListPage(Ask[A_contra, Paged[T]]):
+    """One page (``limit``/``offset``) of the actor ``A_contra``'s ``T``s."""
+
+    page: Page = Page()
+
+    def check(self) -> None:
+        check_page(self.page)

@@ -51,7 +51,7 @@ def _command(group: Subcommands, name: str, doc: str) -> argparse.ArgumentParser
                                             description=doc[0].upper() + doc[1:] + "."))
 
 
-def _reason(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+def add_reason(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     parser.add_argument("--reason", required=required,
                         help="why (1-500 characters; recorded with who did it)")
 
@@ -73,28 +73,28 @@ def _task_commands(tasks: Subcommands) -> None:
                         ("resume", "resume a paused task (back to the queue)")):
         control = _command(tasks, action, doc)
         control.add_argument("task_id")
-        _reason(control, required=False)
-        control.set_defaults(handler=lambda a, action=action: _post(
-            a, f"/v1/tasks/{path_id(a.task_id)}/{action}", _maybe_reason(a), _job))
+        add_reason(control, required=False)
+        control.set_defaults(handler=lambda a, action=action: post_and_show(
+            a, f"/v1/tasks/{path_id(a.task_id)}/{action}", reason_body(a), _job))
     reclaim = _command(tasks, "reclaim", "resolve a stale task: requeue it, or record how it "
                                          "ended (succeeded or failed) as you found out")
     reclaim.add_argument("task_id")
     reclaim.add_argument("--action", required=True, choices=("requeue", "succeeded", "failed"))
-    _reason(reclaim)
+    add_reason(reclaim)
     reclaim.add_argument("--result", default=None, help="the result, as JSON")
     reclaim.add_argument("--cost", type=int, default=None, help="what was delivered")
-    reclaim.set_defaults(handler=lambda a: _post(a, f"/v1/tasks/{path_id(a.task_id)}/reclaim",
-                                                 _reclaim_body(a), _job))
+    reclaim.set_defaults(handler=lambda a: post_and_show(
+        a, f"/v1/tasks/{path_id(a.task_id)}/reclaim", _reclaim_body(a), _job))
     bulk = _command(tasks, "reclaim-stale", "resolve every stale task the filters match "
                                             "with one outcome (try --dry-run first: it "
                                             "counts them)")
     bulk.add_argument("--action", required=True, choices=("requeue", "succeeded", "failed"))
-    _reason(bulk)
+    add_reason(bulk)
     for option in ("site", "account"):
         bulk.add_argument(f"--{option}", default=None, help=f"only this {option}")
     _bulk_options(bulk, "went stale", "the first this many to go stale", "reclaimed")
-    bulk.set_defaults(handler=lambda a: _post(a, "/v1/tasks/reclaim", _bulk_reclaim_body(a),
-                                              _reclaimed))
+    bulk.set_defaults(handler=lambda a: post_and_show(a, "/v1/tasks/reclaim", _bulk_reclaim_body(a),
+                                                      _reclaimed))
 
 
 def _bulk_options(parser: argparse.ArgumentParser, when: str, first: str, done: str) -> None:
@@ -113,8 +113,8 @@ def _retry_commands(parser_group: Subcommands, name: str, noun: str) -> None:
                      f"retry a failed or expired {noun} as a new attempt (its history and "
                      "errors are kept)")
     retry.add_argument("job_id", metavar=f"{noun}_id")
-    _reason(retry)
-    retry.set_defaults(handler=lambda a: _post(
+    add_reason(retry)
+    retry.set_defaults(handler=lambda a: post_and_show(
         a, f"/v1/{name}/{path_id(a.job_id)}/retry", {"reason": a.reason}, _job))
     redrive = _command(parser_group, "redrive",
                        f"retry every {noun} of a status that the filters match (try "
@@ -122,11 +122,11 @@ def _retry_commands(parser_group: Subcommands, name: str, noun: str) -> None:
     redrive.add_argument("--status", required=True,
                          choices=("failed", "expired", "canceled") if noun == "task"
                          else ("failed", "expired"))
-    _reason(redrive)
+    add_reason(redrive)
     for option in ("site", "kind", "tenant"):
         redrive.add_argument(f"--{option}", default=None, help=f"only this {option}")
     _bulk_options(redrive, "ended", "the oldest this many", "retried")
-    redrive.set_defaults(handler=lambda a: _post(
+    redrive.set_defaults(handler=lambda a: post_and_show(
         a, f"/v1/{name}/redrive", _redrive_body(a), _redriven))
 
 
@@ -139,8 +139,8 @@ def _site_commands(sites: Subcommands) -> None:
                         ("resume", "lease a paused site's work again")):
         parser = _command(sites, action, doc)
         parser.add_argument("site")
-        _reason(parser)
-        parser.set_defaults(handler=lambda a, action=action: _post(
+        add_reason(parser)
+        parser.set_defaults(handler=lambda a, action=action: post_and_show(
             a, f"/v1/sites/{path_id(a.site)}/{action}", {"reason": a.reason}, _site))
     throttle = _command(sites, "throttle", "at most N leases a second of a site's jobs, "
                                            "across every worker (--off lifts it)")
@@ -148,7 +148,7 @@ def _site_commands(sites: Subcommands) -> None:
     rate = throttle.add_mutually_exclusive_group(required=True)
     rate.add_argument("--rate", type=float, help="leases a second (> 0)")
     rate.add_argument("--off", action="store_true", help="lift the throttle")
-    throttle.set_defaults(handler=lambda a: _send(
+    throttle.set_defaults(handler=lambda a: send_and_show(
         a, "PUT", f"/v1/sites/{path_id(a.site)}/throttle", _throttle_body(a), _site))
 
 
@@ -168,9 +168,9 @@ def run(args: argparse.Namespace) -> int:
 
 # ---- requests -------------------------------------------------------------------------
 
-def _request(args: argparse.Namespace, method: str, path: str,
-             body: dict[str, Any] | None = None,
-             params: dict[str, Any] | None = None) -> Any:
+def api_request(args: argparse.Namespace, method: str, path: str,
+                body: dict[str, Any] | None = None,
+                params: dict[str, Any] | None = None) -> Any:
     import httpx  # here: `leasegate serve` starts without it
 
     key = args.key or os.environ.get("LEASEGATE_ADMIN_KEY", "")
@@ -194,9 +194,9 @@ def _request(args: argparse.Namespace, method: str, path: str,
     return reply
 
 
-def _send(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None,
-          show: Callable[[Any], None]) -> int:
-    reply = _request(args, method, path, body)
+def send_and_show(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None,
+                  show: Callable[[Any], None]) -> int:
+    reply = api_request(args, method, path, body)
     if args.json:
         print_json(reply)
     else:
@@ -204,12 +204,12 @@ def _send(args: argparse.Namespace, method: str, path: str, body: dict[str, Any]
     return 0
 
 
-def _post(args: argparse.Namespace, path: str, body: dict[str, Any] | None,
-          show: Callable[[Any], None]) -> int:
-    return _send(args, "POST", path, body, show)
+def post_and_show(args: argparse.Namespace, path: str, body: dict[str, Any] | None,
+                  show: Callable[[Any], None]) -> int:
+    return send_and_show(args, "POST", path, body, show)
 
 
-def _maybe_reason(args: argparse.Namespace) -> dict[str, Any] | None:
+def reason_body(args: argparse.Namespace) -> dict[str, Any] | None:
     return None if args.reason is None else {"reason": args.reason}
 
 
@@ -256,8 +256,8 @@ def list_page(args: argparse.Namespace, path: str, params: dict[str, Any],
               columns: tuple[tuple[str, str], ...], noun: str) -> int:
     """One page of a list route: a table of its items and how many of how many (or the
     reply as JSON)."""
-    reply = _request(args, "GET", path, params={"limit": args.limit, "offset": args.offset,
-                                                **params})
+    reply = api_request(args, "GET", path, params={"limit": args.limit, "offset": args.offset,
+                                                   **params})
     if args.json:
         print_json(reply)
         return 0

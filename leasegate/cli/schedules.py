@@ -23,12 +23,12 @@ from typing import Any
 from leasegate.cli.actions import (
     Groups,
     Refused,
-    _maybe_reason,
-    _post,
-    _reason,
-    _request,
-    _send,
+    add_reason,
+    api_request,
     list_page,
+    post_and_show,
+    reason_body,
+    send_and_show,
 )
 from leasegate.cli.table import gateway_options, path_id, print_json, table
 
@@ -50,7 +50,7 @@ def register(group: Groups) -> None:
     show = gateway_options(schedules.add_parser(
         "show", help="a schedule, its next fire and its last fires"))
     show.add_argument("schedule_id")
-    show.set_defaults(handler=lambda a: _send(
+    show.set_defaults(handler=lambda a: send_and_show(
         a, "GET", f"/v1/schedules/{path_id(a.schedule_id)}", None, _schedule))
     put = gateway_options(schedules.add_parser(
         "put", help="create or replace a schedule (from flags, a JSON file, or both: "
@@ -65,16 +65,16 @@ def register(group: Groups) -> None:
     put.add_argument("--catch-up", dest="catch_up", choices=("latest", "none", "all"))
     put.add_argument("--paused", action="store_true", default=None, help="create it paused")
     put.add_argument("--tenant", help="whose (required with an admin key)")
-    put.set_defaults(handler=lambda a: _send(
+    put.set_defaults(handler=lambda a: send_and_show(
         a, "PUT", f"/v1/schedules/{path_id(a.schedule_id)}", _body(a), _schedule))
     for action, doc in (("pause", "no fires until resumed"),
                         ("resume", "fire again, from the next cron time"),
                         ("trigger", "fire now")):
         parser = gateway_options(schedules.add_parser(action, help=doc))
         parser.add_argument("schedule_id")
-        _reason(parser, required=False)
-        parser.set_defaults(handler=lambda a, action=action: _post(
-            a, f"/v1/schedules/{path_id(a.schedule_id)}/{action}", _maybe_reason(a),
+        add_reason(parser, required=False)
+        parser.set_defaults(handler=lambda a, action=action: post_and_show(
+            a, f"/v1/schedules/{path_id(a.schedule_id)}/{action}", reason_body(a),
             _schedule))
     delete = gateway_options(schedules.add_parser("delete", help="delete a schedule"))
     delete.add_argument("schedule_id")
@@ -113,7 +113,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    _request(args, "DELETE", f"/v1/schedules/{path_id(args.schedule_id)}")
+    api_request(args, "DELETE", f"/v1/schedules/{path_id(args.schedule_id)}")
     if args.json:
         print_json({"deleted": args.schedule_id})
     else:

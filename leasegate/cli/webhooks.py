@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from leasegate.cli.actions import Groups, Subcommands, _request, _send
+from leasegate.cli.actions import Groups, Subcommands, api_request, send_and_show
 from leasegate.cli.table import gateway_options, path_id, print_json, table
 
 ENDPOINT_COLUMNS = (("endpoint_id", "ENDPOINT"), ("tenant", "TENANT"), ("url", "URL"),
@@ -46,8 +46,8 @@ def _endpoint_commands(commands: Subcommands) -> None:
                              "query.expired")
     create.add_argument("--tenant", default=None, help="whose jobs (an admin key's must say)")
     create.add_argument("--description", default=None)
-    create.set_defaults(handler=lambda a: _send(a, "POST", "/v1/webhooks", _create_body(a),
-                                                _created))
+    create.set_defaults(handler=lambda a: send_and_show(a, "POST", "/v1/webhooks", _create_body(a),
+                                                        _created))
     delete = gateway_options(commands.add_parser(
         "delete", help="delete an endpoint and its deliveries"))
     delete.add_argument("endpoint_id")
@@ -58,13 +58,13 @@ def _delivery_commands(commands: Subcommands) -> None:
     listing = gateway_options(commands.add_parser(
         "deliveries", help="an endpoint's last 100 deliveries"))
     listing.add_argument("endpoint_id")
-    listing.set_defaults(handler=lambda a: _send(
+    listing.set_defaults(handler=lambda a: send_and_show(
         a, "GET", f"/v1/webhooks/{path_id(a.endpoint_id)}/deliveries", None,
         lambda reply: table(reply["items"], DELIVERY_COLUMNS)))
     retry = gateway_options(commands.add_parser("retry", help="send a delivery again now"))
     retry.add_argument("endpoint_id")
     retry.add_argument("delivery_id")
-    retry.set_defaults(handler=lambda a: _send(
+    retry.set_defaults(handler=lambda a: send_and_show(
         a, "POST", f"/v1/webhooks/{path_id(a.endpoint_id)}/deliveries/"
                    f"{path_id(a.delivery_id)}/retry", None,
         lambda delivery: table([delivery], DELIVERY_COLUMNS)))
@@ -91,7 +91,7 @@ def _created(endpoint: dict[str, Any]) -> None:
 
 def _list(args: argparse.Namespace) -> int:
     params = {"limit": 500} | ({"tenant": args.tenant} if args.tenant else {})
-    reply = _request(args, "GET", "/v1/webhooks", params=params)
+    reply = api_request(args, "GET", "/v1/webhooks", params=params)
     if args.json:
         print_json(reply)
         return 0
@@ -103,7 +103,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    _request(args, "DELETE", f"/v1/webhooks/{path_id(args.endpoint_id)}")
+    api_request(args, "DELETE", f"/v1/webhooks/{path_id(args.endpoint_id)}")
     if not args.json:
         print(f"deleted {args.endpoint_id}")
     return 0

@@ -45,7 +45,7 @@ from leasegate.http.routes import (
 from leasegate.http.server import errors
 from leasegate.http.server.auth import Authenticator
 from leasegate.http.server.connection import connection_class
-from leasegate.http.server.held_polls import ParkedPolls
+from leasegate.http.server.held_polls import WaitingPolls
 from leasegate.http.server.preflight import Preflight
 from leasegate.http.server.uploads import UploadSlots
 from leasegate.http.webhook_delivery import Deliverer
@@ -179,18 +179,18 @@ def create_app(system: System, *,
     app.extensions["leasegate.auth"] = authenticator
     metrics = Metrics()
     app.extensions["leasegate.metrics"] = metrics
-    parked = ParkedPolls(system.settings.max_parked_per_key,
+    polls = WaitingPolls(system.settings.max_parked_per_key,
                          system.settings.max_parked_per_address)
-    app.extensions["leasegate.parked"] = parked
+    app.extensions["leasegate.waiting_polls"] = polls
     app.extensions["leasegate.uploads"] = UploadSlots(system.settings.max_uploads_per_key,
                                                       system.settings.max_uploads)
 
     def key_revoked(key_ids: tuple[str, ...]) -> None:
         # Nothing of a revoked key stands here from now on: what the authenticator
-        # remembers of it, its console sessions, its parked polls and event streams.
+        # remembers of it, its console sessions, its waiting polls and event streams.
         for key_id in key_ids:
             authenticator.forget(key_id)
-            parked.end_for_key(key_id)
+            polls.end_for_key(key_id)
 
     system.on_key_revoked(key_revoked)
     # Outcomes, dispatch latency: of this gateway's own commits (each counted once).

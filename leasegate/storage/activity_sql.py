@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from leasegate.storage.engine import Connection, respelled
+from leasegate.storage.engine import Connection, Row, respelled
 
 _FINAL: Final = "('succeeded', 'failed', 'canceled', 'expired')"
 _FIRST_LEASE: Final = "kind = 'leased' AND json_extract(detail, '$.attempt') = 1"
@@ -41,18 +41,20 @@ _FAILURES_BY_SITE: Final = (
     "GROUP BY site ORDER BY COUNT(*) DESC, site LIMIT ?")
 
 
-def per_minute(conn: Connection, channel: str, since: float, until: float,
-               ) -> list[tuple[int, int, int, int, float]]:
-    """(minute, submits, completions, first leases, seconds they waited in all) for each
-    minute (``at // 60``) from ``since`` to ``until`` that has events; the others had
-    none."""
-    return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]))
-            for r in conn.execute(_PER_MINUTE, (channel, since, until))]
+def per_minute(conn: Connection, channel: str, since: float, until: float) -> list[Row]:
+    """``minute``, ``submits``, ``completions``, ``dispatches`` (first leases) and
+    ``waited`` (the seconds they waited in all) for each minute (``at // 60``) from
+    ``since`` to ``until`` that has events; the others had none. PostgreSQL sums as
+    numeric: the reader converts."""
+    rows: list[Row] = conn.execute(_PER_MINUTE, (channel, since, until)).fetchall()
+    return rows
 
 
 def failures_by_site(conn: Connection, channel: str, since: float, recent: float,
-                     until: float, limit: int) -> list[tuple[str, int, int, int, int]]:
-    """(site, failed since ``recent``, expired since ``recent``, failed, expired since
-    ``since``) for the ``limit`` sites with the most, the most first."""
-    return [(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in conn.execute(
-        _FAILURES_BY_SITE, (recent, recent, channel, since, until, limit))]
+                     until: float, limit: int) -> list[Row]:
+    """``site``, ``failed_recent`` and ``expired_recent`` (since ``recent``), ``failed``
+    and ``expired`` (since ``since``) for the ``limit`` sites with the most, the most
+    first."""
+    rows: list[Row] = conn.execute(
+        _FAILURES_BY_SITE, (recent, recent, channel, since, until, limit)).fetchall()
+    return rows

@@ -83,9 +83,9 @@ def connect(path: Path | str, synchronous: str = "FULL") -> sqlite3.Connection:
     conn.execute("PRAGMA foreign_keys = ON")
     # A statement that may change many rows inside a savepoint (every message has one)
     # keeps a statement journal to undo it; on disk that is a temporary file opened and
-    # removed per statement (a one-row UPDATE ... FROM (VALUES ...) took 142 µs instead
-    # of 37). In memory it holds only the pages one statement changes; the WAL, not the
-    # statement journal, is what a crash recovers from.
+    # removed per statement, so it is kept in memory, where it holds only the pages one
+    # statement changes; the WAL, not the statement journal, is what a crash recovers
+    # from.
     conn.execute("PRAGMA temp_store = MEMORY")
     return conn
 

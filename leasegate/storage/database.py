@@ -1,6 +1,6 @@
 """The database of either engine, chosen by the ``database_url`` setting::
 
-    db = new_database(settings.database_url, data_dir, name="tasks")
+    db = database_at(settings.database_url, data_dir / "tasks.db", name="tasks")
     await db.start()
     await db.run(migrate)
 
@@ -46,25 +46,14 @@ class Database(Protocol):
     async def durability(self) -> Durability: ...
 
 
-def new_database(database_url: str | None, data_dir: Path, *, synchronous: str = "FULL",
-                 inline: bool = False, name: str = "leasegate") -> Database:
-    """A database not connected yet (``await db.start()``): SQLite's file in
-    ``data_dir`` with ``synchronous`` when ``database_url`` is None, else the PostgreSQL
-    database it names (``name``: the connection's application name there). The URL is
-    the one :class:`leasegate.settings.Settings` checked."""
-    if database_url is None:
-        return SqliteDatabase(db_path(data_dir), synchronous, inline=inline)
-    from leasegate.storage.postgres.database import Database as PostgresDatabase
-
-    return PostgresDatabase(database_url, inline=inline, name=name)
-
-
 def database_at(database_url: str | None, sqlite_file: Path, *, synchronous: str = "FULL",
                 inline: bool = False, name: str = "leasegate",
                 wal_sync: WalSync | None = None) -> Database:
-    """:func:`new_database`, the SQLite file named in full (``sqlite_file``) rather than
-    by its data directory: the system's actors, whose tests name their files.
-    ``wal_sync``: SQLite's commit pipeline (``connection.Database``)."""
+    """A database not connected yet (``await db.start()``): the SQLite file
+    ``sqlite_file`` with ``synchronous`` when ``database_url`` is None, else the
+    PostgreSQL database it names (``name``: the connection's application name there).
+    The URL is the one :class:`leasegate.settings.Settings` checked. ``wal_sync``:
+    SQLite's commit pipeline (``connection.Database``)."""
     if database_url is None:
         return SqliteDatabase(sqlite_file, synchronous, inline=inline, wal_sync=wal_sync)
     from leasegate.storage.postgres.database import Database as PostgresDatabase
@@ -74,7 +63,8 @@ def database_at(database_url: str | None, sqlite_file: Path, *, synchronous: str
 
 def open_database(database_url: str | None, data_dir: Path, *, synchronous: str = "FULL",
                   inline: bool = False, name: str = "leasegate") -> Database:
-    """:func:`new_database`, connected now (blocking: for the command line and tests)."""
+    """:func:`database_at` of the data directory's database file, connected now
+    (blocking: for the command line and tests)."""
     if database_url is None:
         return SqliteDatabase.open(db_path(data_dir), synchronous, inline=inline)
     from leasegate.storage.postgres.database import Database as PostgresDatabase

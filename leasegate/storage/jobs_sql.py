@@ -9,11 +9,12 @@ past theirs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row
-from leasegate.storage.rows import insert_new, insert_rows, known_ids, rows_by_key
+from leasegate.storage.rows import insert_rows, known_ids, rows_by_key
 from leasegate.storage.turn_locks import Shared, lock_scopes
 
 
@@ -27,7 +28,6 @@ class JobTable:
         self.table, self.key, self.tombstones = table, key, tombstones
         # The statements, spelled once (they are the caller's constants, never a client's).
         self._get = f"SELECT * FROM {table} WHERE {key} = ?"
-        self._tombstone = f"SELECT * FROM {tombstones} WHERE {key} = ?"
         self._finished = (f"SELECT {key} FROM {table} WHERE {finished} "
                           "AND completed_at <= ? LIMIT ?")
         self._bury = (f"INSERT INTO {tombstones} ({key}, tenant, fingerprint, status, "
@@ -54,18 +54,6 @@ class JobTable:
         """The jobs of ``job_ids`` (one that does not exist left out), by id, in one read."""
         return rows_by_key(conn, self.table, self.key, job_ids)
 
-    def get_or_tombstone(self, conn: Connection, job_id: str) -> Row | None:
-        """The job, else the tombstone of a purged one (tenant, fingerprint, status)."""
-        row = self.get(conn, job_id)
-        if row is None:
-            row = conn.execute(self._tombstone, (job_id,)).fetchone()
-        return row
-
-    def insert(self, conn: Connection, **values: Any) -> bool:
-        """Insert a new job; False (and nothing written) if its id exists already
-        or has a tombstone."""
-        return insert_new(conn, self.table, self.key, values)
-
     def insert_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> int:
         """Insert new jobs in one statement; how many (one whose id exists already or
         has a tombstone is not)."""
@@ -90,3 +78,24 @@ class JobTable:
         """Forget tombstones laid at or before ``cutoff``: their ids are free again."""
         cur = conn.execute(self._forget, (cutoff, limit))
         return cur.rowcount
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A worker's outcome as its job's row takes it (each channel's ``finish_many``):
+    what both channels write; each adds its own columns."""
+
+    job_id: str
+    lease_token: str
+    status: str
+    result: str | None
+    error_code: int | None
+    error_message: str | None
+    cost: int | None
+    outcome_digest: str
+    error_type: str | None
+    error_traceback: str | None
+
+    def values(self, columns: Iterable[str]) -> tuple[Any, ...]:
+        """The job's id, then the value of each of ``columns``: a row of ``VALUES``."""
+        return (self.job_id, *(getattr(self, column) for column in columns))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from leasegate.keyformat import hash_secret, new_key
+from leasegate.ids import hash_secret, new_key
 from leasegate.storage.engine import Connection, Row, dialect
 from leasegate.storage.notices_sql import notify
 from leasegate.storage.turn_locks import lock_scopes

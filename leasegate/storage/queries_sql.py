@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from leasegate.storage.engine import Connection, Row, respelled, skip_locked
-from leasegate.storage.jobs_sql import JobTable
+from leasegate.storage.jobs_sql import JobTable, Outcome
 from leasegate.storage.keyset import merged, ordered
 from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
 
@@ -90,23 +91,30 @@ def give_back(conn: Connection, query_id: str, token: str, now: float) -> bool:
     return cur.rowcount == 1
 
 
-# What each query's outcome sets (finish_many), after its id: name and SQL type.
+@dataclass(frozen=True)
+class QueryFinish(Outcome):
+    """A query's outcome (:func:`finish_many`): the query leaves ``leased`` only under
+    ``lease_token``. Status ``queued`` is a retry (waiting until ``next_attempt_at``,
+    not finished; ``refund``: attempts given back, 1 for a snooze)."""
+
+    next_attempt_at: float | None
+    errors: str | None
+    refund: int
+
+
 FINISH: Final = {"lease_token": "TEXT", "status": "TEXT", "result": "TEXT",
                  "error_code": "BIGINT", "error_message": "TEXT", "cost": "BIGINT",
                  "outcome_digest": "TEXT", "error_type": "TEXT", "error_traceback": "TEXT",
                  "next_attempt_at": "DOUBLE PRECISION", "errors": "TEXT",
                  "refund": "BIGINT"}
+"""The columns a :class:`QueryFinish` writes, and their SQL types."""
 
 
-def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
-                now: float) -> list[Row]:
-    """leased → an outcome for each query, in one UPDATE: each of ``finishes`` is
-    ``(query_id, lease_token, status, result, error_code, error_message, cost,
-    digest, error_type, error_traceback, next_attempt_at, errors, refund)``
-    (:data:`FINISH`); a query whose lease is not that token is left as it was. Status
-    ``queued`` is a retry (waiting until ``next_attempt_at``, not finished; ``refund``:
-    attempts given back, 1 for a snooze). The rows, as they are now (in no order)."""
-    return update_rows(conn, "queries", "query_id", FINISH, finishes, (
+def finish_many(conn: Connection, finishes: Sequence[QueryFinish], now: float) -> list[Row]:
+    """leased → an outcome for each query, in one UPDATE; a query whose lease is not
+    that token is left as it was. The rows, as they are now (in no order)."""
+    return update_rows(conn, "queries", "query_id", FINISH,
+                       [finish.values(FINISH) for finish in finishes], (
         "status = v.status, lease_expires_at = NULL, result = v.result, "
         "error_code = v.error_code, error_message = v.error_message, cost = v.cost, "
         "outcome_digest = v.outcome_digest, error_type = v.error_type, "

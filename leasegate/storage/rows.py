@@ -13,22 +13,11 @@ def marks(values: Sequence[Any]) -> str:
     return ", ".join("?" for _ in values)
 
 
-def insert_new(conn: Connection, table: str, key: str, values: dict[str, Any]) -> bool:
-    """Insert a row unless its ``key`` exists; False (nothing written) if it does.
-
-    ``table``, ``key`` and the column names are the caller's constants, never a client's.
-    """
-    cur = conn.execute(
-        f"INSERT INTO {table} ({', '.join(values)}) VALUES ({marks(list(values))}) "
-        f"ON CONFLICT ({key}) DO NOTHING", tuple(values.values()))
-    return cur.rowcount == 1
-
-
 def insert_rows(conn: Connection, table: str, key: str,
                 rows: Sequence[Mapping[str, Any]]) -> int:
     """Insert rows (the same columns each, in the same order) in one statement, each
-    unless its ``key`` exists; how many were inserted. As :func:`insert_new`, the names
-    are the caller's constants."""
+    unless its ``key`` exists; how many were inserted. ``table``, ``key`` and the
+    column names are the caller's constants, never a client's."""
     columns = list(rows[0])
     values = ", ".join([f"({marks(columns)})"] * len(rows))
     cur = conn.execute(
@@ -90,11 +79,11 @@ def update_rows(conn: Connection, table: str, key: str, columns: Mapping[str, st
     ``UPDATE ... FROM (VALUES ...) RETURNING``, as SQLite (3.35 on) and PostgreSQL both
     take it (PostgreSQL's ``*`` would return ``v`` too). The first row's values are cast
     to their types: PostgreSQL types a ``VALUES`` column of NULLs only as text, which an
-    integer column refuses. As :func:`insert_new`, the names are the caller's constants,
+    integer column refuses. As :func:`insert_rows`, the names are the caller's constants,
     never a client's."""
     names = [key, *columns]
     if len(rows) == 1:  # one row (a single result): a row of parameters, no VALUES to
-        # materialize (SQLite: 48 µs a turn's statement where VALUES took 73)
+        # materialize (see docs/design-notes.md, "Figures behind small choices")
         source = ", ".join([f"? AS {key}", *(f"CAST(? AS {kind}) AS {name}"
                                                for name, kind in columns.items())])
     else:

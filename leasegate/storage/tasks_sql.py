@@ -16,11 +16,12 @@ per lane (site + account) is enforced by the partial unique index
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from leasegate.storage import lanes_sql
 from leasegate.storage.engine import Connection, Row, respelled, skip_locked
-from leasegate.storage.jobs_sql import JobTable
+from leasegate.storage.jobs_sql import JobTable, Outcome
 from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
 
 STATES = ("queued", "leased", "running", "succeeded", "failed", "canceled", "paused", "stale",
@@ -170,26 +171,33 @@ def back_to_queue(conn: Connection, task_id: str, from_status: str, token: str,
     return cur.rowcount == 1
 
 
-# What each task's outcome sets (finish_many), after its id: name and SQL type.
+@dataclass(frozen=True)
+class TaskFinish(Outcome):
+    """A task's outcome (:func:`finish_many`): the task leaves ``from_status`` only
+    under ``lease_token``; ``late_result`` 1 for a stale task's report."""
+
+    from_status: str
+    progress: str | None
+    late_result: int
+
+
 FINISH: Final = {"from_status": "TEXT", "lease_token": "TEXT", "status": "TEXT",
                  "result": "TEXT", "error_code": "BIGINT", "error_message": "TEXT",
                  "cost": "BIGINT", "progress": "TEXT", "outcome_digest": "TEXT",
                  "late_result": "SMALLINT", "error_type": "TEXT", "error_traceback": "TEXT"}
+"""The columns a :class:`TaskFinish` writes, and their SQL types."""
 
 
-def finish_many(conn: Connection, finishes: Sequence[Sequence[Any]],
-                now: float) -> list[Row]:
+def finish_many(conn: Connection, finishes: Sequence[TaskFinish], now: float) -> list[Row]:
     """running (or stale, a late result) → a worker's outcome for each task, in one
-    UPDATE: each of ``finishes`` is ``(task_id, from_status, lease_token, status, result,
-    error_code, error_message, cost, progress, digest, late, error_type,
-    error_traceback)`` (:data:`FINISH`); a task
-    no longer in ``from_status`` under that token is left as it was. The finished
-    rows, as they are now (in no order).
+    UPDATE; a task no longer in ``from_status`` under that token is left as it was. The
+    finished rows, as they are now (in no order).
 
     The lease owner and token stay on the row so an identical retry is
     recognised; ``paused`` leaves the task unfinished (no ``completed_at``).
     """
-    return update_rows(conn, "tasks", "task_id", FINISH, finishes, (
+    return update_rows(conn, "tasks", "task_id", FINISH,
+                       [finish.values(FINISH) for finish in finishes], (
         "status = v.status, claim_expires_at = NULL, lease_expires_at = NULL, "
         "result = v.result, error_code = v.error_code, error_message = v.error_message, "
         "cost = v.cost, progress = coalesce(v.progress, tasks.progress), "

@@ -10,18 +10,18 @@ registered for is checked at import instead (``Handlers.on``; ``test_runtime``).
 
 from __future__ import annotations
 
-from leasegate.actors.jobs.facade import Jobs
+from leasegate.actors.jobs import Jobs
+from leasegate.actors.ledger import LedgerRef
 from leasegate.actors.ledger.holds import PlaceHold
-from leasegate.actors.ledger.ref import LedgerRef
+from leasegate.actors.queries import QueriesRef
 from leasegate.actors.queries.lease import ReleaseQueryLeases
 from leasegate.actors.queries.reads import GetQuery
-from leasegate.actors.queries.ref import QueriesRef
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.queries.views import QueryView
 from leasegate.actors.runtime.handlers import Handlers
+from leasegate.actors.tasks import Tasks, TasksRef
 from leasegate.actors.tasks.lease import LeaseTasks, release_message
 from leasegate.actors.tasks.reads import GetTask
-from leasegate.actors.tasks.ref import Tasks, TasksRef
 from leasegate.actors.tasks.turn import TaskTurn
 
 HANDLERS = Handlers(Tasks, TaskTurn)
@@ -61,6 +61,6 @@ async def the_facade_asked_across_channels(jobs: Jobs) -> None:
 
 
 async def a_long_poll_of_the_wrong_actor(queries: QueriesRef) -> None:
-    await queries.ask_parked(LeaseTasks("w1", wait=True),  # type: ignore[arg-type]
+    await queries.ask_until(LeaseTasks("w1", wait=True),  # type: ignore[arg-type]
                              deadline=0.0, give_back=release_message,  # type: ignore[arg-type]
                              on_timeout=())

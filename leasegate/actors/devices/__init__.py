@@ -55,9 +55,22 @@ service of the system: ``forwarder.Forwarder``). A device that comes back is
 resumed by the caller that saw it (``forwarder.see_device``), so the heartbeat's
 reply can say how many tasks were put back in line.
 
-Its files, as every actor's: ``ref.py`` (its tag), ``views.py`` (its replies),
+Its files, as every actor's: its tag (in the package itself), ``views.py`` (its replies),
 ``turn.py`` (its turn context and handler registry), ``sightings.py`` (its
 messages, each followed by its handler), ``timer.py`` (its transitions and
 repair) and ``actor.py`` (how it is opened); ``forwarder.py`` is what carries its
 actions to the task actor, outside any turn.
 """
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+from leasegate.actors.runtime.mailbox import Ref
+
+
+class Devices:
+    """Tags the device tracker's messages (``Ask[Devices, ...]``) and refs."""
+
+
+DevicesRef: TypeAlias = Ref[Devices]

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from leasegate.actors.devices import sightings, timer
+from leasegate.actors.devices import Devices, sightings, timer
 from leasegate.actors.devices.forwarder import Forwarder
-from leasegate.actors.devices.ref import Devices
 from leasegate.actors.devices.turn import DEVICES, DeviceTurn
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
-from leasegate.actors.tasks.ref import TasksRef
+from leasegate.actors.runtime.actor import Actor, Inbox
+from leasegate.actors.tasks import TasksRef
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from leasegate.storage.database import Database

@@ -9,14 +9,14 @@ from typing import Final
 
 import trio
 
-from leasegate.actors.devices.ref import DevicesRef
+from leasegate.actors.devices import DevicesRef
 from leasegate.actors.devices.sightings import ActionDone, SeeDevice
 from leasegate.actors.devices.turn import DeviceKey, PendingAction
 from leasegate.actors.devices.views import Heartbeat
-from leasegate.actors.runtime.outbox import Outbox
+from leasegate.actors.runtime.background import Outbox
 from leasegate.actors.runtime.periodic import JobRecord
+from leasegate.actors.tasks import TasksRef
 from leasegate.actors.tasks.device_actions import ApplyDeviceAction
-from leasegate.actors.tasks.ref import TasksRef
 from leasegate.errors import DeviceLimit, LeasegateError
 from leasegate.logs import escape
 

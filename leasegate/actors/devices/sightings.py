@@ -11,11 +11,11 @@ import logging
 from dataclasses import dataclass
 from typing import TypeVar
 
-from leasegate.actors.checks import check_id, check_int, check_page
-from leasegate.actors.devices.ref import Devices
+from leasegate.actors.checks import check_id, check_int
+from leasegate.actors.devices import Devices
 from leasegate.actors.devices.turn import DEVICES, DeviceKey, DeviceTurn
 from leasegate.actors.devices.views import DeviceCounts, DeviceView, Sighted, device_view
-from leasegate.actors.pages import Page, Paged, paged
+from leasegate.actors.pages import Page, Paged, check_page, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.logs import escape
 from leasegate.storage import devices_sql as sql

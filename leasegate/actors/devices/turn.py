@@ -7,10 +7,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Final
 
-from leasegate.actors.devices.ref import Devices
+from leasegate.actors.devices import Devices
 from leasegate.actors.devices.views import DeviceState
+from leasegate.actors.runtime.background import Outbox
 from leasegate.actors.runtime.handlers import Handlers
-from leasegate.actors.runtime.outbox import Outbox
 from leasegate.actors.runtime.turn import Turn
 from leasegate.actors.tasks.device_actions import DeviceAction
 from leasegate.settings import Settings

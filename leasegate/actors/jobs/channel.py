@@ -27,8 +27,8 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import trio
 
 from leasegate.actors.channels import JobQueue
+from leasegate.actors.ledger import LedgerRef
 from leasegate.actors.ledger.holds import HoldsOf, PlaceHold, PlaceHolds, ReleaseHold
-from leasegate.actors.ledger.ref import LedgerRef
 from leasegate.actors.ledger.views import HoldPlaced, HoldView
 from leasegate.actors.pages import Paged
 from leasegate.actors.queue.history import History
@@ -76,7 +76,7 @@ class JobChannel(Generic[A, Sub, V]):
     """The channel of ``kind``: its queue's ref (tag ``A``), whose submits answer
     ``Sub`` and whose jobs read as ``V``, and the ledger that holds their money."""
 
-    def __init__(self, kind: JobKind[Any], queue: Ref[A], ledger: LedgerRef, *,
+    def __init__(self, kind: JobKind, queue: Ref[A], ledger: LedgerRef, *,
                  max_wait: float, get: Callable[[str, str | None, bool], Ask[A, V]],
                  submit_many: Callable[[tuple[Any, ...]],
                                        Ask[A, tuple[Sub | LeasegateError, ...]]]) -> None:
@@ -192,12 +192,12 @@ class JobChannel(Generic[A, Sub, V]):
 
     async def get(self, job_id: str, tenant: str | None, *, wait_seconds: float = 0) -> V:
         """``GET /v1/<jobs>/{id}?wait_seconds=``: the job once it is settled (the actor
-        parks the read until then), or as it is when the wait runs out (or at once
+        keeps the read waiting until then), or as it is when the wait runs out (or at once
         when ``wait_seconds`` is 0; never longer than ``max_wait``). A reply lost to a
         gone caller costs nothing: a read."""
         if wait_seconds > 0:
             deadline = trio.current_time() + min(wait_seconds, self.max_wait)
-            found = await self.queue.ask_parked(self._get(job_id, tenant, True),
+            found = await self.queue.ask_until(self._get(job_id, tenant, True),
                                                 deadline=deadline, give_back=lambda _: None,
                                                 on_timeout=None)
             if found is not None:

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from leasegate.actors.jobs.channel import JobChannel
-from leasegate.actors.ledger.holds import Settle
-from leasegate.actors.ledger.rehold import HoldAgain, HoldsAgain
+from leasegate.actors.ledger.holds import HoldAgain, HoldsAgain, Settle
 from leasegate.actors.queue.retry import FindRetryable, Redrive, RetryCandidate, RetryJob
 from leasegate.actors.queue.sites import check_reason
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.runtime.mailbox import Ask, Ref
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.control import (
     FindStaleTasks,
     ReclaimAction,
@@ -30,7 +30,6 @@ from leasegate.actors.tasks.control import (
     ReclaimTasks,
     StaleReclaimed,
 )
-from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.views import Billing
 from leasegate.errors import LeasegateError
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from leasegate.actors.pages import Page, Paged
+from leasegate.actors.queries import QueriesRef
 from leasegate.actors.queries.operator import ApplySiteControls, QueriesQueuedAt
 from leasegate.actors.queries.reads import ListQuerySites
-from leasegate.actors.queries.ref import QueriesRef
 from leasegate.actors.queue.sites import Backlog, SiteBacklog, SiteControl
 from leasegate.actors.runtime.batches import MAX_BATCH
+from leasegate.actors.tasks import TasksRef
 from leasegate.actors.tasks.operator import (
     ListSiteControls,
     ReloadSiteControls,
@@ -28,7 +29,6 @@ from leasegate.actors.tasks.operator import (
     TasksQueuedAt,
 )
 from leasegate.actors.tasks.presence import ListSites
-from leasegate.actors.tasks.ref import TasksRef
 from leasegate.actors.views import Instant
 
 BUSIEST = 500  # sites with queued work listed beside the controlled ones, per channel

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from leasegate.actors.keys import records
-from leasegate.actors.keys.ref import Keys
+from leasegate.actors.keys import Keys, records
 from leasegate.actors.keys.turn import KEYS, KeysTurn
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.clock import Clock
 from leasegate.storage.database import Database
 

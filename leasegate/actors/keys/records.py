@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from leasegate.actors.checks import check_choice, check_id, check_ids, check_tenant, check_text
-from leasegate.actors.keys.ref import Keys
+from leasegate.actors.keys import Keys
 from leasegate.actors.keys.turn import KEYS, KeysTurn
 from leasegate.actors.keys.views import (
     CreatedKey,
@@ -17,8 +17,7 @@ from leasegate.actors.keys.views import (
     key_view,
     principal,
 )
-from leasegate.actors.lists import ListPage
-from leasegate.actors.pages import Paged, paged
+from leasegate.actors.pages import ListPage, Paged, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import InvalidRequest, NotFound

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from leasegate.actors.keys.ref import Keys
+from leasegate.actors.keys import Keys
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.turn import Turn
 

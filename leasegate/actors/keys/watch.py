@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import trio
 
+from leasegate.actors.keys import KeysRef
 from leasegate.actors.keys.records import CheckRevocations
-from leasegate.actors.keys.ref import KeysRef
 from leasegate.actors.runtime.periodic import JobRecord
 
 

@@ -58,9 +58,22 @@ read-only SELECT on the same database file, see ``storage/ledger_sql``): the
 queue actors ask the ledger, so the ledger must never ask them back (two
 bounded inboxes waiting on each other could deadlock).
 
-Its files, as every actor's: ``ref.py`` (its tag), ``views.py`` (its replies),
+Its files, as every actor's: its tag (in the package itself), ``views.py`` (its replies),
 ``turn.py`` (its turn context and handler registry), its messages each followed
 by its handler (``holds.py``: holds and settlement; ``accounts.py``: credits and
 reads; ``audit.py``: the books' checks), its periodic jobs (``recovery.py``), and
 ``actor.py`` (how it is opened).
 """
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+from leasegate.actors.runtime.mailbox import Ref
+
+
+class Ledger:
+    """Tags the ledger's messages (``Ask[Ledger, ...]``) and refs."""
+
+
+LedgerRef: TypeAlias = Ref[Ledger]

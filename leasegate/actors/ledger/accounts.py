@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from leasegate.actors.checks import MAX_AMOUNT, check_id, check_int, check_page, check_text
+from leasegate.actors.checks import MAX_AMOUNT, check_id, check_int, check_text
+from leasegate.actors.ledger import Ledger
 from leasegate.actors.ledger.holds import check_tenant_account
-from leasegate.actors.ledger.ref import Ledger
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
 from leasegate.actors.ledger.views import AccountView, EntryView, account_view, entry_view
-from leasegate.actors.lists import ListPage
-from leasegate.actors.pages import Page, Paged, paged
+from leasegate.actors.pages import ListPage, Page, Paged, check_page, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.errors import IdempotencyConflict, LedgerLimit
 from leasegate.storage import ledger_sql as sql

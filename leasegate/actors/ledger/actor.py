@@ -5,17 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from leasegate.actors.channels import Channel, RecordSettled
-from leasegate.actors.ledger import accounts, audit, holds, recovery, rehold
-from leasegate.actors.ledger.ref import Ledger
+from leasegate.actors.ledger import Ledger, accounts, audit, holds, recovery
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.runtime.turn import Receiver
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from leasegate.storage.database import Database
 
-MODULES = (holds, accounts, audit, recovery, rehold)
+MODULES = (holds, accounts, audit, recovery)
 """What the ledger does, module by module (importing one registers its handlers)."""
 
 

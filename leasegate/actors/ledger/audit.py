@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from leasegate.actors.ledger.ref import Ledger
+from leasegate.actors.ledger import Ledger
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
 from leasegate.actors.ledger.views import AuditCheck, AuditReport
 from leasegate.actors.runtime.mailbox import Ask

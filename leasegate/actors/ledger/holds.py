@@ -4,6 +4,11 @@ before it is enqueued, released when its submit is refused, settled when it ends
 Amounts are integers in minor units. A job's hold is named by its channel
 (``task`` or ``query``) and job id. Accounts whose name starts with ``@`` are
 the system's (``@world``, ``@holds``, ``@revenue``): no credit or hold names one.
+
+Once settled, a job's hold is never held again, except when an operator retries the
+job (a new attempt is new work, paid for as the first was): then the jobs facade asks
+for :class:`HoldAgain` before the job is requeued, and undoes it with a ``Settle`` of
+nothing charged should the requeue be refused.
 """
 
 from __future__ import annotations
@@ -20,18 +25,18 @@ from leasegate.actors.checks import (
     check_id,
     check_ids,
     check_int,
-    check_page,
     check_tenant,
 )
-from leasegate.actors.ledger.ref import Ledger
+from leasegate.actors.ledger import Ledger
 from leasegate.actors.ledger.turn import LEDGER, LedgerTurn
 from leasegate.actors.ledger.views import HoldPlaced, HoldView, hold_view
-from leasegate.actors.pages import Page, Paged, paged
+from leasegate.actors.pages import Page, Paged, check_page, paged
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask, Tell
 from leasegate.errors import IdempotencyConflict, InsufficientFunds
 from leasegate.logs import escape
 from leasegate.storage import ledger_sql as sql
+from leasegate.storage import operator_sql
 from leasegate.storage.engine import Connection
 
 log = logging.getLogger("leasegate.ledger")
@@ -48,7 +53,7 @@ def check_tenant_account(name: str, value: object) -> None:
 @dataclass(frozen=True)
 class JobHold(Ask[Ledger, HoldPlaced]):
     """A job's hold as the messages that place one name it: the job's channel and id,
-    the tenant's account and the amount (``PlaceHold``, ``rehold.HoldAgain``)."""
+    the tenant's account and the amount (``PlaceHold``, ``HoldAgain``)."""
 
     channel: Channel
     job_id: str
@@ -263,3 +268,28 @@ def list_holds(turn: LedgerTurn, m: ListHolds) -> Paged[HoldView]:
     page = m.page
     return paged(sql.page_holds(turn.conn, m.account, m.status, page.limit, page.offset),
                  hold_view, page)
+
+
+class HoldAgain(JobHold):
+    """``account -> @holds`` again for a retried job whose hold was settled (an open
+    hold is kept as it is: ``created`` False). 6007 when the account is short."""
+
+
+@LEDGER.on(HoldAgain)
+def hold_again(turn: LedgerTurn, m: HoldAgain) -> HoldPlaced:
+    row = sql.hold(turn.conn, m.channel, m.job_id)
+    if row is not None and row["status"] == "open":
+        return HoldPlaced(m.job_id, status="open", created=False)
+    return hold_money(turn, m, operator_sql.reopen_hold, retried=True)
+
+
+@dataclass(frozen=True)
+class HoldsAgain(Batch[Ledger, HoldAgain, HoldPlaced]):
+    """A redrive's holds, each answered on its own (a 6007 is that job's alone)."""
+
+    item = HoldAgain
+
+
+LEDGER.each(HoldsAgain, hold_again)
+LEDGER.locks(HoldAgain, hold_scopes)
+LEDGER.locks_each(HoldsAgain, hold_scopes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from leasegate.actors.channels import Channel, RecordSettled
-from leasegate.actors.ledger.ref import Ledger
+from leasegate.actors.ledger import Ledger
 from leasegate.actors.ledger.views import AuditReport
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.turn import Receiver, Turn

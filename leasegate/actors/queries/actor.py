@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from leasegate.actors.ledger.ref import LedgerRef
-from leasegate.actors.queries import deadlines, lease, operator, reads, results, submit
-from leasegate.actors.queries.ref import Queries
+from leasegate.actors.ledger import LedgerRef
+from leasegate.actors.queries import Queries, deadlines, lease, operator, reads, results, submit
 from leasegate.actors.queries.turn import QUERIES, QUERY_KIND, QueryTurn
 from leasegate.actors.queue.event_hub import EventHub
 from leasegate.actors.queue.leasing import TELL_PRESENCE_EVERY, PresenceTeller, SeenOnQueries
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.runtime.turn import Receiver
 from leasegate.clock import Clock
 from leasegate.settings import Settings

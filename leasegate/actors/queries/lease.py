@@ -1,5 +1,5 @@
 """Leasing queries to workers, each message followed by its handler: a long-poll
-that parks until work appears, and the give-back of leases nobody received."""
+that waits until work appears, and the give-back of leases nobody received."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from leasegate.actors.checks import check_id
-from leasegate.actors.queries.ref import Queries
-from leasegate.actors.queries.results import REPORTING, QueryResult
+from leasegate.actors.queries import Queries
+from leasegate.actors.queries.results import QueryResult, result, result_all
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryLease, QueryView, query_lease
 from leasegate.actors.queue.leases import new_work
@@ -19,11 +19,11 @@ from leasegate.actors.queue.leasing import (
     ReleaseLeases,
     give_back_with,
     handle_results_then_lease,
-    lease_or_park,
+    leases_or_not_yet,
     take_leases,
     waiting_for_work,
 )
-from leasegate.actors.runtime.parking import Park
+from leasegate.actors.runtime.waiters import NotYet
 from leasegate.storage import queries_sql as sql
 
 
@@ -71,9 +71,9 @@ WAIT_FOR_WORK: Final = waiting_for_work(lease, release_message)
 """A lease that waits: woken by new work at its sites; at shutdown, nothing."""
 
 
-@QUERIES.parks(LeaseQueries, WAIT_FOR_WORK)
-def lease_or_wait(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...] | Park:
-    return lease_or_park(turn, m, lease)
+@QUERIES.may_wait(LeaseQueries, WAIT_FOR_WORK)
+def lease_or_wait(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...] | NotYet:
+    return leases_or_not_yet(turn, m, lease)
 
 
 @dataclass(frozen=True)
@@ -85,4 +85,5 @@ class LeaseQueriesAfterResults(LeaseAfterResults[Queries, QueryResult, QueryView
     lease_kind = LeaseQueries
 
 
-handle_results_then_lease(QUERIES, LeaseQueriesAfterResults, REPORTING, lease_or_wait)
+handle_results_then_lease(QUERIES, LeaseQueriesAfterResults, result, result_all,
+                          lease_or_wait)

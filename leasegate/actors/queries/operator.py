@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from leasegate.actors.queries.ref import Queries
+from leasegate.actors.queries import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryView
 from leasegate.actors.queue.leases import new_work

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from leasegate.actors.checks import check_choice, check_int
-from leasegate.actors.lists import ListPage
-from leasegate.actors.pages import MAX_LIMIT, JobPage, Paged, paged
-from leasegate.actors.queries.ref import Queries
+from leasegate.actors.pages import MAX_LIMIT, JobPage, ListPage, Paged, paged
+from leasegate.actors.queries import Queries
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
 from leasegate.actors.queries.views import QueryCounts, QuerySite, QueryView, query_view
 from leasegate.actors.queue.reads import GetJob, serve_reads
@@ -23,7 +22,7 @@ QueryStatus = Literal["queued", "leased", "succeeded", "failed", "expired"]
 
 @dataclass(frozen=True)
 class GetQuery(GetJob[Queries, QueryView]):
-    """A query; with ``wait``, parked until it is terminal."""
+    """A query; with ``wait``, it waits until it is terminal."""
 
 
 serve_reads(QUERIES, GetQuery)  # and a query's history, and the ledger's settlements

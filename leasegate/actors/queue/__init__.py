@@ -5,15 +5,16 @@ write, leased as a claim, started, fenced and never retried by itself; a query i
 read-only and redelivered), and share everything else, written once here:
 
 - ``turn.py``: :class:`~leasegate.actors.queue.turn.JobKind`, the descriptor of a
-  channel's table (its channel name, id column, id prefix, settled statuses, row
-  reader and view), and :class:`~leasegate.actors.queue.turn.QueueTurn`, the turn
-  context both queues' handlers take (settings, history, settle notices, dry
-  filters);
-- ``reads.py``: reading one job (``GetJob``, parked until it settles with ``wait``)
+  channel's table (its channel name, id column, id prefix, settled statuses, table
+  and 404), :class:`~leasegate.actors.queue.turn.QueueTurn`, the turn context both
+  queues' handlers take (settings, history, settle notices, dry filters), and the
+  settle notices: what a queue tells the ledger once a job with a hold ended;
+- ``reads.py``: reading one job (``GetJob``, waiting until it settles with ``wait``)
   and a job's history;
 - ``history.py``: the history recorder and live job events;
-- ``leases.py``: lease tokens, site limits, dry filters, what parked leases wait for;
+- ``leases.py``: lease tokens, site limits, dry filters, what waiting leases wait for;
 - ``submissions.py``: idempotent submits (replays, tombstones, 6004);
-- ``settle.py``: what a queue tells the ledger once a job with a hold ended;
+- ``reports.py``: workers' results, judged and written set-based, and the checks of
+  what a worker reports;
 - ``event_hub.py``: the live event stream's ring and readers.
 """

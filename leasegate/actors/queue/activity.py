@@ -74,5 +74,12 @@ def read_activity(turn: QueueTurn[Any], m: ReadActivity) -> Activity:
     minutes = activity_sql.per_minute(turn.conn, channel, m.since, m.until)
     failures = activity_sql.failures_by_site(turn.conn, channel, m.day_since, m.hour_since,
                                              m.until, m.sites)
-    return Activity(tuple(Minute(*row) for row in sorted(minutes)),
-                    tuple(SiteFailures(*row) for row in failures))
+    return Activity(
+        tuple(sorted((Minute(minute=int(r["minute"]), submits=int(r["submits"]),
+                             completions=int(r["completions"]),
+                             dispatches=int(r["dispatches"]), waited=float(r["waited"]))
+                      for r in minutes), key=lambda minute: minute.minute)),
+        tuple(SiteFailures(site=str(r["site"]), failed_hour=int(r["failed_recent"]),
+                           expired_hour=int(r["expired_recent"]),
+                           failed_day=int(r["failed"]), expired_day=int(r["expired"]))
+              for r in failures))

@@ -29,7 +29,7 @@ from leasegate.actors.payloads import compact_json, stored_loads
 from leasegate.actors.queue.leases import job_changed
 from leasegate.actors.runtime.turn import Turn
 from leasegate.actors.views import Instant
-from leasegate.actors.webhooks.events import event_type
+from leasegate.actors.webhooks import event_type
 from leasegate.storage import events_sql, webhooks_sql
 from leasegate.storage.engine import Connection, Row
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Hashable
 
-from leasegate.actors.runtime.parking import Wait
+from leasegate.actors.runtime.waiters import Wait
 from leasegate.errors import Forbidden
 
 
@@ -28,7 +28,7 @@ def check_site(site: str, allowed: tuple[str, ...] | None) -> None:
 class DryFilters:
     """Which ``sites`` filters found no work in this turn.
 
-    Serving parked leases only takes work within a turn, so once a lease for
+    Serving waiting leases only takes work within a turn, so once a lease for
     some sites found nothing, every later waiter asking for those sites (or a
     subset) would scan the queue in vain. With a backlog behind a blocked lane
     that scan is the expensive part, once per filter instead of once per waiter::
@@ -57,10 +57,10 @@ class DryFilters:
             self._dry.update((site,) for site in sites)
 
 
-# ---- what parked requests wait for (see leasegate.actors.runtime.parking) ----
+# ---- what waiting requests wait for (see leasegate.actors.runtime.waiters) ----
 
 def lease_wait(sites: tuple[str, ...] | None) -> Wait:
-    """A parked lease: queued with the leases of the same filter, woken by its sites."""
+    """A waiting lease: queued with the leases of the same filter, woken by its sites."""
     topics = (("site", "*"),) if sites is None else tuple(("site", s) for s in sites)
     return Wait(queue=("lease", sites), topics=topics)
 
@@ -71,7 +71,7 @@ def new_work(site: str) -> tuple[Hashable, ...]:
 
 
 def job_wait(job_id: str) -> Wait:
-    """A parked read of one job (``wait_seconds``), woken by :func:`job_changed`."""
+    """A waiting read of one job (``wait_seconds``), woken by :func:`job_changed`."""
     return Wait(queue=("job", job_id), topics=(job_changed(job_id),))
 
 

@@ -1,5 +1,5 @@
 """Handing out leases, the same on both channels: the claims of one lease call (or
-the same ones again, for a retry with its ``request_id``), a lease call that parks
+the same ones again, for a retry with its ``request_id``), a lease call that waits
 until work appears, and the give-back of leases nobody received.
 
 Each queue says what differs (:class:`Leasing`: its SQL, its lease view, how long a
@@ -24,13 +24,12 @@ from leasegate.actors.checks import (
     check_number,
 )
 from leasegate.actors.queue.leases import lease_wait, new_lease_token
-from leasegate.actors.queue.reports import Reporting
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import MAX_BATCH, check_messages
-from leasegate.actors.runtime.handlers import Handlers, Parks
+from leasegate.actors.runtime.handlers import Handlers, Waiting
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
-from leasegate.actors.runtime.parking import PARK, Park
-from leasegate.actors.runtime.turn import Receiver
+from leasegate.actors.runtime.turn import Receiver, SetBased
+from leasegate.actors.runtime.waiters import NOT_YET, NotYet
 from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.storage.engine import Connection, Row
 
@@ -51,13 +50,13 @@ MAX_LEASES: Final = MAX_BATCH
 class LeaseCall(Ask[A_contra, tuple[L_co, ...]]):
     """A worker's lease call, the same on both channels (each names its own:
     ``LeaseTasks`` derives from it): up to ``max`` jobs of ``sites``; with ``wait``,
-    parked until work appears; ``request_id`` makes a retry get the same leases."""
+    waiting until work appears; ``request_id`` makes a retry get the same leases."""
 
     worker_id: str
     sites: tuple[str, ...] | None = None  # None: every site
     max: int = 1  # 1–100 (tasks: distinct lanes)
     request_id: str | None = None
-    wait: bool = False  # park until work appears
+    wait: bool = False  # wait until work appears
 
     def check(self) -> None:
         check_id("worker_id", self.worker_id)
@@ -82,7 +81,7 @@ class LeaseAfterResults(Ask[A_contra, tuple[tuple[V_co | LeasegateError, ...], t
     message, so one turn and one commit. The results are applied first, exactly as the
     results route applies them (set-based; each its answer or its error, in order);
     then the lease, which never waits here (``lease.wait`` is False: the route
-    parks a second, plain lease call when this one found nothing). Results first: the
+    makes a second, plain lease call wait when this one found nothing). Results first: the
     lanes they free are leased in the same call."""
 
     results: tuple[M, ...]
@@ -221,35 +220,36 @@ def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L
     return tuple(leasing.view(row) for row in leased)
 
 
-def lease_or_park(turn: QT, m: LA, lease: Callable[[QT, LA], tuple[L, ...]],
-                  ) -> tuple[L, ...] | Park:
+def leases_or_not_yet(turn: QT, m: LA, lease: Callable[[QT, LA], tuple[L, ...]],
+                  ) -> tuple[L, ...] | NotYet:
     """A lease call served now (refused while the gateway shuts down): its leases by the
-    channel's ``lease``, or ``PARK`` when it found none and waits."""
+    channel's ``lease``, or ``NOT_YET`` when it found none and waits."""
     if turn.draining:
         raise Unavailable("the gateway is shutting down")
     leases = lease(turn, m)
     if not leases and m.wait:
-        return PARK
+        return NOT_YET
     return leases
 
 
 def handle_results_then_lease(handlers: Handlers[Any, QT],
                               kind: type[LeaseAfterResults[Any, M, V, L]],
-                              results: Reporting[QT, M, V],
-                              lease_or_wait: Callable[[QT, Any], tuple[L, ...] | Park],
+                              result: Callable[[QT, M], V],
+                              result_all: SetBased[QT, M, V],
+                              lease_or_wait: Callable[[QT, Any], tuple[L, ...] | NotYet],
                               ) -> None:
     """Register the handler of ``kind``, a lease call carrying results: the results as
-    the results route applies them (the channel's ``results``: set-based, else each in a
-    savepoint of its own), then the lease (by the channel's ``lease_or_wait``, which
-    never waits here)."""
+    the results route applies them (the channel's ``result_all``: set-based, else each
+    by ``result`` in a savepoint of its own), then the lease (by the channel's
+    ``lease_or_wait``, which never waits here)."""
     def results_then_lease(turn: QT, m: LeaseAfterResults[Any, Any, Any, Any],
                            ) -> tuple[tuple[V | LeasegateError, ...], tuple[L, ...]]:
         assert isinstance(m, kind)  # the runtime routes only ``kind`` here; this narrows it
-        answers = turn.each(m.results, results.one, results.all)
+        answers = turn.each(m.results, result, result_all)
         if turn.draining:  # the results are taken; no new work while shutting down
             return answers, ()
         leases = lease_or_wait(turn, m.lease)
-        assert not isinstance(leases, Park)  # checked: a lease carrying results never waits
+        assert not isinstance(leases, NotYet)  # checked: a lease carrying results never waits
         return answers, leases
 
     handlers.on(kind)(results_then_lease)
@@ -257,7 +257,7 @@ def handle_results_then_lease(handlers: Handlers[Any, QT],
 
 def waiting_for_work(lease: Callable[[QT, LA], tuple[L, ...]],
                      give_back: Callable[[tuple[L, ...]], Tell[Any] | None],
-                     ) -> Parks[QT, tuple[L, ...]]:
+                     ) -> Waiting[QT, tuple[L, ...]]:
     """How a lease call that found nothing waits: woken by new work at its sites, it
     tries again unless a waiter with the same sites found nothing in this turn
     already; at shutdown it gets nothing; leases its caller never received are given
@@ -270,7 +270,7 @@ def waiting_for_work(lease: Callable[[QT, LA], tuple[L, ...]],
             turn.dry.add(turn.number, m.sites)
         return leases or None
 
-    return Parks(wait=lambda m: lease_wait(m.sites), serve=serve, drained=lambda turn, m: (),
+    return Waiting(wait=lambda m: lease_wait(m.sites), serve=serve, drained=lambda turn, m: (),
                  give_back=give_back)
 
 

@@ -1,10 +1,10 @@
-"""Reading jobs, the same on both channels: one job (parked until it settles when
+"""Reading jobs, the same on both channels: one job (waiting until it settles when
 asked to wait) and a job's history. Each queue names its own messages (``GetTask``
 derives from :class:`GetJob`) and registers these handlers for them::
 
     @dataclass(frozen=True)
     class GetTask(GetJob[Tasks, TaskView]):
-        \"\"\"A task; with ``wait``, parked until it is settled.\"\"\"
+        \"\"\"A task; with ``wait``, it waits until it is settled.\"\"\"
 
     serve_reads(TASKS, GetTask)   # GetTask, GetHistory, ReadActivity, RecordSettled
 """
@@ -21,9 +21,9 @@ from leasegate.actors.queue.elsewhere import WorkElsewhere, heard
 from leasegate.actors.queue.history import History
 from leasegate.actors.queue.leases import job_wait
 from leasegate.actors.queue.turn import QueueTurn
-from leasegate.actors.runtime.handlers import Handlers, Parks
+from leasegate.actors.runtime.handlers import Handlers, Waiting
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.runtime.parking import PARK, Park
+from leasegate.actors.runtime.waiters import NOT_YET, NotYet
 
 A_contra = TypeVar("A_contra", contravariant=True)
 Q = TypeVar("Q", bound=JobQueue)
@@ -33,7 +33,7 @@ V = TypeVar("V")
 
 @dataclass(frozen=True)
 class GetJob(Ask[A_contra, V]):
-    """A job by id; one of another tenant is not found. With ``wait``, parked until the
+    """A job by id; one of another tenant is not found. With ``wait``, waiting until the
     job is settled (its kind's ``settled`` statuses)."""
 
     job_id: str
@@ -46,25 +46,25 @@ class GetJob(Ask[A_contra, V]):
         check_flag("wait", self.wait)
 
 
-def get_job(turn: QueueTurn[V], m: GetJob[Any, V]) -> V | Park:
+def get_job(turn: QueueTurn[V], m: GetJob[Any, V]) -> V | NotYet:
     row = turn.visible(m.job_id, m.tenant)
     if m.wait and row["status"] not in turn.kind.settled:
-        return PARK
-    return turn.kind.view(row)
+        return NOT_YET
+    return turn.view(row)
 
 
 def _settled(turn: QueueTurn[V], m: GetJob[Any, V]) -> V | None:
-    row = turn.kind.get(turn.conn, m.job_id)
+    row = turn.kind.jobs.get(turn.conn, m.job_id)
     if row is None:  # purged while waiting
         return None
-    return turn.kind.view(row) if row["status"] in turn.kind.settled else None
+    return turn.view(row) if row["status"] in turn.kind.settled else None
 
 
 def _as_it_is(turn: QueueTurn[V], m: GetJob[Any, V]) -> V:
-    return turn.kind.view(turn.visible(m.job_id, m.tenant))
+    return turn.view(turn.visible(m.job_id, m.tenant))
 
 
-WAIT_FOR_JOB: Final[Parks[QueueTurn[Any], Any]] = Parks(
+WAIT_FOR_JOB: Final[Waiting[QueueTurn[Any], Any]] = Waiting(
     wait=lambda m: job_wait(m.job_id), serve=_settled, drained=_as_it_is)
 """A read that waits: woken by the job's every transition; at shutdown, the job as
 it is now."""
@@ -96,8 +96,8 @@ def serve_reads(handlers: Handlers[Q, QT], get: type[GetJob[Q, Any]]) -> None:
     """Register on a queue's ``handlers`` what every queue does the same way: read one
     job (``get``, its channel's :class:`GetJob`), read a job's history and the
     channel's recent activity (``queue.activity``), record the
-    ledger's settlement, and offer another gateway's work to the parked messages."""
-    handlers.parks(get, WAIT_FOR_JOB)(get_job)
+    ledger's settlement, and offer another gateway's work to the waiting messages."""
+    handlers.may_wait(get, WAIT_FOR_JOB)(get_job)
     handlers.on(GetHistory)(read_history)
     handlers.on(ReadActivity)(read_activity)
     handlers.on(RecordSettled)(record_settled)

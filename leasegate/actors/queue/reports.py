@@ -1,150 +1,164 @@
-"""Workers' results, the same on both channels: one, or a batch of them set-based.
+"""Workers' results, the steps both channels share: one, or a batch of them set-based.
 
-Each channel says how it judges a result against its job's row (:class:`Reporting`):
-a refusal (its error, raised), a retry of the accepted result (the row as it is), or
-the outcome to write (:class:`Finish`); and what else an accepted result does. The rest
-is shared: the rows of the results in one read, the outcomes in one UPDATE (which
-returns the rows after it), their history in one insert, and the ledger told of each
-job that ended with a hold. One result is a batch of one (:meth:`Reporting.one`), so the
-two ways never part::
+Each channel's result handler reads as the path a result takes, calling these steps
+with its own values::
 
-    REPORTING = Reporting(job_id=lambda m: m.query_id, judge=judge, refused=..., sql=sql)
-    REPORTING.handle(QUERIES, QueryResult, QueryResults)   # one, and the batch of them
+    verdicts = judge_results(turn, items, [m.task_id for m in items], _judge)
+    finished = sql.finish_many(turn.conn, verdicts.finishes(), turn.now)
+    if record_results(turn, verdicts, finished) is None: raise <its refusal>
+    return verdicts.in_order()
+
+The rows of the results are read at once, each result is judged against its job's row
+by the channel (a refusal raised, a retry of the accepted result answered with the row
+as it is, or the outcome to write, a :class:`Finish`), the accepted outcomes are written
+in one UPDATE by the channel's SQL (which returns the rows after it), their history in
+one insert, and the ledger is told of each job that ended with a hold. One result is a
+batch of one, so the two ways never part.
+
+What a worker reports with an outcome is checked the same on both channels
+(:func:`check_report`): the result, the error (its code and message, and the
+exception's ``type`` and a bounded ``traceback``) and the cost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
 
+from leasegate.actors.checks import (
+    INT32,
+    MAX_AMOUNT,
+    MAX_TEXT,
+    check_int,
+    check_json,
+    check_text,
+)
 from leasegate.actors.queue.turn import QueueTurn
-from leasegate.actors.runtime.batches import Batch
-from leasegate.actors.runtime.handlers import Handlers
-from leasegate.actors.runtime.mailbox import Ask, Message
-from leasegate.actors.runtime.turn import ItemByItem, answer_of_one, checked_once_each
+from leasegate.actors.runtime.turn import RetryItemByItem
 from leasegate.errors import LeasegateError
-from leasegate.storage.engine import Connection, Row
-from leasegate.storage.jobs_sql import JobTable
+from leasegate.storage.engine import Row
 
 QT = TypeVar("QT", bound=QueueTurn[Any])
-M = TypeVar("M", bound=Ask[Any, Any])  # a result: a request, answered
-V = TypeVar("V")
+M = TypeVar("M")  # a result message
+W = TypeVar("W")  # what the channel's ``finish_many`` writes of one result
+V = TypeVar("V")  # the job's view
 
 
 @dataclass(frozen=True)
-class Finish:
-    """An accepted result: what its row takes (the error's type and traceback too) and
-    its history event's detail."""
+class Finish(Generic[W]):
+    """An accepted result: what its row takes (the channel's SQL row of named
+    values) and its history event's detail."""
 
-    values: tuple[Any, ...]  # after the job's id, as the channel's ``finish_many`` takes
+    write: W
     detail: dict[str, Any]
 
 
-class ResultSQL(Protocol):
-    """A channel's SQL module, as results use it."""
-
-    @property
-    def JOBS(self) -> JobTable:
-        """Its job table: ``JOBS.get_many``, the jobs of some ids, by id."""
-        ...
-
-    def finish_many(self, conn: Connection, finishes: Sequence[Sequence[Any]],
-                    now: float, /) -> list[Row]:
-        """Each ``(job_id, *Finish.values)`` written in one statement unless its lease
-        changed: the rows written, as they are now."""
-        ...
-
-
-def _nothing(turn: Any, m: Any, before: Row, after: Row) -> None:
-    return None
-
-
 @dataclass(frozen=True)
-class Reporting(Generic[QT, M, V]):
-    """A channel's results: the job a result is of, how it is judged against the job's
-    row (raises a refusal; a row: a retry of the accepted result, answered with it), the
-    refusal of one whose lease changed between the read and the write, what else an
-    accepted one does (``done(turn, m, before, after)``, after the history) and its SQL
-    module (its functions looked up at each call)."""
+class Accepted(Generic[M, W]):
+    """A result its job takes: its place in the batch, its job, and what it writes."""
 
-    job_id: Callable[[M], str]
-    judge: Callable[[QT, M, Row], Row | Finish]
-    refused: Callable[[M, Row], LeasegateError]
-    sql: ResultSQL
-    done: Callable[[QT, M, Row, Row], None] = _nothing
+    at: int
+    job_id: str
+    message: M
+    before: Row  # the job's row as the result found it
+    finish: Finish[W]
 
-    def handle(self, handlers: Handlers[Any, QT], one: type[M],
-               many: Callable[..., Batch[Any, M, V]]) -> None:
-        """Register the channel's result handlers: of ``one`` (:meth:`one`) and of its
-        batch ``many`` (:meth:`all`, else each item in a savepoint of its own)."""
-        def result(turn: QT, m: Message) -> V:
-            assert isinstance(m, one)  # the runtime routes only ``one`` here; this narrows it
-            return self.one(turn, m)
 
-        handlers.on(one)(result)
-        handlers.each(many, result, self.all)
+@dataclass
+class Verdicts(Generic[M, W, V]):
+    """A batch of results judged: the answers known (refusals, retries of accepted
+    results), the accepted ones to write."""
 
-    def one(self, turn: QT, m: M) -> V:
-        """One result: the job's view after it, or its refusal raised."""
-        return answer_of_one(self.answers(turn, [m]))
+    count: int
+    answers: dict[int, V | LeasegateError] = field(default_factory=dict)
+    accepted: list[Accepted[M, W]] = field(default_factory=list)
 
-    def all(self, turn: QT, items: Sequence[M]) -> list[V | LeasegateError]:
-        """A batch of results, each answered as :meth:`one` would (a refusal is an item's
-        answer: it wrote nothing), set-based. Raises :class:`ItemByItem` (each item is
-        then applied in a savepoint of its own) before it writes anything when an item
-        fails its checks or the answers depend on the order (a job's result twice), and
-        after, when a lease changed between the read and the write (PostgreSQL, another
-        gateway: never within one turn)."""
-        checked_once_each(items, self.job_id, "a job's result twice")
-        return self.answers(turn, items)
+    def finishes(self) -> list[W]:
+        """What the accepted results write, for the channel's ``finish_many``."""
+        return [a.finish.write for a in self.accepted]
 
-    def answers(self, turn: QT, items: Sequence[M]) -> list[V | LeasegateError]:
-        """Each result judged against its job's row (all read at once), then the
-        accepted ones written at once: an answer per result, in order."""
-        kind = turn.kind
-        rows = self.sql.JOBS.get_many(turn.conn, [self.job_id(m) for m in items])
-        answers: dict[int, V | LeasegateError] = {}
-        accepted: list[tuple[int, M, Row, Finish]] = []
-        for at, m in enumerate(items):
-            job_id = self.job_id(m)
-            row = rows.get(job_id)
-            try:
-                if row is None:
-                    raise kind.not_found(f"no {kind.noun} {job_id}")
-                verdict = self.judge(turn, m, row)
-            except LeasegateError as exc:
-                answers[at] = exc
-                continue
-            if isinstance(verdict, Finish):
-                accepted.append((at, m, row, verdict))
-            else:
-                answers[at] = kind.view(verdict)
-        if accepted:
-            answers.update(self._finish(turn, accepted))
-        return [answers[at] for at in range(len(items))]
+    def in_order(self) -> list[V | LeasegateError]:
+        """An answer per result, in the batch's order."""
+        return [self.answers[at] for at in range(self.count)]
 
-    def _finish(self, turn: QT, accepted: Sequence[tuple[int, M, Row, Finish]],
-                ) -> list[tuple[int, V]]:
-        """The accepted results written in one statement (their rows returned), their
-        history in one; each one's view, by its place."""
-        conn, kind = turn.conn, turn.kind
-        ids = [self.job_id(m) for _, m, _, _ in accepted]
-        finishes = [(job_id, *finish.values)
-                    for job_id, (_, _, _, finish) in zip(ids, accepted, strict=True)]
-        finished = self.sql.finish_many(conn, finishes, turn.now)
-        if len(finished) != len(finishes):
-            if len(accepted) > 1:
-                raise ItemByItem("a lease changed between the read and the write")
-            _, m, row, _ = accepted[0]
-            raise self.refused(m, row)
-        after = {row[kind.id_column]: row for row in finished}
-        turn.history.record_many("result", [
-            (job_id, after[job_id], finish.detail)
-            for job_id, (_, _, _, finish) in zip(ids, accepted, strict=True)])
-        views = []
-        for job_id, (at, m, before, _) in zip(ids, accepted, strict=True):
-            self.done(turn, m, before, after[job_id])
-            turn.settle.ended(after[job_id])
-            views.append((at, kind.view(after[job_id])))
-        return views
+
+def judge_results(turn: QT, items: Sequence[M], job_ids: Sequence[str],
+                  judge: Callable[[QT, M, Row], Row | Finish[W]]) -> Verdicts[M, W, Any]:
+    """Each result (its job's id at the same place in ``job_ids``) judged against its
+    job's row, all read at once: a refusal (``judge`` raises, or no such job) and a
+    retry of the accepted result (``judge`` returns the row) are answered; an outcome
+    to write is accepted."""
+    rows = turn.kind.jobs.get_many(turn.conn, list(job_ids))
+    verdicts: Verdicts[M, W, Any] = Verdicts(len(items))
+    for at, (m, job_id) in enumerate(zip(items, job_ids, strict=True)):
+        row = rows.get(job_id)
+        try:
+            if row is None:
+                raise turn.kind.not_found(f"no {turn.kind.noun} {job_id}")
+            verdict = judge(turn, m, row)
+        except LeasegateError as exc:
+            verdicts.answers[at] = exc
+            continue
+        if isinstance(verdict, Finish):
+            verdicts.accepted.append(Accepted(at, job_id, m, row, verdict))
+        else:
+            verdicts.answers[at] = turn.view(verdict)
+    return verdicts
+
+
+def record_results(turn: QueueTurn[V], verdicts: Verdicts[M, W, V],
+                   finished: Sequence[Row]) -> list[Row] | None:
+    """The accepted results written (``finished``: the rows the channel's
+    ``finish_many`` returned): their history in one insert, the ledger told of the
+    jobs that ended with a hold, each one's view its answer; the rows after, in the
+    order of ``verdicts.accepted``.
+
+    None, with nothing recorded, when the one accepted result's lease changed between
+    the read and the write (the channel raises its refusal); with more than one, raises
+    :class:`RetryItemByItem` (PostgreSQL, another gateway: never within one turn)."""
+    if len(finished) != len(verdicts.accepted):
+        if len(verdicts.accepted) > 1:
+            raise RetryItemByItem("a lease changed between the read and the write")
+        return None
+    by_id = {row[turn.kind.id_column]: row for row in finished}
+    after = [by_id[a.job_id] for a in verdicts.accepted]
+    turn.history.record_many("result", [
+        (a.job_id, row, a.finish.detail) for a, row in zip(verdicts.accepted, after,
+                                                             strict=True)])
+    for a, row in zip(verdicts.accepted, after, strict=True):
+        turn.settle.ended(row)
+        verdicts.answers[a.at] = turn.view(row)
+    return after
+
+
+MAX_ERROR_TYPE: Final = 256
+"""The longest exception type name taken (characters)."""
+MAX_TRACEBACK: Final = 8192
+"""The longest traceback taken (characters; the SDK cuts its at 8 KiB of UTF-8)."""
+
+
+def check_report(result: object, error_code: int | None, error_message: str | None,
+                 error_type: str | None, error_traceback: str | None,
+                 cost: int | None) -> str | None:
+    """A result message's report beside its outcome (``TaskResult``, ``QueryResult``):
+    the result's text as stored (canonical JSON; None for none)."""
+    text = check_json("result", result)
+    check_int("error.code", error_code, -INT32 - 1, INT32, optional=True)
+    check_text("error.message", error_message, optional=True, most=MAX_TEXT)
+    check_error_detail(error_type, error_traceback)
+    check_int("cost", cost, 0, MAX_AMOUNT, optional=True)
+    return text
+
+
+def check_error_detail(error_type: str | None, traceback: str | None) -> None:
+    check_text("error.type", error_type, optional=True, most=MAX_ERROR_TYPE, empty=False)
+    check_text("error.traceback", traceback, optional=True, most=MAX_TRACEBACK)
+
+
+def detail_digest(error_type: str | None, traceback: str | None) -> tuple[str, ...]:
+    """The parts a result's digest takes of the detail: none when there is none, so a
+    retry of a result stored without it still matches its digest."""
+    if error_type is None and traceback is None:
+        return ()
+    return (error_type or "", traceback or "")

@@ -118,7 +118,7 @@ def retry_job(turn: QueueTurn[V], m: RetryJob[Any, V], statuses: tuple[str, ...]
     after = turn.current(m.job_id)
     turn.history.record(m.job_id, "retried", job=after, was=status, reason=m.reason, by=m.by)
     turn.work_may_be_available(*new_work(row["site"]))
-    return kind.view(after)
+    return turn.view(after)
 
 
 def find_retryable(turn: QueueTurn[Any], m: FindRetryable[Any]) -> Retryable:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from leasegate.actors.checks import check_id, check_number, check_page, check_text
-from leasegate.actors.pages import JobPage, Page
+from leasegate.actors.checks import check_id, check_number, check_text
+from leasegate.actors.pages import JobPage, Page, check_page
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.storage import search_sql
 from leasegate.storage.engine import Connection, Row

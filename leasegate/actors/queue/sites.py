@@ -26,7 +26,7 @@ columns, on purpose.
 
 A lease that found a site's bucket empty makes its actor wake when a token is due
 (:meth:`SiteGate.next_refill`, from the actor's deadline timer) and offer the site's
-work to its parked leases again: if the other channel (or gateway) took that token
+work to its waiting leases again: if the other channel (or gateway) took that token
 first, they find the bucket empty and wait for the next one; if it left the token
 unused, they take it. The channel that drew last (``drawn_by``) wakes a moment later
 (:func:`courtesy`), so that while both wait they take the tokens in turn.
@@ -117,7 +117,7 @@ class _Bucket:
 
 def courtesy(rate: float) -> float:
     """How long the channel that drew a site's last token waits past the next one's
-    due time before it takes that one too: long enough for the other channel's parked
+    due time before it takes that one too: long enough for the other channel's waiting
     leases, woken at the due time, to take it first. Else the channel whose turns
     reach the draw quicker (queries: fewer timers to run first) gets every token while
     both wait. A hundredth of a second, a tenth of a token at high rates; what it
@@ -237,7 +237,7 @@ class SiteGate:
         return min(self._starved.values()) if self._starved else None
 
     def wake_refilled(self, turn: Turn, now: float) -> None:
-        """Offer parked leases the sites whose tokens have come back."""
+        """Offer waiting leases the sites whose tokens have come back."""
         due = [site for site, at in self._starved.items() if at <= now + EARLY]
         for site in due:
             del self._starved[site]

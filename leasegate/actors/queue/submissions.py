@@ -10,10 +10,10 @@ resubmit days later is still a replay (or 6004), never the job again::
     if replayed is None: ...   # created
 
 Both channels' submit messages derive from :class:`Submit`: what the jobs facade
-needs of one to hold its ``max_cost`` before it is enqueued. Each channel says what
-its submit's row is (:class:`Submitting`); the rest is shared: one submit
-(:func:`submit_one`), and a batch of them set-based (:func:`submit_all`): one read of
-the ids a client chose, one INSERT of the new jobs, one of their history rows.
+needs of one to hold its ``max_cost`` before it is enqueued. Each channel's submit
+handlers make its row (a :class:`NewJob`) and call the shared steps with it: one
+submit (:func:`submit_one`), and a batch of them set-based (:func:`submit_all`): one
+read of the ids a client chose, one INSERT of the new jobs, one of their history rows.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import functools
 import secrets
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from leasegate.actors.checks import (
     MAX_AMOUNT,
@@ -36,10 +36,8 @@ from leasegate.actors.checks import (
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.turn import QueueTurn
-from leasegate.actors.runtime.batches import Batch
-from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.runtime.turn import ItemByItem
+from leasegate.actors.runtime.turn import RetryItemByItem
 from leasegate.actors.views import JSONObject
 from leasegate.errors import IdempotencyConflict, LeasegateError
 from leasegate.storage.engine import Connection, Row
@@ -47,8 +45,6 @@ from leasegate.storage.engine import Connection, Row
 A_contra = TypeVar("A_contra", contravariant=True)
 R_co = TypeVar("R_co", covariant=True)
 R = TypeVar("R")
-QT = TypeVar("QT", bound=QueueTurn[Any])
-S = TypeVar("S", bound="Submit[Any, Any]")
 
 
 @dataclass(frozen=True)
@@ -159,75 +155,52 @@ class Reply(Protocol[R_co]):
                  site_paused: bool) -> R_co: ...
 
 
-@dataclass(frozen=True)
-class Submitting(Generic[QT, S, R]):
-    """A channel's submits: the row of one (checked), its reply, and its job table
-    (its methods looked up at each call)."""
-
-    new_job: Callable[[QT, S], NewJob]
-    reply: Reply[R]
-    sql: SubmitSQL
-
-
-def submit_one(turn: QT, m: S, how: Submitting[QT, S, R]) -> R:
-    """One submit: created, or an identical replay of its id (else 6004)."""
-    job, kind, conn = how.new_job(turn, m), turn.kind, turn.conn
+def submit_one(turn: QueueTurn[Any], m: Submit[Any, Any], job: NewJob, reply: Reply[R],
+               jobs: SubmitSQL) -> R:
+    """One submit, ``job`` its row: created, or an identical replay of its id (else
+    6004); its ``reply`` (the channel's receipt class)."""
+    kind, conn = turn.kind, turn.conn
     job_id, replayed = submit_once(
         m.job_id, kind.id_prefix, job.digest, kind.noun,
-        lambda i: how.sql.insert_many(conn, [{kind.id_column: i, **job.row}]) == 1,
-        lambda i: how.sql.known(conn, [i]).get(i))
+        lambda i: jobs.insert_many(conn, [{kind.id_column: i, **job.row}]) == 1,
+        lambda i: jobs.known(conn, [i]).get(i))
     paused = m.site in turn.sites.paused  # it still queues; the reply says it waits
     if replayed is not None:
-        return how.reply(job_id, status=replayed, created=False, site_paused=paused)
+        return reply(job_id, status=replayed, created=False, site_paused=paused)
     _created(turn, [(job_id, job)])
-    return how.reply(job_id, status="queued", created=True, site_paused=paused)
+    return reply(job_id, status="queued", created=True, site_paused=paused)
 
 
-def submit_all(turn: QT, items: Sequence[S], how: Submitting[QT, S, R]) -> list[R]:
-    """A batch of submits, each answered as :func:`submit_one` would, set-based: one
-    read of the ids given, one insert of the new jobs. Raises :class:`ItemByItem`
-    before it writes anything when an item fails (a bad field, 6004: each item is then
-    applied in a savepoint of its own, and fails alone) or the answers depend on the
-    order (an id given twice: the first creates, the others replay), and if the insert
-    finds an id taken after all (a generated one: never)."""
+def submit_all(turn: QueueTurn[Any], items: Sequence[Submit[Any, Any]],
+               new_jobs: Sequence[NewJob], reply: Reply[R], jobs: SubmitSQL) -> list[R]:
+    """A batch of submits (checked), each answered as :func:`submit_one` would, set-based:
+    one read of the ids given, one insert of the new jobs. Raises :class:`RetryItemByItem`
+    before it writes anything when an item fails (6004: each item is then applied in a
+    savepoint of its own, and fails alone) or the answers depend on the order (an id
+    given twice: the first creates, the others replay), and if the insert finds an id
+    taken after all (a generated one: never)."""
     kind, conn = turn.kind, turn.conn
-    jobs: list[tuple[str, NewJob]] = []
-    for m in items:
-        m.check()
-        jobs.append((m.job_id or new_id(kind.id_prefix), how.new_job(turn, m)))
+    chosen = [(m.job_id or new_id(kind.id_prefix), job)
+              for m, job in zip(items, new_jobs, strict=True)]
     given = [m.job_id for m in items if m.job_id is not None]
     if len(set(given)) < len(given):
-        raise ItemByItem("an id given twice")
-    taken = how.sql.known(conn, given) if given else {}
+        raise RetryItemByItem("an id given twice")
+    taken = jobs.known(conn, given) if given else {}
     if any(taken[job_id]["fingerprint"] != job.digest
-           for job_id, job in jobs if job_id in taken):
-        raise ItemByItem("an id taken with another payload")
-    new = [(job_id, job) for job_id, job in jobs if job_id not in taken]
+           for job_id, job in chosen if job_id in taken):
+        raise RetryItemByItem("an id taken with another payload")
+    new = [(job_id, job) for job_id, job in chosen if job_id not in taken]
     if new:
         rows = [{kind.id_column: job_id, **job.row} for job_id, job in new]
-        if how.sql.insert_many(conn, rows) != len(rows):
-            raise ItemByItem("an id taken after all")
+        if jobs.insert_many(conn, rows) != len(rows):
+            raise RetryItemByItem("an id taken after all")
         _created(turn, new)
     paused = turn.sites.paused  # they still queue; each reply says whether it waits
-    return [how.reply(job_id, status=str(taken[job_id]["status"]), created=False,
-                      site_paused=m.site in paused)
-            if job_id in taken else how.reply(job_id, status="queued", created=True,
-                                              site_paused=m.site in paused)
-            for (job_id, _), m in zip(jobs, items, strict=True)]
-
-
-def handle_submits(handlers: Handlers[Any, QT], one: type[S],
-                   many: Callable[..., Batch[Any, S, R]], how: Submitting[QT, S, R]) -> None:
-    """Register a channel's submit handlers: of ``one`` (:func:`submit_one`) and of its
-    batch ``many`` (:func:`submit_all`, else each item in a savepoint of its own)."""
-    def submit(turn: QT, m: Submit[Any, Any]) -> R:
-        assert isinstance(m, one)  # the runtime routes only ``one`` here; this narrows it
-        return submit_one(turn, m, how)
-
-    handlers.on(one)(submit)
-    handlers.each(many, submit, lambda turn, items: submit_all(turn, items, how))
-    handlers.locks(one, lambda m: how.sql.submit_scope(m.job_id))
-    handlers.locks_each(many, lambda m: how.sql.submit_scope(m.job_id))
+    return [reply(job_id, status=str(taken[job_id]["status"]), created=False,
+                  site_paused=m.site in paused)
+            if job_id in taken else reply(job_id, status="queued", created=True,
+                                          site_paused=m.site in paused)
+            for (job_id, _), m in zip(chosen, items, strict=True)]
 
 
 def _created(turn: QueueTurn[Any], jobs: Sequence[tuple[str, NewJob]]) -> None:

@@ -1,33 +1,36 @@
-"""The turn context both queue actors' handlers take, and the descriptor of a
-channel's table that the shared handlers read through."""
+"""The turn context both queue actors' handlers take, the descriptor of a
+channel's table that the shared handlers read through, and the notices a queue
+sends the ledger once a job with a hold has ended."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from leasegate.actors.channels import Channel
+from leasegate.actors.ledger.holds import Settle
 from leasegate.actors.queue.history import JobHistory
 from leasegate.actors.queue.leases import DryFilters
-from leasegate.actors.queue.settle import SettleNotices
 from leasegate.actors.queue.sites import SiteGate
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import LeasegateError
+from leasegate.logs import escape
 from leasegate.settings import Settings
-from leasegate.storage.engine import Connection, Row
+from leasegate.storage.engine import Row
+from leasegate.storage.jobs_sql import JobTable
 
 if TYPE_CHECKING:
-    from leasegate.actors.ledger.ref import LedgerRef
+    from leasegate.actors.ledger import LedgerRef
     from leasegate.actors.queue.event_hub import EventHub
 
 V = TypeVar("V")
 
 
 @dataclass(frozen=True)
-class JobKind(Generic[V]):
+class JobKind:
     """One channel's jobs as the code both queues share reads them (no channel is
-    ever picked by a string: each queue hands its own kind to what it shares)."""
+    ever picked by a string: each queue hands its own kind to what it shares); the
+    job as the API shows it is its turn's :meth:`QueueTurn.view`."""
 
     actor: str  # the queue actor's name ("tasks")
     channel: Channel  # names the job's holds and events
@@ -36,9 +39,8 @@ class JobKind(Generic[V]):
     id_column: str  # of the job's row
     settled: tuple[str, ...]  # where a waiting read (GET ?wait_seconds) returns
     terminal: tuple[str, ...]  # where its hold is settled
-    get: Callable[[Connection, str], Row | None]
-    view: Callable[[Row], V]  # the job as the API shows it
-    not_found: Callable[[str], LeasegateError]  # 404 of its channel
+    jobs: JobTable  # its table
+    not_found: type[LeasegateError]  # 404 of its channel
 
 
 class QueueTurn(Turn, Generic[V]):
@@ -46,7 +48,7 @@ class QueueTurn(Turn, Generic[V]):
     kind, the settings, the history recorder, the ledger's settle notices and the
     turn's dry lease filters."""
 
-    def __init__(self, kind: JobKind[V], settings: Settings, *,
+    def __init__(self, kind: JobKind, settings: Settings, *,
                  ledger: LedgerRef | None = None, events: EventHub | None = None) -> None:
         super().__init__(kind.actor)
         self.kind = kind
@@ -57,9 +59,13 @@ class QueueTurn(Turn, Generic[V]):
         self.dry = DryFilters()
         self.sites = SiteGate(kind.channel)  # paused and throttled sites (see queue/sites.py)
 
+    def view(self, row: Row) -> V:
+        """The job of ``row`` as the API shows it (each queue's turn says how)."""
+        raise NotImplementedError
+
     def visible(self, job_id: str, tenant: str | None) -> Row:
         """The job, if it exists and the tenant (None: any, the admin) may see it."""
-        row = self.kind.get(self.conn, job_id)
+        row = self.kind.jobs.get(self.conn, job_id)
         if row is None or (tenant is not None and row["tenant"] != tenant):
             raise self.kind.not_found(f"no {self.kind.noun} {job_id}")
         return row
@@ -77,6 +83,35 @@ class QueueTurn(Turn, Generic[V]):
 
     def current(self, job_id: str) -> Row:
         """The job's row, read again after a change this turn made (it exists)."""
-        row = self.kind.get(self.conn, job_id)
+        row = self.kind.jobs.get(self.conn, job_id)
         assert row is not None, job_id
         return row
+
+
+class SettleNotices:
+    """A queue actor's way to tell the ledger that jobs ended, once they are committed.
+
+    A queue actor calls :meth:`ended` inside the turn with the job's row after a
+    change; a terminal job with ``max_cost`` is settled by the ledger after the commit,
+    never waited for (the queues ask the ledger, never the reverse). A notice lost to a
+    full inbox, a crash after the commit or a ledger already closed at shutdown is
+    repaired by the ledger's recovery, which settles the hold from the job's row (see
+    ``leasegate.actors.ledger``)."""
+
+    def __init__(self, turn: Turn, kind: JobKind, ledger: LedgerRef | None) -> None:
+        self.turn = turn
+        self.kind = kind
+        self.ledger = ledger  # None: no ledger (an actor driven alone, in tests)
+
+    def ended(self, row: Row | None) -> None:
+        """Call with the job's row after a change; a terminal job with ``max_cost`` is
+        settled after the commit."""
+        if self.ledger is None or row is None or row["max_cost"] is None:
+            return
+        status = row["status"]
+        if status not in self.kind.terminal:
+            return
+        channel, job_id = self.kind.channel, row[self.kind.id_column]
+        self.turn.tell_after_commit(
+            self.ledger, Settle(channel, job_id, status, row["cost"]),
+            f"settle of {channel} {escape(job_id)} not delivered; recovery will settle it")

@@ -16,10 +16,10 @@ two turns once its sync has returned::
         nursery.start_soon(keys.run)
         view = await inbox.ref.ask(RevokeKey("k1"))
 
-Long-polls park inside the actor: a handler registered with ``parks`` returns
-``PARK``, and the runtime offers the message to its ``serve`` inside each later
+Long-polls wait inside the actor: a handler registered with ``may_wait`` returns
+``NOT_YET``, and the runtime offers the message to its ``serve`` inside each later
 transaction that calls ``turn.work_may_be_available`` with one of its topics
-(see :mod:`leasegate.actors.runtime.parking`). A reply that cannot be delivered
+(see :mod:`leasegate.actors.runtime.waiters`). A reply that cannot be delivered
 (the caller is gone) is handed to its ``give_back``, which may schedule
 compensating work (e.g. releasing a lease nobody received).
 
@@ -43,12 +43,11 @@ import trio
 
 from leasegate.actors.runtime.applied import Served, TurnBatch, polled, run_job
 from leasegate.actors.runtime.handlers import Handlers
-from leasegate.actors.runtime.inbox import Inbox
-from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Tell
-from leasegate.actors.runtime.parking import PARK, PARK_OUTCOME, Wait, WakesOnly
+from leasegate.actors.runtime.mailbox import TIMED_OUT, Envelope, Message, Ref, Tell
 from leasegate.actors.runtime.periodic import JobRecord, JobStatistics, PeriodicJob
 from leasegate.actors.runtime.turn import Turn
-from leasegate.actors.runtime.undurable import SyncReturned, Undurable
+from leasegate.actors.runtime.unsynced import SyncReturned, UnsyncedTurns
+from leasegate.actors.runtime.waiters import NOT_YET, NOT_YET_OUTCOME, Wait, Waiters, WakesOnly
 from leasegate.clock import Clock
 from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
 from leasegate.logs import Throttled
@@ -77,7 +76,7 @@ class ActorStatistics:
     """A snapshot of an actor, taken on the trio thread (for /health, /metrics)."""
 
     name: str
-    parked: int
+    waiting: int
     commits: int
     internal_errors: int
     draining: bool
@@ -105,9 +104,9 @@ class Actor(Generic[A, C]):
         self.batch_limit = batch_limit
         self._behaviour = handlers
         self._handlers = handlers.handlers  # read once per message: a dict lookup
-        self._parks = dict(handlers.parking)  # its own: a test may wrap a spec
+        self._waiting = dict(handlers.waiting)  # its own: a test may wrap a spec
         self._send, self._inbox = inbox.send, inbox.receive
-        self._parking = inbox.parking
+        self._waiters = inbox.waiters
         self.ref = inbox.ref
         self.jobs: list[PeriodicJob[C]] = []
         self._internal: list[Tell[Any]] = []
@@ -120,7 +119,7 @@ class Actor(Generic[A, C]):
         # Called in each turn's transaction just before its commit (several gateways on
         # one database: tells the others what the turn's writes woke; None: nobody).
         self.announce: Callable[[C], None] | None = None
-        self._undurable = Undurable(self._answer, self._wake_synced)
+        self._unsynced = UnsyncedTurns(self._answer, self._wake_synced)
         turn.now = clock.now()
 
     @property
@@ -137,7 +136,7 @@ class Actor(Generic[A, C]):
 
     def statistics(self) -> ActorStatistics:
         """A snapshot of this actor; call on the trio thread."""
-        return ActorStatistics(self.name, len(self._parking), self._commits,
+        return ActorStatistics(self.name, len(self._waiters), self._commits,
                                self._internal_errors, self.draining,
                                tuple(job.record.statistics() for job in self.jobs))
 
@@ -160,15 +159,15 @@ class Actor(Generic[A, C]):
             envelopes = await self._collect()
             if envelopes is None:
                 break
-            self._undurable.answer_durable()
-            self._expire_parked()
-            # A wake-up only to time parked polls out needs no turn.
+            self._unsynced.answer_durable()
+            self._expire_waiters()
+            # A wake-up only to time waiting polls out needs no turn.
             if envelopes or trio.current_time() >= self._deadline():
                 await self._turn(envelopes)
-                self._undurable.answer_durable()
-        await self._undurable.answer_all()
-        for env in self._parking.everyone():  # parked after the drain turn: not answered yet
-            self._parking.take(env)
+                self._unsynced.answer_durable()
+        await self._unsynced.answer_all()
+        for env in self._waiters.everyone():  # waiting since the drain turn: not answered yet
+            self._waiters.take(env)
             self._reply(env, outcome.Error(Unavailable("the gateway is shutting down")))
 
     async def _start_up(self) -> None:
@@ -205,7 +204,7 @@ class Actor(Generic[A, C]):
     async def _collect(self) -> list[Envelope[Any]] | None:
         """Wait for messages or the next deadline; None when the inbox is closed."""
         envelopes: list[Envelope[Any]] = []
-        with trio.move_on_at(min(self._deadline(), self._parking.next_deadline())):
+        with trio.move_on_at(min(self._deadline(), self._waiters.next_deadline())):
             try:
                 envelopes.append(await self._inbox.receive())
             except trio.EndOfChannel:
@@ -218,7 +217,7 @@ class Actor(Generic[A, C]):
         return [env for env in envelopes if type(env.message) is not SyncReturned]
 
     def _wakes_nobody(self, envelopes: list[Envelope[Any]], now: float) -> bool:
-        """The messages only wake parked ones (``wakes_only``: another gateway's work),
+        """The messages only wake waiting ones (``wakes_only``: another gateway's work),
         none of them waits on what they wake, and nothing of our own is due: no turn.
         (Deadlines another gateway set are met by the actor's deadline poll.)"""
         if self._internal or not all(getattr(env.message, "wakes_only", False)
@@ -230,8 +229,8 @@ class Actor(Generic[A, C]):
             return False
         heard = [m for env in envelopes if isinstance(m := env.message, WakesOnly)]
         if any(m.everything for m in heard):
-            return not self._parking.waits_on(None)
-        return not self._parking.waits_on({t for m in heard for t in m.topics})
+            return not self._waiters.waits_on(None)
+        return not self._waiters.waits_on({t for m in heard for t in m.topics})
 
     async def _turn(self, envelopes: list[Envelope[Any]]) -> None:
         now = self.clock.now()
@@ -242,8 +241,8 @@ class Actor(Generic[A, C]):
         due_jobs = [job for job in self.jobs
                     if job.record.next_at is not None and job.record.next_at <= now]
         batch = TurnBatch(envelopes, due_jobs)
-        self._parking.busy = True  # callers leaving now are unlinked after the turn
-        self._undurable.applying = True
+        self._waiters.busy = True  # callers leaving now are unlinked after the turn
+        self._unsynced.applying = True
         try:
             wake, synced = await self.db.run_committed(lambda conn: self._apply(conn, batch, now))
         except Exception as exc:
@@ -263,15 +262,15 @@ class Actor(Generic[A, C]):
             self._internal.extend(internal)
             return
         finally:
-            self._undurable.applying = False
-            self._parking.settle()
+            self._unsynced.applying = False
+            self._waiters.settle()
         self._retry_at = -math.inf
         if batch.wrote > 0:  # a read commits on a full disk too: it proves nothing
             self._storage_log.recovered(f"{self.name}: storage works again")
         self._commits += 1
         self._next_wakeup = polled(wake, now, self.deadline_poll)
         self._committed(batch, now)
-        self._undurable.committed(synced, batch)
+        self._unsynced.committed(synced, batch)
 
     def _wake_synced(self) -> None:
         with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError,
@@ -280,7 +279,7 @@ class Actor(Generic[A, C]):
 
     def _committed(self, batch: TurnBatch, now: float) -> None:
         """After the commit, on the trio thread, before the next turn: jobs' records,
-        bugs, and the waiters served (out of the parking) or parked."""
+        bugs, and the waiters served (out of the waiters) or kept waiting."""
         for run in batch.job_runs:
             record = run.job.record
             if run.skipped:
@@ -297,11 +296,11 @@ class Actor(Generic[A, C]):
             log.error("%s: unexpected error handling %s (request %s); it was rolled back "
                       "and answered 500:\n%s", self.name, what, request_id or "-", stack)
         for env, _ in batch.served:
-            self._parking.take(env)
+            self._waiters.take(env)
         served = {id(env) for env, _ in batch.served}
         for env, wait in batch.newcomers:
             if id(env) not in served:
-                self._parking.park(env, wait)  # refused if its caller already left
+                self._waiters.add(env, wait)  # refused if its caller already left
 
     def _answer(self, batch: TurnBatch) -> None:
         """Once the turn's commit is durable, between turns: its effects, then every
@@ -309,7 +308,7 @@ class Actor(Generic[A, C]):
         for effect in batch.effects:
             effect()
         for env, result in zip(batch.envelopes, batch.results, strict=True):
-            if result is not None and result is not PARK_OUTCOME:
+            if result is not None and result is not NOT_YET_OUTCOME:
                 self._reply(env, result)
         for env, result in batch.served:
             self._reply(env, result)
@@ -333,13 +332,13 @@ class Actor(Generic[A, C]):
                 result = self._apply_one(env)
                 turn.restart = None  # (a message without a handler leaves it)
                 batch.results.append(result)
-                if result is PARK_OUTCOME:
-                    wait = self._parks[type(env.message)].wait(env.message)
+                if result is NOT_YET_OUTCOME:
+                    wait = self._waiting[type(env.message)].wait(env.message)
                     batch.newcomers.append((env, wait or Wait(queue=env)))
             turn.restart = None  # no message: nothing after may restart the transaction
             for job in batch.jobs:
                 batch.job_runs.append(run_job(turn, job, now))
-            self._offer_parked(batch.served, batch.newcomers)
+            self._offer_waiters(batch.served, batch.newcomers)
             wake = behaviour.next_wakeup(turn)
             if self.announce is not None and (turn.announce or turn.announce_all):
                 self.announce(turn)
@@ -400,44 +399,44 @@ class Actor(Generic[A, C]):
         if isinstance(done, outcome.Error):
             return done
         reply = done.unwrap()
-        if reply is PARK:
+        if reply is NOT_YET:
             if turn.draining:
                 return self._drained(message)
-            parked: outcome.Outcome[Any] = PARK_OUTCOME
-            return parked
+            not_yet: outcome.Outcome[Any] = NOT_YET_OUTCOME
+            return not_yet
         return outcome.Value(reply) if env.reply is not None else None
 
-    # ---- parked requests ----------------------------------------------------------
+    # ---- waiting requests ----------------------------------------------------------
 
-    def _offer_parked(self, served: Served, newcomers: list[tuple[Envelope[Any], Wait]]) -> None:
+    def _offer_waiters(self, served: Served, newcomers: list[tuple[Envelope[Any], Wait]]) -> None:
         """Offer the work this turn made to the waiters it may serve (all when draining)."""
-        turn, parks = self.turn, self._parks
+        turn, waiting = self.turn, self._waiting
 
         def serve(env: Envelope[Any]) -> bool:
             message = env.message
             if turn.draining:
                 served.append((env, self._drained(message)))
                 return True
-            reply = parks[type(message)].serve(turn, message)
+            reply = waiting[type(message)].serve(turn, message)
             if reply is None:
                 return False
             served.append((env, outcome.Value(reply)))
             return True
 
         if turn.draining or turn.wake_all:
-            self._parking.offer(None, serve, newcomers)
+            self._waiters.offer(None, serve, newcomers)
         elif turn.wake:
-            self._parking.offer(turn.wake, serve, newcomers)
+            self._waiters.offer(turn.wake, serve, newcomers)
 
     def _drained(self, message: Message) -> outcome.Outcome[Any]:
         try:
-            return outcome.Value(self._parks[type(message)].drained(self.turn, message))
+            return outcome.Value(self._waiting[type(message)].drained(self.turn, message))
         except LeasegateError as exc:
             return outcome.Error(exc)
 
-    def _expire_parked(self) -> None:
-        """Answer :data:`TIMED_OUT` to the parked envelopes whose deadline has come."""
-        for env in self._parking.expire(trio.current_time()):
+    def _expire_waiters(self) -> None:
+        """Answer :data:`TIMED_OUT` to the waiting envelopes whose deadline has come."""
+        for env in self._waiters.expire(trio.current_time()):
             self._reply(env, TIMED_OUT)
 
     def _reply(self, env: Envelope[Any], result: outcome.Outcome[Any]) -> None:
@@ -449,8 +448,8 @@ class Actor(Generic[A, C]):
             env.reply.send_nowait(result)
         except (trio.BrokenResourceError, trio.WouldBlock, trio.ClosedResourceError):
             if isinstance(result, outcome.Value) and result is not TIMED_OUT:
-                parks = self._parks.get(type(env.message))
-                work = None if parks is None else parks.give_back(result.value)
+                waiting = self._waiting.get(type(env.message))
+                work = None if waiting is None else waiting.give_back(result.value)
                 if work is not None:
                     self._internal.append(work)
         finally:
@@ -459,9 +458,9 @@ class Actor(Generic[A, C]):
     # ---- shutdown ---------------------------------------------------------------
 
     def drain(self) -> None:
-        """Answer parked messages with their drained reply at the next turn.
+        """Answer waiting messages with their drained reply at the next turn.
 
-        New messages that would park get the drained reply at once. Call
+        New messages that would wait get the drained reply at once. Call
         :meth:`close` afterwards to stop the loop once the inbox is empty.
         """
         self.turn.draining = True
@@ -477,3 +476,26 @@ class Actor(Generic[A, C]):
 
 class _Nudge(Tell[Any]):
     """Internal no-op message: makes the actor take a turn now."""
+
+
+MAILBOX_SIZE: Final = 4096
+
+
+class Inbox(Generic[A]):
+    """The bounded queue of envelopes of the actor tagged ``A``, its waiters,
+    and the :class:`Ref` that reaches it.
+
+    Opened before the actor, so that others can hold its ref first: the system opens
+    every actor's inbox, hands the refs to whoever tells or asks that actor, and only
+    then constructs the actors (no wiring after construction)::
+
+        tasks = Inbox(Tasks)
+        ledger = open_ledger(Inbox(Ledger), ..., queues={"task": tasks.ref, ...})
+        task_actor = open_tasks(tasks, ..., ledger=ledger.ref)
+    """
+
+    def __init__(self, tag: type[A], size: int = MAILBOX_SIZE) -> None:
+        self.tag = tag
+        self.send, self.receive = trio.open_memory_channel[Envelope[Any]](size)
+        self.waiters = Waiters()
+        self.ref: Ref[A] = Ref(self.send, self.waiters.leave)

@@ -1,5 +1,5 @@
 """What one turn of an actor applied, kept for after its commit: the envelopes and
-their results, the waiters it served or parked, the effects to run, the periodic
+their results, the waiters it served or kept waiting, the effects to run, the periodic
 jobs' runs and the bugs met; and how a periodic job runs inside a turn."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 import outcome
 
 from leasegate.actors.runtime.mailbox import Envelope
-from leasegate.actors.runtime.parking import Wait
 from leasegate.actors.runtime.periodic import PeriodicJob
 from leasegate.actors.runtime.turn import Turn
+from leasegate.actors.runtime.waiters import Wait
 from leasegate.storage import periodic_sql
 from leasegate.storage.connection import is_storage_failure, release, savepoint
 
@@ -40,7 +40,7 @@ class TurnBatch:
     jobs: list[PeriodicJob[Any]]
     results: list[outcome.Outcome[Any] | None] = field(default_factory=list)
     served: Served = field(default_factory=list)
-    newcomers: list[tuple[Envelope[Any], Wait]] = field(default_factory=list)  # parked now
+    newcomers: list[tuple[Envelope[Any], Wait]] = field(default_factory=list)  # waiting from now
     effects: list[Callable[[], None]] = field(default_factory=list)
     job_runs: list[JobRun] = field(default_factory=list)
     # (what failed, its request id, the stack): bugs met by one message or batch item

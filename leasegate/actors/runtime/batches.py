@@ -2,7 +2,7 @@
 
 A batch is one message, so it is applied in one turn and committed in the
 turn's one group commit. Its items are applied all at once first (set-based where
-the handler gives a ``together``: one statement for all of them); when one of them
+the handler gives a ``set_based``: one statement for all of them); when one of them
 fails, the batch is applied again with every item in its own savepoint, just as the
 runtime gives every message of a turn its own (:meth:`Turn.each`): a domain error
 (or a bug) met by one item rolls back that item alone and becomes that item's

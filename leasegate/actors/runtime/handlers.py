@@ -13,9 +13,9 @@ Registering a handler for another actor's message, or one that returns another
 type than the message's reply, is a type error. The message parameter's
 annotation is checked against the registered type once, at import.
 
-A request that may wait (a long-poll) is registered with :meth:`Handlers.parks`:
-its handler may return :data:`~leasegate.actors.runtime.parking.PARK`, and
-:class:`Parks` says what it waits for, how a later turn serves it, what it gets
+A request that may wait (a long-poll) is registered with :meth:`Handlers.may_wait`:
+its handler may return :data:`~leasegate.actors.runtime.waiters.NOT_YET`, and
+:class:`Waiting` says what it waits for, how a later turn serves it, what it gets
 when the actor drains, and what gives its reply back when the caller is gone.
 The deadlines (``next_wakeup``/``on_wakeup``) and start-up work of an actor
 are registered here too, once.
@@ -30,8 +30,8 @@ from typing import Any, Generic, TypeVar, overload
 
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
-from leasegate.actors.runtime.parking import Park, Wait
-from leasegate.actors.runtime.turn import Together, Turn
+from leasegate.actors.runtime.turn import SetBased, Turn
+from leasegate.actors.runtime.waiters import NotYet, Wait
 from leasegate.errors import LeasegateError
 
 A = TypeVar("A")
@@ -45,8 +45,8 @@ Handler = Callable[[C, Any], R]
 
 
 @dataclass(frozen=True, slots=True)
-class Parks(Generic[C_contra, R]):
-    """How a request that waits is served (see :mod:`leasegate.actors.runtime.parking`).
+class Waiting(Generic[C_contra, R]):
+    """How a request that waits is served (see :mod:`leasegate.actors.runtime.waiters`).
 
     ``wait(message)``: its queue and topics (None: a queue of its own, offered work
     only by a turn that wakes everyone). ``serve(turn, message)``: try again in
@@ -69,7 +69,7 @@ class Handlers(Generic[A, C]):
     def __init__(self, tag: type[A], turn: type[C]) -> None:
         self.tag = tag
         self.handlers: dict[type[Message], Handler[C, Any]] = {}
-        self.parking: dict[type[Message], Parks[C, Any]] = {}
+        self.waiting: dict[type[Message], Waiting[C, Any]] = {}
         self.start: Callable[[C], None] = lambda turn: None
         self.next_wakeup: Callable[[C], float | None] = lambda turn: None
         self.on_wakeup: Callable[[C, float], None] = lambda turn, now: None
@@ -92,28 +92,28 @@ class Handlers(Generic[A, C]):
 
         return register
 
-    def parks(self, kind: Callable[..., Ask[A, R]], spec: Parks[C, R],
-              ) -> Callable[[Handler[C, R | Park]], Handler[C, R | Park]]:
+    def may_wait(self, kind: Callable[..., Ask[A, R]], spec: Waiting[C, R],
+              ) -> Callable[[Handler[C, R | NotYet]], Handler[C, R | NotYet]]:
         """Register the decorated function as the handler of ``kind``, a request that
-        may return ``PARK`` and is then served as ``spec`` says."""
-        def register(handler: Handler[C, R | Park]) -> Handler[C, R | Park]:
+        may return ``NOT_YET`` and is then served as ``spec`` says."""
+        def register(handler: Handler[C, R | NotYet]) -> Handler[C, R | NotYet]:
             self._add(kind, handler)
             assert isinstance(kind, type)
-            self.parking[kind] = spec
+            self.waiting[kind] = spec
             return handler
 
         return register
 
     def each(self, kind: Callable[..., Batch[A, M, R]], apply: Handler[C, R],
-             together: Together[C, M, R] | None = None) -> None:
+             set_based: SetBased[C, M, R] | None = None) -> None:
         """Register for the batch message ``kind`` the handler that applies ``apply`` to
-        each of its items in a savepoint of its own (:meth:`Turn.each`; ``together``: the
+        each of its items in a savepoint of its own (:meth:`Turn.each`; ``set_based``: the
         items all at once, set-based, tried first)::
 
             TASKS.each(StartTasks, start)     # start: the handler of one StartTask
         """
         def apply_each(turn: C, m: Batch[A, M, R]) -> tuple[R | LeasegateError, ...]:
-            return turn.each(m.items, apply, together)
+            return turn.each(m.items, apply, set_based)
 
         apply_each.__qualname__ = f"each {kind.__name__}"
         self._add(kind, apply_each)

@@ -13,7 +13,7 @@ sides of the seam::
 
     view = await queries.ask(GetQuery("q1"))          # a QueryView
     await tasks.ask(GetQuery("q1"))                    # a type error: not a task message
-    leases = await queries.ask_parked(
+    leases = await queries.ask_until(
         LeaseQueries("w1", wait=True), deadline=trio.current_time() + 20,
         give_back=release_message, on_timeout=())
 
@@ -78,7 +78,7 @@ class Tell(Message, Generic[A_contra]):
 
 class Reply(Generic[R]):
     """A one-shot slot for one reply: what a size-1 memory channel did here, at a
-    tenth of its memory (a parked long-poll holds one for as long as it waits).
+    tenth of its memory (a waiting long-poll holds one for as long as it waits).
 
     The actor's side: :meth:`send_nowait` (``trio.BrokenResourceError`` once the
     caller has left) and :meth:`close` (no reply will come). The caller's side:
@@ -141,8 +141,8 @@ class Reply(Generic[R]):
         return result
 
 
-NOT_PARKED: Final[Hashable] = object()
-"""``Envelope.queue`` of an envelope that is in no parking queue."""
+NOT_WAITING: Final[Hashable] = object()
+"""``Envelope.queue`` of an envelope that is in no waiters' queue."""
 
 
 class _TimedOut:
@@ -151,17 +151,17 @@ class _TimedOut:
 
 
 TIMED_OUT: Final[outcome.Outcome[Any]] = outcome.Value(_TimedOut())
-"""What the actor answers a parked envelope whose deadline has come (never unwrapped)."""
+"""What the actor answers a waiting envelope whose deadline has come (never unwrapped)."""
 
 
 class Envelope(Generic[R]):
     """A message, the channel its reply goes to (None: no reply wanted), and the id
-    of the request it was sent for; while parked, the key of its queue (see
-    :mod:`leasegate.actors.runtime.parking`). ``left``: its caller stopped waiting.
+    of the request it was sent for; while it waits, the key of its queue (see
+    :mod:`leasegate.actors.runtime.waiters`). ``left``: its caller stopped waiting.
     ``deadline`` (trio time): when the actor answers it :data:`TIMED_OUT` if
-    still parked.
+    still waiting.
 
-    Slots: a parked long-poll holds one of these for as long as it waits.
+    Slots: a waiting long-poll holds one of these for as long as it waits.
     """
 
     __slots__ = ("deadline", "left", "message", "queue", "reply", "request_id")
@@ -172,7 +172,7 @@ class Envelope(Generic[R]):
         self.deadline = deadline
         self.reply = reply
         self.request_id = request_id.get()
-        self.queue = NOT_PARKED
+        self.queue = NOT_WAITING
         self.left = False
 
 
@@ -191,7 +191,7 @@ class Ref(Generic[A]):
     def __init__(self, send: trio.MemorySendChannel[Envelope[Any]],
                  leave: Callable[[Envelope[Any]], None] = lambda env: None) -> None:
         self._send = send
-        self._leave = leave  # the actor's Parking.leave: a caller gone is unparked at once
+        self._leave = leave  # the actor's Waiters.leave: a caller gone stops waiting at once
 
     async def _deliver(self, env: Envelope[Any]) -> None:
         """Put ``env`` in the inbox, waiting only while it is full. A checkpoint for
@@ -237,10 +237,10 @@ class Ref(Generic[A]):
             raise _gone() from None
         finally:
             reply.leave()
-            self._leave(env)  # if the actor parked it (wait=True), unpark it now
+            self._leave(env)  # if the actor keeps it waiting (wait=True), out now
         return result.unwrap()
 
-    async def ask_parked(
+    async def ask_until(
         self,
         message: Ask[A, R],
         *,
@@ -252,7 +252,7 @@ class Ref(Generic[A]):
 
         Returns the reply, or ``on_timeout`` if nothing came by ``deadline``.
         The actor keeps the time: it answers :data:`TIMED_OUT` to a message still
-        parked at ``deadline`` (the caller holds no cancel scope while it waits).
+        waiting at ``deadline`` (the caller holds no cancel scope while it waits).
         Cancellation (the HTTP client went away): a reply that arrives at the
         same moment is not lost. The slot is emptied and broken with no
         checkpoint in between (:meth:`Reply.leave`), so either the actor's
@@ -278,7 +278,7 @@ class Ref(Generic[A]):
             late = reply.leave()
             if received is None:
                 received = late
-            # Out of the actor's parked set at once (a timeout or a cancelled
+            # Out of the actor's waiters at once (a timeout or a cancelled
             # request): no turn has to look at it again.
             self._leave(env)
             if (not delivered and isinstance(received, outcome.Value)

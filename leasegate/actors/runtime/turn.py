@@ -11,7 +11,7 @@ Every handler takes the actor's turn context and its message::
         return Started(...)
 
 :class:`Turn` holds what the runtime gives every actor: the connection, the
-turn's one instant (:attr:`Turn.now`), wake-ups for parked requests, effects to
+turn's one instant (:attr:`Turn.now`), wake-ups for waiting requests, effects to
 run after the commit, and savepoints for the items of a batch. An actor's own
 context derives from it and adds the actor's long-lived state as plain fields
 (its settings, its history recorder, its artifact store...), so what a handler
@@ -46,26 +46,30 @@ R = TypeVar("R")
 log = logging.getLogger("leasegate.actors")
 
 
-Together = Callable[[C, Sequence[M]], Sequence[R | LeasegateError]]
+SetBased = Callable[[C, Sequence[M]], Sequence[R | LeasegateError]]
 """A batch's items applied at once (see :meth:`Turn.each`): an answer per item, in
 order; a domain error as an answer only for an item that wrote nothing."""
 
 
-class ItemByItem(Exception):
-    """Raised by a :data:`Together` that cannot answer its batch at once: the batch is
+class RetryItemByItem(Exception):
+    """Raised by a :data:`SetBased` that cannot answer its batch at once: the batch is
     applied again item by item (nothing of the attempt kept)."""
 
 
-def checked_once_each(items: Sequence[M], job: Callable[[M], Hashable], twice: str) -> None:
-    """A set-based :data:`Together`'s first step, before it writes anything: every item's
-    checks, and no job twice (the answers would depend on the order: ``twice`` says
-    which). Raises (:class:`ItemByItem` for a job twice): the batch is then applied item
-    by item, each failing alone."""
+def checked(items: Sequence[M]) -> Sequence[M]:
+    """A :data:`SetBased` application's first step, before it writes anything: every item's
+    checks (one raises: the batch is then applied item by item, each failing alone)."""
     for item in items:
         item.check()
-    jobs = [job(item) for item in items]
+    return items
+
+
+def checked_once_each(items: Sequence[M], job: Callable[[M], Hashable], twice: str) -> None:
+    """:func:`checked`, and no job twice (the answers would depend on the order:
+    ``twice`` says which; :class:`RetryItemByItem` is raised)."""
+    jobs = [job(item) for item in checked(items)]
     if len(set(jobs)) < len(jobs):
-        raise ItemByItem(twice)
+        raise RetryItemByItem(twice)
 
 
 def answer_of_one(answers: Sequence[R | LeasegateError]) -> R:
@@ -97,7 +101,7 @@ class Turn:
         self.actor = actor  # the actor's name, for log lines
         self.now = 0.0  # the turn's instant (wall seconds)
         self.number = 0  # counts turns, failed ones too: "within this transaction"
-        self.draining = False  # the actor drains for shutdown: nothing new parks
+        self.draining = False  # the actor drains for shutdown: nothing new waits
         # ---- the runtime's: this turn's effects, bugs, wake-ups, request
         self.effects: list[Callable[[], None]] = []
         self.bugs: list[tuple[str, str | None, str]] = []
@@ -114,8 +118,8 @@ class Turn:
         self.restart: Callable[[], None] | None = None
 
     def work_may_be_available(self, *topics: Hashable) -> None:
-        """Offer the messages parked on any of ``topics`` another try in this
-        transaction; no topics: every parked message."""
+        """Offer the messages waiting on any of ``topics`` another try in this
+        transaction; no topics: every waiting message."""
         if topics:
             self.wake.update(topics)
             self.announce.update(topics)
@@ -124,7 +128,7 @@ class Turn:
 
     def heard_elsewhere(self, *topics: Hashable) -> None:
         """As :meth:`work_may_be_available`, for work another gateway made (its
-        notification): offered to the parked messages here, never announced again
+        notification): offered to the waiting messages here, never announced again
         (which would echo between gateways)."""
         if topics:
             self.wake.update(topics)
@@ -155,18 +159,18 @@ class Turn:
         self.effects.append(tell)
 
     def each(self: C, items: Sequence[M], apply: Callable[[C, M], R],
-             together: Together[C, M, R] | None = None) -> tuple[R | LeasegateError, ...]:
+             set_based: SetBased[C, M, R] | None = None) -> tuple[R | LeasegateError, ...]:
         """The items of a batch message, each answered as if in its own savepoint, as
         the runtime applies a message: a domain error or a bug (500, logged) is that
         item's answer alone, never the others'.
 
         All in one savepoint first (most batches have no failing item: two statements
-        a batch, not two an item), by ``together`` (set-based: a statement for all the
+        a batch, not two an item), by ``set_based`` (set-based: a statement for all the
         items, each item's domain error its answer, provided it wrote nothing) or else
         ``apply`` to each item in turn; whatever raises undoes them all, and the batch
         is applied again item by item, each in a savepoint of its own."""
         if len(items) > 1:
-            done = self._all_at_once(items, together or _one_by_one(apply))
+            done = self._all_at_once(items, set_based or _one_by_one(apply))
             if done is not None:
                 return done
         answers: list[R | LeasegateError] = []
@@ -183,14 +187,14 @@ class Turn:
                 answers.append(done_one.unwrap())
         return tuple(answers)
 
-    def _all_at_once(self: C, items: Sequence[M], together: Together[C, M, R],
+    def _all_at_once(self: C, items: Sequence[M], set_based: SetBased[C, M, R],
                      ) -> tuple[R | LeasegateError, ...] | None:
         """Every item in one savepoint, or None (nothing of them kept) if one raised."""
         conn = self.conn
         mark = self.mark()
         savepoint(conn, "items")
         try:
-            answers = tuple(together(self, items))
+            answers = tuple(set_based(self, items))
         except Exception as exc:
             if is_storage_failure(exc):
                 raise
@@ -266,13 +270,13 @@ class Turn:
         self.announce_all, self.announce = False, set()
 
 
-def _one_by_one(apply: Callable[[C, M], R]) -> Together[C, M, R]:
+def _one_by_one(apply: Callable[[C, M], R]) -> SetBased[C, M, R]:
     """Each item applied in turn; the first that fails raises (none is answered)."""
-    def together(turn: C, items: Sequence[M]) -> tuple[R, ...]:
+    def one_by_one(turn: C, items: Sequence[M]) -> tuple[R, ...]:
         answers = []
         for item in items:
             item.check()
             answers.append(apply(turn, item))
         return tuple(answers)
 
-    return together
+    return one_by_one

@@ -18,8 +18,21 @@ it, the fire is pending and is handed over again at start-up and by the periodic
 ``resend_pending_fires``; after the submit, before its outcome is recorded, the new
 submit is a replay.
 
-Its files, as every actor's: ``ref.py`` (its tag), ``views.py`` (its replies),
+Its files, as every actor's: its tag (in the package itself), ``views.py`` (its replies),
 ``turn.py`` (its turn context, handler registry and outbox), ``records.py`` (its
 messages, each followed by its handler), ``cron.py`` (cron times), ``timer.py`` (the
 claims and their repair), ``actor.py`` (how it is opened) and ``submitter.py``.
 """
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+from leasegate.actors.runtime.mailbox import Ref
+
+
+class Schedules:
+    """Tags the schedules actor's messages (``Ask[Schedules, ...]``) and refs."""
+
+
+SchedulesRef: TypeAlias = Ref[Schedules]

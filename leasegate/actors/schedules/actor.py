@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from leasegate.actors.jobs.facade import Jobs
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
-from leasegate.actors.schedules import records, timer
-from leasegate.actors.schedules.ref import Schedules
+from leasegate.actors.jobs import Jobs
+from leasegate.actors.runtime.actor import Actor, Inbox
+from leasegate.actors.schedules import Schedules, records, timer
 from leasegate.actors.schedules.submitter import Submitter
 from leasegate.actors.schedules.turn import SCHEDULES, ScheduleTurn
 from leasegate.clock import Clock

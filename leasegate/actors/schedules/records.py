@@ -8,14 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from leasegate.actors.checks import check_choice, check_flag, check_id
-from leasegate.actors.lists import ListPage
-from leasegate.actors.pages import Paged, paged
+from leasegate.actors.pages import ListPage, Paged, paged
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.queue.submissions import Submit
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.schedules import cron
-from leasegate.actors.schedules.ref import Schedules
+from leasegate.actors.schedules import Schedules, cron
 from leasegate.actors.schedules.turn import (
     SCHEDULES,
     CatchUp,

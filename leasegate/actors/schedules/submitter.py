@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from leasegate.actors.jobs import Jobs
 from leasegate.actors.jobs.channel import JobChannel
-from leasegate.actors.jobs.facade import Jobs
-from leasegate.actors.runtime.outbox import Outbox
+from leasegate.actors.runtime.background import Outbox
 from leasegate.actors.runtime.periodic import JobRecord
+from leasegate.actors.schedules import SchedulesRef
 from leasegate.actors.schedules.records import FireDone, TriggerSchedule, submit_of
-from leasegate.actors.schedules.ref import SchedulesRef
 from leasegate.actors.schedules.turn import FireKey, PendingFire
 from leasegate.errors import LeasegateError, NotFound, QueryNotFound, TaskNotFound, Unavailable
 

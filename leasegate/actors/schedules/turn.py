@@ -7,11 +7,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from leasegate.actors.runtime.background import Outbox
 from leasegate.actors.runtime.handlers import Handlers
-from leasegate.actors.runtime.outbox import Outbox
 from leasegate.actors.runtime.periodic import JobRecord
 from leasegate.actors.runtime.turn import Turn
-from leasegate.actors.schedules.ref import Schedules
+from leasegate.actors.schedules import Schedules
 from leasegate.settings import Settings
 
 Channel = Literal["task", "query"]

@@ -20,7 +20,7 @@ Finished tasks are purged after ``task_retention``; each leaves a tombstone
 upstream resubmitting the id days later gets a replay or 6004, never the
 order placed again.
 
-Its files, as every actor's: ``ref.py`` (its tag), ``views.py`` (its replies),
+Its files, as every actor's: its tag (in the package itself), ``views.py`` (its replies),
 ``turn.py`` (its turn context, table and handler registry), its messages each
 followed by its handler, split by who sends them (``submit.py`` and ``reads.py``:
 clients; ``lease.py`` and ``fenced.py``: workers' leases, starts, renewals and
@@ -30,3 +30,17 @@ reclaim; ``device_actions.py``: what devices' presence does to their tasks;
 timers and periodic jobs (``deadlines.py``), and ``actor.py`` (how it is
 opened). What it shares with the query actor is in ``leasegate.actors.queue``.
 """
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+from leasegate.actors.channels import JobQueue
+from leasegate.actors.runtime.mailbox import Ref
+
+
+class Tasks(JobQueue):
+    """Tags the task actor's messages (``Ask[Tasks, ...]``) and refs."""
+
+
+TasksRef: TypeAlias = Ref[Tasks]

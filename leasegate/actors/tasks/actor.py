@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from leasegate.actors.ledger.ref import LedgerRef
+from leasegate.actors.ledger import LedgerRef
 from leasegate.actors.queue.event_hub import EventHub
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
+from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.tasks import (
+    Tasks,
     artifacts,
     control,
     deadlines,
@@ -18,7 +18,6 @@ from leasegate.actors.tasks import (
     reads,
     submit,
 )
-from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.clock import Clock
 from leasegate.settings import Settings

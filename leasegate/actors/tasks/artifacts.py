@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from leasegate.actors.checks import check_id, check_ids
 from leasegate.actors.queue.leases import check_site
 from leasegate.actors.runtime.mailbox import Ask
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.fenced import Fenced
-from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import ArtifactInfo, ArtifactList, ArtifactStored, artifact_info
 from leasegate.errors import (

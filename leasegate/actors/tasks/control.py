@@ -28,7 +28,7 @@ from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.retry import MAX_REDRIVE
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
 from leasegate.actors.tasks.views import TaskView, task_view
 from leasegate.actors.views import JSONValue

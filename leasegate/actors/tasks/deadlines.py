@@ -61,7 +61,7 @@ def on_wakeup(turn: TaskTurn, now: float) -> None:
         turn.history.record(row["task_id"], "expired")
         turn.settle.ended(sql.JOBS.get(conn, row["task_id"]))
     if sql.not_before_passed(conn, turn.not_before_seen, now):
-        turn.work_may_be_available()  # a parked lease may take it now
+        turn.work_may_be_available()  # a waiting lease may take it now
     turn.after_commit(lambda: _passed_not_before(turn, now))
     turn.after_commit(lambda: turn.deadline_timer.succeeded(now))
 

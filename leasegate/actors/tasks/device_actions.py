@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from leasegate.actors.checks import check_choice, check_id
 from leasegate.actors.runtime.mailbox import Ask
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.control import ControlAction, apply_control
-from leasegate.actors.tasks.ref import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.logs import escape
 from leasegate.storage import devices_sql

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from leasegate.actors.checks import (
     MAX_TOKEN,
@@ -24,13 +24,19 @@ from leasegate.actors.checks import (
     stored_text,
 )
 from leasegate.actors.payloads import canonical_json, fingerprint
-from leasegate.actors.queue.errors import check_report, detail_digest
 from leasegate.actors.queue.leases import check_site, new_work
-from leasegate.actors.queue.reports import Finish, Reporting
+from leasegate.actors.queue.reports import (
+    Finish,
+    Verdicts,
+    check_report,
+    detail_digest,
+    judge_results,
+    record_results,
+)
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.runtime.turn import answer_of_one, checked_once_each
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import Renewed, Started, TaskView
 from leasegate.actors.views import JSONObject, JSONValue
@@ -93,7 +99,7 @@ def start(turn: TaskTurn, m: StartTask) -> Started:
 
 def start_all(turn: TaskTurn, items: Sequence[StartTask]) -> list[Started | LeasegateError]:
     """A batch of starts, each answered as :func:`start` would answer it alone. Raises
-    :class:`ItemByItem` (each item then goes in a savepoint of its own) before it
+    :class:`RetryItemByItem` (each item then goes in a savepoint of its own) before it
     writes anything when an item fails its checks or a task's start comes twice."""
     checked_once_each(items, lambda m: m.task_id, "a task's start twice")
     return _starts(turn, items)
@@ -225,7 +231,40 @@ class TaskResult(FencedOnSites[TaskView]):
             "progress", self.progress, object_only=self.progress is not None))
 
 
-def _judge(turn: TaskTurn, m: TaskResult, row: Row) -> Row | Finish:
+@TASKS.on(TaskResult)
+def result(turn: TaskTurn, m: TaskResult) -> TaskView:
+    """One result: a batch of one (:func:`_results`), so that one and many never part."""
+    return answer_of_one(_results(turn, [m]))
+
+
+def result_all(turn: TaskTurn, items: Sequence[TaskResult]) -> list[TaskView | LeasegateError]:
+    """A batch of results, each answered as :func:`result` would answer it alone. Raises
+    :class:`RetryItemByItem` (each item then goes in a savepoint of its own) before it writes
+    anything when an item fails its checks or a task's result comes twice, and after,
+    when a lease changed between the read and the write (PostgreSQL, another gateway)."""
+    checked_once_each(items, lambda m: m.task_id, "a task's result twice")
+    return _results(turn, items)
+
+
+def _results(turn: TaskTurn, items: Sequence[TaskResult]) -> list[TaskView | LeasegateError]:
+    """Each result judged against its task's row (all read at once), the accepted ones
+    written in one UPDATE and their history in one insert (see ``queue.reports``); a
+    refusal is its item's answer (it wrote nothing)."""
+    verdicts: Verdicts[TaskResult, sql.TaskFinish, TaskView] = judge_results(
+        turn, items, [m.task_id for m in items], _judge)
+    if verdicts.accepted:
+        finished = sql.finish_many(turn.conn, verdicts.finishes(), turn.now)
+        after = record_results(turn, verdicts, finished)
+        if after is None:
+            [one] = verdicts.accepted
+            raise _refuse("result", one.before, one.message.worker_id,
+                          one.message.lease_token)
+        for accepted, row in zip(verdicts.accepted, after, strict=True):
+            _done(turn, accepted.message, accepted.before, row)
+    return verdicts.in_order()
+
+
+def _judge(turn: TaskTurn, m: TaskResult, row: Row) -> Row | Finish[sql.TaskFinish]:
     """The task's row if ``m`` is a retry of its accepted result, else what the result
     writes; a result the task does not take is refused (6002, logged)."""
     check_site(row["site"], m.sites)
@@ -259,11 +298,14 @@ def _judge(turn: TaskTurn, m: TaskResult, row: Row) -> Row | Finish:
     # A batch task paused at a checkpoint while its client asked to cancel: canceled.
     to = "canceled" if m.outcome == "paused" and row["cancel_requested"] else m.outcome
     kept = m.outcome != "succeeded"  # an error's type and traceback, or none left over
-    return Finish((status, m.lease_token, to, result, code, message, m.cost, progress,
-                   digest, int(late), m.error_type if kept else None,
-                   m.error_traceback if kept else None),
-                  {"outcome": m.outcome, "late": late, "worker_id": m.worker_id,
-                   "cost": m.cost})
+    write = sql.TaskFinish(
+        job_id=m.task_id, from_status=status, lease_token=m.lease_token, status=to,
+        result=result, error_code=code, error_message=message, cost=m.cost,
+        progress=progress, outcome_digest=digest, late_result=int(late),
+        error_type=m.error_type if kept else None,
+        error_traceback=m.error_traceback if kept else None)
+    return Finish(write, {"outcome": m.outcome, "late": late, "worker_id": m.worker_id,
+                          "cost": m.cost})
 
 
 def _done(turn: TaskTurn, m: TaskResult, before: Row, after: Row) -> None:
@@ -277,21 +319,14 @@ def _done(turn: TaskTurn, m: TaskResult, before: Row, after: Row) -> None:
     turn.work_may_be_available(*new_work(before["site"]))  # lane free
 
 
-REPORTING: Final[Reporting[TaskTurn, TaskResult, TaskView]] = Reporting(
-    job_id=lambda m: m.task_id, judge=_judge,
-    refused=lambda m, row: _refuse("result", row, m.worker_id, m.lease_token),
-    sql=sql, done=_done)
-"""Task results, one or a batch (see ``queue.reports``)."""
-
-
 @dataclass(frozen=True)
 class TaskResults(Batch[Tasks, TaskResult, TaskView]):
-    """Up to 100 results, each fenced on its own (applied set-based: ``REPORTING.all``)."""
+    """Up to 100 results, each fenced on its own (applied set-based: :func:`result_all`)."""
 
     item = TaskResult
 
 
-REPORTING.handle(TASKS, TaskResult, TaskResults)
+TASKS.each(TaskResults, result, result_all)
 
 
 def _holds(row: Row, worker_id: str, token: str) -> bool:

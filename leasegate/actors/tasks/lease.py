@@ -1,5 +1,5 @@
 """Leasing tasks to workers, each message followed by its handler: a long-poll that
-parks until work appears, and the give-back of claims nobody received.
+waits until work appears, and the give-back of claims nobody received.
 
 A lease is only a *claim*: the worker must ``start`` it within
 ``task_claim_window`` (see ``fenced.py``).
@@ -20,14 +20,13 @@ from leasegate.actors.queue.leasing import (
     ReleaseLeases,
     give_back_with,
     handle_results_then_lease,
-    lease_or_park,
+    leases_or_not_yet,
     take_leases,
     waiting_for_work,
 )
-from leasegate.actors.runtime.parking import Park
-from leasegate.actors.tasks import presence
-from leasegate.actors.tasks.fenced import REPORTING, TaskResult
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.runtime.waiters import NotYet
+from leasegate.actors.tasks import Tasks, presence
+from leasegate.actors.tasks.fenced import TaskResult, result, result_all
 from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
 from leasegate.actors.tasks.views import TaskLease, TaskView, task_lease
 from leasegate.logs import escape
@@ -80,7 +79,7 @@ def lease(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
 
 
 def _lease_seen(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
-    """A parked lease call served later: its worker is seen when it gets work."""
+    """A waiting lease call served later: its worker is seen when it gets work."""
     leases = lease(turn, m)
     if leases:
         turn.seen(m.worker_id, sites=m.sites, key_id=m.key_id, leasing=True)
@@ -97,9 +96,9 @@ WAIT_FOR_WORK: Final = waiting_for_work(_lease_seen, release_message)
 """A lease that waits: woken by new work at its sites; at shutdown, nothing."""
 
 
-@TASKS.parks(LeaseTasks, WAIT_FOR_WORK)
-def lease_or_wait(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...] | Park:
-    return lease_or_park(turn, m, _admitted)
+@TASKS.may_wait(LeaseTasks, WAIT_FOR_WORK)
+def lease_or_wait(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...] | NotYet:
+    return leases_or_not_yet(turn, m, _admitted)
 
 
 def _admitted(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
@@ -119,4 +118,5 @@ class LeaseTasksAfterResults(LeaseAfterResults[Tasks, TaskResult, TaskView, Task
     lease_kind = LeaseTasks
 
 
-handle_results_then_lease(TASKS, LeaseTasksAfterResults, REPORTING, lease_or_wait)
+handle_results_then_lease(TASKS, LeaseTasksAfterResults, result, result_all,
+                          lease_or_wait)

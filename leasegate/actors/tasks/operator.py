@@ -24,7 +24,7 @@ from leasegate.actors.queue.sites import (
 )
 from leasegate.actors.runtime.batches import Batch
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import TaskView
 from leasegate.logs import escape

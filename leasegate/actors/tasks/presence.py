@@ -15,12 +15,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from leasegate.actors.checks import check_flag, check_int
-from leasegate.actors.lists import ListPage
-from leasegate.actors.pages import MAX_LIMIT, Page, Paged
+from leasegate.actors.pages import MAX_LIMIT, ListPage, Page, Paged
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queue.leasing import SeenOnQueries
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import (
     BlockedLane,

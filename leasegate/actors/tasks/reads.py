@@ -11,7 +11,7 @@ from leasegate.actors.pages import JobPage
 from leasegate.actors.queue.reads import GetJob, serve_reads
 from leasegate.actors.queue.search import SearchJobs, run_search
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import TaskView, task_view
 from leasegate.storage import tasks_sql as sql
@@ -22,7 +22,7 @@ TaskStatus = Literal["queued", "leased", "running", "succeeded", "failed", "canc
 
 @dataclass(frozen=True)
 class GetTask(GetJob[Tasks, TaskView]):
-    """A task; with ``wait``, parked until it is settled (finished, stale or paused)."""
+    """A task; with ``wait``, it waits until it is settled (finished, stale or paused)."""
 
 
 serve_reads(TASKS, GetTask)  # and a task's history, and the ledger's settlements

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
@@ -12,14 +13,10 @@ from leasegate.actors.checks import (
     check_number,
 )
 from leasegate.actors.payloads import fingerprint
-from leasegate.actors.queue.submissions import (
-    NewJob,
-    Submit,
-    Submitting,
-    handle_submits,
-)
+from leasegate.actors.queue.submissions import NewJob, Submit, submit_all, submit_one
 from leasegate.actors.runtime.batches import Batch
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.runtime.turn import checked
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.turn import TASKS, TaskTurn
 from leasegate.actors.tasks.views import TaskSubmitted
 from leasegate.storage import tasks_sql as sql
@@ -50,7 +47,22 @@ class SubmitTask(Submit[Tasks, TaskSubmitted]):
         check_int("batch_total", self.batch_total, 1, INT32, optional=True)
 
 
-def new_task(turn: TaskTurn, m: SubmitTask) -> NewJob:
+@TASKS.on(SubmitTask)
+def submit(turn: TaskTurn, m: SubmitTask) -> TaskSubmitted:
+    """One submit: created, or an identical replay of its id (else 6004)."""
+    return submit_one(turn, m, _new_task(turn, m), TaskSubmitted, sql.JOBS)
+
+
+def submit_tasks(turn: TaskTurn, items: Sequence[SubmitTask]) -> list[TaskSubmitted]:
+    """A batch of submits set-based (see ``submit_all``)."""
+    return submit_all(turn, items, [_new_task(turn, m) for m in checked(items)],
+                      TaskSubmitted, sql.JOBS)
+
+
+TASKS.locks(SubmitTask, lambda m: sql.JOBS.submit_scope(m.job_id))
+
+
+def _new_task(turn: TaskTurn, m: SubmitTask) -> NewJob:
     now = turn.now
     params = m.params_text  # made once, by the check; the fingerprint takes it too
     digest = fingerprint(m.tenant, m.site, m.account, m.kind, params, m.priority,
@@ -72,4 +84,5 @@ class SubmitTasks(Batch[Tasks, SubmitTask, TaskSubmitted]):
     item = SubmitTask
 
 
-handle_submits(TASKS, SubmitTask, SubmitTasks, Submitting(new_task, TaskSubmitted, sql.JOBS))
+TASKS.each(SubmitTasks, submit, submit_tasks)
+TASKS.locks_each(SubmitTasks, lambda m: sql.JOBS.submit_scope(m.job_id))

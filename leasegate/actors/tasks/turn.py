@@ -10,7 +10,7 @@ from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queue.turn import JobKind, QueueTurn
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.periodic import JobRecord
-from leasegate.actors.tasks.ref import Tasks
+from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.views import TaskView, task_view
 from leasegate.errors import TaskNotFound
 from leasegate.settings import Settings
@@ -20,23 +20,22 @@ from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.engine import Row
 
 if TYPE_CHECKING:
-    from leasegate.actors.ledger.ref import LedgerRef
+    from leasegate.actors.ledger import LedgerRef
     from leasegate.actors.queue.event_hub import EventHub
 
 SETTLED: Final = (*sql.TERMINAL, "stale", "paused")
 """Where a task waits for nobody but a person: a ``GET ?wait_seconds`` returns there."""
 
-TASK_KIND: Final[JobKind[TaskView]] = JobKind(
+TASK_KIND: Final = JobKind(
     actor="tasks", channel="task", noun="task", id_prefix="t", id_column="task_id",
-    settled=SETTLED, terminal=sql.TERMINAL, get=sql.JOBS.get, view=task_view,
-    not_found=TaskNotFound)
+    settled=SETTLED, terminal=sql.TERMINAL, jobs=sql.JOBS, not_found=TaskNotFound)
 """Tasks as the code both queues share reads them."""
 
 
 class TaskTurn(QueueTurn[TaskView]):
     """What both queues keep (see ``QueueTurn``), and the task actor's own: its
     artifact store, the workers seen this turn, how far passed ``not_before`` times
-    have woken the parked leases, and the record of its deadline timer."""
+    have woken the waiting leases, and the record of its deadline timer."""
 
     def __init__(self, settings: Settings, artifacts: ArtifactStore | None = None, *,
                  ledger: LedgerRef | None = None, events: EventHub | None = None) -> None:
@@ -47,6 +46,9 @@ class TaskTurn(QueueTurn[TaskView]):
         # The exact timer of on_wakeup (claims, leases, hard timeouts, task_ttl): runs
         # when the data says, so it is listed with the on-demand jobs (never overdue).
         self.deadline_timer = JobRecord("deadlines", owner="tasks", every=math.inf)
+
+    def view(self, row: Row) -> TaskView:
+        return task_view(row)
 
     def ttl_deadline(self, not_before: float | None) -> float:
         """``task_ttl`` counts from now, or from ``not_before`` if that is later."""

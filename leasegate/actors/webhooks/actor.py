@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from leasegate.actors.runtime.actor import Actor
-from leasegate.actors.runtime.inbox import Inbox
-from leasegate.actors.webhooks import deliveries, endpoints
-from leasegate.actors.webhooks.ref import Webhooks
+from leasegate.actors.runtime.actor import Actor, Inbox
+from leasegate.actors.webhooks import Webhooks, deliveries, endpoints
 from leasegate.actors.webhooks.turn import WEBHOOKS, WebhookTurn
 from leasegate.clock import Clock
 from leasegate.settings import Settings

@@ -2,22 +2,24 @@
 redelivery (a client of its tenant, or an admin), and what the deliverer asks (the
 due ones, claimed; each attempt recorded), and the bound on pending deliveries.
 
-A failed attempt is tried again after :data:`~.events.RETRY_DELAYS` (each +-
-``webhook_retry_jitter`` of itself, so that a gateway's backlog does not come back in
-one burst); after the last one the delivery is failed. A redelivery asked for makes a
+A failed attempt is tried again after :data:`~leasegate.actors.webhooks.RETRY_DELAYS`
+(each +- ``webhook_retry_jitter`` of itself, so that a gateway's backlog does not come
+back in one burst); after the last one the delivery is failed. A redelivery asked for makes a
 delivery pending and due now, whatever its state: one more attempt, then the schedule
-from where its attempts stand."""
+from where its attempts stand. The deliverer waits on a :class:`Bell`, rung after each
+commit that wrote deliveries."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
+import trio
+
 from leasegate.actors.checks import check_flag, check_id, check_int, check_number, check_text
 from leasegate.actors.runtime.mailbox import Ask
+from leasegate.actors.webhooks import DISABLE_AFTER, Webhooks, retry_delay
 from leasegate.actors.webhooks.endpoints import OfEndpoint, endpoint
-from leasegate.actors.webhooks.events import DISABLE_AFTER, retry_delay
-from leasegate.actors.webhooks.ref import Webhooks
 from leasegate.actors.webhooks.turn import WEBHOOKS, WebhookTurn
 from leasegate.actors.webhooks.views import Claimed, DeliveryView, delivery_view, due
 from leasegate.clock import iso
@@ -157,3 +159,18 @@ def bound_pending(turn: WebhookTurn, now: float) -> None:
         turn.conn, bound, now, f"dropped unsent: the endpoint had more than {bound} "
                                "pending deliveries (webhook_max_pending)")
     sql.purge_finished(turn.conn)
+
+
+class Bell:
+    """A wake-up that is never missed: one rung while nobody waits is heard by the
+    next :meth:`wait` (which returns at once and hears it only once)."""
+
+    def __init__(self) -> None:
+        self._rung = trio.Event()
+
+    def ring(self) -> None:
+        self._rung.set()
+
+    async def wait(self) -> None:
+        await self._rung.wait()
+        self._rung = trio.Event()

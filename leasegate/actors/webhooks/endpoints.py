@@ -13,11 +13,9 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from leasegate.actors.checks import check_flag, check_id, check_text
-from leasegate.actors.lists import ListPage
-from leasegate.actors.pages import Paged, paged
+from leasegate.actors.pages import ListPage, Paged, paged
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.actors.webhooks.events import EVENT_TYPES, ROTATION_OVERLAP
-from leasegate.actors.webhooks.ref import Webhooks
+from leasegate.actors.webhooks import EVENT_TYPES, ROTATION_OVERLAP, Webhooks
 from leasegate.actors.webhooks.turn import WEBHOOKS, WebhookTurn
 from leasegate.actors.webhooks.views import (
     CreatedEndpoint,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from leasegate.actors.runtime.handlers import Handlers
 from leasegate.actors.runtime.turn import Turn
-from leasegate.actors.webhooks.ref import Webhooks
+from leasegate.actors.webhooks import Webhooks
 from leasegate.settings import Settings
 
 

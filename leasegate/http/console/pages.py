@@ -56,7 +56,7 @@ def _arg_choice(name: str, choices: tuple[str, ...]) -> Any:
     return value
 
 
-def _offset() -> int:
+def page_offset() -> int:
     found = whole_number(request.args.get("offset", "0"), MAX_OFFSET)
     if found is None:
         raise InvalidRequest(f"offset must be a whole number in digits 0-9, at most "
@@ -208,7 +208,7 @@ async def ledger() -> Response:
     """Accounts and their balances; one account's entries and holds; the credit form."""
     account = _arg_id("account")
     ledger = system().ledger
-    accounts = await ledger.ask(ListAccounts(Page(limit=100, offset=_offset())))
+    accounts = await ledger.ask(ListAccounts(Page(limit=100, offset=page_offset())))
     chosen = entries = None
     holds = await ledger.ask(ListHolds(account=account, page=Page(limit=PAGE_SIZE)))
     if account is not None:
@@ -225,7 +225,7 @@ async def sites() -> Response:
     sys = system()
     channel = _arg_choice("channel", ("task", "query")) or "task"
     unserved = request.args.get("unserved", "") == "1"
-    at = Page(limit=PAGE_SIZE, offset=_offset())
+    at = Page(limit=PAGE_SIZE, offset=page_offset())
     found = (await sys.tasks.ask(ListSites(at, unserved)) if channel == "task"
              else await sys.queries.ask(ListQuerySites(at)))
     controls = await sys.jobs.sites.page(Page(limit=PAGE_SIZE))  # pause, throttle
@@ -238,7 +238,7 @@ async def workers() -> Response:
     """Workers from the task actor; devices from ``GET /v1/devices`` (read by the page's
     script when the gateway has that route)."""
     found = await system().tasks.ask(ListWorkers(Page(limit=PAGE_SIZE,
-                                                               offset=_offset())))
+                                                      offset=page_offset())))
     return await page("workers.html", workers=to_json(found))
 
 
@@ -251,6 +251,6 @@ async def keys_page(http_status: int = 200, error: str | None = None,
                     form: Any = None) -> Response:
     """The keys page; with the create form's refusal (``error``) and what was typed in
     it (``form``), to be corrected rather than typed again."""
-    found = await system().keys.ask(ListKeys(Page(limit=PAGE_SIZE, offset=_offset())))
+    found = await system().keys.ask(ListKeys(Page(limit=PAGE_SIZE, offset=page_offset())))
     return await page("keys.html", http_status, keys=to_json(found), error=error,
                       form=form or {})

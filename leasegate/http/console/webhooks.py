@@ -11,14 +11,14 @@ from leasegate.actors.pages import Page
 from leasegate.actors.webhooks.deliveries import ListDeliveries, RetryDelivery
 from leasegate.actors.webhooks.endpoints import GetEndpoint, ListEndpoints
 from leasegate.http.console.blueprint import back_to, bp, page, session
-from leasegate.http.console.pages import PAGE_SIZE, _offset
+from leasegate.http.console.pages import PAGE_SIZE, page_offset
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
 
 
 @bp.get("/webhooks")
 async def webhooks() -> Response:
-    found = await system().webhooks.ask(ListEndpoints(Page(limit=PAGE_SIZE, offset=_offset())))
+    found = await system().webhooks.ask(ListEndpoints(Page(limit=PAGE_SIZE, offset=page_offset())))
     return await page("webhooks.html", endpoints=to_json(found))
 
 

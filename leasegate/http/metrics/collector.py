@@ -33,9 +33,8 @@ from leasegate.actors.tasks.views import TaskHealthReport
 from leasegate.http.metrics.devices import device_families
 from leasegate.http.metrics.held import hold_families
 from leasegate.http.metrics.jobs import JobEventMetrics
-from leasegate.http.server.held_polls import ParkedPolls
 from leasegate.http.server.listener import ConnectionGate
-from leasegate.system import System, SystemStatistics
+from leasegate.http.server.held_polls import WaitingPolls
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # Series per site for the sites with the most work; the rest summed under OTHER_SITES
@@ -80,7 +79,7 @@ class Metrics(Collector):
         # Token buckets held, by limiter ("key", "address"); set by the /metrics route.
         self.rate_limit_buckets: dict[str, int] = {}
         # What callers hold open; set by the /metrics route.
-        self.holds: tuple[ParkedPolls, ConnectionGate | None] | None = None
+        self.holds: tuple[WaitingPolls, ConnectionGate | None] | None = None
 
     def observe(self, method: str, route: str, status: int, started: float | None) -> None:
         """Count one request. Labels stay bounded: ``route`` is a rule, never a raw
@@ -133,7 +132,7 @@ class Metrics(Collector):
         yield from self._job_metrics(stats)
         if self._devices is not None:
             yield from device_families(self._devices)
-        parked = GaugeMetricFamily("leasegate_actor_waiting_polls",
+        waiting = GaugeMetricFamily("leasegate_actor_waiting_polls",
                                    "Lease and result long-polls waiting inside each actor "
                                    "for a job (leasegate_http_held_polls: all the HTTP layer "
                                    "holds open)",
@@ -144,10 +143,10 @@ class Metrics(Collector):
                                      "Messages that met a bug (answered 500, rolled back)",
                                      labels=["actor"])
         for actor in stats.actors:
-            parked.add_metric([actor.name], actor.parked)
+            waiting.add_metric([actor.name], actor.waiting)
             commits.add_metric([actor.name], actor.commits)
             errors.add_metric([actor.name], actor.internal_errors)
-        yield parked
+        yield waiting
         yield commits
         yield errors
         if self.holds is not None:

@@ -1,4 +1,4 @@
-"""Prometheus families of what callers hold open: parked long-polls and connections
+"""Prometheus families of what callers hold open: waiting long-polls and connections
 (collected with the rest on scrape)."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from leasegate.http.server.held_polls import ParkedPolls
 from leasegate.http.server.listener import ConnectionGate
+from leasegate.http.server.held_polls import WaitingPolls
 
 
-def hold_families(polls: ParkedPolls, gate: ConnectionGate | None) -> Iterator[Metric]:
+def hold_families(polls: WaitingPolls, gate: ConnectionGate | None) -> Iterator[Metric]:
     yield GaugeMetricFamily("leasegate_http_held_polls",
                             "Long-polls and event streams the HTTP layer holds open now, "
                             "counted against their key's and address's bounds", value=polls.held)

@@ -31,7 +31,7 @@ from pydantic_core import CoreSchema
 from leasegate.actors.keys.records import Role
 from leasegate.actors.pages import Page
 from leasegate.actors.queries.results import MAX_SNOOZE, QueryOutcome
-from leasegate.actors.queue.errors import MAX_ERROR_TYPE, MAX_TRACEBACK
+from leasegate.actors.queue.reports import MAX_ERROR_TYPE, MAX_TRACEBACK
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.control import ReclaimAction
 from leasegate.actors.tasks.fenced import TaskOutcome
@@ -250,7 +250,7 @@ class TaskResultBody(FencedBody):
 # ---- batches: the envelope is checked here (1..100 objects); each item on its own by
 # the route, with the single route's model, so a bad item is that item's 400 alone.
 
-def _batch(item: Any) -> Any:
+def batch_of(item: Any) -> Any:
     """``items``: 1..100 JSON objects, each meant to be an ``item`` but validated as one
     by the route (a non-object is the whole call's 400). The document says both: an
     ``item``, or any object (answered with its own 400)."""
@@ -268,11 +268,11 @@ def _batch(item: Any) -> Any:
 
 
 class SubmitTasksBody(Strict):
-    items: _batch(SubmitTaskBody)  # type: ignore[valid-type]
+    items: batch_of(SubmitTaskBody)  # type: ignore[valid-type]
 
 
 class SubmitQueriesBody(Strict):
-    items: _batch(SubmitQueryBody)  # type: ignore[valid-type]
+    items: batch_of(SubmitQueryBody)  # type: ignore[valid-type]
 
 
 Token = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -285,7 +285,7 @@ class StartItem(Strict):
 
 class StartTasksBody(Strict):
     worker_id: Id
-    items: _batch(StartItem)  # type: ignore[valid-type]
+    items: batch_of(StartItem)  # type: ignore[valid-type]
 
 
 class TaskResultItem(Strict):
@@ -300,7 +300,7 @@ class TaskResultItem(Strict):
 
 class TaskResultsBody(Strict):
     worker_id: Id
-    items: _batch(TaskResultItem)  # type: ignore[valid-type]
+    items: batch_of(TaskResultItem)  # type: ignore[valid-type]
 
 
 class QueryResultItem(Strict):
@@ -317,7 +317,7 @@ class QueryResultItem(Strict):
 
 class QueryResultsBody(Strict):
     worker_id: Id
-    items: _batch(QueryResultItem)  # type: ignore[valid-type]
+    items: batch_of(QueryResultItem)  # type: ignore[valid-type]
 
 
 class ReclaimBody(Strict):

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StrictBool, StringConstraints
 
+from leasegate.actors.webhooks import EventType
 from leasegate.actors.webhooks.endpoints import MAX_DESCRIPTION, MAX_URL, URL_PATTERN
-from leasegate.actors.webhooks.events import EventType
 from leasegate.http.models.jobs import Id, ListArgs, Strict, Timestamp
 from leasegate.http.models.replies import ListPage
 

@@ -15,7 +15,7 @@ from leasegate.http.models.jobs import (
     Strict,
     TaskResultItem,
     Token,
-    _batch,
+    batch_of,
 )
 from leasegate.http.models.replies import (
     BatchItem,
@@ -32,12 +32,12 @@ _RESULTS = ("The outcomes of the worker's previous jobs (0 to 100), each fenced 
 
 
 class TaskLeaseBody(LeaseBody):
-    results: _batch(TaskResultItem) | None = Field(  # type: ignore[valid-type]
+    results: batch_of(TaskResultItem) | None = Field(  # type: ignore[valid-type]
         default=None, description=_RESULTS)
 
 
 class QueryLeaseBody(LeaseBody):
-    results: _batch(QueryResultItem) | None = Field(  # type: ignore[valid-type]
+    results: batch_of(QueryResultItem) | None = Field(  # type: ignore[valid-type]
         default=None, description=_RESULTS)
 
 
@@ -61,7 +61,7 @@ class RenewItem(Strict):
 
 class RenewTasksBody(Strict):
     worker_id: Id
-    items: _batch(RenewItem)  # type: ignore[valid-type]
+    items: batch_of(RenewItem)  # type: ignore[valid-type]
 
 
 class RenewedItem(BatchItem):

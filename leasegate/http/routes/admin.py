@@ -71,7 +71,7 @@ _admin_list("/v1/admin/keys", "list_keys", "Keys, newest first, without their se
 @allow("admin")
 @document_response(KeyObject)
 async def revoke_key(key_id: str) -> Any:
-    """Revoke a key: it is refused from the next request on, and its parked long-polls
+    """Revoke a key: it is refused from the next request on, and its waiting long-polls
     and event streams end (on every gateway of the database within a second)."""
     return to_json(await system().keys.ask(RevokeKey(key_id)))
 
@@ -239,7 +239,7 @@ async def metrics() -> Response:
     authenticator: Authenticator = current_app.extensions["leasegate.auth"]
     collector.rate_limit_buckets = {"key": authenticator.limiter.size,
                                     "address": authenticator.address_limiter.size}
-    collector.holds = (current_app.extensions["leasegate.parked"],
+    collector.holds = (current_app.extensions["leasegate.waiting_polls"],
                        current_app.extensions.get("leasegate.connections"))
     await collector.refresh(sys)
     return Response(generate_latest(collector.registry), content_type=CONTENT_TYPE_LATEST)

@@ -31,11 +31,11 @@ from leasegate.actors.payloads import compact_json
 from leasegate.actors.queue.event_hub import EventFilter, Reset
 from leasegate.actors.queue.history import JobEvent
 from leasegate.errors import InvalidRequest
-from leasegate.http.models.jobs import Id, Strict, Timestamp
-from leasegate.http.models.numbers import ASCII_DIGITS, whole_number
 from leasegate.http.server.auth import allow, client_address, require_tenant
 from leasegate.http.server.context import system
-from leasegate.http.server.long_poll import parked_polls
+from leasegate.http.server.long_poll import waiting_polls
+from leasegate.http.models.jobs import Id, Strict, Timestamp
+from leasegate.http.models.numbers import ASCII_DIGITS, whole_number
 from leasegate.http.server.render import to_json
 from leasegate.http.server.validation import validate_querystring
 
@@ -97,8 +97,8 @@ async def job_events(query_args: EventArgs) -> Response:
     principal, tenant = require_tenant("client")
     sys = system()
     settings = sys.settings
-    polls, address = parked_polls(), client_address()
-    polls.check(principal.key_id, address)  # a stream is a parked poll too
+    polls, address = waiting_polls(), client_address()
+    polls.check(principal.key_id, address)  # a stream is a waiting poll too
     job_ids = query_args.job_id  # ids, at most MAX_JOB_IDS (checked by EventArgs)
     wanted = [job_ids] if isinstance(job_ids, str) else list(job_ids or ())
     reader = sys.events.subscribe(EventFilter(tenant, frozenset(wanted), query_args.site,

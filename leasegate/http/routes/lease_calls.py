@@ -4,7 +4,7 @@ one request per lease call instead of a lease call and a results call.
 The results and the lease go to the queue as one message (one turn, one commit);
 each result is answered on its own, as ``POST /v1/<jobs>/results`` answers it. A
 lease that finds nothing and may wait is then asked again as a plain long-poll (the
-results are committed and answered by then, so a parked call holds nothing but the
+results are committed and answered by then, so a waiting call holds nothing but the
 wait). A retry with the same ``request_id`` and the same results answers the same:
 each result is a retry of an accepted one, the lease a replay of its leases.
 """

@@ -33,8 +33,7 @@ from leasegate.errors import Forbidden, RateLimited, Unauthorized
 from leasegate.http.console.sessions import COOKIE, Sessions
 from leasegate.http.server.context import header as gateway_header
 from leasegate.http.server.limits import RateLimiter, address_key
-from leasegate.keyformat import secret_matches, split_key
-from leasegate.system import System
+from leasegate.ids import secret_matches, split_key
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -287,11 +286,3 @@ def worker_sites(principal: Principal, asked: list[str] | None) -> tuple[str, ..
         if refused:
             raise Forbidden(f"this key may not serve site(s) {', '.join(refused)}")
     return tuple(dict.fromkeys(asked))
-
-
-def require_submitter() -> str:
-    """The tenant new work belongs to: only a client key (bound to a tenant) submits."""
-    principal = require("client")
-    if principal.role != "client" or principal.tenant is None:
-        raise Forbidden(SUBMITTER_ONLY)
-    return principal.tenant

@@ -101,7 +101,7 @@ class BodyLimits:
 class Exchange:
     """One request: how much of its body has arrived, and what its answer must say.
 
-    Slots, and no event until a discard needs one: a parked long-poll holds this
+    Slots, and no event until a discard needs one: a waiting long-poll holds this
     for as long as it waits.
     """
 

@@ -7,7 +7,7 @@ quart-trio's, with what used to be separate layers folded in:
   its own, one reading the ASGI messages (the body, then the disconnect that
   cancels the request), the other running the handler. The handler runs here in
   the nursery's own body, on the task hypercorn already made for the request; a
-  parked long-poll holds all of them for as long as it waits. Cancellation is
+  waiting long-poll holds all of them for as long as it waits. Cancellation is
   unchanged: the nursery body is inside the nursery's cancel scope, which either
   side cancels when it is done;
 * **the body guard** (``body_guard.Exchange``) on every HTTP/1.x request, in

@@ -38,7 +38,7 @@ def error_response(exc: LeasegateError) -> Response:
     return response
 
 
-def _describe(error: Exception | None) -> str:
+def describe_error(error: Exception | None) -> str:
     if isinstance(error, ValidationError):
         parts = []
         for item in error.errors()[:5]:
@@ -118,7 +118,7 @@ def install(app: Quart) -> None:
         body = not isinstance(exc, QuerystringValidationError | RequestHeadersValidationError)
         if body and not request.is_json:
             return error_response(InvalidRequest(_not_json()))
-        return error_response(InvalidRequest(_describe(exc.validation_error)))
+        return error_response(InvalidRequest(describe_error(exc.validation_error)))
 
     @app.errorhandler(UnicodeDecodeError)
     async def undecodable(exc: UnicodeDecodeError) -> Response:

@@ -1,6 +1,6 @@
-"""Parked long-polls per API key and per client address: what one caller may hold open.
+"""Waiting long-polls per API key and per client address: what one caller may hold open.
 
-A parked poll (a lease poll with ``wait_seconds``, a ``GET`` of a task or query with
+A waiting poll (a lease poll with ``wait_seconds``, a ``GET`` of a task or query with
 ``wait_seconds``, a live event stream) holds a connection, a task and its frames
 for up to ``max_wait_seconds``. Past ``max_parked_per_key`` polls for its key, or
 ``max_parked_per_address`` for its address (0: no bound), a new one is 429 (4290)
@@ -8,7 +8,7 @@ at once, before it parks, with ``Retry-After`` (the seconds until the oldest pol
 that caller holds runs out, when a place is free at the latest) and
 ``Connection: close``::
 
-    polls = ParkedPolls(per_key=1000, per_address=2000)
+    polls = WaitingPolls(per_key=1000, per_address=2000)
     with polls.hold(key_id, address, seconds=30):   # RateLimited past a bound
         ...                                          # park
     with polls.holding(key_id, address, 30, reader.end) as held:  # False past a bound
@@ -19,11 +19,11 @@ Places are counted only while held, so nothing is left behind by a caller that
 leaves (a cancelled poll leaves its ``with``); a key or address holding none
 takes no memory.
 
-A revoked key's polls end at once (:meth:`ParkedPolls.end_for_key`): a poll held
+A revoked key's polls end at once (:meth:`WaitingPolls.end_for_key`): a poll held
 with ``hold`` is cancelled (a lease already on its way is given back, as when its
 client leaves) and answers 401; a stream held with ``holding`` is told through its
 ``end`` and ends. A poll of that key that parks later (authenticated just before the
-revocation) is refused as it parks.
+revocation) is refused as it starts waiting.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ T = TypeVar("T")
 REMEMBERED_REVOCATIONS = 4096
 
 
-class ParkedPolls:
+class WaitingPolls:
     def __init__(self, per_key: int, per_address: int) -> None:
         self.per_key = per_key
         self.per_address = per_address
@@ -74,7 +74,7 @@ class ParkedPolls:
                 # Closed after the answer: a caller this far over holds connections
                 # enough, and a flood of them is memory the process may not get back.
                 return RateLimited(
-                    f"{whose} holds {bound} parked long-polls (lease polls, waits and event "
+                    f"{whose} holds {bound} waiting long-polls (lease polls, waits and event "
                     "streams); that is the limit: retry once one has ended",
                     Retry_After=str(wait), Connection="close")
         return None

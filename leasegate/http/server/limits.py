@@ -9,7 +9,7 @@ idle buckets are dropped by a periodic job anyway::
     limiter = RateLimiter(rate=10, burst=20)
     wait = limiter.take("key-1", now)   # 0.0: allowed; else seconds to wait
 
-Every per-address limit (these buckets, parked polls, connections) counts an
+Every per-address limit (these buckets, waiting polls, connections) counts an
 address as :func:`address_key` spells it.
 """
 

@@ -11,16 +11,16 @@ import pytest
 import trio
 import trio.testing
 
+from leasegate.actors.queries import Queries
 from leasegate.actors.queries.actor import open_queries
 from leasegate.actors.queries.lease import LeaseQueries, release_message
 from leasegate.actors.queries.reads import GetQuery
-from leasegate.actors.queries.ref import Queries
 from leasegate.actors.queries.results import QueryResult
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.queries.turn import QueryTurn
 from leasegate.actors.runtime.actor import Actor, ActorStatistics
 from leasegate.actors.runtime.mailbox import Envelope, Reply
-from leasegate.actors.runtime.parking import Parking, Wait
+from leasegate.actors.runtime.waiters import Wait, Waiters
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from leasegate.storage.connection import Database
@@ -34,12 +34,12 @@ class CountingQueue:
         self.ref = actor.ref
         self.visited: list[object] = []
         # Each parked request's spec, its serve wrapped (the actor's own copy).
-        for kind, spec in list(actor._parks.items()):
+        for kind, spec in list(actor._waiting.items()):
             def serve(turn: QueryTurn, message: Any, serve: Any = spec.serve) -> Any:
                 self.visited.append(message)
                 return serve(turn, message)
 
-            actor._parks[kind] = dataclasses.replace(spec, serve=serve)
+            actor._waiting[kind] = dataclasses.replace(spec, serve=serve)
 
     def statistics(self) -> ActorStatistics:
         return self.actor.statistics()
@@ -63,14 +63,14 @@ async def submit(q: CountingQueue, query_id: str, site: str) -> None:
 async def wait_for_lease(q: CountingQueue, worker: str, sites: tuple[str, ...] | None,
                          got: list[str], scope: trio.CancelScope | None = None) -> None:
     with scope or trio.CancelScope():
-        leases = await q.ref.ask_parked(
+        leases = await q.ref.ask_until(
             LeaseQueries(worker, sites=sites, wait=True), deadline=trio.current_time() + 30,
             give_back=release_message, on_timeout=())
         got.extend(lease.query_id for lease in leases)
 
 
 async def read_when_ended(q: CountingQueue, query_id: str, read: list[Any]) -> None:
-    read.append(await q.ref.ask_parked(
+    read.append(await q.ref.ask_until(
         GetQuery(query_id, wait=True), deadline=trio.current_time() + 30,
         give_back=lambda _: None, on_timeout=None))
 
@@ -82,15 +82,15 @@ async def test_a_cancelled_waiter_leaves_at_once_without_a_turn(
         for n, scope in enumerate(scopes):
             nursery.start_soon(wait_for_lease, queue, f"w{n}", ("a",), [], scope)
         await trio.testing.wait_all_tasks_blocked()
-        assert queue.statistics().parked == 3
+        assert queue.statistics().waiting == 3
         turns = queue.actor.turn.number
         scopes[1].cancel()
         await trio.testing.wait_all_tasks_blocked()
-        assert queue.statistics().parked == 2
+        assert queue.statistics().waiting == 2
         for scope in scopes:
             scope.cancel()
         await trio.testing.wait_all_tasks_blocked()
-        assert queue.statistics().parked == 0
+        assert queue.statistics().waiting == 0
         assert queue.actor.turn.number == turns  # no turn was needed to forget them
     # ...and a later turn has nothing left to look at.
     await submit(queue, "q1", "a")
@@ -107,7 +107,7 @@ async def test_a_turn_visits_only_the_waiters_its_work_may_serve(
             await submit(queue, f"slow{n}", "c")
             nursery.start_soon(read_when_ended, queue, f"slow{n}", [])
         await trio.testing.wait_all_tasks_blocked()
-        assert queue.statistics().parked == 300
+        assert queue.statistics().waiting == 300
         queue.visited.clear()
 
         await submit(queue, "q1", "a")  # nobody waits for site a
@@ -120,7 +120,7 @@ async def test_a_turn_visits_only_the_waiters_its_work_may_serve(
         await trio.testing.wait_all_tasks_blocked()
         assert got["d"] == ["q2"]
         assert queue.visited == [LeaseQueries("wd", sites=("d",), wait=True)]
-        assert queue.statistics().parked == 300
+        assert queue.statistics().waiting == 300
         nursery.cancel_scope.cancel()
 
 
@@ -149,13 +149,13 @@ async def test_a_lease_handed_to_a_gone_caller_is_taken_back_at_once(
     reply = Reply[Any]()
     await queue.actor._send.send(Envelope(LeaseQueries("gone", wait=True), reply))
     await trio.testing.wait_all_tasks_blocked()
-    assert queue.statistics().parked == 1
+    assert queue.statistics().waiting == 1
     assert reply.leave() is None
     await submit(queue, "q1", "a")
     await trio.testing.wait_all_tasks_blocked()
     row = await queue.ref.ask(GetQuery("q1"))
     assert (row.status, row.attempts) == ("queued", 0)
-    assert queue.statistics().parked == 0
+    assert queue.statistics().waiting == 0
     got: list[str] = []
     await wait_for_lease(queue, "w2", None, got)
     assert got == ["q1"]
@@ -169,10 +169,10 @@ def envelope(name: str) -> Envelope[Any]:
 
 
 def test_offer_is_oldest_first_across_queues_and_stops_a_dry_queue() -> None:
-    parking = Parking()
+    waiters = Waiters()
     a1, b1, a2, b2, c1 = (envelope(n) for n in ("a1", "b1", "a2", "b2", "c1"))
     for env, queue in ((a1, "A"), (b1, "B"), (a2, "A"), (b2, "B"), (c1, "C")):
-        parking.park(env, Wait(queue, topics=(queue, "all")))
+        waiters.add(env, Wait(queue, topics=(queue, "all")))
     offered: list[str] = []
 
     def serve(env: Envelope[Any]) -> bool:
@@ -181,30 +181,30 @@ def test_offer_is_oldest_first_across_queues_and_stops_a_dry_queue() -> None:
         offered.append(name)
         return name != "b1"  # B is dry
 
-    parking.offer({"A", "B"}, serve, [])
+    waiters.offer({"A", "B"}, serve, [])
     assert offered == ["a1", "b1", "a2"]  # b2 skipped (dry queue), C not woken
     offered.clear()
-    parking.offer(None, serve, [(envelope("new"), Wait("N", ("N",)))])
+    waiters.offer(None, serve, [(envelope("new"), Wait("N", ("N",)))])
     assert offered == ["a1", "b1", "a2", "c1", "new"]
 
 
 def test_leaving_during_a_turn_is_counted_at_once_and_unlinked_after() -> None:
-    parking = Parking()
+    waiters = Waiters()
     one, two = envelope("one"), envelope("two")
-    parking.park(one, Wait("Q", ("t",)))
-    parking.park(two, Wait("Q", ("t",)))
-    parking.busy = True
-    parking.leave(one)
-    assert len(parking) == 1
+    waiters.add(one, Wait("Q", ("t",)))
+    waiters.add(two, Wait("Q", ("t",)))
+    waiters.busy = True
+    waiters.leave(one)
+    assert len(waiters) == 1
     offered: list[Envelope[Any]] = []
 
     def serve(env: Envelope[Any]) -> bool:
         offered.append(env)
         return True
 
-    parking.offer({"t"}, serve, [])
+    waiters.offer({"t"}, serve, [])
     assert offered == [two]  # the one that left is not served
-    parking.settle()
-    parking.take(two)
-    assert len(parking) == 0 and parking.everyone() == []
-    assert not parking.park(one, Wait("Q"))  # a caller that left is never parked again
+    waiters.settle()
+    waiters.take(two)
+    assert len(waiters) == 0 and waiters.everyone() == []
+    assert not waiters.add(one, Wait("Q"))  # a caller that left is never parked again

@@ -1,28 +1,28 @@
-"""Parked waiters: FIFO queues keyed by what each waits for; leaving is O(1).
+"""Waiting requests: FIFO queues keyed by what each waits for; leaving is O(1).
 
-An actor parks a request it cannot answer yet (a long-poll) with a
+An actor keeps a request it cannot answer yet (a long-poll) with a
 :class:`Wait`: the *queue* of waiters interchangeable with it (if the oldest
 finds nothing in a turn, so would the others) and the *topics* whose changes
 may bring it something. A turn offers work only to the queues of the topics it
 touched, oldest waiter first across them, and stops a queue at its first
 waiter that finds nothing: its cost follows the work found, not the number
-parked. A waiter whose caller went away leaves at once, with no turn::
+waiting. A waiter whose caller went away leaves at once, with no turn::
 
-    parking = Parking()
+    waiters = Waiters()
     eu = Wait(queue=("lease", ("eu",)), topics=(("site", "eu"),))
-    parking.park(envelope, eu)
-    parking.offer({("site", "eu")}, serve, [])   # serve(envelope) -> True if answered
-    parking.take(envelope)                       # answered: out of its queue
-    parking.leave(other)                         # its caller is gone
+    waiters.add(envelope, eu)
+    waiters.offer({("site", "eu")}, serve, [])   # serve(envelope) -> True if answered
+    waiters.take(envelope)                       # answered: out of its queue
+    waiters.leave(other)                         # its caller is gone
 
 Threads: :meth:`offer` runs on the database thread inside a turn, while the
 actor's task waits for it with :attr:`busy` set; :meth:`leave` (the callers'
 side, on the trio thread) then only marks the envelope and defers the unlinking
 to :meth:`settle`, so the queues never change under the reader.
 
-A handler parks its message by returning :data:`PARK`; what the message waits for,
+A handler makes its message wait by returning :data:`NOT_YET`; what the message waits for,
 and how it is served later, is said where the handler is registered
-(:meth:`leasegate.actors.runtime.handlers.Handlers.parks`).
+(:meth:`leasegate.actors.runtime.handlers.Handlers.may_wait`).
 """
 
 from __future__ import annotations
@@ -35,19 +35,19 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import outcome
 
-from leasegate.actors.runtime.mailbox import NOT_PARKED, Envelope
+from leasegate.actors.runtime.mailbox import NOT_WAITING, Envelope
 
 Serve = Callable[[Envelope[Any]], bool]
-"""Answer one parked envelope if work is there (True), or report its queue dry (False)."""
+"""Answer one waiting envelope if work is there (True), or report its queue dry (False)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """What a parked request waits for.
+    """What a waiting request waits for.
 
     ``queue``: waiters with an equal key are interchangeable (same filter); a
     turn stops offering to a queue at the first one that finds nothing.
-    ``topics``: what :meth:`Parking.offer` is called with when such work may
+    ``topics``: what :meth:`Waiters.offer` is called with when such work may
     have appeared (a site's new job, a job's end). No topics: offered only when
     a turn offers to everyone.
     """
@@ -58,8 +58,8 @@ class Wait:
 
 @runtime_checkable
 class WakesOnly(Protocol):
-    """A message that only offers work to parked envelopes (``wakes_only`` true): the
-    actor skips its turn when nothing parked waits on ``topics`` (``everything``: on
+    """A message that only offers work to waiting envelopes (``wakes_only`` true): the
+    actor skips its turn when no waiter waits on ``topics`` (``everything``: on
     anything)."""
 
     topics: frozenset[Hashable]
@@ -69,8 +69,8 @@ class WakesOnly(Protocol):
 _Head = tuple[int, Hashable, Envelope[Any], Iterator[tuple[Envelope[Any], int]]]
 
 
-class Parking:
-    """The parked envelopes of one actor (see the module docstring)."""
+class Waiters:
+    """The waiting envelopes of one actor (see the module docstring)."""
 
     def __init__(self) -> None:
         self._queues: dict[Hashable, dict[Envelope[Any], int]] = {}  # envelope -> seq
@@ -79,17 +79,17 @@ class Parking:
         self._seq = 0
         self._count = 0
         self._left: list[Envelope[Any]] = []
-        # (deadline, seq, envelope) of parked envelopes with a deadline; entries of
-        # envelopes answered or gone stay until popped or pruned (see park).
+        # (deadline, seq, envelope) of waiting envelopes with a deadline; entries of
+        # envelopes answered or gone stay until popped or pruned (see add).
         self._deadlines: list[tuple[float, int, Envelope[Any]]] = []
         self.busy = False  # a turn is reading the queues on the database thread
 
     def __len__(self) -> int:
-        """Parked envelopes whose callers still wait."""
+        """Waiting envelopes whose callers still wait."""
         return self._count
 
-    def park(self, env: Envelope[Any], wait: Wait) -> bool:
-        """Park ``env`` at the end of its queue; False if its caller already left."""
+    def add(self, env: Envelope[Any], wait: Wait) -> bool:
+        """NotYet ``env`` at the end of its queue; False if its caller already left."""
         if env.left:
             return False
         queue = self._queues.get(wait.queue)
@@ -109,7 +109,7 @@ class Parking:
 
     def _prune_deadlines(self) -> None:
         """Drop the stale entries (of callers answered or gone early) once they are
-        most of the heap: they cost at most as much as the waiters that are parked,
+        most of the heap: they cost at most as much as the waiters,
         and after a flood of callers who left, their envelopes go at once, not at
         their deadlines."""
         if len(self._deadlines) > 2 * self._count + 64:
@@ -117,7 +117,7 @@ class Parking:
             heapq.heapify(self._deadlines)
 
     def next_deadline(self) -> float:
-        """The trio time at which the earliest parked envelope times out (inf: none)."""
+        """The trio time at which the earliest waiting envelope times out (inf: none)."""
         while self._deadlines and not _waiting(self._deadlines[0][2]):
             heapq.heappop(self._deadlines)
         return self._deadlines[0][0] if self._deadlines else math.inf
@@ -137,13 +137,13 @@ class Parking:
 
         It no longer counts at once; it is unlinked now, or after the turn that
         is reading the queues. A turn does not serve it any more (a reply already
-        on its way is the caller's to give back: see ``Mailbox.ask_parked``).
+        on its way is the caller's to give back: see ``Mailbox.ask_until``).
         """
         if env.left:
             return
         env.left = True
-        if env.queue is NOT_PARKED:
-            return  # not parked (yet): park() will refuse it
+        if env.queue is NOT_WAITING:
+            return  # not waiting (yet): add() will refuse it
         self._count -= 1
         self._prune_deadlines()  # (trio's thread alone reads the heap, busy or not)
         if self.busy:
@@ -152,8 +152,8 @@ class Parking:
             self._unlink(env)
 
     def take(self, env: Envelope[Any]) -> None:
-        """``env`` was answered by a turn: out of its queue (no-op if never parked)."""
-        if env.queue is NOT_PARKED:
+        """``env`` was answered by a turn: out of its queue (no-op if it never waited)."""
+        if env.queue is NOT_WAITING:
             return
         if not env.left:
             self._count -= 1
@@ -164,17 +164,17 @@ class Parking:
         self.busy = False
         left, self._left = self._left, []
         for env in left:
-            if env.queue is not NOT_PARKED:
+            if env.queue is not NOT_WAITING:
                 self._unlink(env)
 
     def waits_on(self, topics: Collection[Hashable] | None) -> bool:
-        """Whether an offer of ``topics`` (None: all) could reach a parked envelope."""
+        """Whether an offer of ``topics`` (None: all) could reach a waiting envelope."""
         if self._count == 0:
             return False
         return topics is None or any(topic in self._topics for topic in topics)
 
     def everyone(self) -> list[Envelope[Any]]:
-        """Every parked envelope still waited for, oldest first."""
+        """Every waiting envelope still waited for, oldest first."""
         waiting = [(seq, env) for queue in self._queues.values()
                    for env, seq in queue.items() if not env.left]
         waiting.sort(key=lambda pair: pair[0])
@@ -184,7 +184,7 @@ class Parking:
               newcomers: list[tuple[Envelope[Any], Wait]]) -> None:
         """Offer work to the waiters of ``topics`` (None: all), oldest first.
 
-        ``newcomers`` parked in this very turn (not in a queue yet) come after
+        ``newcomers`` that began waiting in this very turn (not in a queue yet) come after
         the others, in order. A queue is not offered again in this call once one
         of its waiters found nothing.
         """
@@ -225,7 +225,7 @@ class Parking:
 
     def _unlink(self, env: Envelope[Any]) -> None:
         key = env.queue
-        env.queue = NOT_PARKED
+        env.queue = NOT_WAITING
         queue = self._queues[key]
         del queue[env]
         if queue:
@@ -239,19 +239,19 @@ class Parking:
 
 
 def _waiting(env: Envelope[Any]) -> bool:
-    return env.queue is not NOT_PARKED and not env.left
+    return env.queue is not NOT_WAITING and not env.left
 
 
-class Park:
-    """The type of :data:`PARK` (a handler that may park returns ``R | Park``)."""
+class NotYet:
+    """The type of :data:`NOT_YET` (a handler that may wait returns ``R | NotYet``)."""
 
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return "PARK"
+        return "NOT_YET"
 
 
-PARK: Final = Park()
+NOT_YET: Final = NotYet()
 """Returned by a handler to hold the reply until work appears."""
 
-PARK_OUTCOME: Final[Any] = outcome.Value(PARK)
+NOT_YET_OUTCOME: Final[Any] = outcome.Value(NOT_YET)

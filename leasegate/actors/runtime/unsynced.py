@@ -24,7 +24,7 @@ class SyncReturned(Tell[Any]):
     """Internal: a turn's sync returned while the actor was idle; no turn."""
 
 
-class Undurable:
+class UnsyncedTurns:
     """One actor's committed turns waiting for their syncs, oldest first. ``answer``
     answers one turn; ``wake`` wakes the idle actor (both on the trio thread)."""
 
