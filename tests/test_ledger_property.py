@@ -64,7 +64,6 @@ from leasegate.actors.queries.lease import LeaseQueries
 from leasegate.actors.queries.results import QueryOutcome, QueryResult
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.system import System, new_system
 from leasegate.actors.tasks import Tasks
 from leasegate.actors.tasks.control import ControlTask, ReclaimAction, ReclaimTask
 from leasegate.actors.tasks.fenced import StartTask, TaskOutcome, TaskResult

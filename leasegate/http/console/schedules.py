@@ -19,9 +19,9 @@ from leasegate.actors.schedules.records import (
 from leasegate.actors.schedules.submitter import trigger
 from leasegate.http.console.blueprint import back_to, bp, form_field, page, principal, session
 from leasegate.http.console.pages import PAGE_SIZE, page_offset
+from leasegate.http.routes.operator import signed
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.routes.operator import signed
 from leasegate.logs import escape
 
 log = logging.getLogger("leasegate.schedules")

@@ -33,8 +33,9 @@ from leasegate.actors.tasks.views import TaskHealthReport
 from leasegate.http.metrics.devices import device_families
 from leasegate.http.metrics.held import hold_families
 from leasegate.http.metrics.jobs import JobEventMetrics
-from leasegate.http.server.listener import ConnectionGate
 from leasegate.http.server.held_polls import WaitingPolls
+from leasegate.http.server.listener import ConnectionGate
+from leasegate.system import System, SystemStatistics
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # Series per site for the sites with the most work; the rest summed under OTHER_SITES

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from leasegate.http.server.listener import ConnectionGate
 from leasegate.http.server.held_polls import WaitingPolls
+from leasegate.http.server.listener import ConnectionGate
 
 
 def hold_families(polls: WaitingPolls, gate: ConnectionGate | None) -> Iterator[Metric]:

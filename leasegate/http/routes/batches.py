@@ -20,10 +20,10 @@ from leasegate.actors.channels import JobQueue
 from leasegate.actors.jobs.channel import JobChannel, JobView
 from leasegate.actors.runtime.mailbox import Ask, Message
 from leasegate.errors import InvalidRequest, LeasegateError
+from leasegate.http.models.replies import ErrorEnvelope
 from leasegate.http.server.auth import SUBMITTER_ONLY, allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.errors import describe_error
-from leasegate.http.models.replies import ErrorEnvelope
 from leasegate.http.server.render import to_json
 from leasegate.http.server.validation import validate_request
 

@@ -31,11 +31,11 @@ from leasegate.actors.payloads import compact_json
 from leasegate.actors.queue.event_hub import EventFilter, Reset
 from leasegate.actors.queue.history import JobEvent
 from leasegate.errors import InvalidRequest
+from leasegate.http.models.jobs import Id, Strict, Timestamp
+from leasegate.http.models.numbers import ASCII_DIGITS, whole_number
 from leasegate.http.server.auth import allow, client_address, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.long_poll import waiting_polls
-from leasegate.http.models.jobs import Id, Strict, Timestamp
-from leasegate.http.models.numbers import ASCII_DIGITS, whole_number
 from leasegate.http.server.render import to_json
 from leasegate.http.server.validation import validate_querystring
 

@@ -10,13 +10,13 @@ from typing import Any
 from leasegate.actors.jobs.channel import JobChannel
 from leasegate.actors.pages import Paged
 from leasegate.actors.runtime.mailbox import Ask
+from leasegate.http.models.jobs import page
+from leasegate.http.models.search import SearchArgs
+from leasegate.http.routes.search import nothing, search_fields
 from leasegate.http.server.auth import require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.long_poll import place_while_waiting
-from leasegate.http.models.jobs import page
-from leasegate.http.models.search import SearchArgs
 from leasegate.http.server.render import to_json
-from leasegate.http.routes.search import nothing, search_fields
 
 
 async def job_reply(channel: JobChannel[Any, Any, Any], job_id: str,

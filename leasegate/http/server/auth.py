@@ -34,6 +34,7 @@ from leasegate.http.console.sessions import COOKIE, Sessions
 from leasegate.http.server.context import header as gateway_header
 from leasegate.http.server.limits import RateLimiter, address_key
 from leasegate.ids import secret_matches, split_key
+from leasegate.system import System
 
 F = TypeVar("F", bound=Callable[..., object])
 
