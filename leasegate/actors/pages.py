@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from leasegate.storage.engine import Row
@@ -42,7 +42,8 @@ class Paged(Generic[T]):
 class JobPage(Paged[T]):
     """A page of a job search; with text, how much the search read (``searched``)."""
 
-    searched: Searched | None = None
+    searched: Searched | None = field(default=None, metadata={
+        "description": "With `text`: how much was read."})
 
 
 def paged(found: tuple[int, Sequence[Row]], view: Callable[[Row], T], page: Page) -> Paged[T]:

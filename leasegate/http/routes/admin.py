@@ -11,30 +11,23 @@ from quart import Blueprint, Response, current_app, request
 from quart_schema import document_response
 
 from leasegate.actors.keys.records import CreateKey, ListKeys, RevokeKey
-from leasegate.actors.pages import Page
+from leasegate.actors.keys.views import CreatedKey, KeyView
+from leasegate.actors.pages import Page, Paged
 from leasegate.actors.queries.reads import CountQueries, ListQuerySites
-from leasegate.actors.queries.views import QueryCounts
+from leasegate.actors.queries.views import QueryCounts, QuerySite
 from leasegate.actors.runtime.periodic import JobStatistics
 from leasegate.actors.tasks.presence import CheckTaskHealth, ListSites, ListWorkers
-from leasegate.actors.tasks.views import TaskHealthReport
+from leasegate.actors.tasks.views import SiteQueue, TaskHealthReport, WorkerView
 from leasegate.clock import iso
 from leasegate.errors import LeasegateError
 from leasegate.http.metrics.collector import Metrics
 from leasegate.http.models.jobs import CreateKeyBody, ListArgs, TaskSiteArgs, page
-from leasegate.http.models.replies import (
-    BackupMade,
-    CreatedKey,
-    Health,
-    KeyObject,
-    KeyPage,
-    QuerySitePage,
-    TaskSitePage,
-    WorkerPage,
-)
+from leasegate.http.models.replies import Health
 from leasegate.http.server.auth import Authenticator, allow, require
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
 from leasegate.http.server.validation import validate_querystring, validate_request
+from leasegate.system import BackupMade
 
 bp = Blueprint("admin", __name__)
 
@@ -64,12 +57,12 @@ async def create_key(data: CreateKeyBody) -> tuple[Any, int]:
 
 
 _admin_list("/v1/admin/keys", "list_keys", "Keys, newest first, without their secrets.",
-            KeyPage, lambda asked: system().keys.ask(ListKeys(asked)))
+            Paged[KeyView], lambda asked: system().keys.ask(ListKeys(asked)))
 
 
 @bp.delete("/v1/admin/keys/<key_id>")
 @allow("admin")
-@document_response(KeyObject)
+@document_response(KeyView)
 async def revoke_key(key_id: str) -> Any:
     """Revoke a key: it is refused from the next request on, and its parked long-polls
     and event streams end (on every gateway of the database within a second)."""
@@ -86,13 +79,13 @@ async def make_backup() -> Any:
 
 _admin_list("/v1/workers", "list_workers",
             "Workers seen on the task channel: state, last seen, held tasks, sites.",
-            WorkerPage, lambda asked: system().tasks.ask(ListWorkers(asked)))
+            Paged[WorkerView], lambda asked: system().tasks.ask(ListWorkers(asked)))
 
 
 @bp.get("/v1/sites/tasks")
 @allow("admin")
 @validate_querystring(TaskSiteArgs)
-@document_response(TaskSitePage)
+@document_response(Paged[SiteQueue])
 async def list_task_sites(query_args: TaskSiteArgs) -> Any:
     """Sites with queued tasks, the most queued first (then by name), and whether an
     online worker serves each; ``unserved=true``: only those none serves."""
@@ -102,7 +95,7 @@ async def list_task_sites(query_args: TaskSiteArgs) -> Any:
 
 _admin_list("/v1/sites/queries", "list_query_sites",
             "Sites with queued or leased queries, the most first (then by name).",
-            QuerySitePage, lambda asked: system().queries.ask(ListQuerySites(asked)))
+            Paged[QuerySite], lambda asked: system().queries.ask(ListQuerySites(asked)))
 
 
 # Rows of each list in the admin /health details (and the console's overview): the

@@ -17,8 +17,8 @@ from leasegate.actors.tasks.artifacts import (
     ListArtifacts,
     RecordArtifact,
 )
+from leasegate.actors.tasks.views import ArtifactList, ArtifactStored
 from leasegate.errors import ArtifactNotFound, InvalidRequest
-from leasegate.http.models.replies import ArtifactList, ArtifactStored
 from leasegate.http.server.auth import allow, require, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.continuation import checks_before_body, continue_body

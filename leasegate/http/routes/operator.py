@@ -13,9 +13,11 @@ from quart_schema import document_response
 
 from leasegate.actors.jobs.operator import OperatorActions, reclaim_stale
 from leasegate.actors.keys.views import Principal
+from leasegate.actors.queries.views import QueryView
 from leasegate.actors.queue.retry import Redrive
 from leasegate.actors.tasks.control import FindStaleTasks
 from leasegate.actors.tasks.operator import SiteAction
+from leasegate.actors.tasks.views import TaskView
 from leasegate.errors import InvalidRequest
 from leasegate.http.models.jobs import ListArgs, page
 from leasegate.http.models.operator import (
@@ -30,7 +32,7 @@ from leasegate.http.models.operator import (
     SitePage,
     ThrottleBody,
 )
-from leasegate.http.models.replies import ErrorEnvelope, QueryObject, TaskObject
+from leasegate.http.models.replies import ErrorEnvelope
 from leasegate.http.server.auth import allow, require
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
@@ -73,7 +75,7 @@ def _actions(channel: str) -> OperatorActions[Any, Any]:
 @bp.post("/v1/tasks/<task_id>/retry")
 @allow("admin")
 @validate_request(ReasonBody)
-@document_response(TaskObject)
+@document_response(TaskView)
 @document_response(ErrorEnvelope, 402)
 @document_response(ErrorEnvelope, 409)
 async def retry_task(task_id: str, data: ReasonBody) -> Any:
@@ -86,7 +88,7 @@ async def retry_task(task_id: str, data: ReasonBody) -> Any:
 @bp.post("/v1/queries/<query_id>/retry")
 @allow("admin")
 @validate_request(ReasonBody)
-@document_response(QueryObject)
+@document_response(QueryView)
 @document_response(ErrorEnvelope, 402)
 @document_response(ErrorEnvelope, 409)
 async def retry_query(query_id: str, data: ReasonBody) -> Any:

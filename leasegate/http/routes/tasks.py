@@ -10,6 +10,7 @@ from quart import Blueprint
 from quart_schema import document_response
 
 from leasegate.actors.devices.forwarder import see_device
+from leasegate.actors.pages import JobPage
 from leasegate.actors.runtime.batches import ask_each
 from leasegate.actors.tasks.control import ControlAction, ControlTask, ReclaimTask
 from leasegate.actors.tasks.fenced import (
@@ -23,6 +24,7 @@ from leasegate.actors.tasks.fenced import (
 from leasegate.actors.tasks.lease import LeaseTasks, LeaseTasksAfterResults, release_message
 from leasegate.actors.tasks.reads import ListTasks
 from leasegate.actors.tasks.submit import SubmitTask
+from leasegate.actors.tasks.views import Renewed, Started, TaskSubmitted, TaskView
 from leasegate.errors import DeviceLimit, LeasegateError
 from leasegate.http.models.jobs import (
     FencedBody,
@@ -40,17 +42,7 @@ from leasegate.http.models.jobs import (
 )
 from leasegate.http.models.operator import CancelBody
 from leasegate.http.models.payloads import check_json_field
-from leasegate.http.models.replies import (
-    ErrorEnvelope,
-    Renewed,
-    Started,
-    TaskItems,
-    TaskObject,
-    TaskPage,
-    TasksStarted,
-    TasksSubmitted,
-    TaskSubmitted,
-)
+from leasegate.http.models.replies import ErrorEnvelope, TaskItems, TasksStarted, TasksSubmitted
 from leasegate.http.models.search import TaskListArgs
 from leasegate.http.models.workers import (
     RenewItem,
@@ -134,7 +126,7 @@ async def _see_devices(tenant: str, items: list[SubmitTask | LeasegateError],
 @bp.get("/v1/tasks/<task_id>")
 @allow("client")
 @validate_querystring(WaitArgs)
-@document_response(TaskObject)
+@document_response(TaskView)
 async def get_task(task_id: str, query_args: WaitArgs) -> Any:
     """A task (own tenant; admin: any). With ``wait_seconds`` (0–30) it long-polls until
     the task is finished (succeeded, failed, canceled, expired) or needs someone
@@ -145,7 +137,7 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
 @bp.get("/v1/tasks")
 @allow("client")
 @validate_querystring(TaskListArgs)
-@document_response(TaskPage)
+@document_response(JobPage[TaskView])
 async def list_tasks(query_args: TaskListArgs) -> Any:
     """Tasks, newest first (own tenant; admin: all), that match every filter given."""
     return await search_reply(system().jobs.tasks, query_args,
@@ -166,7 +158,7 @@ def _control_route(action: ControlAction, doc: str) -> None:
 
     control.__name__ = f"{action}_task"
     control.__doc__ = doc
-    view = document_response(ErrorEnvelope, 409)(document_response(TaskObject)(
+    view = document_response(ErrorEnvelope, 409)(document_response(TaskView)(
         optional_body(CancelBody)(control)))
     bp.post(f"/v1/tasks/<task_id>/{action}")(allow("client")(view))
 
@@ -271,7 +263,7 @@ async def renew_task(task_id: str, data: RenewBody) -> Any:
 @bp.post("/v1/tasks/<task_id>/result")
 @allow("worker")
 @validate_request(TaskResultBody)
-@document_response(TaskObject)
+@document_response(TaskView)
 @document_response(ErrorEnvelope, 409)
 async def task_result(task_id: str, data: TaskResultBody) -> Any:
     """Report how the task ended; a stale task accepts its last lease's result."""
@@ -295,7 +287,7 @@ def _result_message(task_id: str, worker_id: str, sites: tuple[str, ...] | None,
 @bp.post("/v1/tasks/<task_id>/reclaim")
 @allow("admin")
 @validate_request(ReclaimBody)
-@document_response(TaskObject)
+@document_response(TaskView)
 @document_response(ErrorEnvelope, 409)
 async def reclaim_task(task_id: str, data: ReclaimBody) -> Any:
     """Resolve a stale task (admin): requeue, succeeded or failed, with a reason."""
