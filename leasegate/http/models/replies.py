@@ -9,11 +9,14 @@ their routes.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
+from quart_schema import document_response
 
 from leasegate.actors.queries.views import QuerySubmitted, QueryView
 from leasegate.actors.tasks.views import Started, TaskSubmitted, TaskView
@@ -27,7 +30,8 @@ class WireSchema(GenerateJsonSchema):
     """pydantic's JSON Schema of a reply, as ``to_json`` writes it: every field of a
     dataclass is written, its default too (so no field has a default but those of
     :data:`LEFT_OUT_WHEN_FALSE`); a class's docstring is for its readers here, not for
-    the document."""
+    the document (which says of a class what its ``json_schema_extra`` says, if
+    anything)."""
 
     def dataclass_args_schema(self, schema: core_schema.DataclassArgsSchema) -> JsonSchemaValue:
         fields = [(field["name"], field["name"] not in LEFT_OUT_WHEN_FALSE, field)
@@ -40,7 +44,8 @@ class WireSchema(GenerateJsonSchema):
 
     def dataclass_schema(self, schema: core_schema.DataclassSchema) -> JsonSchemaValue:
         json_schema = super().dataclass_schema(schema)
-        json_schema.pop("description", None)
+        if json_schema.get("description") == inspect.cleandoc(schema["cls"].__doc__ or ""):
+            del json_schema["description"]
         return json_schema
 
 
@@ -50,6 +55,20 @@ def reply_schema(reply: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     schema = TypeAdapter(reply).json_schema(ref_template=REF_TEMPLATE, mode="serialization",
                                             schema_generator=WireSchema)
     return schema, schema.pop("$defs", {})
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def answers(reply: Any, *refusals: int, status: int = 200) -> Callable[[F], F]:
+    """A route's answers in the document: ``reply`` (None: no body of its own) at
+    ``status``, and the error envelope at each of ``refusals``, the statuses particular
+    to the route (those any route may answer are the document's own)."""
+    def document(view: F) -> F:
+        for refusal in refusals:
+            view = document_response(ErrorEnvelope, refusal)(view)
+        return view if reply is None else document_response(reply, status)(view)
+    return document
 
 
 class ErrorInfo(BaseModel):
@@ -105,12 +124,6 @@ class TaskItems(BaseModel):
 
 class QueryItems(BaseModel):
     items: list[QueryItem]
-
-
-class ListPage(BaseModel):
-    total: int
-    limit: int
-    offset: int
 
 
 class QueuedCounts(BaseModel):

@@ -8,7 +8,6 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from quart import Blueprint, Response, current_app, request
-from quart_schema import document_response
 
 from leasegate.actors.keys.records import CreateKey, ListKeys, RevokeKey
 from leasegate.actors.keys.views import CreatedKey, KeyView
@@ -22,7 +21,7 @@ from leasegate.clock import iso
 from leasegate.errors import LeasegateError
 from leasegate.http.metrics.collector import Metrics
 from leasegate.http.models.jobs import CreateKeyBody, ListArgs, TaskSiteArgs, page
-from leasegate.http.models.replies import Health
+from leasegate.http.models.replies import Health, answers
 from leasegate.http.server.auth import Authenticator, allow, require
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
@@ -41,14 +40,14 @@ def _admin_list(path: str, name: str, doc: str, reply: type[Any],
 
     listing.__name__ = listing.__qualname__ = name
     listing.__doc__ = doc
-    view = document_response(reply)(validate_querystring(ListArgs)(listing))
+    view = answers(reply)(validate_querystring(ListArgs)(listing))
     bp.get(path)(allow("admin")(view))
 
 
 @bp.post("/v1/admin/keys")
 @allow("admin")
 @validate_request(CreateKeyBody)
-@document_response(CreatedKey, 201)
+@answers(CreatedKey, status=201)
 async def create_key(data: CreateKeyBody) -> tuple[Any, int]:
     """Create a key; its secret is in this reply only (a hash is stored)."""
     reply = await system().keys.ask(CreateKey(
@@ -62,7 +61,7 @@ _admin_list("/v1/admin/keys", "list_keys", "Keys, newest first, without their se
 
 @bp.delete("/v1/admin/keys/<key_id>")
 @allow("admin")
-@document_response(KeyView)
+@answers(KeyView)
 async def revoke_key(key_id: str) -> Any:
     """Revoke a key: it is refused from the next request on, and its parked long-polls
     and event streams end (on every gateway of the database within a second)."""
@@ -71,7 +70,7 @@ async def revoke_key(key_id: str) -> Any:
 
 @bp.post("/v1/admin/backup")
 @allow("admin")
-@document_response(BackupMade)
+@answers(BackupMade)
 async def make_backup() -> Any:
     """A consistent online copy of the whole database, under ``<data>/backups``."""
     return to_json(await system().backup())
@@ -85,7 +84,7 @@ _admin_list("/v1/workers", "list_workers",
 @bp.get("/v1/sites/tasks")
 @allow("admin")
 @validate_querystring(TaskSiteArgs)
-@document_response(Paged[SiteQueue])
+@answers(Paged[SiteQueue])
 async def list_task_sites(query_args: TaskSiteArgs) -> Any:
     """Sites with queued tasks, the most queued first (then by name), and whether an
     online worker serves each; ``unserved=true``: only those none serves."""
@@ -204,7 +203,7 @@ def _job(job: JobStatistics, now: float) -> dict[str, Any]:
 
 
 @bp.get("/health")
-@document_response(Health)
+@answers(Health)
 async def health() -> dict[str, Any]:
     """No key needed: ``ok`` or ``degraded`` (storage failing, a task stale, a site
     without a worker, the ledger audit failing, a periodic job that has not run for
