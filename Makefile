@@ -27,6 +27,7 @@ browser:
 
 test: $(VENV)/.installed-dev browser
 	$(BIN)/python scripts/sync_sdk.py --check  # _sync/ is what scripts/sync_sdk.py writes
+	$(BIN)/python scripts/sync_types.py --check  # _types.py is what /openapi.json says
 	$(BIN)/ruff check leasegate tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
@@ -34,6 +35,7 @@ test: $(VENV)/.installed-dev browser
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/python scripts/sync_sdk.py --check  # _sync/ is what scripts/sync_sdk.py writes
+	$(BIN)/python scripts/sync_types.py --check  # _types.py is what /openapi.json says
 	$(BIN)/ruff check leasegate tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports

@@ -76,6 +76,6 @@ async def test_the_worker_retries_snoozes_and_fails_permanently(
     assert (gone["status"], gone["attempts"], gone["errors"][0]["type"]) == (
         "failed", 1, "leasegate.client._job.PermanentError")
     assert (closed["status"], closed["attempts"]) == ("failed", 1)
-    assert closed["errors"][0]["type"].endswith("AccountClosed")
+    assert (closed["errors"][0]["type"] or "").endswith("AccountClosed")
     assert [(case, at) for case, at in seen] == [
         ("flaky", 0), ("later", 0), ("gone", 0), ("closed", 0), ("flaky", 2), ("later", 45)]

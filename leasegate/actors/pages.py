@@ -18,7 +18,7 @@ actor names its own::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from leasegate.actors.checks import check_int
@@ -55,7 +55,8 @@ class Paged(Generic[T]):
 class JobPage(Paged[T]):
     """A page of a job search; with text, how much the search read (``searched``)."""
 
-    searched: Searched | None = None
+    searched: Searched | None = field(default=None, metadata={
+        "description": "With `text`: how much was read."})
 
 
 def check_page(value: object) -> None:

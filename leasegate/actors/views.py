@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeAlias
 
 from leasegate.actors.payloads import stored_loads
 
@@ -23,13 +23,22 @@ class _InstantMarker:
     def __repr__(self) -> str:
         return "INSTANT"
 
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
+        # How /openapi.json (pydantic, reading the replies) describes it: as rendered.
+        return {"type": "string"}
+
 
 INSTANT: Final = _InstantMarker()
 Instant: TypeAlias = Annotated[float, INSTANT]
 """Wall-clock seconds (the one clock); an ISO 8601 UTC timestamp on the wire."""
 
-JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
-JSONObject: TypeAlias = "dict[str, JSONValue]"
+if TYPE_CHECKING:
+    JSONValue: TypeAlias = (
+        "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None")
+    JSONObject: TypeAlias = "dict[str, JSONValue]"
+else:  # what pydantic reads for /openapi.json: any JSON value, any JSON object
+    JSONValue = Any
+    JSONObject = dict[str, Any]
 
 
 def loads(text: str | None) -> Any:

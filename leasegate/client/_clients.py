@@ -12,7 +12,12 @@ from typing import cast
 
 from leasegate.client._async.client import AsyncClientBase
 from leasegate.client._sync.client import ClientBase
-from leasegate.client._types import QUERY_DONE_STATES, TASK_DONE_STATES, Query, Task
+from leasegate.client._types import Query, Task
+
+TASK_DONE_STATES = frozenset({"succeeded", "failed", "canceled", "expired", "stale", "paused"})
+"""Where :meth:`Client.wait_task` stops: terminal, or waiting for a human or a resume."""
+
+QUERY_DONE_STATES = frozenset({"succeeded", "failed", "expired"})
 
 
 class Client(ClientBase):

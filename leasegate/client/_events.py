@@ -1,7 +1,7 @@
 """Live job events: ``GET /v1/events`` (Server-Sent Events), parsed and resumed.
 
 The gateway ends each stream after ``max_wait_seconds``; the SDK's iterators
-(``read_events``, ``_async/events.py``) reconnect by themselves with
+(``read_events``, ``_async/http.py``) reconnect by themselves with
 ``Last-Event-ID`` (and after transport errors, 5xx and 429, with the client's
 :class:`Retry` pauses), so the caller sees one endless sequence of
 :class:`JobEvent`. When the gateway cannot resume (the events were no longer

@@ -1,43 +1,79 @@
-"""The shapes of the gateway's replies, as TypedDicts over plain JSON dicts."""
+# Generated from /openapi.json by scripts/sync_types.py: do not edit.
+"""The shapes of the gateway's replies, as TypedDicts over plain JSON dicts.
+
+Timestamps are ISO 8601 UTC strings (``2026-11-30T08:00:00Z``).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Generic, NotRequired, TypedDict, TypeVar
+from typing import Any, Generic, Literal, NotRequired, TypedDict, TypeVar
 
 JSONObject = dict[str, Any]
 
 T = TypeVar("T")
 
 
-class Page(TypedDict, Generic[T]):
-    """A list reply: ``items`` (newest first), ``total``, ``limit``, ``offset``."""
-
-    items: list[T]
-    total: int
-    limit: int
-    offset: int
-
-
 class TaskSubmitted(TypedDict):
-    """Reply of ``POST /v1/tasks``; ``created`` is False for a replay of the same id."""
+    """Reply of ``POST /v1/tasks``."""
 
     task_id: str
+    # true when the site is paused: the task waits queued (left out otherwise).
+    site_paused: NotRequired[bool]
     status: str
     created: bool
-    site_paused: NotRequired[bool]  # true when the site is paused (the task waits queued)
 
 
 class QuerySubmitted(TypedDict):
-    """Reply of ``POST /v1/queries``; ``created`` is False for a replay of the same id."""
+    """Reply of ``POST /v1/queries``."""
 
     query_id: str
+    # true when the site is paused: the query waits queued (left out otherwise).
+    site_paused: NotRequired[bool]
     status: str
     created: bool
-    site_paused: NotRequired[bool]  # true when the site is paused (the query waits queued)
+
+
+class JobError(TypedDict):
+    """An object in the replies (``#/components/schemas/JobError``)."""
+
+    code: int | None
+    message: str
+    type: str | None
+    traceback: str | None
+
+
+class Reclaim(TypedDict):
+    """An object in the replies (``#/components/schemas/Reclaim``)."""
+
+    action: str
+    reason: str
+    by: str
+    at: str
+
+
+class Billing(TypedDict):
+    """An object in the replies (``#/components/schemas/Billing``)."""
+
+    max_cost: int | None
+    charged: int | None
+    refunded: int | None
+    hold_status: str | None
+
+
+class AttemptError(TypedDict):
+    """An object in the replies (``#/components/schemas/AttemptError``)."""
+
+    attempt: int
+    at: str
+    worker_id: str | None
+    code: int | None
+    type: str | None
+    message: str
+    traceback: str | None
 
 
 class Task(TypedDict):
-    """A task object. Timestamps are ISO 8601 UTC strings (``2026-11-30T08:00:00Z``)."""
+    """Reply of ``GET /v1/tasks/{task_id}``."""
 
     task_id: str
     tenant: str
@@ -60,15 +96,17 @@ class Task(TypedDict):
     started_at: str | None
     completed_at: str | None
     result: Any
-    error: JSONObject | None
+    error: JobError | None
     stale_reason: str | None
-    reclaim: JSONObject | None
-    billing: JSONObject | None
-    errors: list[JSONObject]  # each attempt's: attempt, at, worker_id, code, type, message…
+    reclaim: Reclaim | None
+    billing: Billing | None
+    late_result: bool
+    # The last 20 attempts' errors, oldest first (kept across operator retries).
+    errors: list[AttemptError]
 
 
 class Query(TypedDict):
-    """A query object. Timestamps are ISO 8601 UTC strings."""
+    """Reply of ``GET /v1/queries/{query_id}``."""
 
     query_id: str
     tenant: str
@@ -83,28 +121,33 @@ class Query(TypedDict):
     updated_at: str
     completed_at: str | None
     result: Any
-    error: JSONObject | None
-    billing: JSONObject | None
+    error: JobError | None
+    billing: Billing | None
     max_attempts: int | None
-    next_attempt_at: str | None  # waiting for a retry (queued) until then
-    errors: list[JSONObject]  # the last 20 attempts' errors, oldest first
+    # While the query waits for a retry (queued): when it is leasable again.
+    next_attempt_at: str | None
+    # The last 20 attempts' errors, oldest first.
+    errors: list[AttemptError]
 
 
 class Account(TypedDict):
-    """A ledger account: ``available`` can be spent now, ``held`` sits in open holds,
-    ``balance`` is both. Amounts are integers in minor units."""
+    """Reply of ``GET /v1/ledger/accounts/{account}``."""
 
     account: str
+    # What can be spent now.
     available: int
+    # What sits in this account's open holds.
     held: int
+    # available + held.
     balance: int
 
 
 class Entry(TypedDict):
-    """A journal line of an account; ``amount`` is signed, for this account."""
+    """An item of ``items`` of ``GET /v1/ledger/accounts/{account}/entries``."""
 
     txn_id: int
-    kind: str
+    kind: Literal["credit", "hold", "charge", "refund"]
+    # Signed, for this account.
     amount: int
     ref: str
     memo: str | None
@@ -112,14 +155,17 @@ class Entry(TypedDict):
 
 
 class DeviceHeartbeat(TypedDict):
-    """Reply of a device heartbeat: ``resumed`` counts the paused tasks put back in line."""
+    """Reply of ``POST /v1/devices/{device_id}/heartbeat``."""
 
     device_id: str
-    state: str
+    state: Literal["online"]
     resumed: int
 
 
-TASK_DONE_STATES = frozenset({"succeeded", "failed", "canceled", "expired", "stale", "paused"})
-"""Where :meth:`Client.wait_task` stops: terminal, or waiting for a human or a resume."""
+class Page(TypedDict, Generic[T]):
+    """A list reply: ``items`` (newest first), ``total``, ``limit``, ``offset``."""
 
-QUERY_DONE_STATES = frozenset({"succeeded", "failed", "expired"})
+    items: list[T]
+    total: int
+    limit: int
+    offset: int

@@ -25,7 +25,7 @@ unbounded scan of up to 64 KiB of params a row inside an actor's turn.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, dialect
@@ -55,8 +55,12 @@ class Searched:
     """How much a text search read: ``rows`` (at most :data:`TEXT_WINDOW`), and
     whether that was every row the other filters match (``complete``)."""
 
-    rows: int
-    complete: bool
+    rows: int = field(metadata={"description": (
+        "How many jobs the text search read (the newest matching the other filters; at "
+        f"most {TEXT_WINDOW:,}).")})
+    complete: bool = field(metadata={"description": (
+        "Whether those were all the jobs the other filters match (else narrow them to "
+        "reach older ones).")})
 
 
 def lowered(text: str) -> str:

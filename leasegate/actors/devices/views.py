@@ -42,7 +42,7 @@ class Heartbeat:
     tasks put back in line."""
 
     device_id: str
-    state: DeviceState
+    state: Literal["online"]
     resumed: int
 
 

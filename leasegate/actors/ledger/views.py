@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from leasegate.actors.views import Instant, Receipt
 from leasegate.storage.engine import Row
@@ -13,9 +14,9 @@ class AccountView:
     """``available`` can be spent now, ``held`` sits in open holds, ``balance`` is both."""
 
     account: str
-    available: int
-    held: int
-    balance: int
+    available: int = field(metadata={"description": "What can be spent now."})
+    held: int = field(metadata={"description": "What sits in this account's open holds."})
+    balance: int = field(metadata={"description": "available + held."})
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,8 @@ class EntryView:
     """One journal line of an account: ``amount`` is signed, for this account."""
 
     txn_id: int
-    kind: str
-    amount: int
+    kind: Literal["credit", "hold", "charge", "refund"]
+    amount: int = field(metadata={"description": "Signed, for this account."})
     ref: str
     memo: str | None
     created_at: Instant
@@ -34,11 +35,11 @@ class EntryView:
 class HoldView:
     """A job's hold: ``ref`` is the job id (of ``channel``)."""
 
-    ref: str
-    channel: str
+    ref: str = field(metadata={"description": "The job id."})
+    channel: Literal["task", "query"]
     account: str
     amount: int
-    status: str
+    status: Literal["open", "settled"]
     charged: int | None
     refunded: int | None
     created_at: Instant

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from leasegate.actors.attempts import AttemptError, attempt_errors
 from leasegate.actors.views import (
@@ -22,7 +22,8 @@ from leasegate.storage.engine import Row
 @dataclass(frozen=True)
 class QuerySubmitted(Receipt):
     query_id: str
-    site_paused: bool = False  # its site is paused: it waits queued
+    site_paused: bool = field(default=False, metadata={"description": (
+        "true when the site is paused: the query waits queued (left out otherwise).")})
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,10 @@ class QueryView:
     error: JobError | None
     billing: Billing | None
     max_attempts: int | None = None  # None: a query submitted before it was kept
-    next_attempt_at: Instant | None = None  # waiting for a retry (queued) until then
-    errors: tuple[AttemptError, ...] = ()
+    next_attempt_at: Instant | None = field(default=None, metadata={"description": (
+        "While the query waits for a retry (queued): when it is leasable again.")})
+    errors: tuple[AttemptError, ...] = field(default=(), metadata={"description": (
+        "The last 20 attempts' errors, oldest first.")})
 
     @property
     def job_id(self) -> str:

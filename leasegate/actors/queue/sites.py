@@ -257,6 +257,10 @@ class Backlog:
     """A site's jobs of one channel that a lease could take now (pause and throttle
     aside), and how long the oldest of them has been leasable (None: there is none)."""
 
+    __pydantic_config__ = {"json_schema_extra": {"description": (  # /openapi.json's
+        "Jobs a lease could take now (pause and throttle aside; tasks: one per free "
+        "lane), and the age of the oldest since it became leasable.")}}
+
     leasable: int
     oldest_leasable_age_seconds: float | None
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from leasegate.actors.views import Instant, JSONObject, loads
 from leasegate.storage.engine import Row
@@ -25,7 +26,7 @@ class FireView:
 
     fire_at: Instant
     job_id: str
-    status: str
+    status: Literal["pending", "submitted", "skipped", "failed"]
     error: FireError | None
 
 
@@ -35,13 +36,13 @@ class ScheduleView:
     tenant: str
     cron: str
     timezone: str
-    channel: str
+    channel: Literal["task", "query"]
     template: JSONObject
-    overlap: str
-    catch_up: str
+    overlap: Literal["skip", "allow"]
+    catch_up: Literal["latest", "none", "all"]
     paused: bool
     next_fire_at: Instant | None
-    fires: tuple[FireView, ...]  # the last 20, newest first
+    fires: tuple[FireView, ...] = field(metadata={"description": "The last 20, newest first."})
     created_at: Instant
     updated_at: Instant
 

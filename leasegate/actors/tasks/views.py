@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from leasegate.actors.attempts import MAX_ERRORS, AttemptError, attempt_errors, outcome_error
 from leasegate.actors.views import (
@@ -22,7 +23,8 @@ from leasegate.storage.engine import Row
 @dataclass(frozen=True)
 class TaskSubmitted(Receipt):
     task_id: str
-    site_paused: bool = False  # its site is paused: it waits queued
+    site_paused: bool = field(default=False, metadata={"description": (
+        "true when the site is paused: the task waits queued (left out otherwise).")})
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,8 @@ class TaskView:
     reclaim: Reclaim | None
     billing: Billing | None
     late_result: bool
-    errors: tuple[AttemptError, ...] = ()
+    errors: tuple[AttemptError, ...] = field(default=(), metadata={"description": (
+        "The last 20 attempts' errors, oldest first (kept across operator retries).")})
 
     @property
     def job_id(self) -> str:
@@ -107,14 +110,20 @@ class Renewed:
     pause_requested: bool
 
 
+Channel = Literal["tasks", "queries"]
+# Where a worker was seen: the column of its last lease call on each channel.
+SEEN_AT: tuple[tuple[Channel, str], ...] = (("tasks", "task_seen_at"),
+                                            ("queries", "query_seen_at"))
+
+
 @dataclass(frozen=True)
 class WorkerView:
     worker_id: str
-    state: str  # "online" | "offline"
+    state: Literal["online", "offline"]
     last_seen_at: Instant
     task_ids: tuple[str, ...]
     sites: tuple[str, ...] | None  # what its lease calls serve, on both channels; None: all
-    channels: tuple[str, ...]  # "tasks", "queries": where it was seen
+    channels: tuple[Channel, ...]  # where it was seen
 
 
 @dataclass(frozen=True)
@@ -150,8 +159,8 @@ class SiteQueue:
     """A site with queued tasks: how many, and whether an online worker serves it."""
 
     site: str
-    queued: int
-    served: bool
+    queued: int = field(metadata={"description": "Queued tasks."})
+    served: bool = field(metadata={"description": "An online worker serves the site."})
 
 
 @dataclass(frozen=True)
@@ -217,9 +226,7 @@ def task_lease(row: Row) -> TaskLease:
 
 
 def worker_view(row: Row, task_ids: list[str], online: bool) -> WorkerView:
-    channels = tuple(name for name, column in (("tasks", "task_seen_at"),
-                                               ("queries", "query_seen_at"))
-                     if row[column] is not None)
+    channels = tuple(name for name, column in SEEN_AT if row[column] is not None)
     filters = [loads(row[column]) for name, column in (("tasks", "sites"),
                                                        ("queries", "query_sites"))
                if name in channels]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from leasegate.actors.views import Instant
 from leasegate.storage.engine import Row
@@ -26,27 +27,30 @@ class EndpointView:
 
 @dataclass(frozen=True)
 class CreatedEndpoint(EndpointView):
-    secret: str  # shown once
+    secret: str = field(metadata={"description": "whsec_...: shown in this reply only"})
 
 
 @dataclass(frozen=True)
 class RotatedSecret:
     endpoint_id: str
-    secret: str  # shown once
-    previous_secret_expires_at: Instant  # the old one signs beside it until then
+    secret: str = field(metadata={"description": "The new secret, shown in this reply only."})
+    previous_secret_expires_at: Instant = field(metadata={
+        "description": "Until then the previous secret signs beside it."})
 
 
 @dataclass(frozen=True)
 class DeliveryView:
-    delivery_id: str
+    delivery_id: str = field(metadata={
+        "description": "The webhook-id header of each of its attempts."})
     endpoint_id: str
     event_type: str
     job_id: str
-    status: str
+    status: Literal["pending", "delivered", "failed"]
     attempts: int
     last_status_code: int | None
     last_error: str | None
-    last_response: str | None
+    last_response: str | None = field(metadata={
+        "description": "At most 1 KB of the last answer."})
     next_attempt_at: Instant | None
     created_at: Instant
     updated_at: Instant

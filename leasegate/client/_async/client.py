@@ -11,8 +11,7 @@ from typing import Any, cast
 import httpx
 
 from leasegate.client._async.backend import Stopper, current_time, open_task_group, sleep
-from leasegate.client._async.events import read_events
-from leasegate.client._async.http import AsyncHTTP, AsyncHTTPOwner
+from leasegate.client._async.http import AsyncHTTP, AsyncHTTPOwner, read_events
 from leasegate.client._batch import chunks, submitted
 from leasegate.client._errors import LeasegateError, StateConflict, TransportError
 from leasegate.client._events import Cursor, Event

@@ -1,9 +1,10 @@
-"""The request layer's calls: one JSON call, retried when that is safe (see ``_http``)."""
+"""The request layer's calls: one JSON call, retried when that is safe (see ``_http``), and
+the event stream, read for ever (reconnecting; see ``_events``)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self, TypedDict, Unpack
@@ -11,7 +12,8 @@ from typing import Any, Self, TypedDict, Unpack
 import httpx
 
 from leasegate.client._async.backend import Sleep, sleep
-from leasegate.client._errors import LeasegateError
+from leasegate.client._errors import LeasegateError, error_from_response
+from leasegate.client._events import READ_TIMEOUT, Cursor, Event, SSEParser
 from leasegate.client._http import (
     JSON_HEADERS,
     Params,
@@ -22,6 +24,7 @@ from leasegate.client._http import (
     gateway_failed,
     gateways,
     next_delay,
+    retryable,
     server_time,
     tuned,
 )
@@ -138,3 +141,33 @@ class AsyncHTTPOwner:
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()
+
+
+async def read_events(http: AsyncHTTP, cursor: Cursor) -> AsyncGenerator[Event, None]:
+    """The events ``cursor`` asks for, from where it stands, for ever (reconnecting)."""
+    failures = 0
+    timeout = httpx.Timeout(http.timeout, read=READ_TIMEOUT)
+    while True:
+        try:
+            async with http.client.stream("GET", http.base_url.join("v1/events"),
+                                          params=cursor.params,
+                                          headers=cursor.headers(),
+                                          timeout=timeout) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise error_from_response(response)
+                failures = 0
+                parser = SSEParser()
+                async for line in response.aiter_lines():
+                    message = parser.feed(line)
+                    event = cursor.parse(message) if message else None
+                    if event is not None:
+                        yield event
+            continue  # the stream ended (max_wait_seconds): resume at once
+        except (httpx.TransportError, LeasegateError) as error:
+            if isinstance(error, LeasegateError) and not retryable(error):
+                raise
+            failures += 1
+            http.fail_over(error)
+            delay = next_delay(error, failures, http.retry, forever=True, what="GET /v1/events")
+        await sleep(delay)

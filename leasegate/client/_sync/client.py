@@ -25,8 +25,7 @@ from leasegate.client._requests import (
     timed_out,
 )
 from leasegate.client._sync.backend import Stopper, current_time, open_task_group, sleep
-from leasegate.client._sync.events import read_events
-from leasegate.client._sync.http import SyncHTTP, SyncHTTPOwner
+from leasegate.client._sync.http import SyncHTTP, SyncHTTPOwner, read_events
 from leasegate.client._types import (
     Account,
     DeviceHeartbeat,

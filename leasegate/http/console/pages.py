@@ -23,8 +23,8 @@ from leasegate.http.console.activity import charts, read_activity
 from leasegate.http.console.blueprint import bp, page
 from leasegate.http.console.operator import BULK_RECLAIM_FIELDS
 from leasegate.http.console.search import form_search, message_fields
+from leasegate.http.models.jobs import QueryListArgs, SearchArgs, TaskListArgs
 from leasegate.http.models.numbers import whole_number
-from leasegate.http.models.search import QueryListArgs, SearchArgs, TaskListArgs
 from leasegate.http.routes.admin import health_report
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json

@@ -1,5 +1,5 @@
 """The console's searches of tasks and queries: the search form's query string read
-with the API's own rules (``models_search``), so a filter the page does not know is a
+with the API's own rules (``models.jobs.SearchArgs``), so a filter the page does not know is a
 400 page, never silently ignored.
 
 The form differs from the API's query string in two ways only: an empty field is off,
@@ -18,8 +18,8 @@ from quart import request
 
 from leasegate.actors.pages import Page
 from leasegate.errors import InvalidRequest
-from leasegate.http.models.search import SearchArgs
-from leasegate.http.routes.search import search_fields
+from leasegate.http.models.jobs import SearchArgs
+from leasegate.http.routes.jobs import search_fields
 
 A = TypeVar("A", bound=SearchArgs)
 

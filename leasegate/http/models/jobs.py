@@ -1,4 +1,4 @@
-"""Request and response models: validation at the edge and ``/openapi.json``.
+"""Request models: validation at the edge and ``/openapi.json``.
 
 Ids are 1–64 characters of ``[A-Za-z0-9._:@-]``; anything else is
 400, never truncated. Size limits on JSON fields are checked by the routes
@@ -30,11 +30,14 @@ from pydantic_core import CoreSchema
 
 from leasegate.actors.keys.records import Role
 from leasegate.actors.pages import Page
+from leasegate.actors.queries.reads import QueryStatus
 from leasegate.actors.queries.results import MAX_SNOOZE, QueryOutcome
 from leasegate.actors.queue.reports import MAX_ERROR_TYPE, MAX_TRACEBACK
+from leasegate.actors.queue.search import MAX_SEARCH_TEXT
 from leasegate.actors.runtime.batches import MAX_BATCH
 from leasegate.actors.tasks.control import ReclaimAction
 from leasegate.actors.tasks.fenced import TaskOutcome
+from leasegate.actors.tasks.reads import TaskStatus
 from leasegate.http.models.numbers import ASCII_DIGITS, INTEGRAL
 from leasegate.http.models.payloads import MAX_JSON_DEPTH
 from leasegate.ids import ID_PATTERN, RESERVED_JOB_IDS
@@ -53,7 +56,6 @@ Code = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1), INTEGRAL]
 Seconds = Annotated[StrictFloat, Field(ge=0, le=30)]  # an integer is a number too
 Offset = Annotated[int, Field(ge=0, le=2**31 - 1), ASCII_DIGITS]  # in a query string
 Text = Annotated[str, StringConstraints(max_length=4096)]
-Timestamp = str  # ISO 8601 UTC, whole seconds, "Z"
 # A caller's JSON that is stored and handed back as sent (params, result, progress):
 # what the routes check it by (``models.payloads.check_json_field``), for the document.
 PAYLOAD = (f"Stored and handed back. Objects and arrays nest at most {MAX_JSON_DEPTH} "
@@ -373,3 +375,37 @@ class WaitArgs(Strict):
 
 class TaskSiteArgs(ListArgs):
     unserved: bool = Field(default=False, description="Only sites no online worker serves.")
+
+
+# The query string of a job search (``GET /v1/tasks``, ``GET /v1/queries``; the console's
+# lists read it the same way).
+class SearchArgs(ListArgs):
+    """The search both channels share; every filter given must match. Anything else
+    in the query string is a 400."""
+
+    site: Id | None = Field(default=None, description="Only jobs of this site.")
+    kind: Id | None = Field(default=None, description="Only jobs of this kind.")
+    tenant: Id | None = Field(default=None, description=(
+        "Admin: that tenant's jobs. A client sees its own tenant's only (another "
+        "tenant: an empty page)."))
+    worker: Id | None = Field(default=None, description="The worker of the last lease.")
+    id_prefix: Id | None = Field(default=None, description="Ids that start with this.")
+    since: DateTime | None = Field(default=None, description="Created at or after.")
+    until: DateTime | None = Field(default=None, description="Created before.")
+    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SEARCH_TEXT,
+                                           pattern=NO_NUL_PATTERN)] | None = Field(
+        default=None, description=(
+            "Text inside the params or the error (message or type), ASCII letters in "
+            "either case. Reads at most the newest 10,000 jobs that match the other "
+            "filters: the reply's `searched` says how many it read and whether that "
+            "was all of them."))
+
+
+class QueryListArgs(SearchArgs):
+    status: QueryStatus | None = Field(default=None, description="Only queries in this "
+                                                                 "status.")
+
+
+class TaskListArgs(SearchArgs):
+    status: TaskStatus | None = Field(default=None, description="Only tasks in this status.")
+    account: Id | None = Field(default=None, description="Only tasks of this account.")

@@ -1,16 +1,15 @@
-"""Request and reply models of the operators' actions: retry, redrive, sites."""
+"""Request models of the operators' actions: retry, redrive, sites."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, StringConstraints
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StringConstraints
 
 from leasegate.actors.queue.retry import MAX_REDRIVE
 from leasegate.actors.queue.sites import MAX_RATE, MAX_REASON
-from leasegate.http.models.jobs import DateTime, Id, Strict, Timestamp
+from leasegate.http.models.jobs import DateTime, Id, Strict
 from leasegate.http.models.numbers import INTEGRAL
-from leasegate.http.models.replies import ListPage
 
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=MAX_REASON)]
 
@@ -63,42 +62,7 @@ class BulkReclaimBody(Strict):
     limit: Annotated[StrictInt, Field(ge=1, le=MAX_REDRIVE), INTEGRAL] = 1000
 
 
-class Reclaimed(BaseModel):
-    matched: int
-    reclaimed: int
-
-
-class Redriven(BaseModel):
-    matched: int
-    requeued: int
-
-
 class ThrottleBody(Strict):
     """At most this many leases a second of the site's jobs (null lifts it)."""
 
     leases_per_second: Annotated[StrictFloat, Field(gt=0, le=MAX_RATE)] | None  # 2 too
-
-
-class Backlog(BaseModel):
-    """Jobs a lease could take now (pause and throttle aside; tasks: one per free lane),
-    and the age of the oldest since it became leasable."""
-
-    leasable: int
-    oldest_leasable_age_seconds: float | None
-
-
-class SiteObject(BaseModel):
-    site: str
-    paused: bool
-    leases_per_second: float | None
-    queued_tasks: int
-    queued_queries: int
-    reason: str | None
-    changed_by: str | None
-    updated_at: Timestamp | None
-    tasks: Backlog
-    queries: Backlog
-
-
-class SitePage(ListPage):
-    items: list[SiteObject]

@@ -1,13 +1,74 @@
-"""Reply models: what ``/openapi.json`` says each route answers (documentation only:
-routes return plain JSON-able values, see ``render``)."""
+"""What ``/openapi.json`` says each route answers.
+
+A route's reply is declared once: the frozen dataclass the actors answer with (``TaskView``,
+``Paged[KeyView]``...), which ``render.to_json`` writes. :func:`reply_schema` describes it
+as rendered (:class:`WireSchema`). Declared here, as pydantic models, are only the replies
+no dataclass is: the error envelope, the batch replies and ``/health``, built as dicts by
+their routes.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
+from quart_schema import document_response
 
-from leasegate.http.models.jobs import Timestamp
+from leasegate.actors.queries.views import QuerySubmitted, QueryView
+from leasegate.actors.tasks.views import Started, TaskSubmitted, TaskView
+
+REF_TEMPLATE = "#/components/schemas/{model}"
+# Fields a reply leaves out when false (``batches.receipt``): all the others are written.
+LEFT_OUT_WHEN_FALSE = frozenset({"site_paused"})
+
+
+class WireSchema(GenerateJsonSchema):
+    """pydantic's JSON Schema of a reply, as ``to_json`` writes it: every field of a
+    dataclass is written, its default too (so no field has a default but those of
+    :data:`LEFT_OUT_WHEN_FALSE`); a class's docstring is for its readers here, not for
+    the document (which says of a class what its ``json_schema_extra`` says, if
+    anything)."""
+
+    def dataclass_args_schema(self, schema: core_schema.DataclassArgsSchema) -> JsonSchemaValue:
+        fields = [(field["name"], field["name"] not in LEFT_OUT_WHEN_FALSE, field)
+                  for field in schema["fields"] if self.field_is_present(field)]
+        json_schema = self._named_required_fields_schema(fields)
+        for name, field in json_schema["properties"].items():
+            if name not in LEFT_OUT_WHEN_FALSE:
+                field.pop("default", None)
+        return json_schema
+
+    def dataclass_schema(self, schema: core_schema.DataclassSchema) -> JsonSchemaValue:
+        json_schema = super().dataclass_schema(schema)
+        if json_schema.get("description") == inspect.cleandoc(schema["cls"].__doc__ or ""):
+            del json_schema["description"]
+        return json_schema
+
+
+def reply_schema(reply: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The schema of ``reply`` (a dataclass or a model) and the definitions it refers to
+    (under ``#/components/schemas/``)."""
+    schema = TypeAdapter(reply).json_schema(ref_template=REF_TEMPLATE, mode="serialization",
+                                            schema_generator=WireSchema)
+    return schema, schema.pop("$defs", {})
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def answers(reply: Any, *refusals: int, status: int = 200) -> Callable[[F], F]:
+    """A route's answers in the document: ``reply`` (None: no body of its own) at
+    ``status``, and the error envelope at each of ``refusals``, the statuses particular
+    to the route (those any route may answer are the document's own)."""
+    def document(view: F) -> F:
+        for refusal in refusals:
+            view = document_response(ErrorEnvelope, refusal)(view)
+        return view if reply is None else document_response(reply, status)(view)
+    return document
 
 
 class ErrorInfo(BaseModel):
@@ -18,137 +79,6 @@ class ErrorInfo(BaseModel):
 
 class ErrorEnvelope(BaseModel):
     error: ErrorInfo
-
-
-class Submitted(BaseModel):
-    status: str
-    created: bool
-
-
-class QuerySubmitted(Submitted):
-    query_id: str
-    site_paused: bool = Field(False, description=(
-        "true when the site is paused: the query waits queued (left out otherwise)."))
-
-
-class TaskSubmitted(Submitted):
-    task_id: str
-    site_paused: bool = Field(False, description=(
-        "true when the site is paused: the task waits queued (left out otherwise)."))
-
-
-class JobError(BaseModel):
-    code: int | None
-    message: str
-    type: str | None
-    traceback: str | None
-
-
-class Billing(BaseModel):
-    max_cost: int | None
-    charged: int | None
-    refunded: int | None
-    hold_status: str | None
-
-
-class AttemptError(BaseModel):
-    attempt: int
-    at: Timestamp
-    worker_id: str | None
-    code: int | None
-    type: str | None
-    message: str
-    traceback: str | None
-
-
-class QueryObject(BaseModel):
-    query_id: str
-    tenant: str
-    site: str
-    kind: str
-    params: dict[str, Any]
-    status: str
-    lease_owner: str | None
-    lease_expires_at: Timestamp | None
-    attempts: int
-    created_at: Timestamp
-    updated_at: Timestamp
-    completed_at: Timestamp | None
-    result: Any
-    error: JobError | None
-    billing: Billing | None
-    max_attempts: int | None
-    next_attempt_at: Timestamp | None = Field(
-        description="While the query waits for a retry (queued): when it is leasable again.")
-    errors: list[AttemptError] = Field(description="The last 20 attempts' errors, oldest first.")
-
-
-class Reclaim(BaseModel):
-    action: str
-    reason: str
-    by: str
-    at: Timestamp
-
-
-class TaskObject(BaseModel):
-    task_id: str
-    tenant: str
-    site: str
-    account: str
-    kind: str
-    params: dict[str, Any]
-    priority: int
-    status: str
-    device_id: str | None
-    batch_total: int | None
-    progress: dict[str, Any] | None
-    lease_owner: str | None
-    lease_expires_at: Timestamp | None
-    attempts: int
-    cancel_requested: bool
-    pause_requested: bool
-    created_at: Timestamp
-    updated_at: Timestamp
-    started_at: Timestamp | None
-    completed_at: Timestamp | None
-    result: Any
-    error: JobError | None
-    stale_reason: str | None
-    reclaim: Reclaim | None
-    billing: Billing | None
-    late_result: bool
-    errors: list[AttemptError] = Field(description=(
-        "The last 20 attempts' errors, oldest first (kept across operator retries)."))
-
-
-class QueryLease(BaseModel):
-    query_id: str
-    site: str
-    kind: str
-    params: dict[str, Any]
-    attempt: int
-    lease_token: str
-    lease_expires_at: Timestamp
-
-
-class TaskLease(BaseModel):
-    task_id: str
-    site: str
-    account: str
-    kind: str
-    params: dict[str, Any]
-    progress: dict[str, Any] | None
-    attempt: int
-    lease_token: str
-    claim_expires_at: Timestamp
-
-
-class Started(BaseModel):
-    task_id: str
-    status: str
-    lease_expires_at: Timestamp
-    cancel_requested: bool
-    pause_requested: bool
 
 
 class BatchItem(BaseModel):
@@ -169,11 +99,11 @@ class StartedItem(BatchItem):
 
 
 class TaskItem(BatchItem):
-    task: TaskObject | None = None
+    task: TaskView | None = None
 
 
 class QueryItem(BatchItem):
-    query: QueryObject | None = None
+    query: QueryView | None = None
 
 
 class TasksSubmitted(BaseModel):
@@ -194,87 +124,6 @@ class TaskItems(BaseModel):
 
 class QueryItems(BaseModel):
     items: list[QueryItem]
-
-
-class Renewed(BaseModel):
-    lease_expires_at: Timestamp
-    cancel_requested: bool
-    pause_requested: bool
-
-
-class ListPage(BaseModel):
-    total: int
-    limit: int
-    offset: int
-
-
-class Searched(BaseModel):
-    rows: int = Field(description="How many jobs the text search read (the newest "
-                                  "matching the other filters; at most 10,000).")
-    complete: bool = Field(description="Whether those were all the jobs the other "
-                                       "filters match (else narrow them to reach older "
-                                       "ones).")
-
-
-class QueryPage(ListPage):
-    items: list[QueryObject]
-    searched: Searched | None = Field(description="With `text`: how much was read.")
-
-
-class TaskPage(ListPage):
-    items: list[TaskObject]
-    searched: Searched | None = Field(description="With `text`: how much was read.")
-
-
-class WorkerObject(BaseModel):
-    worker_id: str
-    state: Literal["online", "offline"]
-    last_seen_at: Timestamp
-    task_ids: list[str]
-    sites: list[str] | None
-    channels: list[Literal["tasks", "queries"]]
-
-
-class WorkerPage(ListPage):
-    items: list[WorkerObject]
-
-
-class TaskSiteObject(BaseModel):
-    site: str
-    queued: int = Field(description="Queued tasks.")
-    served: bool = Field(description="An online worker serves the site.")
-
-
-class TaskSitePage(ListPage):
-    items: list[TaskSiteObject]
-
-
-class QuerySiteObject(BaseModel):
-    site: str
-    queued: int
-    leased: int
-
-
-class QuerySitePage(ListPage):
-    items: list[QuerySiteObject]
-
-
-class KeyObject(BaseModel):
-    key_id: str
-    role: str
-    name: str
-    tenant: str | None
-    sites: list[str] | None
-    created_at: Timestamp
-    revoked_at: Timestamp | None
-
-
-class CreatedKey(KeyObject):
-    key: str
-
-
-class KeyPage(ListPage):
-    items: list[KeyObject]
 
 
 class QueuedCounts(BaseModel):
@@ -312,22 +161,3 @@ class Health(BaseModel):
         "sites without a worker, queue depths by site (the 20 of each that matter most; "
         "`unlisted`: how many each leaves out; `see_all`: the routes that page through "
         "them), every periodic job, the settings that make the storage not durable.")
-
-
-class BackupMade(BaseModel):
-    path: str
-    bytes: int
-
-
-class ArtifactStored(BaseModel):
-    name: str
-    size: int
-    sha256: str
-
-
-class ArtifactInfo(ArtifactStored):
-    created_at: Timestamp
-
-
-class ArtifactList(BaseModel):
-    items: list[ArtifactInfo]

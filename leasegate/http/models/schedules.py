@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     StrictBool,
@@ -28,9 +27,7 @@ from leasegate.http.models.jobs import (
     Strict,
     SubmitQueryBody,
     SubmitTaskBody,
-    Timestamp,
 )
-from leasegate.http.models.replies import ListPage
 
 
 def _template(body: type[Strict], *without: str) -> type[Strict]:
@@ -107,36 +104,3 @@ class ScheduleListArgs(ListArgs):
     tenant: Id | None = Field(default=None, description=(
         "Only this tenant's schedules (an admin's filter; a client key naming another "
         "tenant is refused)."))
-
-
-class FireErrorObject(BaseModel):
-    code: int
-    type: str
-    message: str
-
-
-class FireObject(BaseModel):
-    fire_at: Timestamp
-    job_id: str
-    status: Literal["pending", "submitted", "skipped", "failed"]
-    error: FireErrorObject | None
-
-
-class ScheduleObject(BaseModel):
-    schedule_id: str
-    tenant: str
-    cron: str
-    timezone: str
-    channel: Literal["task", "query"]
-    template: dict[str, Any]
-    overlap: Literal["skip", "allow"]
-    catch_up: Literal["latest", "none", "all"]
-    paused: bool
-    next_fire_at: Timestamp | None
-    fires: list[FireObject] = Field(description="The last 20, newest first.")
-    created_at: Timestamp
-    updated_at: Timestamp
-
-
-class SchedulePage(ListPage):
-    items: list[ScheduleObject]

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from leasegate.actors.queries.views import QueryLease
+from leasegate.actors.tasks.views import Renewed, TaskLease
 from leasegate.http.models.jobs import (
     PAYLOAD,
     Id,
@@ -17,14 +19,7 @@ from leasegate.http.models.jobs import (
     Token,
     batch_of,
 )
-from leasegate.http.models.replies import (
-    BatchItem,
-    QueryItem,
-    QueryLease,
-    Renewed,
-    TaskItem,
-    TaskLease,
-)
+from leasegate.http.models.replies import BatchItem, QueryItem, TaskItem
 
 _RESULTS = ("The outcomes of the worker's previous jobs (0 to 100), each fenced and "
             "answered on its own exactly as the results route answers it, in the reply's "

@@ -40,7 +40,7 @@ from quart_schema.validation import (
 )
 from werkzeug.routing.rules import Rule
 
-from leasegate.http.models.replies import ErrorEnvelope
+from leasegate.http.models.replies import ErrorEnvelope, reply_schema
 from leasegate.http.openapi.text import as_markdown, describe, sections
 from leasegate.http.server.validation import OPTIONAL_BODY_ATTRIBUTE
 from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN, RESERVED_JOB_IDS
@@ -226,6 +226,16 @@ class LeasegateOpenAPI(OpenAPIProvider):
                 self._complete(operation, method, path, json_body=json_body,
                                querystring=querystring, public=public, envelope=envelope)
         return paths, components
+
+    def build_response_object(self, model: type[Any], headers_model: type[Any] | None,
+                              ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A reply's schema as the wire has it (``reply_schema``): from the dataclass the
+        route renders, or the model of a reply built as a dict. Its description is the
+        status's, or the route's (a dataclass's docstring is for the code's readers)."""
+        assert headers_model is None, "no route documents reply headers with a model"
+        schema, definitions = reply_schema(model)
+        return {"content": {"application/json": {"schema": schema}}, "description": ""}, \
+            definitions
 
     # ---- helpers ----------------------------------------------------------------------
 

@@ -8,33 +8,25 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from quart import Blueprint, Response, current_app, request
-from quart_schema import document_response
 
 from leasegate.actors.keys.records import CreateKey, ListKeys, RevokeKey
-from leasegate.actors.pages import Page
+from leasegate.actors.keys.views import CreatedKey, KeyView
+from leasegate.actors.pages import Page, Paged
 from leasegate.actors.queries.reads import CountQueries, ListQuerySites
-from leasegate.actors.queries.views import QueryCounts
+from leasegate.actors.queries.views import QueryCounts, QuerySite
 from leasegate.actors.runtime.periodic import JobStatistics
 from leasegate.actors.tasks.presence import CheckTaskHealth, ListSites, ListWorkers
-from leasegate.actors.tasks.views import TaskHealthReport
+from leasegate.actors.tasks.views import SiteQueue, TaskHealthReport, WorkerView
 from leasegate.clock import iso
 from leasegate.errors import LeasegateError
 from leasegate.http.metrics.collector import Metrics
 from leasegate.http.models.jobs import CreateKeyBody, ListArgs, TaskSiteArgs, page
-from leasegate.http.models.replies import (
-    BackupMade,
-    CreatedKey,
-    Health,
-    KeyObject,
-    KeyPage,
-    QuerySitePage,
-    TaskSitePage,
-    WorkerPage,
-)
+from leasegate.http.models.replies import Health, answers
 from leasegate.http.server.auth import Authenticator, allow, require
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
 from leasegate.http.server.validation import validate_querystring, validate_request
+from leasegate.system import BackupMade
 
 bp = Blueprint("admin", __name__)
 
@@ -48,14 +40,14 @@ def _admin_list(path: str, name: str, doc: str, reply: type[Any],
 
     listing.__name__ = listing.__qualname__ = name
     listing.__doc__ = doc
-    view = document_response(reply)(validate_querystring(ListArgs)(listing))
+    view = answers(reply)(validate_querystring(ListArgs)(listing))
     bp.get(path)(allow("admin")(view))
 
 
 @bp.post("/v1/admin/keys")
 @allow("admin")
 @validate_request(CreateKeyBody)
-@document_response(CreatedKey, 201)
+@answers(CreatedKey, status=201)
 async def create_key(data: CreateKeyBody) -> tuple[Any, int]:
     """Create a key; its secret is in this reply only (a hash is stored)."""
     reply = await system().keys.ask(CreateKey(
@@ -64,12 +56,12 @@ async def create_key(data: CreateKeyBody) -> tuple[Any, int]:
 
 
 _admin_list("/v1/admin/keys", "list_keys", "Keys, newest first, without their secrets.",
-            KeyPage, lambda asked: system().keys.ask(ListKeys(asked)))
+            Paged[KeyView], lambda asked: system().keys.ask(ListKeys(asked)))
 
 
 @bp.delete("/v1/admin/keys/<key_id>")
 @allow("admin")
-@document_response(KeyObject)
+@answers(KeyView)
 async def revoke_key(key_id: str) -> Any:
     """Revoke a key: it is refused from the next request on, and its waiting long-polls
     and event streams end (on every gateway of the database within a second)."""
@@ -78,7 +70,7 @@ async def revoke_key(key_id: str) -> Any:
 
 @bp.post("/v1/admin/backup")
 @allow("admin")
-@document_response(BackupMade)
+@answers(BackupMade)
 async def make_backup() -> Any:
     """A consistent online copy of the whole database, under ``<data>/backups``."""
     return to_json(await system().backup())
@@ -86,13 +78,13 @@ async def make_backup() -> Any:
 
 _admin_list("/v1/workers", "list_workers",
             "Workers seen on the task channel: state, last seen, held tasks, sites.",
-            WorkerPage, lambda asked: system().tasks.ask(ListWorkers(asked)))
+            Paged[WorkerView], lambda asked: system().tasks.ask(ListWorkers(asked)))
 
 
 @bp.get("/v1/sites/tasks")
 @allow("admin")
 @validate_querystring(TaskSiteArgs)
-@document_response(TaskSitePage)
+@answers(Paged[SiteQueue])
 async def list_task_sites(query_args: TaskSiteArgs) -> Any:
     """Sites with queued tasks, the most queued first (then by name), and whether an
     online worker serves each; ``unserved=true``: only those none serves."""
@@ -102,7 +94,7 @@ async def list_task_sites(query_args: TaskSiteArgs) -> Any:
 
 _admin_list("/v1/sites/queries", "list_query_sites",
             "Sites with queued or leased queries, the most first (then by name).",
-            QuerySitePage, lambda asked: system().queries.ask(ListQuerySites(asked)))
+            Paged[QuerySite], lambda asked: system().queries.ask(ListQuerySites(asked)))
 
 
 # Rows of each list in the admin /health details (and the console's overview): the
@@ -211,7 +203,7 @@ def _job(job: JobStatistics, now: float) -> dict[str, Any]:
 
 
 @bp.get("/health")
-@document_response(Health)
+@answers(Health)
 async def health() -> dict[str, Any]:
     """No key needed: ``ok`` or ``degraded`` (storage failing, a task stale, a site
     without a worker, the ledger audit failing, a periodic job that has not run for

@@ -7,7 +7,6 @@ from typing import Any
 
 import trio
 from quart import Blueprint, Response, current_app, request, send_file
-from quart_schema import document_response
 from quart_trio.wrappers import TrioRequest
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -17,8 +16,9 @@ from leasegate.actors.tasks.artifacts import (
     ListArtifacts,
     RecordArtifact,
 )
+from leasegate.actors.tasks.views import ArtifactList, ArtifactStored
 from leasegate.errors import ArtifactNotFound, InvalidRequest
-from leasegate.http.models.replies import ArtifactList, ArtifactStored
+from leasegate.http.models.replies import answers
 from leasegate.http.server.auth import allow, require, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.continuation import checks_before_body, continue_body
@@ -70,7 +70,7 @@ def _checked_name(name: str) -> str:
 @bp.put("/v1/tasks/<task_id>/artifacts/<name>")
 @allow("worker")
 @checks_before_body
-@document_response(ArtifactStored, 201)
+@answers(ArtifactStored, status=201)
 async def put_artifact(task_id: str, name: str) -> tuple[Any, int]:
     """Upload raw bytes (the lease holder: headers ``X-Worker-Id``, ``X-Lease-Token``)."""
     principal = require("worker")
@@ -100,7 +100,7 @@ async def put_artifact(task_id: str, name: str) -> tuple[Any, int]:
 
 @bp.get("/v1/tasks/<task_id>/artifacts")
 @allow("client")
-@document_response(ArtifactList)
+@answers(ArtifactList)
 async def list_artifacts(task_id: str) -> Any:
     """The task's artifacts (own tenant; admin: any)."""
     _, tenant = require_tenant("client")

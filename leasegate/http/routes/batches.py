@@ -14,13 +14,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from quart_schema import document_response
 
 from leasegate.actors.channels import JobQueue
 from leasegate.actors.jobs.channel import JobChannel, JobView
 from leasegate.actors.runtime.mailbox import Ask, Message
 from leasegate.errors import InvalidRequest, LeasegateError
-from leasegate.http.models.replies import ErrorEnvelope
+from leasegate.http.models.replies import answers
 from leasegate.http.server.auth import SUBMITTER_ONLY, allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.errors import describe_error
@@ -108,10 +107,7 @@ def submit_route(body: type[BaseModel], reply: type[Any], *, single: bool) -> Ca
     documented; a ``single`` submit's 201 (created), and its refusals: 402 (the
     tenant is short), 422, 409."""
     def stack(view: F) -> F:
-        if single:
-            for status in (409, 422, 402):
-                view = document_response(ErrorEnvelope, status)(view)
-        view = document_response(reply, 201 if single else 200)(view)
+        view = answers(reply, 409, 422, 402, status=201)(view) if single else answers(reply)(view)
         return allow("client", admin=False, refusal=SUBMITTER_ONLY)(validate_request(body)(view))
     return stack
 

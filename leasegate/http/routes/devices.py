@@ -6,16 +6,16 @@ tenant's devices only; an admin lists every tenant's.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel
 from quart import Blueprint
-from quart_schema import document_response
 
 from leasegate.actors.devices.forwarder import see_device
 from leasegate.actors.devices.sightings import ListDevices
-from leasegate.http.models.jobs import ListArgs, Timestamp, page
-from leasegate.http.models.replies import ErrorEnvelope, ListPage
+from leasegate.actors.devices.views import DeviceView, Heartbeat
+from leasegate.actors.pages import Paged
+from leasegate.http.models.jobs import ListArgs, page
+from leasegate.http.models.replies import answers
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
@@ -26,28 +26,9 @@ bp = Blueprint("devices", __name__)
 DEVICE_ONLY = "heartbeats need a client key: devices belong to a tenant"
 
 
-class HeartbeatObject(BaseModel):
-    device_id: str
-    state: Literal["online"]
-    resumed: int
-
-
-class DeviceObject(BaseModel):
-    device_id: str
-    tenant: str
-    state: Literal["online", "away", "gone"]
-    last_seen_at: Timestamp
-    live_tasks: int
-
-
-class DevicePage(ListPage):
-    items: list[DeviceObject]
-
-
 @bp.post("/v1/devices/<device_id>/heartbeat")
 @allow("client", admin=False, refusal=DEVICE_ONLY)
-@document_response(HeartbeatObject)
-@document_response(ErrorEnvelope, 429)
+@answers(Heartbeat, 429)
 async def heartbeat(device_id: str) -> Any:
     """The device is there (client): online from now; if it was away or gone, its paused
     tasks resume (``resumed`` counts them). 6008 (429) when the device table is full of
@@ -61,7 +42,7 @@ async def heartbeat(device_id: str) -> Any:
 @bp.get("/v1/devices")
 @allow("client")
 @validate_querystring(ListArgs)
-@document_response(DevicePage)
+@answers(Paged[DeviceView])
 async def list_devices(query_args: ListArgs) -> Any:
     """Devices, most recently seen first: state, last seen, unfinished tasks (own
     tenant; admin: all)."""

@@ -25,14 +25,14 @@ from typing import Annotated, Any, Final, Literal
 import trio
 from pydantic import Field
 from quart import Blueprint, Response, request
-from quart_schema import document_response
 
 from leasegate.actors.payloads import compact_json
 from leasegate.actors.queue.event_hub import EventFilter, Reset
-from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.queue.history import History, JobEvent
 from leasegate.errors import InvalidRequest
-from leasegate.http.models.jobs import Id, Strict, Timestamp
+from leasegate.http.models.jobs import Id, Strict
 from leasegate.http.models.numbers import ASCII_DIGITS, whole_number
+from leasegate.http.models.replies import answers
 from leasegate.http.server.auth import allow, client_address, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.long_poll import waiting_polls
@@ -44,18 +44,6 @@ bp = Blueprint("events", __name__)
 MAX_JOB_IDS: Final = 100
 MAX_EVENT_ID: Final = 2**63 - 1
 RETRY_MS: Final = 1000  # how soon an EventSource reconnects after a stream ends
-
-
-class HistoryItemObject(Strict):
-    event_id: int
-    at: Timestamp
-    kind: str
-    status: str
-    detail: dict[str, Any]
-
-
-class HistoryObject(Strict):
-    items: list[HistoryItemObject]
 
 
 class EventArgs(Strict):
@@ -74,7 +62,7 @@ class EventArgs(Strict):
 
 @bp.get("/v1/tasks/<task_id>/events")
 @allow("client")
-@document_response(HistoryObject)
+@answers(History)
 async def task_history(task_id: str) -> Any:
     """A task's history, oldest first (own tenant; admin: any)."""
     return to_json(await system().jobs.tasks.history(task_id, require_tenant("client")[1]))
@@ -82,7 +70,7 @@ async def task_history(task_id: str) -> Any:
 
 @bp.get("/v1/queries/<query_id>/events")
 @allow("client")
-@document_response(HistoryObject)
+@answers(History)
 async def query_history(query_id: str) -> Any:
     """A query's history, oldest first (own tenant; admin: any)."""
     return to_json(await system().jobs.queries.history(query_id, require_tenant("client")[1]))

@@ -1,6 +1,6 @@
 """The reads both channels' routes answer alike: one job (``GET /v1/tasks/{id}``,
 long-polled) and a search (``GET /v1/tasks``), within the caller's tenant (an
-admin's: every tenant)."""
+admin's: every tenant). The console's lists make their list messages here too."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from leasegate.actors.jobs.channel import JobChannel
-from leasegate.actors.pages import Paged
+from leasegate.actors.pages import JobPage, Page, Paged
 from leasegate.actors.runtime.mailbox import Ask
-from leasegate.http.models.jobs import page
-from leasegate.http.models.search import SearchArgs
-from leasegate.http.routes.search import nothing, search_fields
+from leasegate.http.models.jobs import SearchArgs, page
 from leasegate.http.server.auth import require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.long_poll import place_while_waiting
@@ -38,3 +36,21 @@ async def search_reply(channel: JobChannel[Any, Any, Any], args: SearchArgs,
     if fields is None:
         return to_json(nothing(asked))
     return to_json(await channel.page(message(**fields)))
+
+
+def search_fields(args: SearchArgs, scope: str | None, page: Page) -> dict[str, Any] | None:
+    """The list message's fields of ``args``, seen by a caller whose jobs are
+    ``scope``'s (a client's tenant; None: an admin, every tenant); None when the
+    caller may see nothing of what it asks (a client naming another tenant)."""
+    if scope is not None and args.tenant not in (None, scope):
+        return None
+    return {"tenant": scope or args.tenant, "site": args.site, "kind": args.kind,
+            "worker": args.worker, "id_prefix": args.id_prefix,
+            "since": args.since.timestamp() if args.since else None,
+            "until": args.until.timestamp() if args.until else None,
+            "text": args.text, "page": page}
+
+
+def nothing(page: Page) -> JobPage[Any]:
+    """The empty page of a search that may see nothing."""
+    return JobPage((), 0, page.limit, page.offset)

@@ -7,32 +7,40 @@ A client key reads its own tenant's account only; another account is 404
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field, StrictInt, StringConstraints
 from quart import Blueprint
-from quart_schema import document_response
 
 from leasegate.actors.ledger.accounts import Credit, GetAccount, ListEntries
 from leasegate.actors.ledger.audit import RunAudit
 from leasegate.actors.ledger.holds import ListHolds
+from leasegate.actors.ledger.views import AccountView, AuditReport, EntryView, HoldView
+from leasegate.actors.pages import Paged
 from leasegate.errors import InvalidRequest, NotFound
-from leasegate.http.models.jobs import ListArgs, page
-from leasegate.http.models.ledger import (
-    AccountObject,
-    AuditObject,
-    CreditBody,
-    EntryPage,
-    HoldListArgs,
-    HoldPage,
-)
-from leasegate.http.models.replies import ErrorEnvelope
+from leasegate.http.models.jobs import Id, ListArgs, Strict, page
+from leasegate.http.models.numbers import INTEGRAL
+from leasegate.http.models.replies import answers
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
 from leasegate.http.server.validation import validate_querystring, validate_request
 from leasegate.ids import ID_RULE, is_id
+from leasegate.settings import MAX_AMOUNT
 
 bp = Blueprint("ledger", __name__)
+
+
+class CreditBody(Strict):
+    amount: Annotated[StrictInt, Field(gt=0, le=MAX_AMOUNT), INTEGRAL]  # minor units
+    ref: Id
+    memo: Annotated[str, StringConstraints(max_length=256)] | None = None
+
+
+class HoldListArgs(ListArgs):
+    account: Id | None = Field(default=None, description="Only this account's holds.")
+    status: Literal["open", "settled"] | None = Field(
+        default=None, description="Only open holds, or only settled ones.")
 
 
 def _readable(account: str) -> str:
@@ -48,9 +56,7 @@ def _readable(account: str) -> str:
 @bp.post("/v1/ledger/accounts/<account>/credit")
 @allow("admin")
 @validate_request(CreditBody)
-@document_response(AccountObject)
-@document_response(ErrorEnvelope, 409)
-@document_response(ErrorEnvelope, 422)
+@answers(AccountView, 409, 422)
 async def credit(account: str, data: CreditBody) -> Any:
     """Credit a tenant's account (admin): ``@world -> account``, once per ``ref``."""
     if not is_id(account):
@@ -61,7 +67,7 @@ async def credit(account: str, data: CreditBody) -> Any:
 
 @bp.get("/v1/ledger/accounts/<account>")
 @allow("client")
-@document_response(AccountObject)
+@answers(AccountView)
 async def get_account(account: str) -> Any:
     """An account: available, held, balance (client: its own tenant's only)."""
     return to_json(await system().ledger.ask(GetAccount(_readable(account))))
@@ -70,7 +76,7 @@ async def get_account(account: str) -> Any:
 @bp.get("/v1/ledger/accounts/<account>/entries")
 @allow("client")
 @validate_querystring(ListArgs)
-@document_response(EntryPage)
+@answers(Paged[EntryView])
 async def list_entries(account: str, query_args: ListArgs) -> Any:
     """An account's journal lines, newest first (client: its own tenant's only)."""
     return to_json(await system().ledger.ask(
@@ -80,7 +86,7 @@ async def list_entries(account: str, query_args: ListArgs) -> Any:
 @bp.get("/v1/ledger/holds")
 @allow("admin")
 @validate_querystring(HoldListArgs)
-@document_response(HoldPage)
+@answers(Paged[HoldView])
 async def list_holds(query_args: HoldListArgs) -> Any:
     """Holds, newest first, by account and status (admin)."""
     return to_json(await system().ledger.ask(
@@ -89,7 +95,7 @@ async def list_holds(query_args: HoldListArgs) -> Any:
 
 @bp.get("/v1/ledger/audit")
 @allow("admin")
-@document_response(AuditObject)
+@answers(AuditReport)
 async def run_audit() -> Any:
     """Check the books now (admin): every check, with what it found."""
     return to_json(await system().ledger.ask(RunAudit()))

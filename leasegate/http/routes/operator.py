@@ -9,13 +9,16 @@ from typing import Any
 
 from pydantic import ValidationError
 from quart import Blueprint, request
-from quart_schema import document_response
 
-from leasegate.actors.jobs.operator import OperatorActions, reclaim_stale
+from leasegate.actors.jobs.operator import OperatorActions, Redriven, reclaim_stale
+from leasegate.actors.jobs.sites import SiteState
 from leasegate.actors.keys.views import Principal
+from leasegate.actors.pages import Paged
+from leasegate.actors.queries.views import QueryView
 from leasegate.actors.queue.retry import Redrive
-from leasegate.actors.tasks.control import FindStaleTasks
+from leasegate.actors.tasks.control import FindStaleTasks, StaleReclaimed
 from leasegate.actors.tasks.operator import SiteAction
+from leasegate.actors.tasks.views import TaskView
 from leasegate.errors import InvalidRequest
 from leasegate.http.models.jobs import ListArgs, page
 from leasegate.http.models.operator import (
@@ -23,14 +26,10 @@ from leasegate.http.models.operator import (
     CancelBody,
     QueryRedriveBody,
     ReasonBody,
-    Reclaimed,
     RedriveBody,
-    Redriven,
-    SiteObject,
-    SitePage,
     ThrottleBody,
 )
-from leasegate.http.models.replies import ErrorEnvelope, QueryObject, TaskObject
+from leasegate.http.models.replies import answers
 from leasegate.http.server.auth import allow, require
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
@@ -73,9 +72,7 @@ def _actions(channel: str) -> OperatorActions[Any, Any]:
 @bp.post("/v1/tasks/<task_id>/retry")
 @allow("admin")
 @validate_request(ReasonBody)
-@document_response(TaskObject)
-@document_response(ErrorEnvelope, 402)
-@document_response(ErrorEnvelope, 409)
+@answers(TaskView, 402, 409)
 async def retry_task(task_id: str, data: ReasonBody) -> Any:
     """A failed, expired or canceled task back to ``queued`` as a new attempt (its
     history kept; a billed task's hold placed again, 402 if short). Other states: 409."""
@@ -86,9 +83,7 @@ async def retry_task(task_id: str, data: ReasonBody) -> Any:
 @bp.post("/v1/queries/<query_id>/retry")
 @allow("admin")
 @validate_request(ReasonBody)
-@document_response(QueryObject)
-@document_response(ErrorEnvelope, 402)
-@document_response(ErrorEnvelope, 409)
+@answers(QueryView, 402, 409)
 async def retry_query(query_id: str, data: ReasonBody) -> Any:
     """A failed or expired query back to ``queued``, its attempts counted afresh."""
     by = operator()
@@ -114,7 +109,7 @@ def _redrive_route(channel: str, body: type[RedriveBody]) -> None:
     redrive.__name__ = f"redrive_{channel}"
     redrive.__doc__ = (f"Retry every {noun} of ``status`` that the filters match (the "
                        "oldest ``limit``); ``dry_run``: count them only.")
-    view = document_response(Redriven)(validate_request(body)(redrive))
+    view = answers(Redriven)(validate_request(body)(redrive))
     bp.post(f"/v1/{channel}/redrive")(allow("admin")(view))
 
 
@@ -125,7 +120,7 @@ _redrive_route("queries", QueryRedriveBody)
 @bp.post("/v1/tasks/reclaim")
 @allow("admin")
 @validate_request(BulkReclaimBody)
-@document_response(Reclaimed)
+@answers(StaleReclaimed)
 async def reclaim_tasks(data: BulkReclaimBody) -> Any:
     """Resolve every stale task the filters match (the first ``limit`` to have gone
     stale) with one outcome: requeue, succeeded or failed, with a reason; ``dry_run``:
@@ -139,7 +134,7 @@ async def reclaim_tasks(data: BulkReclaimBody) -> Any:
 @bp.get("/v1/sites")
 @allow("admin")
 @validate_querystring(ListArgs)
-@document_response(SitePage)
+@answers(Paged[SiteState])
 async def list_sites(query_args: ListArgs) -> Any:
     """Every paused or throttled site and those with queued work (the 500 busiest of
     each channel), by name: controls and queued counts."""
@@ -153,7 +148,7 @@ def _site_route(action: SiteAction, doc: str) -> None:
 
     control.__name__ = f"{action}_site"
     control.__doc__ = doc
-    view = document_response(SiteObject)(validate_request(ReasonBody)(control))
+    view = answers(SiteState)(validate_request(ReasonBody)(control))
     bp.post(f"/v1/sites/<site>/{action}")(allow("admin")(view))
 
 
@@ -165,7 +160,7 @@ _site_route("resume", "Resume a paused site: its work is leased again.")
 @bp.put("/v1/sites/<site>/throttle")
 @allow("admin")
 @validate_request(ThrottleBody)
-@document_response(SiteObject)
+@answers(SiteState)
 async def throttle_site(site: str, data: ThrottleBody) -> Any:
     """At most ``leases_per_second`` leases a second of the site's jobs, tasks and
     queries together, whichever workers and gateways ask (null lifts it). Kept in the

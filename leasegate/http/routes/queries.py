@@ -6,8 +6,8 @@ import functools
 from typing import Any
 
 from quart import Blueprint
-from quart_schema import document_response
 
+from leasegate.actors.pages import JobPage
 from leasegate.actors.queries.lease import (
     LeaseQueries,
     LeaseQueriesAfterResults,
@@ -16,7 +16,9 @@ from leasegate.actors.queries.lease import (
 from leasegate.actors.queries.reads import ListQueries
 from leasegate.actors.queries.results import QueryResult, QueryResults
 from leasegate.actors.queries.submit import SubmitQuery
+from leasegate.actors.queries.views import QuerySubmitted, QueryView
 from leasegate.http.models.jobs import (
+    QueryListArgs,
     QueryResultBody,
     QueryResultItem,
     QueryResultsBody,
@@ -26,15 +28,7 @@ from leasegate.http.models.jobs import (
     reported_error,
 )
 from leasegate.http.models.payloads import check_json_field
-from leasegate.http.models.replies import (
-    ErrorEnvelope,
-    QueriesSubmitted,
-    QueryItems,
-    QueryObject,
-    QueryPage,
-    QuerySubmitted,
-)
-from leasegate.http.models.search import QueryListArgs
+from leasegate.http.models.replies import QueriesSubmitted, QueryItems, answers
 from leasegate.http.models.workers import QueryLeaseBody, QueryLeaseReply
 from leasegate.http.routes import batches
 from leasegate.http.routes.jobs import job_reply, search_reply
@@ -81,7 +75,7 @@ async def submit_queries(data: SubmitQueriesBody) -> Any:
 @bp.post("/v1/queries/results")
 @allow("worker")
 @validate_request(QueryResultsBody)
-@document_response(QueryItems)
+@answers(QueryItems)
 async def query_results(data: QueryResultsBody) -> Any:
     """Report 1–100 query results (worker), each fenced and answered on its own."""
     sites = require("worker").sites
@@ -93,7 +87,7 @@ async def query_results(data: QueryResultsBody) -> Any:
 @bp.get("/v1/queries/<query_id>")
 @allow("client")
 @validate_querystring(WaitArgs)
-@document_response(QueryObject)
+@answers(QueryView)
 async def get_query(query_id: str, query_args: WaitArgs) -> Any:
     """A query; with ``wait_seconds`` (0–30), long-poll until it is terminal."""
     return await job_reply(system().jobs.queries, query_id, query_args.wait_seconds)
@@ -102,7 +96,7 @@ async def get_query(query_id: str, query_args: WaitArgs) -> Any:
 @bp.get("/v1/queries")
 @allow("client")
 @validate_querystring(QueryListArgs)
-@document_response(QueryPage)
+@answers(JobPage[QueryView])
 async def list_queries(query_args: QueryListArgs) -> Any:
     """Queries, newest first (own tenant; admin: all), that match every filter given."""
     return await search_reply(system().jobs.queries, query_args,
@@ -112,7 +106,7 @@ async def list_queries(query_args: QueryListArgs) -> Any:
 @bp.post("/v1/queries/lease")
 @allow("worker")
 @validate_request(QueryLeaseBody)
-@document_response(QueryLeaseReply)
+@answers(QueryLeaseReply)
 async def lease_queries(data: QueryLeaseBody) -> Any:
     """Long-poll for up to ``max`` queries (worker).
 
@@ -133,8 +127,7 @@ async def lease_queries(data: QueryLeaseBody) -> Any:
 @bp.post("/v1/queries/<query_id>/result")
 @allow("worker")
 @validate_request(QueryResultBody)
-@document_response(QueryObject)
-@document_response(ErrorEnvelope, 409)
+@answers(QueryView, 409)
 async def query_result(query_id: str, data: QueryResultBody) -> Any:
     """Report a query's outcome with the lease token (worker)."""
     principal = require("worker")

@@ -7,8 +7,8 @@ import logging
 from typing import Any
 
 from quart import Blueprint
-from quart_schema import document_response
 
+from leasegate.actors.pages import Paged
 from leasegate.actors.schedules.records import (
     DeleteSchedule,
     GetSchedule,
@@ -17,17 +17,13 @@ from leasegate.actors.schedules.records import (
     PutSchedule,
 )
 from leasegate.actors.schedules.submitter import trigger
+from leasegate.actors.schedules.views import ScheduleView
 from leasegate.errors import Forbidden
 from leasegate.http.models.jobs import page
 from leasegate.http.models.operator import CancelBody
 from leasegate.http.models.payloads import check_json_field
-from leasegate.http.models.replies import ErrorEnvelope
-from leasegate.http.models.schedules import (
-    PutScheduleBody,
-    ScheduleListArgs,
-    ScheduleObject,
-    SchedulePage,
-)
+from leasegate.http.models.replies import answers
+from leasegate.http.models.schedules import PutScheduleBody, ScheduleListArgs
 from leasegate.http.routes.operator import optional_reason, signed
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
@@ -55,9 +51,8 @@ def owner(asked: str | None) -> str:
 @bp.put("/v1/schedules/<schedule_id>")
 @allow("client")
 @validate_request(PutScheduleBody)
-@document_response(ScheduleObject, 201)
-@document_response(ScheduleObject, 200)
-@document_response(ErrorEnvelope, 409)
+@answers(ScheduleView, status=201)
+@answers(ScheduleView, 409, status=200)
 async def put_schedule(schedule_id: str, data: PutScheduleBody) -> tuple[Any, int]:
     """Create (201) or replace (200) a recurring schedule. Bad cron, time zone or
     template: 400; more than ``max_schedules_per_tenant``: 409; an id another tenant
@@ -73,7 +68,7 @@ async def put_schedule(schedule_id: str, data: PutScheduleBody) -> tuple[Any, in
 @bp.get("/v1/schedules")
 @allow("client")
 @validate_querystring(ScheduleListArgs)
-@document_response(SchedulePage)
+@answers(Paged[ScheduleView])
 async def list_schedules(query_args: ScheduleListArgs) -> Any:
     """Schedules, newest first: a client's tenant's; an admin's, anyone's (or
     ``tenant``'s)."""
@@ -86,7 +81,7 @@ async def list_schedules(query_args: ScheduleListArgs) -> Any:
 
 @bp.get("/v1/schedules/<schedule_id>")
 @allow("client")
-@document_response(ScheduleObject)
+@answers(ScheduleView)
 async def get_schedule(schedule_id: str) -> Any:
     """A schedule: its next fire time and its last 20 fires, each with its job id
     and outcome."""
@@ -96,7 +91,7 @@ async def get_schedule(schedule_id: str) -> Any:
 
 @bp.delete("/v1/schedules/<schedule_id>")
 @allow("client")
-@document_response(ErrorEnvelope, 404)
+@answers(None, 404)
 async def delete_schedule(schedule_id: str) -> tuple[str, int]:
     """Delete a schedule and its fires (the jobs they made stay)."""
     principal, tenant = require_tenant("client")
@@ -117,7 +112,7 @@ def _pause_route(action: str, paused: bool, doc: str) -> None:
     control.__name__ = f"{action}_schedule"
     control.__doc__ = doc
     bp.post(f"/v1/schedules/<schedule_id>/{action}")(
-        allow("client")(document_response(ScheduleObject)(optional_body(CancelBody)(control))))
+        allow("client")(answers(ScheduleView)(optional_body(CancelBody)(control))))
 
 
 _pause_route("pause", True, "Pause a schedule: no fires until it is resumed. Body: "
@@ -128,7 +123,7 @@ _pause_route("resume", False, "Resume a schedule: it fires from its next cron ti
 
 @bp.post("/v1/schedules/<schedule_id>/trigger")
 @allow("client")
-@document_response(ScheduleObject)
+@answers(ScheduleView)
 @optional_body(CancelBody)
 async def trigger_schedule(schedule_id: str) -> Any:
     """Fire now, paused or not and whatever its overlap: the job

@@ -7,9 +7,9 @@ from typing import Any
 
 import trio
 from quart import Blueprint
-from quart_schema import document_response
 
 from leasegate.actors.devices.forwarder import see_device
+from leasegate.actors.pages import JobPage
 from leasegate.actors.runtime.batches import ask_each
 from leasegate.actors.tasks.control import ControlAction, ControlTask, ReclaimTask
 from leasegate.actors.tasks.fenced import (
@@ -23,6 +23,7 @@ from leasegate.actors.tasks.fenced import (
 from leasegate.actors.tasks.lease import LeaseTasks, LeaseTasksAfterResults, release_message
 from leasegate.actors.tasks.reads import ListTasks
 from leasegate.actors.tasks.submit import SubmitTask
+from leasegate.actors.tasks.views import Renewed, Started, TaskSubmitted, TaskView
 from leasegate.errors import DeviceLimit, LeasegateError
 from leasegate.http.models.jobs import (
     FencedBody,
@@ -32,6 +33,7 @@ from leasegate.http.models.jobs import (
     StartTasksBody,
     SubmitTaskBody,
     SubmitTasksBody,
+    TaskListArgs,
     TaskResultBody,
     TaskResultItem,
     TaskResultsBody,
@@ -41,17 +43,11 @@ from leasegate.http.models.jobs import (
 from leasegate.http.models.operator import CancelBody
 from leasegate.http.models.payloads import check_json_field
 from leasegate.http.models.replies import (
-    ErrorEnvelope,
-    Renewed,
-    Started,
     TaskItems,
-    TaskObject,
-    TaskPage,
     TasksStarted,
     TasksSubmitted,
-    TaskSubmitted,
+    answers,
 )
-from leasegate.http.models.search import TaskListArgs
 from leasegate.http.models.workers import (
     RenewItem,
     RenewTasksBody,
@@ -134,7 +130,7 @@ async def _see_devices(tenant: str, items: list[SubmitTask | LeasegateError],
 @bp.get("/v1/tasks/<task_id>")
 @allow("client")
 @validate_querystring(WaitArgs)
-@document_response(TaskObject)
+@answers(TaskView)
 async def get_task(task_id: str, query_args: WaitArgs) -> Any:
     """A task (own tenant; admin: any). With ``wait_seconds`` (0–30) it long-polls until
     the task is finished (succeeded, failed, canceled, expired) or needs someone
@@ -145,7 +141,7 @@ async def get_task(task_id: str, query_args: WaitArgs) -> Any:
 @bp.get("/v1/tasks")
 @allow("client")
 @validate_querystring(TaskListArgs)
-@document_response(TaskPage)
+@answers(JobPage[TaskView])
 async def list_tasks(query_args: TaskListArgs) -> Any:
     """Tasks, newest first (own tenant; admin: all), that match every filter given."""
     return await search_reply(system().jobs.tasks, query_args,
@@ -166,8 +162,7 @@ def _control_route(action: ControlAction, doc: str) -> None:
 
     control.__name__ = f"{action}_task"
     control.__doc__ = doc
-    view = document_response(ErrorEnvelope, 409)(document_response(TaskObject)(
-        optional_body(CancelBody)(control)))
+    view = answers(TaskView, 409)(optional_body(CancelBody)(control))
     bp.post(f"/v1/tasks/<task_id>/{action}")(allow("client")(view))
 
 
@@ -180,7 +175,7 @@ _control_route("resume", "Resume a paused batch task from its checkpoint (back t
 @bp.post("/v1/tasks/lease")
 @allow("worker")
 @validate_request(TaskLeaseBody)
-@document_response(TaskLeaseReply)
+@answers(TaskLeaseReply)
 async def lease_tasks(data: TaskLeaseBody) -> Any:
     """Long-poll for up to ``max`` tasks on distinct lanes (worker).
 
@@ -201,7 +196,7 @@ async def lease_tasks(data: TaskLeaseBody) -> Any:
 @bp.post("/v1/tasks/start")
 @allow("worker")
 @validate_request(StartTasksBody)
-@document_response(TasksStarted)
+@answers(TasksStarted)
 async def start_tasks(data: StartTasksBody) -> Any:
     """Start 1–100 claims (worker), each fenced and answered on its own.
 
@@ -215,7 +210,7 @@ async def start_tasks(data: StartTasksBody) -> Any:
 @bp.post("/v1/tasks/renew")
 @allow("worker")
 @validate_request(RenewTasksBody)
-@document_response(TasksRenewed)
+@answers(TasksRenewed)
 async def renew_tasks(data: RenewTasksBody) -> Any:
     """Renew 1–100 running leases (worker) in one call, each fenced and answered on its
     own with its new ``lease_expires_at`` and the task's cancel and pause requests."""
@@ -234,7 +229,7 @@ def _renewal(item: RenewItem, worker_id: str, sites: tuple[str, ...] | None,
 @bp.post("/v1/tasks/results")
 @allow("worker")
 @validate_request(TaskResultsBody)
-@document_response(TaskItems)
+@answers(TaskItems)
 async def task_results(data: TaskResultsBody) -> Any:
     """Report 1–100 results (worker), each fenced and answered on its own."""
     sites = require("worker").sites
@@ -246,8 +241,7 @@ async def task_results(data: TaskResultsBody) -> Any:
 @bp.post("/v1/tasks/<task_id>/start")
 @allow("worker")
 @validate_request(FencedBody)
-@document_response(Started)
-@document_response(ErrorEnvelope, 409)
+@answers(Started, 409)
 async def start_task(task_id: str, data: FencedBody) -> Any:
     """Turn a claim into a running lease; only then may the worker touch the site."""
     principal = require("worker")
@@ -258,8 +252,7 @@ async def start_task(task_id: str, data: FencedBody) -> Any:
 @bp.post("/v1/tasks/<task_id>/renew")
 @allow("worker")
 @validate_request(RenewBody)
-@document_response(Renewed)
-@document_response(ErrorEnvelope, 409)
+@answers(Renewed, 409)
 async def renew_task(task_id: str, data: RenewBody) -> Any:
     """Extend the running lease; the reply carries cancel and pause requests."""
     principal = require("worker")
@@ -271,8 +264,7 @@ async def renew_task(task_id: str, data: RenewBody) -> Any:
 @bp.post("/v1/tasks/<task_id>/result")
 @allow("worker")
 @validate_request(TaskResultBody)
-@document_response(TaskObject)
-@document_response(ErrorEnvelope, 409)
+@answers(TaskView, 409)
 async def task_result(task_id: str, data: TaskResultBody) -> Any:
     """Report how the task ended; a stale task accepts its last lease's result."""
     principal = require("worker")
@@ -295,8 +287,7 @@ def _result_message(task_id: str, worker_id: str, sites: tuple[str, ...] | None,
 @bp.post("/v1/tasks/<task_id>/reclaim")
 @allow("admin")
 @validate_request(ReclaimBody)
-@document_response(TaskObject)
-@document_response(ErrorEnvelope, 409)
+@answers(TaskView, 409)
 async def reclaim_task(task_id: str, data: ReclaimBody) -> Any:
     """Resolve a stale task (admin): requeue, succeeded or failed, with a reason."""
     principal = require("admin")

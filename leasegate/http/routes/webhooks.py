@@ -4,13 +4,18 @@ tenant of an endpoint it creates (``tenant`` in the body)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, Field, StrictBool, StringConstraints
 from quart import Blueprint
-from quart_schema import document_response
 
+from leasegate.actors.pages import Paged
+from leasegate.actors.webhooks import EventType
 from leasegate.actors.webhooks.deliveries import ListDeliveries, RetryDelivery
 from leasegate.actors.webhooks.endpoints import (
+    MAX_DESCRIPTION,
+    MAX_URL,
+    URL_PATTERN,
     CreateEndpoint,
     DeleteEndpoint,
     GetEndpoint,
@@ -19,27 +24,55 @@ from leasegate.actors.webhooks.endpoints import (
     UpdateEndpoint,
     check_url,
 )
-from leasegate.errors import Forbidden
-from leasegate.http.models.jobs import page
-from leasegate.http.models.replies import ErrorEnvelope
-from leasegate.http.models.webhook_urls import check_destination
-from leasegate.http.models.webhooks import (
+from leasegate.actors.webhooks.views import (
     CreatedEndpoint,
-    CreateEndpointBody,
-    DeliveryList,
-    DeliveryObject,
-    EndpointListArgs,
-    EndpointObject,
-    EndpointPage,
+    DeliveryView,
+    EndpointView,
     RotatedSecret,
-    UpdateEndpointBody,
 )
+from leasegate.errors import Forbidden
+from leasegate.http.models.jobs import Id, ListArgs, Strict, page
+from leasegate.http.models.replies import answers
+from leasegate.http.models.webhook_urls import check_destination
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
 from leasegate.http.server.validation import validate_querystring, validate_request
 
 bp = Blueprint("webhooks", __name__)
+
+Url = Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL, pattern=URL_PATTERN),
+                Field(examples=["https://hooks.example.com/leasegate"])]
+Events = Annotated[list[EventType], Field(min_length=1, max_length=8)]
+URL_TEXT = ("Where deliveries are POSTed. Its form is the pattern's; a gateway without "
+            "the webhook_allow_private setting also refuses (400) an http:// url and a "
+            "host that does not resolve, or resolves to a loopback, private, link-local "
+            "or reserved address.")
+Description = Annotated[str, StringConstraints(max_length=MAX_DESCRIPTION)]
+
+
+class CreateEndpointBody(Strict):
+    url: Url = Field(description=URL_TEXT)
+    events: Events
+    description: Description = ""
+    tenant: Id | None = Field(default=None, description="Whose jobs it hears: an admin key "
+                              "must name the tenant; a client key's is its own.")
+
+
+class UpdateEndpointBody(Strict):
+    url: Url | None = Field(default=None, description=URL_TEXT)
+    events: Events | None = None
+    description: Description | None = None
+    disabled: StrictBool | None = Field(default=None, description="false: enabled again "
+                                        "(after it was disabled for failing)")
+
+
+class EndpointListArgs(ListArgs):
+    tenant: Id | None = Field(default=None, description="An admin's filter.")
+
+
+class DeliveryList(BaseModel):  # the route wraps the actor's tuple of deliveries
+    items: list[DeliveryView]
 
 
 def _tenant() -> str | None:
@@ -57,8 +90,7 @@ async def _check_destination(url: str) -> None:
 @bp.post("/v1/webhooks")
 @allow("client")
 @validate_request(CreateEndpointBody)
-@document_response(CreatedEndpoint, 201)
-@document_response(ErrorEnvelope, 409)
+@answers(CreatedEndpoint, 409, status=201)
 async def create_endpoint(data: CreateEndpointBody) -> tuple[Any, int]:
     """An endpoint that hears its tenant's jobs end (``events``); its signing secret
     is in this reply only."""
@@ -78,7 +110,7 @@ async def create_endpoint(data: CreateEndpointBody) -> tuple[Any, int]:
 @bp.get("/v1/webhooks")
 @allow("client")
 @validate_querystring(EndpointListArgs)
-@document_response(EndpointPage)
+@answers(Paged[EndpointView])
 async def list_endpoints(query_args: EndpointListArgs) -> Any:
     """Endpoints, newest first (an admin's: every tenant's, or ``tenant``'s)."""
     tenant = _tenant() or query_args.tenant
@@ -87,7 +119,7 @@ async def list_endpoints(query_args: EndpointListArgs) -> Any:
 
 @bp.get("/v1/webhooks/<endpoint_id>")
 @allow("client")
-@document_response(EndpointObject)
+@answers(EndpointView)
 async def get_endpoint(endpoint_id: str) -> Any:
     """One endpoint (never its secret)."""
     return to_json(await system().webhooks.ask(GetEndpoint(endpoint_id, _tenant())))
@@ -96,7 +128,7 @@ async def get_endpoint(endpoint_id: str) -> Any:
 @bp.patch("/v1/webhooks/<endpoint_id>")
 @allow("client")
 @validate_request(UpdateEndpointBody)
-@document_response(EndpointObject)
+@answers(EndpointView)
 async def update_endpoint(endpoint_id: str, data: UpdateEndpointBody) -> Any:
     """Change its url, events, description; ``disabled: false`` enables it again, and
     its pending deliveries are sent."""
@@ -119,7 +151,7 @@ async def delete_endpoint(endpoint_id: str) -> tuple[str, int]:
 
 @bp.post("/v1/webhooks/<endpoint_id>/rotate-secret")
 @allow("client")
-@document_response(RotatedSecret)
+@answers(RotatedSecret)
 async def rotate_secret(endpoint_id: str) -> Any:
     """A new signing secret, in this reply only; for 24 hours the previous one signs
     beside it (two signatures in ``webhook-signature``)."""
@@ -128,7 +160,7 @@ async def rotate_secret(endpoint_id: str) -> Any:
 
 @bp.get("/v1/webhooks/<endpoint_id>/deliveries")
 @allow("client")
-@document_response(DeliveryList)
+@answers(DeliveryList)
 async def list_deliveries(endpoint_id: str) -> Any:
     """The endpoint's last 100 deliveries, newest first."""
     items = await system().webhooks.ask(ListDeliveries(endpoint_id, _tenant()))
@@ -137,7 +169,7 @@ async def list_deliveries(endpoint_id: str) -> Any:
 
 @bp.post("/v1/webhooks/<endpoint_id>/deliveries/<delivery_id>/retry")
 @allow("client")
-@document_response(DeliveryObject)
+@answers(DeliveryView)
 async def retry_delivery(endpoint_id: str, delivery_id: str) -> Any:
     """Send the delivery again now (whatever its status; the same body and id)."""
     reply = await system().webhooks.ask(RetryDelivery(endpoint_id, _tenant(), delivery_id))
