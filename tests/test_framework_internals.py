@@ -28,8 +28,7 @@ Today's uses:
 * ``http/server/connection.py``: quart-trio's ``TrioASGIHTTPConnection`` (``handle_messages``),
   Quart's request constructor and its ``DataBody``, and the request Quart makes from a
   scope, which ours copies;
-* ``http/server/validation.py``, ``http/app.py``, ``http/server/preflight.py``: Quart's request JSON
-  cache (``_cached_json``) and its context variables (``_cv_request``, ``_cv_app``).
+* ``http/server/validation.py``: Quart's request JSON cache (``_cached_json``).
 """
 
 from __future__ import annotations
@@ -256,14 +255,12 @@ def test_our_request_is_the_one_quart_makes() -> None:
              "the request made from a scope (headers)", "http/server/connection.py", "differs")
 
 
-# ---- Quart's request internals: http/server/validation.py, http/app.py, preflight.py ----
+# ---- Quart's request internals: http/server/validation.py ----
 
 
-def test_the_json_cache_and_context_variables_ours_use() -> None:
+def test_the_json_cache_ours_fills() -> None:
     """validation.json_body fills Quart's JSON cache (``_cached_json[False]``: the parse
-    of ``get_json()`` without ``silent``); app.py, preflight.py and validation.py read
-    the request and ``g`` from Quart's context variables, not its proxies."""
-    import quart.globals
+    of ``get_json()`` without ``silent``)."""
     from quart.wrappers import Request
     from werkzeug.datastructures import Headers
 
@@ -277,6 +274,3 @@ def test_the_json_cache_and_context_variables_ours_use() -> None:
     need(isinstance(cached, dict) and cached.get(False) is Ellipsis, "quart",
          "Request._cached_json (a dict, {False: ..., True: ...})", "http/server/validation.py",
          f"is {cached!r}")
-    for name in ("_cv_request", "_cv_app"):
-        need(hasattr(quart.globals, name), "quart", f"quart.globals.{name}",
-             "http/app.py, http/server/preflight.py, http/server/validation.py", "is gone")

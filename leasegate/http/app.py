@@ -12,8 +12,7 @@ from typing import Any
 
 import httpx
 import orjson
-from quart import Response
-from quart.globals import _cv_app, _cv_request
+from quart import Response, g, request
 from quart.json.provider import DefaultJSONProvider
 from quart_schema import QuartSchema
 from quart_trio import QuartTrio
@@ -230,8 +229,6 @@ def _hooks(app: QuartTrio, system: System, authenticator: Authenticator,
 
     @app.after_request
     async def count(response: Response) -> Response:
-        # The contexts themselves, not Quart's proxies (a lookup each read).
-        request, g = _cv_request.get().request, _cv_app.get().g
         rule = request.url_rule
         metrics.observe(request.method, rule.rule if rule else "unmatched",
                         response.status_code, g.get("started"))

@@ -17,8 +17,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from quart import Quart, Request
-from quart.globals import _cv_app, _cv_request
+from quart import Quart, Request, g, request
 from quart_schema.validation import QUART_SCHEMA_QUERYSTRING_ATTRIBUTE
 
 from leasegate.actors.keys.views import Principal
@@ -91,9 +90,6 @@ class Preflight:
     async def check(self) -> None:
         """The before-request hook (a coroutine function: Quart runs any other kind
         on a thread)."""
-        # The contexts themselves, not through Quart's proxies (request, g), which
-        # cost a lookup each time they are read.
-        request = _cv_request.get().request
         plan = await self._check(request)
         # No route (a 404 or 405 follows): no body is wanted either.
         if request.endpoint is not None and not plan.continues_body_itself:
@@ -101,7 +97,6 @@ class Preflight:
 
     async def _check(self, request: Request) -> RoutePlan:
         """What must pass before the body is wanted; the route's plan."""
-        g = _cv_app.get().g
         g.started = time.perf_counter()
         if self.system.draining:
             _refuse_while_draining(self.system)

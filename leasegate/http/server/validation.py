@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 from quart import Request, current_app, request
-from quart.globals import _cv_request
 from quart_schema.validation import (
     QUART_SCHEMA_QUERYSTRING_ATTRIBUTE,
     QUART_SCHEMA_REQUEST_ATTRIBUTE,
@@ -59,7 +58,7 @@ def validate_request(model: type[BaseModel]) -> Callable[[View], View]:
 
         @functools.wraps(func)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            body = await json_body(_cv_request.get().request)
+            body = await json_body(request)
             try:
                 data = adapter.validate_python(body)
             except INVALID as error:
