@@ -22,13 +22,11 @@ Today's uses:
   and catching ``ClosedResourceError``/``BrokenResourceError`` of its sends;
 * ``http/app.py``: quart-schema's wrapping of ``app.make_response`` (an attribute of
   the app, removed: our routes return plain JSON);
-* ``http/server/validation.py``, ``http/server/preflight.py``,
-  ``http/openapi/document.py``: the attributes quart-schema's decorators set on a view
+* ``http/openapi/document.py``: the attributes quart-schema's decorators set on a view
   and its OpenAPI reads;
 * ``http/server/connection.py``: quart-trio's ``TrioASGIHTTPConnection`` (``handle_messages``),
   Quart's request constructor and its ``DataBody``, and the request Quart makes from a
   scope, which ours copies;
-* ``http/server/validation.py``: Quart's request JSON cache (``_cached_json``).
 """
 
 from __future__ import annotations
@@ -178,7 +176,7 @@ def test_the_tcp_server_takes_the_client_stream_for_plain_tcp() -> None:
              "is new: ClientStream does not have it")
 
 
-# ---- quart-schema: http/app.py, validation.py, preflight.py, openapi.py --------------
+# ---- quart-schema: http/app.py, openapi/document.py --------------
 
 
 class Body(BaseModel):
@@ -194,7 +192,7 @@ def test_quart_schema_wraps_make_response_on_the_app() -> None:
 
 
 def test_the_attributes_quart_schema_documents_a_view_by() -> None:
-    where = "http/server/validation.py, http/server/preflight.py, http/openapi/document.py"
+    where = "http/openapi/document.py"
 
     async def view(data: Body) -> None:
         pass
@@ -253,24 +251,3 @@ def test_our_request_is_the_one_quart_makes() -> None:
                  f"differs: ours {getattr(ours, field)!r}, Quart's {getattr(theirs, field)!r}")
         need(list(ours.headers.items()) == list(theirs.headers.items()), "quart",
              "the request made from a scope (headers)", "http/server/connection.py", "differs")
-
-
-# ---- Quart's request internals: http/server/validation.py ----
-
-
-def test_the_json_cache_ours_fills() -> None:
-    """validation.json_body fills Quart's JSON cache (``_cached_json[False]``: the parse
-    of ``get_json()`` without ``silent``)."""
-    from quart.wrappers import Request
-    from werkzeug.datastructures import Headers
-
-    async def no_push(path: str, headers: Headers) -> None:
-        return None
-
-    scope: Any = {"type": "http"}
-    request = Request("POST", "http", "/", b"", Headers(), "", "1.1", scope,
-                      send_push_promise=no_push)
-    cached = getattr(request, "_cached_json", None)
-    need(isinstance(cached, dict) and cached.get(False) is Ellipsis, "quart",
-         "Request._cached_json (a dict, {False: ..., True: ...})", "http/server/validation.py",
-         f"is {cached!r}")

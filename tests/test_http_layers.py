@@ -12,10 +12,8 @@ from quart import Response
 from quart.wrappers.response import DataBody
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from leasegate.http.models.jobs import SubmitQueryBody
 from leasegate.http.server.connection import answer
 from leasegate.http.server.preflight import Preflight
-from leasegate.http.server.validation import validate_request
 from tests.conftest import Gateway
 
 Messages = list[dict[str, Any]]
@@ -135,10 +133,3 @@ async def test_a_body_that_does_not_fit_is_400_with_the_field(gateway: Gateway) 
     assert code == 400 and body["error"]["code"] == 4000
     assert "typo" in body["error"]["message"]
 
-
-def test_validated_views_must_be_coroutines() -> None:
-    def view(data: SubmitQueryBody) -> None:
-        pass
-
-    with pytest.raises(TypeError, match="coroutine function"):
-        validate_request(SubmitQueryBody)(view)  # type: ignore[type-var]

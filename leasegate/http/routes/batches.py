@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from quart_schema import document_response
+from quart_schema import document_response, validate_request
 
 from leasegate.actors.channels import JobQueue
 from leasegate.actors.jobs.channel import JobChannel, JobView
@@ -25,7 +25,6 @@ from leasegate.http.server.auth import SUBMITTER_ONLY, allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.errors import _describe
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_request
 
 B = TypeVar("B", bound=BaseModel)
 T = TypeVar("T")
@@ -112,7 +111,8 @@ def submit_route(body: type[BaseModel], reply: type[Any], *, single: bool) -> Ca
             for status in (409, 422, 402):
                 view = document_response(ErrorEnvelope, status)(view)
         view = document_response(reply, 201 if single else 200)(view)
-        return allow("client", admin=False, refusal=SUBMITTER_ONLY)(validate_request(body)(view))
+        validated: F = validate_request(body)(view)
+        return allow("client", admin=False, refusal=SUBMITTER_ONLY)(validated)
     return stack
 
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 from quart import Blueprint
-from quart_schema import document_response
+from quart_schema import document_response, validate_querystring
 
 from leasegate.actors.devices.forwarder import see_device
 from leasegate.actors.devices.sightings import ListDevices
@@ -19,7 +19,6 @@ from leasegate.http.models.replies import ErrorEnvelope, ListPage
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring
 
 bp = Blueprint("devices", __name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint
-from quart_schema import document_response
+from quart_schema import document_response, validate_querystring, validate_request
 
 from leasegate.actors.ledger.accounts import Credit, GetAccount, ListEntries
 from leasegate.actors.ledger.audit import RunAudit
@@ -29,7 +29,6 @@ from leasegate.http.models.replies import ErrorEnvelope
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring, validate_request
 from leasegate.ids import ID_RULE, is_id
 
 bp = Blueprint("ledger", __name__)

@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 from quart import Blueprint
-from quart_schema import document_response
+from quart_schema import document_response, validate_querystring, validate_request
 
 from leasegate.actors.queries.lease import (
     LeaseQueries,
@@ -42,7 +42,6 @@ from leasegate.http.routes.lease_calls import lease_after_results
 from leasegate.http.server.auth import allow, require, worker_sites
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring, validate_request
 
 bp = Blueprint("queries", __name__)
 

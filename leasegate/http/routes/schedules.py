@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from quart import Blueprint
-from quart_schema import document_response
+from quart_schema import document_response, validate_querystring, validate_request
 
 from leasegate.actors.schedules.records import (
     DeleteSchedule,
@@ -28,11 +28,11 @@ from leasegate.http.models.schedules import (
     ScheduleObject,
     SchedulePage,
 )
+from leasegate.http.openapi.document import optional_body
 from leasegate.http.routes.operator import optional_reason, signed
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import optional_body, validate_querystring, validate_request
 from leasegate.logs import escape
 
 log = logging.getLogger("leasegate.schedules")

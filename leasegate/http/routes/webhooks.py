@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint
-from quart_schema import document_response
+from quart_schema import document_response, validate_querystring, validate_request
 
 from leasegate.actors.webhooks.deliveries import ListDeliveries, RetryDelivery
 from leasegate.actors.webhooks.endpoints import (
@@ -37,7 +37,6 @@ from leasegate.http.models.webhooks import (
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring, validate_request
 
 bp = Blueprint("webhooks", __name__)
 

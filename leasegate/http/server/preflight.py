@@ -11,6 +11,7 @@ parameters), not on every request::
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import secrets
@@ -18,7 +19,6 @@ import time
 from dataclasses import dataclass
 
 from quart import Quart, Request, g, request
-from quart_schema.validation import QUART_SCHEMA_QUERYSTRING_ATTRIBUTE
 
 from leasegate.actors.keys.views import Principal
 from leasegate.actors.runtime.mailbox import request_id
@@ -82,7 +82,7 @@ class Preflight:
         return RoutePlan(
             public=endpoint is None or endpoint in PUBLIC_ENDPOINTS or metrics_public,
             console=endpoint is not None and endpoint.startswith(f"{CONSOLE_BLUEPRINT}."),
-            takes_query=getattr(view, QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None) is not None,
+            takes_query=_takes_query(view),
             roles=getattr(view, "allowed_roles", None),
             id_args=tuple(name for name in ID_ARGS if name in arguments),
             continues_body_itself=continues_body_itself(view))
@@ -133,6 +133,13 @@ class Preflight:
                 if name in view_args and not is_id(view_args[name]):
                     raise InvalidRequest(f"{name} must be {ID_RULE}")
         return plan
+
+
+def _takes_query(view: object) -> bool:
+    """Whether ``view`` validates its query string: quart-schema's
+    ``validate_querystring`` hands it ``query_args`` (its signature, through the
+    decorators' ``functools.wraps``, is the view's own)."""
+    return callable(view) and "query_args" in inspect.signature(view).parameters
 
 
 def check_roles(principal: Principal, marked: Roles) -> None:
