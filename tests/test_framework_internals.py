@@ -24,9 +24,6 @@ Today's uses:
   the app, removed: our routes return plain JSON);
 * ``http/openapi/document.py``: the attributes quart-schema's decorators set on a view
   and its OpenAPI reads;
-* ``http/server/connection.py``: quart-trio's ``TrioASGIHTTPConnection`` (``handle_messages``),
-  Quart's request constructor and its ``DataBody``, and the request Quart makes from a
-  scope, which ours copies;
 """
 
 from __future__ import annotations
@@ -49,13 +46,10 @@ from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from pydantic import BaseModel
-from quart.wrappers.response import DataBody
 from quart_schema import QuartSchema
 from quart_trio import QuartTrio
-from quart_trio.asgi import TrioASGIHTTPConnection
 
 from leasegate.http.server import expect
-from leasegate.http.server.connection import connection_class
 from leasegate.settings import Settings
 
 
@@ -209,45 +203,3 @@ def test_the_attributes_quart_schema_documents_a_view_by() -> None:
     need(getattr(listed, quart_schema.validation.QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None)
          is Body, "quart-schema", "QUART_SCHEMA_QUERYSTRING_ATTRIBUTE = model", where,
          "is not what validate_querystring sets")
-
-
-# ---- quart-trio and Quart: http/server/connection.py ------------------------------------------
-
-
-def test_the_connection_class_members_ours_builds_on() -> None:
-    where = "http/server/connection.py"
-    need(parameters(TrioASGIHTTPConnection.handle_messages) == ["self", "nursery",
-                                                               "request", "receive"],
-         "quart-trio", "TrioASGIHTTPConnection.handle_messages(nursery, request, receive)",
-         where, "changed")
-    need(parameters(TrioASGIHTTPConnection.__init__) == ["self", "app", "scope"],
-         "quart-trio", "TrioASGIHTTPConnection(app, scope)", where, "changed")
-    body = DataBody(b"abc")
-    need((body.data, body.begin, body.end) == (b"abc", 0, 3), "quart",
-         "DataBody.data / .begin / .end", where, "changed")
-
-
-def test_our_request_is_the_one_quart_makes() -> None:
-    """connection.make_request copies Quart's (private) request making: the same
-    request, field by field, for scopes with and without a root path."""
-    app = QuartTrio("internals")
-    app.asgi_http_class = connection_class(Settings())
-    for root_path, path in (("", "/v1/queries"), ("/gw", "/gw/v1/queries"), ("/gw", "/gw"),
-                            ("/gw", "/elsewhere")):
-        scope: Any = {
-            "type": "http", "http_version": "1.0", "method": "POST", "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"wait_seconds=1",
-            "root_path": root_path, "client": ("10.0.0.1", 5000),
-            "server": ("127.0.0.1", 8470),
-            "headers": [(b"content-type", b"application/json"), (b"x-a", b"1"),
-                        (b"x-a", b"2")]}
-        ours = app.asgi_http_class(app, scope).make_request()
-        theirs = TrioASGIHTTPConnection(app, scope)._create_request_from_scope(
-            lambda message: None)  # type: ignore[arg-type,return-value]
-        for field in ("method", "scheme", "path", "query_string", "root_path",
-                      "http_version", "max_content_length", "scope"):
-            need(getattr(ours, field) == getattr(theirs, field), "quart",
-                 f"the request made from a scope ({field})", "http/server/connection.py",
-                 f"differs: ours {getattr(ours, field)!r}, Quart's {getattr(theirs, field)!r}")
-        need(list(ours.headers.items()) == list(theirs.headers.items()), "quart",
-             "the request made from a scope (headers)", "http/server/connection.py", "differs")

@@ -43,7 +43,7 @@ from leasegate.http.routes import (
 )
 from leasegate.http.server import errors
 from leasegate.http.server.auth import Authenticator
-from leasegate.http.server.connection import connection_class
+from leasegate.http.server.body_guard import Guarded
 from leasegate.http.server.held_polls import ParkedPolls
 from leasegate.http.server.preflight import Preflight
 from leasegate.http.server.uploads import UploadSlots
@@ -162,8 +162,7 @@ def create_app(system: System, *,
     """The app of ``system`` (``webhook_transport``: where webhooks go instead of the
     network, for tests)."""
     app = QuartTrio("leasegate")
-    # Body guard, one task a request, the answer in two messages (see connection).
-    app.asgi_http_class = connection_class(system.settings)
+    app.asgi_app = Guarded(app.asgi_app, system.settings)  # type: ignore[method-assign]
     app.request_class = artifacts.request_class(system.settings)
     app.config["MAX_CONTENT_LENGTH"] = system.settings.max_body_bytes
     # A body still arriving after this is a 408 (below hypercorn's read timeout,
