@@ -20,8 +20,6 @@ Today's uses:
   assembles them; ``TCPServer`` taking a stream without ``do_handshake`` for plain
   TCP and reading only ``socket`` of it beside the stream methods (``ClientStream``),
   and catching ``ClosedResourceError``/``BrokenResourceError`` of its sends;
-* ``http/app.py``: quart-schema's wrapping of ``app.make_response`` (an attribute of
-  the app, removed: our routes return plain JSON);
 * ``http/openapi/document.py``: the attributes quart-schema's decorators set on a view
   and its OpenAPI reads;
 """
@@ -46,8 +44,6 @@ from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from pydantic import BaseModel
-from quart_schema import QuartSchema
-from quart_trio import QuartTrio
 
 from leasegate.http.server import expect
 from leasegate.settings import Settings
@@ -170,19 +166,11 @@ def test_the_tcp_server_takes_the_client_stream_for_plain_tcp() -> None:
              "is new: ClientStream does not have it")
 
 
-# ---- quart-schema: http/app.py, openapi/document.py --------------
+# ---- quart-schema: http/openapi/document.py --------------
 
 
 class Body(BaseModel):
     n: int
-
-
-def test_quart_schema_wraps_make_response_on_the_app() -> None:
-    app = QuartTrio("internals")
-    QuartSchema(app)
-    need("make_response" in vars(app), "quart-schema", "app.make_response (wrapped on the "
-         "app by QuartSchema.init_app)", "http/app.py (del app.make_response)",
-         "is no longer set on the app")
 
 
 def test_the_attributes_quart_schema_documents_a_view_by() -> None:

@@ -238,8 +238,7 @@ def _hooks(app: QuartTrio, system: System, authenticator: Authenticator,
 
 
 def _document(app: QuartTrio) -> None:
-    """``/openapi.json``, by quart-schema (with our additions), which leaves Quart's own
-    ``make_response`` in place."""
+    """``/openapi.json``, by quart-schema (with our additions)."""
     QuartSchema(
         app,
         info={"title": "leasegate", "version": version("leasegate"),
@@ -252,9 +251,3 @@ def _document(app: QuartTrio) -> None:
         openapi_provider_class=LeasegateOpenAPI,
         swagger_ui_path=None, redoc_ui_path=None, scalar_ui_path=None,  # CDN pages: docs.py
     )
-    # quart-schema wraps make_response to pass every return value through a new
-    # pydantic TypeAdapter (about 20 µs a response, a sixth of a submit's cost).
-    # Our routes return plain JSON-able values, so Quart's own is enough. It has no
-    # setting for this: the wrapper is an attribute of the app, removed here
-    # (tests/test_framework_internals.py fails if quart-schema stops setting it so).
-    del app.make_response
