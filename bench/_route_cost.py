@@ -209,8 +209,8 @@ def measure_route_cost(data: Path) -> RouteCost:
 # ---- two builds side by side ----------------------------------------------------------------
 
 # ``leasegate serve`` with the package imported from the build's directory, before the
-# repository's (the working directory, and the editable install); the re-exec under
-# glibc's malloc runs the same command line, so the same build.
+# repository's (the working directory, and the editable install); a build that starts
+# itself again (``os.execve`` of ``sys.orig_argv``) runs the same build.
 _BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from leasegate.cli import main; " \
         "sys.exit(main())"
 
