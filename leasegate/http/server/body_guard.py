@@ -16,7 +16,7 @@ once and then, before the exchange ends:
   another on it); or, when draining cannot work or cannot be promised (a
   declared length over the bound, a chunked body of unknown length, a 408, a
   body the client holds back until a ``100 Continue`` it did not get: an answer
-  before the request's checks passed, see ``continuation``),
+  before the request's checks passed, see ``context``),
 * answers with ``Connection: close`` and keeps discarding for a moment
   (``LINGER_SECONDS``) before hypercorn closes the socket, so that closing
   on unread bytes does not reset the connection under the answer.
@@ -43,8 +43,7 @@ from hypercorn.typing import (
 )
 
 from leasegate.http.routes.artifacts import body_limit
-from leasegate.http.server.context import READ, SEEN
-from leasegate.http.server.continuation import WANTED
+from leasegate.http.server.context import READ, SEEN, WANTED
 from leasegate.settings import Settings
 
 MiB = 1024 * 1024

@@ -4,7 +4,7 @@
   itself, as soon as it has read the request head and before the app has seen it,
   so a client with a wrong key, or announcing 60 MiB for a 1 MiB route, is invited
   to send all of it only to be told 401 or 413. Here the 100 is held back and the
-  app sends it once the request's checks have passed (``continuation``); never when
+  app sends it once the request's checks have passed (``context.continue_body``); never when
   the declared length is over the route's limit. The app then answers 413 (or
   401/403/404...) without one, with ``Connection: close`` (see body_guard).
 * **A bound on pipelining.** hypercorn reads up to 64 KiB at a time and answers
@@ -35,7 +35,7 @@ from hypercorn.protocol.http_stream import HTTPStream
 from hypercorn.typing import H11SendableEvent
 
 from leasegate.http.server.body_guard import Message, withholds_continue
-from leasegate.http.server.continuation import SEND_CONTINUE, WANTED
+from leasegate.http.server.context import SEND_CONTINUE, WANTED
 from leasegate.settings import Settings
 
 # Answers given, after the one in flight, to requests read ahead in one read from the

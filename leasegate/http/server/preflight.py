@@ -1,6 +1,6 @@
 """What every request goes through before its route: the request id, the drain,
 misrouted paths, query names, the key, the route's roles, path ids; once they pass,
-the ``100 Continue`` a client may wait for before it sends its body (``continuation``).
+the ``100 Continue`` a client may wait for before it sends its body (``context.continue_body``).
 
 What a route needs checked is worked out once per route (its :class:`RoutePlan`:
 public or not, the roles it was marked for, its path ids, whether it takes query
@@ -26,8 +26,7 @@ from leasegate.errors import Forbidden, InvalidRequest, Unavailable
 from leasegate.http.openapi import docs
 from leasegate.http.server import errors
 from leasegate.http.server.auth import Authenticator
-from leasegate.http.server.context import header
-from leasegate.http.server.continuation import continue_body, continues_body_itself
+from leasegate.http.server.context import continue_body, continues_body_itself, header
 from leasegate.ids import ID_RULE, is_id
 from leasegate.system import System
 
