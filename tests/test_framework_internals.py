@@ -1,27 +1,20 @@
-"""What leasegate uses of its frameworks below their documented surface, each checked
-by name against the installed release.
+"""What leasegate uses of its frameworks below their documented surface: one test per
+reach-in, each checking by name the private parts it relies on in the installed release.
 
-Where no public hook does the job, the code reaches inside (and pyproject.toml bounds
-the package at its next minor release). Each test here names the private name, the
-package and version, and the code of ours that relies on it, so that a release that
-changes it fails here, saying what to look at, rather than somewhere in a served test.
+Each reach-in stays because a correctness behaviour needs it (issue 35; the table in
+docs/design-notes.md gives what each measured, and the tests that show the behaviour),
+and pyproject.toml pins its package to the release tested here. A release that changes
+a part fails here, naming the package, its version, the part and our module, rather
+than somewhere in a served test. The reach-ins:
 
-Today's uses:
-
-* ``http/server/expect.py``: hypercorn's ``H11Protocol`` (``hypercorn.protocol.H11Protocol``,
-  replaced for ``ProtocolWrapper``), its ``_send_h11_event``, ``stream_send``,
-  ``connection``, ``stream`` (an ``HTTPStream`` with its ``scope``) and ``send``;
-  h11's events and states;
-* ``http/server/expect.py`` also: ``H11Protocol.handle`` (a read from the socket) and
-  hypercorn's ``Response`` event, rebuilt with ``Connection: close`` past the
-  pipelining bound;
-* ``http/server/listener.py``: hypercorn's trio worker parts (``TCPServer``,
-  ``WorkerContext``, ``Lifespan``, ``StatsdLogger``), as ``hypercorn.trio.run``
-  assembles them; ``TCPServer`` taking a stream without ``do_handshake`` for plain
-  TCP and reading only ``socket`` of it beside the stream methods (``ClientStream``),
-  and catching ``ClosedResourceError``/``BrokenResourceError`` of its sends;
-* ``http/openapi/document.py``: the attributes quart-schema's decorators set on a view
-  and its OpenAPI reads;
+* ``http/server/expect.py`` (hypercorn, h11): the HTTP/1.1 protocol, replaced for
+  ``ProtocolWrapper``, holds ``100 Continue`` back until the request's checks pass and
+  bounds pipelining (test_early_answers.py, test_hostile_callers.py);
+* ``http/server/listener.py`` and ``server.py`` (hypercorn): the trio worker
+  re-assembled with our accept loop: bounds per address and in all, quiet EMFILE, a
+  reset connection cancels what it pipelined (test_bounds.py, test_hostile_callers.py);
+* ``http/openapi/document.py`` (quart-schema): the attributes its decorators set on a
+  view, read to document each route's 400/408/413 (test_openapi.py).
 """
 
 from __future__ import annotations
@@ -34,6 +27,7 @@ from typing import Any
 
 import h11
 import hypercorn.protocol
+import hypercorn.utils
 import pytest
 import quart_schema.validation
 from hypercorn.config import Config
@@ -54,91 +48,83 @@ def need(ok: bool, package: str, name: str, where: str, what: str) -> None:
     if not ok:
         pytest.fail(f"{package} {metadata.version(package)}: {name} {what}; {where} relies "
                     f"on it (see tests/test_framework_internals.py): adapt that code, or "
-                    f"keep {package} below this release in pyproject.toml", pytrace=False)
+                    f"keep {package} at the release pyproject.toml pins", pytrace=False)
 
 
 def parameters(fn: Any) -> list[str]:
     return list(inspect.signature(fn).parameters)
 
 
-# ---- hypercorn and h11: http/server/expect.py ------------------------------------------------
-
-
-def test_hypercorn_builds_its_http1_protocol_by_the_name_expect_replaces() -> None:
+def test_expect_replaces_hypercorns_h11_protocol() -> None:
+    """leasegate/http/server/expect.py: hypercorn builds its HTTP/1.1 protocol by the
+    name ``hypercorn.protocol.H11Protocol``, which ours replaces; ours overrides
+    ``_send_h11_event`` (the 100), ``stream_send`` and ``handle`` (the pipelining
+    bound), and reads ``connection`` (h11's, with ``trailing_data`` and the 100 it
+    waits for), ``stream`` (an ``HTTPStream`` with its ``scope``) and ``send``."""
+    where = "leasegate/http/server/expect.py"
     need(getattr(hypercorn.protocol, "H11Protocol", None) is not None, "hypercorn",
-         "hypercorn.protocol.H11Protocol", "http/server/expect.py", "is gone")
+         "hypercorn.protocol.H11Protocol", where, "is gone")
     need("H11Protocol" in hypercorn.protocol.ProtocolWrapper.__init__.__code__.co_names,
-         "hypercorn", "ProtocolWrapper.__init__ -> H11Protocol", "http/server/expect.py",
+         "hypercorn", "ProtocolWrapper.__init__ -> H11Protocol", where,
          "no longer looks the protocol class up in hypercorn.protocol")
-
-
-def test_the_h11_protocol_members_expect_overrides_and_reads() -> None:
-    where = "http/server/expect.py"
     send_event = getattr(H11Protocol, "_send_h11_event", None)
     need(send_event is not None and inspect.iscoroutinefunction(send_event)
          and parameters(send_event) == ["self", "event"], "hypercorn",
          "H11Protocol._send_h11_event(self, event)", where, "is gone or changed")
-    need(parameters(H11Protocol.stream_send) == ["self", "event"], "hypercorn",
-         "H11Protocol.stream_send(self, event)", where, "changed")
-
-    async def send(event: object) -> None:
-        pass
-
-    protocol = H11Protocol(None, Config(), WorkerContext(None), None, {}, False,  # type: ignore[arg-type]
-                           None, None, send)
-    need(isinstance(protocol.connection, h11.Connection), "hypercorn",
-         "H11Protocol.connection (an h11.Connection)", where, "is gone")
-    need(protocol.stream is None and protocol.send is send, "hypercorn",
-         "H11Protocol.stream / H11Protocol.send", where, "are gone")
-    need("scope" in inspect.getsource(HTTPStream.handle), "hypercorn", "HTTPStream.scope",
-         where, "is no longer set by HTTPStream.handle")
-
-
-def test_the_h11_protocol_members_the_pipelining_bound_relies_on() -> None:
-    where = "http/server/expect.py (MAX_QUEUED)"
-    need(parameters(H11Protocol.handle) == ["self", "event"], "hypercorn",
-         "H11Protocol.handle(self, event)", where, "changed")
+    need("InformationalResponse" in inspect.getsource(H11Protocol._handle_events),
+         "hypercorn", "H11Protocol._handle_events sending the 100 by _send_h11_event",
+         where, "changed")
+    for method in ("stream_send", "handle"):
+        need(parameters(getattr(H11Protocol, method)) == ["self", "event"], "hypercorn",
+             f"H11Protocol.{method}(self, event)", where, "changed")
     need("RawData" in inspect.getsource(H11Protocol.handle), "hypercorn",
          "H11Protocol.handle(RawData)", where, "no longer takes each read from the socket")
     need([f.name for f in dataclasses.fields(Response)] == ["stream_id", "headers",
                                                             "status_code"],
          "hypercorn", "hypercorn.protocol.events.Response(stream_id, headers, status_code)",
          where, "changed")
-    need(isinstance(h11.Connection(h11.SERVER).trailing_data, tuple), "h11",
-         "h11.Connection.trailing_data", where, "is gone")
 
+    async def send(event: object) -> None:
+        pass
 
-def test_the_h11_names_expect_uses() -> None:
-    for name in ("InformationalResponse", "Response", "LocalProtocolError", "ERROR"):
-        need(hasattr(h11, name), "h11", f"h11.{name}", "http/server/expect.py", "is gone")
-    need(parameters(h11.Connection.send) == ["self", "event"], "h11",
-         "h11.Connection.send(self, event)", "http/server/expect.py", "changed")
-
-
-def test_expect_installs_its_protocol_for_hypercorn() -> None:
+    protocol = H11Protocol(None, Config(), WorkerContext(None), None, {}, False,  # type: ignore[arg-type]
+                           None, None, send)
+    connection = protocol.connection
+    need(isinstance(connection, h11.Connection)
+         and isinstance(connection.trailing_data, tuple)
+         and connection.they_are_waiting_for_100_continue is False, "hypercorn",
+         "H11Protocol.connection (an h11.Connection: trailing_data, "
+         "they_are_waiting_for_100_continue)", where, "is gone")
+    need(protocol.stream is None and protocol.send is send, "hypercorn",
+         "H11Protocol.stream / H11Protocol.send", where, "are gone")
+    need("scope" in inspect.getsource(HTTPStream.handle), "hypercorn", "HTTPStream.scope",
+         where, "is no longer set by HTTPStream.handle")
     original = hypercorn.protocol.H11Protocol  # type: ignore[attr-defined]
     try:
         expect.install(Settings())
         installed = hypercorn.protocol.H11Protocol  # type: ignore[attr-defined]
-        assert issubclass(installed, H11Protocol) and installed is not H11Protocol
+        need(issubclass(installed, H11Protocol) and installed is not H11Protocol,
+             "hypercorn", "hypercorn.protocol.H11Protocol", where, "could not be replaced")
     finally:
         hypercorn.protocol.H11Protocol = original  # type: ignore[attr-defined]
 
 
-# ---- hypercorn: http/server/listener.py --------------------------------------------------------
-
-
-def test_the_trio_worker_parts_the_listener_assembles() -> None:
-    where = "http/server/listener.py"
+def test_listener_reassembles_hypercorns_trio_worker() -> None:
+    """leasegate/http/server/listener.py and leasegate/server.py: hypercorn's trio worker
+    (``hypercorn.trio.run.worker_serve``) rebuilt from its parts (``TCPServer``,
+    ``WorkerContext``, ``Lifespan``, ``StatsdLogger``, ``wrap_app``) with our accept
+    loop; ``TCPServer`` takes our ``ClientStream``: a stream without ``do_handshake``
+    is plain TCP, of which it reads ``socket`` beside the stream methods, and it takes
+    ``ClosedResourceError``/``BrokenResourceError`` of a send as the client gone."""
+    where = "leasegate/http/server/listener.py"
     need(parameters(TCPServer.__init__) == ["self", "app", "config", "context", "state",
                                              "stream"],
          "hypercorn", "hypercorn.trio.tcp_server.TCPServer(app, config, context, state, "
          "stream)", where, "changed")
     need(parameters(WorkerContext.__init__) == ["self", "max_requests"], "hypercorn",
          "hypercorn.trio.worker_context.WorkerContext(max_requests)", where, "changed")
-    context = WorkerContext(None)
-    need(inspect.iscoroutinefunction(getattr(context.terminated, "set", None)), "hypercorn",
-         "WorkerContext.terminated.set()", where, "is no longer awaitable")
+    need(inspect.iscoroutinefunction(getattr(WorkerContext(None).terminated, "set", None)),
+         "hypercorn", "WorkerContext.terminated.set()", where, "is no longer awaitable")
     need(parameters(Lifespan.__init__) == ["self", "app", "config", "state"], "hypercorn",
          "hypercorn.trio.lifespan.Lifespan(app, config, state)", where, "changed")
     for method in ("handle_lifespan", "wait_for_startup", "wait_for_shutdown"):
@@ -146,10 +132,9 @@ def test_the_trio_worker_parts_the_listener_assembles() -> None:
              f"Lifespan.{method}", where, "is gone")
     need(hasattr(Config, "set_statsd_logger_class"), "hypercorn",
          "Config.set_statsd_logger_class", where, "is gone")
-
-
-def test_the_tcp_server_takes_the_client_stream_for_plain_tcp() -> None:
-    where = "http/server/listener.py (ClientStream)"
+    need(parameters(hypercorn.utils.wrap_app) == ["app", "wsgi_max_body_size", "mode"],
+         "hypercorn", "hypercorn.utils.wrap_app(app, wsgi_max_body_size, mode)",
+         "leasegate/server.py", "changed")
     run, send = inspect.getsource(TCPServer.run), inspect.getsource(TCPServer.protocol_send)
     need("do_handshake" in run and "except AttributeError" in run
          and "self.stream.socket" in run, "hypercorn", "TCPServer.run", where,
@@ -166,15 +151,14 @@ def test_the_tcp_server_takes_the_client_stream_for_plain_tcp() -> None:
              "is new: ClientStream does not have it")
 
 
-# ---- quart-schema: http/openapi/document.py --------------
-
-
 class Body(BaseModel):
     n: int
 
 
-def test_the_attributes_quart_schema_documents_a_view_by() -> None:
-    where = "http/openapi/document.py"
+def test_document_reads_quart_schemas_view_attributes() -> None:
+    """leasegate/http/openapi/document.py: which views take a JSON body or a query
+    string, by the attributes quart-schema's decorators set on them."""
+    where = "leasegate/http/openapi/document.py"
 
     async def view(data: Body) -> None:
         pass
