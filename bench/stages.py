@@ -146,7 +146,6 @@ def instrument(stages: Stages, quart_app: Any) -> None:
 
     from leasegate.actors.runtime import actor, mailbox
     from leasegate.http.routes import batches
-    from leasegate.http.server import connection as http_connection
     from leasegate.http.server import render
 
     connection = quart_app.asgi_http_class
@@ -166,10 +165,7 @@ def instrument(stages: Stages, quart_app: Any) -> None:
     wrap(render, "to_json", "render (to_json)", 5)
     wrap(type(quart_app), "finalize_request", "finalize (response, after-request)", 3)
     wrap(DefaultJSONProvider, "response", "JSON response", 4)
-    if issubclass(connection, http_connection.GatewayConnection):
-        wrap(http_connection, "answer", SEND, 2)
-    else:
-        wrap(TrioASGIHTTPConnection, "_send_response", SEND, 2)
+    wrap(TrioASGIHTTPConnection, "_send_response", SEND, 2)
 
 
 async def serve_and_load(target: str, requests: int, data: Path, timers: bool = True

@@ -159,7 +159,7 @@ def connection_gate(settings: Settings) -> ConnectionGate:
                     "a reserve for the database, artifacts and logs): past that, accepts "
                     "pause", total, budget)
     return ConnectionGate(total, settings.max_connections_per_address,
-                          settings.error_log_window, aftermath=settings.max_wait_seconds)
+                          settings.error_log_window)
 
 
 def tune_gc() -> None:

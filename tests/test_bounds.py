@@ -18,11 +18,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import trio
-import trio.testing
 
-from leasegate.http.server import listener
-from leasegate.http.server.listener import FLOOD_CONNECTIONS, ConnectionGate
+from leasegate.http.server.listener import ConnectionGate
 from tests import served as served_module
 from tests.served import Served, start, stop
 
@@ -167,12 +164,6 @@ def test_past_its_bound_an_address_has_its_connections_closed_at_once(
     assert not [line for line in served.output if "Traceback" in line]
 
 
-def test_serve_runs_on_glibc_malloc_whose_free_pages_go_back(served: Served) -> None:
-    """``leasegate serve`` started itself again with PYTHONMALLOC=malloc (same process)."""
-    environ = Path(f"/proc/{served.process.pid}/environ").read_bytes().split(b"\0")
-    assert b"PYTHONMALLOC=malloc" in environ
-
-
 def test_out_of_file_descriptors_is_one_line_and_serving_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A process allowed 64 descriptors, told it may hold 1000 connections: accept
@@ -222,33 +213,3 @@ def test_the_gate_bounds_connections_in_all_and_per_address() -> None:
     gate.release("10.0.0.1")
     assert gate.admit("10.0.0.3")
     assert gate.refused == {"address": 1, "total": 1} and gate.open == 3
-
-
-async def test_memory_is_given_back_once_when_a_flood_is_over(
-        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    given_back: list[float] = []
-
-    def give_back() -> str:
-        given_back.append(trio.current_time())
-        return "?"
-
-    monkeypatch.setattr(listener, "give_back_memory", give_back)
-    gate = ConnectionGate(total=10_000, per_address=0)
-    nursery.start_soon(gate.give_back_after_floods)
-    addresses = [f"10.0.{n // 200}.{n % 200}" for n in range(FLOOD_CONNECTIONS)]
-    for address in addresses[:100]:  # an ordinary load comes and goes: nothing to do
-        gate.admit(address)
-    for address in addresses[:100]:
-        gate.release(address)
-    await trio.sleep(10)
-    assert given_back == []
-    for address in addresses:
-        gate.admit(address)
-    began = trio.current_time()
-    for address in addresses:  # the flood leaves, over three seconds
-        gate.release(address)
-        await trio.sleep(3 / FLOOD_CONNECTIONS)
-    await trio.sleep(200)
-    # After the connections stopped closing for a second, then every 30 s, three times.
-    assert given_back == pytest.approx([began + 4 + n * 30 for n in range(4)], abs=1)

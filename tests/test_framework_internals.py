@@ -1,35 +1,20 @@
-"""What leasegate uses of its frameworks below their documented surface, each checked
-by name against the installed release.
+"""What leasegate uses of its frameworks below their documented surface: one test per
+reach-in, each checking by name the private parts it relies on in the installed release.
 
-Where no public hook does the job, the code reaches inside (and pyproject.toml bounds
-the package at its next minor release). Each test here names the private name, the
-package and version, and the code of ours that relies on it, so that a release that
-changes it fails here, saying what to look at, rather than somewhere in a served test.
+Each reach-in stays because a correctness behaviour needs it (issue 35; the table in
+docs/design-notes.md gives what each measured, and the tests that show the behaviour),
+and pyproject.toml pins its package to the release tested here. A release that changes
+a part fails here, naming the package, its version, the part and our module, rather
+than somewhere in a served test. The reach-ins:
 
-Today's uses:
-
-* ``http/server/expect.py``: hypercorn's ``H11Protocol`` (``hypercorn.protocol.H11Protocol``,
-  replaced for ``ProtocolWrapper``), its ``_send_h11_event``, ``stream_send``,
-  ``connection``, ``stream`` (an ``HTTPStream`` with its ``scope``) and ``send``;
-  h11's events and states;
-* ``http/server/expect.py`` also: ``H11Protocol.handle`` (a read from the socket) and
-  hypercorn's ``Response`` event, rebuilt with ``Connection: close`` past the
-  pipelining bound;
-* ``http/server/listener.py``: hypercorn's trio worker parts (``TCPServer``,
-  ``WorkerContext``, ``Lifespan``, ``StatsdLogger``), as ``hypercorn.trio.run``
-  assembles them; ``TCPServer`` taking a stream without ``do_handshake`` for plain
-  TCP and reading only ``socket`` of it beside the stream methods (``ClientStream``),
-  and catching ``ClosedResourceError``/``BrokenResourceError`` of its sends;
-* ``http/app.py``: quart-schema's wrapping of ``app.make_response`` (an attribute of
-  the app, removed: our routes return plain JSON);
-* ``http/server/validation.py``, ``http/server/preflight.py``,
-  ``http/openapi/document.py``: the attributes quart-schema's decorators set on a view
-  and its OpenAPI reads;
-* ``http/server/connection.py``: quart-trio's ``TrioASGIHTTPConnection`` (``handle_messages``),
-  Quart's request constructor and its ``DataBody``, and the request Quart makes from a
-  scope, which ours copies;
-* ``http/server/validation.py``, ``http/app.py``, ``http/server/preflight.py``: Quart's request JSON
-  cache (``_cached_json``) and its context variables (``_cv_request``, ``_cv_app``).
+* ``http/server/expect.py`` (hypercorn, h11): the HTTP/1.1 protocol, replaced for
+  ``ProtocolWrapper``, holds ``100 Continue`` back until the request's checks pass and
+  bounds pipelining (test_early_answers.py, test_hostile_callers.py);
+* ``http/server/listener.py`` and ``server.py`` (hypercorn): the trio worker
+  re-assembled with our accept loop: bounds per address and in all, quiet EMFILE, a
+  reset connection cancels what it pipelined (test_bounds.py, test_hostile_callers.py);
+* ``http/openapi/document.py`` (quart-schema): the attributes its decorators set on a
+  view, read to document each route's 400/408/413 (test_openapi.py).
 """
 
 from __future__ import annotations
@@ -42,6 +27,7 @@ from typing import Any
 
 import h11
 import hypercorn.protocol
+import hypercorn.utils
 import pytest
 import quart_schema.validation
 from hypercorn.config import Config
@@ -52,13 +38,8 @@ from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from pydantic import BaseModel
-from quart.wrappers.response import DataBody
-from quart_schema import QuartSchema
-from quart_trio import QuartTrio
-from quart_trio.asgi import TrioASGIHTTPConnection
 
 from leasegate.http.server import expect
-from leasegate.http.server.connection import connection_class
 from leasegate.settings import Settings
 
 
@@ -67,91 +48,83 @@ def need(ok: bool, package: str, name: str, where: str, what: str) -> None:
     if not ok:
         pytest.fail(f"{package} {metadata.version(package)}: {name} {what}; {where} relies "
                     f"on it (see tests/test_framework_internals.py): adapt that code, or "
-                    f"keep {package} below this release in pyproject.toml", pytrace=False)
+                    f"keep {package} at the release pyproject.toml pins", pytrace=False)
 
 
 def parameters(fn: Any) -> list[str]:
     return list(inspect.signature(fn).parameters)
 
 
-# ---- hypercorn and h11: http/server/expect.py ------------------------------------------------
-
-
-def test_hypercorn_builds_its_http1_protocol_by_the_name_expect_replaces() -> None:
+def test_expect_replaces_hypercorns_h11_protocol() -> None:
+    """leasegate/http/server/expect.py: hypercorn builds its HTTP/1.1 protocol by the
+    name ``hypercorn.protocol.H11Protocol``, which ours replaces; ours overrides
+    ``_send_h11_event`` (the 100), ``stream_send`` and ``handle`` (the pipelining
+    bound), and reads ``connection`` (h11's, with ``trailing_data`` and the 100 it
+    waits for), ``stream`` (an ``HTTPStream`` with its ``scope``) and ``send``."""
+    where = "leasegate/http/server/expect.py"
     need(getattr(hypercorn.protocol, "H11Protocol", None) is not None, "hypercorn",
-         "hypercorn.protocol.H11Protocol", "http/server/expect.py", "is gone")
+         "hypercorn.protocol.H11Protocol", where, "is gone")
     need("H11Protocol" in hypercorn.protocol.ProtocolWrapper.__init__.__code__.co_names,
-         "hypercorn", "ProtocolWrapper.__init__ -> H11Protocol", "http/server/expect.py",
+         "hypercorn", "ProtocolWrapper.__init__ -> H11Protocol", where,
          "no longer looks the protocol class up in hypercorn.protocol")
-
-
-def test_the_h11_protocol_members_expect_overrides_and_reads() -> None:
-    where = "http/server/expect.py"
     send_event = getattr(H11Protocol, "_send_h11_event", None)
     need(send_event is not None and inspect.iscoroutinefunction(send_event)
          and parameters(send_event) == ["self", "event"], "hypercorn",
          "H11Protocol._send_h11_event(self, event)", where, "is gone or changed")
-    need(parameters(H11Protocol.stream_send) == ["self", "event"], "hypercorn",
-         "H11Protocol.stream_send(self, event)", where, "changed")
-
-    async def send(event: object) -> None:
-        pass
-
-    protocol = H11Protocol(None, Config(), WorkerContext(None), None, {}, False,  # type: ignore[arg-type]
-                           None, None, send)
-    need(isinstance(protocol.connection, h11.Connection), "hypercorn",
-         "H11Protocol.connection (an h11.Connection)", where, "is gone")
-    need(protocol.stream is None and protocol.send is send, "hypercorn",
-         "H11Protocol.stream / H11Protocol.send", where, "are gone")
-    need("scope" in inspect.getsource(HTTPStream.handle), "hypercorn", "HTTPStream.scope",
-         where, "is no longer set by HTTPStream.handle")
-
-
-def test_the_h11_protocol_members_the_pipelining_bound_relies_on() -> None:
-    where = "http/server/expect.py (MAX_QUEUED)"
-    need(parameters(H11Protocol.handle) == ["self", "event"], "hypercorn",
-         "H11Protocol.handle(self, event)", where, "changed")
+    need("InformationalResponse" in inspect.getsource(H11Protocol._handle_events),
+         "hypercorn", "H11Protocol._handle_events sending the 100 by _send_h11_event",
+         where, "changed")
+    for method in ("stream_send", "handle"):
+        need(parameters(getattr(H11Protocol, method)) == ["self", "event"], "hypercorn",
+             f"H11Protocol.{method}(self, event)", where, "changed")
     need("RawData" in inspect.getsource(H11Protocol.handle), "hypercorn",
          "H11Protocol.handle(RawData)", where, "no longer takes each read from the socket")
     need([f.name for f in dataclasses.fields(Response)] == ["stream_id", "headers",
                                                             "status_code"],
          "hypercorn", "hypercorn.protocol.events.Response(stream_id, headers, status_code)",
          where, "changed")
-    need(isinstance(h11.Connection(h11.SERVER).trailing_data, tuple), "h11",
-         "h11.Connection.trailing_data", where, "is gone")
 
+    async def send(event: object) -> None:
+        pass
 
-def test_the_h11_names_expect_uses() -> None:
-    for name in ("InformationalResponse", "Response", "LocalProtocolError", "ERROR"):
-        need(hasattr(h11, name), "h11", f"h11.{name}", "http/server/expect.py", "is gone")
-    need(parameters(h11.Connection.send) == ["self", "event"], "h11",
-         "h11.Connection.send(self, event)", "http/server/expect.py", "changed")
-
-
-def test_expect_installs_its_protocol_for_hypercorn() -> None:
+    protocol = H11Protocol(None, Config(), WorkerContext(None), None, {}, False,  # type: ignore[arg-type]
+                           None, None, send)
+    connection = protocol.connection
+    need(isinstance(connection, h11.Connection)
+         and isinstance(connection.trailing_data, tuple)
+         and connection.they_are_waiting_for_100_continue is False, "hypercorn",
+         "H11Protocol.connection (an h11.Connection: trailing_data, "
+         "they_are_waiting_for_100_continue)", where, "is gone")
+    need(protocol.stream is None and protocol.send is send, "hypercorn",
+         "H11Protocol.stream / H11Protocol.send", where, "are gone")
+    need("scope" in inspect.getsource(HTTPStream.handle), "hypercorn", "HTTPStream.scope",
+         where, "is no longer set by HTTPStream.handle")
     original = hypercorn.protocol.H11Protocol  # type: ignore[attr-defined]
     try:
         expect.install(Settings())
         installed = hypercorn.protocol.H11Protocol  # type: ignore[attr-defined]
-        assert issubclass(installed, H11Protocol) and installed is not H11Protocol
+        need(issubclass(installed, H11Protocol) and installed is not H11Protocol,
+             "hypercorn", "hypercorn.protocol.H11Protocol", where, "could not be replaced")
     finally:
         hypercorn.protocol.H11Protocol = original  # type: ignore[attr-defined]
 
 
-# ---- hypercorn: http/server/listener.py --------------------------------------------------------
-
-
-def test_the_trio_worker_parts_the_listener_assembles() -> None:
-    where = "http/server/listener.py"
+def test_listener_reassembles_hypercorns_trio_worker() -> None:
+    """leasegate/http/server/listener.py and leasegate/server.py: hypercorn's trio worker
+    (``hypercorn.trio.run.worker_serve``) rebuilt from its parts (``TCPServer``,
+    ``WorkerContext``, ``Lifespan``, ``StatsdLogger``, ``wrap_app``) with our accept
+    loop; ``TCPServer`` takes our ``ClientStream``: a stream without ``do_handshake``
+    is plain TCP, of which it reads ``socket`` beside the stream methods, and it takes
+    ``ClosedResourceError``/``BrokenResourceError`` of a send as the client gone."""
+    where = "leasegate/http/server/listener.py"
     need(parameters(TCPServer.__init__) == ["self", "app", "config", "context", "state",
                                              "stream"],
          "hypercorn", "hypercorn.trio.tcp_server.TCPServer(app, config, context, state, "
          "stream)", where, "changed")
     need(parameters(WorkerContext.__init__) == ["self", "max_requests"], "hypercorn",
          "hypercorn.trio.worker_context.WorkerContext(max_requests)", where, "changed")
-    context = WorkerContext(None)
-    need(inspect.iscoroutinefunction(getattr(context.terminated, "set", None)), "hypercorn",
-         "WorkerContext.terminated.set()", where, "is no longer awaitable")
+    need(inspect.iscoroutinefunction(getattr(WorkerContext(None).terminated, "set", None)),
+         "hypercorn", "WorkerContext.terminated.set()", where, "is no longer awaitable")
     need(parameters(Lifespan.__init__) == ["self", "app", "config", "state"], "hypercorn",
          "hypercorn.trio.lifespan.Lifespan(app, config, state)", where, "changed")
     for method in ("handle_lifespan", "wait_for_startup", "wait_for_shutdown"):
@@ -159,10 +132,9 @@ def test_the_trio_worker_parts_the_listener_assembles() -> None:
              f"Lifespan.{method}", where, "is gone")
     need(hasattr(Config, "set_statsd_logger_class"), "hypercorn",
          "Config.set_statsd_logger_class", where, "is gone")
-
-
-def test_the_tcp_server_takes_the_client_stream_for_plain_tcp() -> None:
-    where = "http/server/listener.py (ClientStream)"
+    need(parameters(hypercorn.utils.wrap_app) == ["app", "wsgi_max_body_size", "mode"],
+         "hypercorn", "hypercorn.utils.wrap_app(app, wsgi_max_body_size, mode)",
+         "leasegate/server.py", "changed")
     run, send = inspect.getsource(TCPServer.run), inspect.getsource(TCPServer.protocol_send)
     need("do_handshake" in run and "except AttributeError" in run
          and "self.stream.socket" in run, "hypercorn", "TCPServer.run", where,
@@ -179,23 +151,14 @@ def test_the_tcp_server_takes_the_client_stream_for_plain_tcp() -> None:
              "is new: ClientStream does not have it")
 
 
-# ---- quart-schema: http/app.py, validation.py, preflight.py, openapi.py --------------
-
-
 class Body(BaseModel):
     n: int
 
 
-def test_quart_schema_wraps_make_response_on_the_app() -> None:
-    app = QuartTrio("internals")
-    QuartSchema(app)
-    need("make_response" in vars(app), "quart-schema", "app.make_response (wrapped on the "
-         "app by QuartSchema.init_app)", "http/app.py (del app.make_response)",
-         "is no longer set on the app")
-
-
-def test_the_attributes_quart_schema_documents_a_view_by() -> None:
-    where = "http/server/validation.py, http/server/preflight.py, http/openapi/document.py"
+def test_document_reads_quart_schemas_view_attributes() -> None:
+    """leasegate/http/openapi/document.py: which views take a JSON body or a query
+    string, by the attributes quart-schema's decorators set on them."""
+    where = "leasegate/http/openapi/document.py"
 
     async def view(data: Body) -> None:
         pass
@@ -212,71 +175,3 @@ def test_the_attributes_quart_schema_documents_a_view_by() -> None:
     need(getattr(listed, quart_schema.validation.QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None)
          is Body, "quart-schema", "QUART_SCHEMA_QUERYSTRING_ATTRIBUTE = model", where,
          "is not what validate_querystring sets")
-
-
-# ---- quart-trio and Quart: http/server/connection.py ------------------------------------------
-
-
-def test_the_connection_class_members_ours_builds_on() -> None:
-    where = "http/server/connection.py"
-    need(parameters(TrioASGIHTTPConnection.handle_messages) == ["self", "nursery",
-                                                               "request", "receive"],
-         "quart-trio", "TrioASGIHTTPConnection.handle_messages(nursery, request, receive)",
-         where, "changed")
-    need(parameters(TrioASGIHTTPConnection.__init__) == ["self", "app", "scope"],
-         "quart-trio", "TrioASGIHTTPConnection(app, scope)", where, "changed")
-    body = DataBody(b"abc")
-    need((body.data, body.begin, body.end) == (b"abc", 0, 3), "quart",
-         "DataBody.data / .begin / .end", where, "changed")
-
-
-def test_our_request_is_the_one_quart_makes() -> None:
-    """connection.make_request copies Quart's (private) request making: the same
-    request, field by field, for scopes with and without a root path."""
-    app = QuartTrio("internals")
-    app.asgi_http_class = connection_class(Settings())
-    for root_path, path in (("", "/v1/queries"), ("/gw", "/gw/v1/queries"), ("/gw", "/gw"),
-                            ("/gw", "/elsewhere")):
-        scope: Any = {
-            "type": "http", "http_version": "1.0", "method": "POST", "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"wait_seconds=1",
-            "root_path": root_path, "client": ("10.0.0.1", 5000),
-            "server": ("127.0.0.1", 8470),
-            "headers": [(b"content-type", b"application/json"), (b"x-a", b"1"),
-                        (b"x-a", b"2")]}
-        ours = app.asgi_http_class(app, scope).make_request()
-        theirs = TrioASGIHTTPConnection(app, scope)._create_request_from_scope(
-            lambda message: None)  # type: ignore[arg-type,return-value]
-        for field in ("method", "scheme", "path", "query_string", "root_path",
-                      "http_version", "max_content_length", "scope"):
-            need(getattr(ours, field) == getattr(theirs, field), "quart",
-                 f"the request made from a scope ({field})", "http/server/connection.py",
-                 f"differs: ours {getattr(ours, field)!r}, Quart's {getattr(theirs, field)!r}")
-        need(list(ours.headers.items()) == list(theirs.headers.items()), "quart",
-             "the request made from a scope (headers)", "http/server/connection.py", "differs")
-
-
-# ---- Quart's request internals: http/server/validation.py, http/app.py, preflight.py ----
-
-
-def test_the_json_cache_and_context_variables_ours_use() -> None:
-    """validation.json_body fills Quart's JSON cache (``_cached_json[False]``: the parse
-    of ``get_json()`` without ``silent``); app.py, preflight.py and validation.py read
-    the request and ``g`` from Quart's context variables, not its proxies."""
-    import quart.globals
-    from quart.wrappers import Request
-    from werkzeug.datastructures import Headers
-
-    async def no_push(path: str, headers: Headers) -> None:
-        return None
-
-    scope: Any = {"type": "http"}
-    request = Request("POST", "http", "/", b"", Headers(), "", "1.1", scope,
-                      send_push_promise=no_push)
-    cached = getattr(request, "_cached_json", None)
-    need(isinstance(cached, dict) and cached.get(False) is Ellipsis, "quart",
-         "Request._cached_json (a dict, {False: ..., True: ...})", "http/server/validation.py",
-         f"is {cached!r}")
-    for name in ("_cv_request", "_cv_app"):
-        need(hasattr(quart.globals, name), "quart", f"quart.globals.{name}",
-             "http/app.py, http/server/preflight.py, http/server/validation.py", "is gone")

@@ -38,7 +38,6 @@ from pathlib import Path
 import trio
 from pydantic import ValidationError
 
-from leasegate.allocator import reexec_on_glibc_malloc
 from leasegate.cli import actions as cli_actions
 from leasegate.cli import schedules as cli_schedules
 from leasegate.cli import webhooks as cli_webhooks
@@ -281,8 +280,6 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
-        if argv is None:  # the command line itself, not a call from Python
-            reexec_on_glibc_malloc()
         return _serve(args)
     if getattr(args, "handler", None) is not None:  # a command on a running gateway
         return cli_actions.run(args)

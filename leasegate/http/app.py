@@ -12,8 +12,7 @@ from typing import Any
 
 import httpx
 import orjson
-from quart import Response
-from quart.globals import _cv_app, _cv_request
+from quart import Response, g, request
 from quart.json.provider import DefaultJSONProvider
 from quart_schema import QuartSchema
 from quart_trio import QuartTrio
@@ -44,7 +43,7 @@ from leasegate.http.routes import (
 )
 from leasegate.http.server import errors
 from leasegate.http.server.auth import Authenticator
-from leasegate.http.server.connection import connection_class
+from leasegate.http.server.body_guard import Guarded
 from leasegate.http.server.held_polls import WaitingPolls
 from leasegate.http.server.preflight import Preflight
 from leasegate.http.server.uploads import UploadSlots
@@ -163,8 +162,7 @@ def create_app(system: System, *,
     """The app of ``system`` (``webhook_transport``: where webhooks go instead of the
     network, for tests)."""
     app = QuartTrio("leasegate")
-    # Body guard, one task a request, the answer in two messages (see connection).
-    app.asgi_http_class = connection_class(system.settings)
+    app.asgi_app = Guarded(app.asgi_app, system.settings)  # type: ignore[method-assign]
     app.request_class = artifacts.request_class(system.settings)
     app.config["MAX_CONTENT_LENGTH"] = system.settings.max_body_bytes
     # A body still arriving after this is a 408 (below hypercorn's read timeout,
@@ -230,8 +228,6 @@ def _hooks(app: QuartTrio, system: System, authenticator: Authenticator,
 
     @app.after_request
     async def count(response: Response) -> Response:
-        # The contexts themselves, not Quart's proxies (a lookup each read).
-        request, g = _cv_request.get().request, _cv_app.get().g
         rule = request.url_rule
         metrics.observe(request.method, rule.rule if rule else "unmatched",
                         response.status_code, g.get("started"))
@@ -242,8 +238,7 @@ def _hooks(app: QuartTrio, system: System, authenticator: Authenticator,
 
 
 def _document(app: QuartTrio) -> None:
-    """``/openapi.json``, by quart-schema (with our additions), which leaves Quart's own
-    ``make_response`` in place."""
+    """``/openapi.json``, by quart-schema (with our additions)."""
     QuartSchema(
         app,
         info={"title": "leasegate", "version": version("leasegate"),
@@ -256,9 +251,3 @@ def _document(app: QuartTrio) -> None:
         openapi_provider_class=LeasegateOpenAPI,
         swagger_ui_path=None, redoc_ui_path=None, scalar_ui_path=None,  # CDN pages: docs.py
     )
-    # quart-schema wraps make_response to pass every return value through a new
-    # pydantic TypeAdapter (about 20 µs a response, a sixth of a submit's cost).
-    # Our routes return plain JSON-able values, so Quart's own is enough. It has no
-    # setting for this: the wrapper is an attribute of the app, removed here
-    # (tests/test_framework_internals.py fails if quart-schema stops setting it so).
-    del app.make_response

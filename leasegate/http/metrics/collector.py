@@ -1,5 +1,6 @@
 """Prometheus metrics: request counters, job outcomes and dispatch latency (from the
-job events), and a snapshot of the actors on scrape.
+job events), and a snapshot of the actors, the device tracker and what callers hold
+open (parked long-polls, connections) on scrape.
 
 By Prometheus' conventions: what only grows is a counter named ``..._total``,
 no series has a ``_created`` twin, and both channels share one scheme
@@ -10,7 +11,7 @@ job kinds are capped (the rest summed under ``"(other)"``), routes are rules.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -30,13 +31,13 @@ from leasegate.actors.queries.views import QueryCounts
 from leasegate.actors.queue.sites import Backlog
 from leasegate.actors.tasks.presence import CheckTaskHealth
 from leasegate.actors.tasks.views import TaskHealthReport
-from leasegate.http.metrics.devices import device_families
-from leasegate.http.metrics.held import hold_families
 from leasegate.http.metrics.jobs import JobEventMetrics
 from leasegate.http.server.held_polls import WaitingPolls
 from leasegate.http.server.listener import ConnectionGate
 from leasegate.system import System, SystemStatistics
 
+DEVICE_STATES = ("online", "away", "gone")
+DEVICE_TRANSITIONS = ("away", "back", "gone")
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # Series per site for the sites with the most work; the rest summed under OTHER_SITES
 # (not an id: no site is called that), so callers inventing sites add no series.
@@ -239,3 +240,53 @@ def _by_site(family: GaugeMetricFamily, labels: list[str], by_site: dict[str, in
     rest = total - sum(by_site.values())
     if rest:
         family.add_metric([*labels, OTHER_SITES], rest)
+
+
+def _single(rows: Iterable[tuple[type[CounterMetricFamily | GaugeMetricFamily], str, str, float]]
+            ) -> Iterator[Metric]:
+    """A family of one unlabelled series for each (family type, name, help, value)."""
+    for family, name, documentation, value in rows:
+        yield family(name, documentation, value=value)
+
+
+def device_families(counts: DeviceCounts) -> Iterator[Metric]:
+    """The device tracker's."""
+    devices = GaugeMetricFamily("leasegate_devices", "Tracked devices by state",
+                                labels=["state"])
+    for state in DEVICE_STATES:  # every state, zeros too: a dashboard needs no special case
+        devices.add_metric([state], counts.by_state.get(state, 0))
+    yield devices
+    transitions = CounterMetricFamily("leasegate_device_transitions",
+                                      "Device state changes since start-up (away, back, gone)",
+                                      labels=["kind"])
+    for kind in DEVICE_TRANSITIONS:
+        transitions.add_metric([kind], counts.transitions.get(kind, 0))
+    yield transitions
+    yield from _single((
+        (CounterMetricFamily, "leasegate_device_evictions", "Devices forgotten to make room "
+         "(least recently seen, no live task)", counts.evictions),
+        (CounterMetricFamily, "leasegate_device_refusals", "New devices refused (6008): the "
+         "table was full of devices with live tasks", counts.refusals)))
+
+
+def hold_families(polls: WaitingPolls, gate: ConnectionGate | None) -> Iterator[Metric]:
+    """What callers hold open: waiting long-polls and connections."""
+    yield from _single((
+        (GaugeMetricFamily, "leasegate_http_held_polls", "Long-polls and event streams the "
+         "HTTP layer holds open now, counted against their key's and address's bounds",
+         polls.held),
+        (CounterMetricFamily, "leasegate_http_held_polls_refused", "Long-polls and event "
+         "streams refused (429): their key or address held its bound", polls.refused)))
+    if gate is None:  # not served by leasegate serve (tests in one process)
+        return
+    yield from _single((
+        (GaugeMetricFamily, "leasegate_http_connections", "Open HTTP connections", gate.open),
+        (GaugeMetricFamily, "leasegate_http_connections_limit", "Most HTTP connections open "
+         "at once (max_connections, or what the open-file limit allows)", gate.total)))
+    refused = CounterMetricFamily("leasegate_http_connections_refused",
+                                  "Connections closed as soon as accepted: their address "
+                                  "held its bound, or the server held its total",
+                                  labels=["bound"])
+    for bound in ("address", "total"):
+        refused.add_metric([bound], gate.refused[bound])
+    yield refused

@@ -27,9 +27,11 @@ Wired in ``create_app`` with ``QuartSchema(..., openapi_provider_class=Leasegate
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from quart import Quart
 from quart_schema import QuartSchema
 from quart_schema.openapi import OpenAPIProvider
@@ -42,7 +44,6 @@ from werkzeug.routing.rules import Rule
 
 from leasegate.http.models.replies import ErrorEnvelope, reply_schema
 from leasegate.http.openapi.text import as_markdown, describe, sections
-from leasegate.http.server.validation import OPTIONAL_BODY_ATTRIBUTE
 from leasegate.ids import ARTIFACT_NAME_PATTERN, ID_PATTERN, RESERVED_JOB_IDS
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
@@ -178,6 +179,24 @@ SSE_MESSAGE = {"type": "object", "required": ["event", "data"], "properties": {
     "id": {"type": "string", "pattern": "^[0-9]+$"},
     "data": {"type": "string"},
     "retry": {"type": "integer", "minimum": 0}}}
+
+
+View = TypeVar("View", bound=Callable[..., Any])
+# A view that reads an optional JSON body itself: the model the document shows for it.
+OPTIONAL_BODY_ATTRIBUTE = "leasegate_optional_body"
+
+
+def optional_body(model: type[BaseModel]) -> Callable[[View], View]:
+    """For a view that reads its body itself, where an empty one or ``null`` means
+    "nothing said" (``routes.operator.optional_reason``): ``/openapi.json`` shows
+    ``model`` or null as its body, not required (with the 400, 408 and 413 a body
+    brings)."""
+
+    def decorator(func: View) -> View:
+        setattr(func, OPTIONAL_BODY_ATTRIBUTE, model)
+        return func
+
+    return decorator
 
 
 class LeasegateOpenAPI(OpenAPIProvider):

@@ -8,6 +8,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from quart import Blueprint, Response, current_app, request
+from quart_schema import validate_querystring, validate_request
 
 from leasegate.actors.keys.records import CreateKey, ListKeys, RevokeKey
 from leasegate.actors.keys.views import CreatedKey, KeyView
@@ -25,7 +26,6 @@ from leasegate.http.models.replies import Health, answers
 from leasegate.http.server.auth import Authenticator, allow, require
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring, validate_request
 from leasegate.system import BackupMade
 
 bp = Blueprint("admin", __name__)

@@ -20,8 +20,7 @@ from leasegate.actors.tasks.views import ArtifactList, ArtifactStored
 from leasegate.errors import ArtifactNotFound, InvalidRequest
 from leasegate.http.models.replies import answers
 from leasegate.http.server.auth import allow, require, require_tenant
-from leasegate.http.server.context import system
-from leasegate.http.server.continuation import checks_before_body, continue_body
+from leasegate.http.server.context import checks_before_body, continue_body, system
 from leasegate.http.server.render import to_json
 from leasegate.ids import ARTIFACT_NAME_RULE, is_artifact_name, is_id
 from leasegate.settings import Settings

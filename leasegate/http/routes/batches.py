@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from quart_schema import validate_request
 
 from leasegate.actors.channels import JobQueue
 from leasegate.actors.jobs.channel import JobChannel, JobView
@@ -24,7 +25,6 @@ from leasegate.http.server.auth import SUBMITTER_ONLY, allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.errors import describe_error
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_request
 
 B = TypeVar("B", bound=BaseModel)
 T = TypeVar("T")
@@ -108,7 +108,8 @@ def submit_route(body: type[BaseModel], reply: type[Any], *, single: bool) -> Ca
     tenant is short), 422, 409."""
     def stack(view: F) -> F:
         view = answers(reply, 409, 422, 402, status=201)(view) if single else answers(reply)(view)
-        return allow("client", admin=False, refusal=SUBMITTER_ONLY)(validate_request(body)(view))
+        validated: F = validate_request(body)(view)
+        return allow("client", admin=False, refusal=SUBMITTER_ONLY)(validated)
     return stack
 
 

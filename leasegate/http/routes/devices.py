@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint
+from quart_schema import validate_querystring
 
 from leasegate.actors.devices.forwarder import see_device
 from leasegate.actors.devices.sightings import ListDevices
@@ -19,7 +20,6 @@ from leasegate.http.models.replies import answers
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring
 
 bp = Blueprint("devices", __name__)
 

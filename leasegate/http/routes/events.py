@@ -25,6 +25,7 @@ from typing import Annotated, Any, Final, Literal
 import trio
 from pydantic import Field
 from quart import Blueprint, Response, request
+from quart_schema import validate_querystring
 
 from leasegate.actors.payloads import compact_json
 from leasegate.actors.queue.event_hub import EventFilter, Reset
@@ -37,7 +38,6 @@ from leasegate.http.server.auth import allow, client_address, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.long_poll import waiting_polls
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring
 
 bp = Blueprint("events", __name__)
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, StringConstraints
 from quart import Blueprint
+from quart_schema import validate_querystring, validate_request
 
 from leasegate.actors.ledger.accounts import Credit, GetAccount, ListEntries
 from leasegate.actors.ledger.audit import RunAudit
@@ -24,7 +25,6 @@ from leasegate.http.models.replies import answers
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring, validate_request
 from leasegate.ids import ID_RULE, is_id
 from leasegate.settings import MAX_AMOUNT
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from quart import Blueprint, request
+from quart_schema import validate_querystring, validate_request
 
 from leasegate.actors.jobs.operator import OperatorActions, Redriven, reclaim_stale
 from leasegate.actors.jobs.sites import SiteState
@@ -33,7 +34,6 @@ from leasegate.http.models.replies import answers
 from leasegate.http.server.auth import allow, require
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring, validate_request
 
 bp = Blueprint("operator", __name__)
 

@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 from quart import Blueprint
+from quart_schema import validate_querystring, validate_request
 
 from leasegate.actors.pages import JobPage
 from leasegate.actors.queries.lease import (
@@ -36,7 +37,6 @@ from leasegate.http.routes.lease_calls import lease_after_results
 from leasegate.http.server.auth import allow, require, worker_sites
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring, validate_request
 
 bp = Blueprint("queries", __name__)
 

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from quart import Blueprint
+from quart_schema import validate_querystring, validate_request
 
 from leasegate.actors.pages import Paged
 from leasegate.actors.schedules.records import (
@@ -24,11 +25,11 @@ from leasegate.http.models.operator import CancelBody
 from leasegate.http.models.payloads import check_json_field
 from leasegate.http.models.replies import answers
 from leasegate.http.models.schedules import PutScheduleBody, ScheduleListArgs
+from leasegate.http.openapi.document import optional_body
 from leasegate.http.routes.operator import optional_reason, signed
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import optional_body, validate_querystring, validate_request
 from leasegate.logs import escape
 
 log = logging.getLogger("leasegate.schedules")

@@ -7,6 +7,7 @@ from typing import Any
 
 import trio
 from quart import Blueprint
+from quart_schema import validate_querystring, validate_request
 
 from leasegate.actors.devices.forwarder import see_device
 from leasegate.actors.pages import JobPage
@@ -55,6 +56,7 @@ from leasegate.http.models.workers import (
     TaskLeaseReply,
     TasksRenewed,
 )
+from leasegate.http.openapi.document import optional_body
 from leasegate.http.routes import batches
 from leasegate.http.routes.jobs import job_reply, search_reply
 from leasegate.http.routes.lease_calls import lease_after_results
@@ -62,7 +64,6 @@ from leasegate.http.routes.operator import optional_reason, signed
 from leasegate.http.server.auth import allow, require, require_tenant, worker_sites
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import optional_body, validate_querystring, validate_request
 
 bp = Blueprint("tasks", __name__)
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, StrictBool, StringConstraints
 from quart import Blueprint
+from quart_schema import validate_querystring, validate_request
 
 from leasegate.actors.pages import Paged
 from leasegate.actors.webhooks import EventType
@@ -37,7 +38,6 @@ from leasegate.http.models.webhook_urls import check_destination
 from leasegate.http.server.auth import allow, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
-from leasegate.http.server.validation import validate_querystring, validate_request
 
 bp = Blueprint("webhooks", __name__)
 

@@ -4,8 +4,8 @@ A route may answer before it has read the request body (401, 403, 413, a bad
 id...). hypercorn then stops handing the rest of the body to anyone: its
 queue to the finished app fills, its reader blocks, and the next request on
 that connection waits for an answer that never comes. An :class:`Exchange`
-stands between hypercorn's ``receive``/``send`` and the request (the app's
-connection class, ``connection.py``, makes one per HTTP/1.x request) and, when
+stands between hypercorn's ``receive``/``send`` and the request (:class:`Guarded`,
+the one layer of ours around the app, makes one per HTTP/1.x request) and, when
 the response starts while the body is still arriving, lets the answer go out at
 once and then, before the exchange ends:
 
@@ -16,7 +16,7 @@ once and then, before the exchange ends:
   another on it); or, when draining cannot work or cannot be promised (a
   declared length over the bound, a chunked body of unknown length, a 408, a
   body the client holds back until a ``100 Continue`` it did not get: an answer
-  before the request's checks passed, see ``continuation``),
+  before the request's checks passed, see ``context``),
 * answers with ``Connection: close`` and keeps discarding for a moment
   (``LINGER_SECONDS``) before hypercorn closes the socket, so that closing
   on unread bytes does not reset the connection under the answer.
@@ -26,15 +26,12 @@ sends none (or sends it only after reading the answer) has its answer at once.
 
 ::
 
-    limits = BodyLimits(settings)                  # once per app
-    exchange = Exchange(limits, scope, receive, send, seen)  # per request; seen: the
-    # first content-length, transfer-encoding and expect of the scope's headers
-    # the request reads exchange.receive and answers through exchange.send
+    app.asgi_app = Guarded(app.asgi_app, settings)   # Quart's way to wrap its app
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, cast
 
 import trio
@@ -46,7 +43,7 @@ from hypercorn.typing import (
 )
 
 from leasegate.http.routes.artifacts import body_limit
-from leasegate.http.server.continuation import WANTED
+from leasegate.http.server.context import READ, SEEN, WANTED
 from leasegate.settings import Settings
 
 MiB = 1024 * 1024
@@ -55,6 +52,8 @@ DRAIN_SECONDS = 3.0
 LINGER_SECONDS = 1.0
 
 Message = dict[str, Any]  # an ASGI event, read and rebuilt as a plain dict
+HTTP1 = frozenset({"1.0", "1.1"})
+ASGIApp = Callable[[Any, ASGIReceiveCallable, ASGISendCallable], Awaitable[None]]
 
 
 def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:
@@ -98,6 +97,31 @@ class BodyLimits:
         self.drain_bytes = max(DRAIN_FLOOR, settings.max_artifact_bytes)
 
 
+
+class Guarded:
+    """The app, with an :class:`Exchange` between it and each HTTP/1.x request
+    (HTTP/2 streams end on their own, and forbid a Connection header); and, for every
+    HTTP request, the headers the gateway reads itself picked out in one walk of them
+    (``context.READ``, for ``context.header``)."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.limits = BodyLimits(settings)
+
+    async def __call__(self, scope: Any, receive: ASGIReceiveCallable,
+                       send: ASGISendCallable) -> None:
+        if scope["type"] == "http":
+            seen: dict[bytes, bytes] = {}
+            for name, value in scope["headers"]:
+                lower = name.lower()
+                if lower in READ and lower not in seen:
+                    seen[lower] = value
+            scope[SEEN] = seen
+            if scope["http_version"] in HTTP1:
+                exchange = Exchange(self.limits, scope, receive, send, seen)
+                receive, send = exchange.receive, exchange.send
+        await self.app(scope, receive, send)
+
 class Exchange:
     """One request: how much of its body has arrived, and what its answer must say.
 
@@ -112,7 +136,7 @@ class Exchange:
     def __init__(self, limits: BodyLimits, scope: Message, receive: ASGIReceiveCallable,
                  send: ASGISendCallable, seen: Mapping[bytes, bytes]) -> None:
         """``seen``: the first value of each of the headers ``content-length``,
-        ``transfer-encoding`` and ``expect`` the scope has (the connection class looks
+        ``transfer-encoding`` and ``expect`` the scope has (:class:`Guarded` looks
         them up in its one walk of the headers)."""
         self.limits = limits
         self._receive = receive

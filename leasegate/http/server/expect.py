@@ -1,10 +1,10 @@
-"""The gateway's HTTP/1.1 protocol: hypercorn's, with three things changed.
+"""The gateway's HTTP/1.1 protocol: hypercorn's, with two things changed.
 
 * **No ``100 Continue`` before the checks.** hypercorn answers ``100 Continue``
   itself, as soon as it has read the request head and before the app has seen it,
   so a client with a wrong key, or announcing 60 MiB for a 1 MiB route, is invited
   to send all of it only to be told 401 or 413. Here the 100 is held back and the
-  app sends it once the request's checks have passed (``continuation``); never when
+  app sends it once the request's checks have passed (``context.continue_body``); never when
   the declared length is over the route's limit. The app then answers 413 (or
   401/403/404...) without one, with ``Connection: close`` (see body_guard).
 * **A bound on pipelining.** hypercorn reads up to 64 KiB at a time and answers
@@ -13,9 +13,6 @@
   one that was in flight, with requests of that read still waiting, the answer says
   ``Connection: close`` and the rest is dropped (a client that pipelines must retry
   what a closed connection left unanswered; none of the usual ones pipelines).
-* **A sized response in one write** (``Content-Length``: every answer but a stream):
-  hypercorn sends the head, the body and the (empty) end of the message as three
-  writes, each with a lock and a shielded send.
 
 ::
 
@@ -32,13 +29,13 @@ import h11
 import hypercorn.protocol
 from hypercorn.events import Event as ConnectionEvent
 from hypercorn.events import RawData
-from hypercorn.protocol.events import Event, Response, StreamClosed
+from hypercorn.protocol.events import Event, Response
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.protocol.http_stream import HTTPStream
 from hypercorn.typing import H11SendableEvent
 
 from leasegate.http.server.body_guard import Message, withholds_continue
-from leasegate.http.server.continuation import SEND_CONTINUE, WANTED
+from leasegate.http.server.context import SEND_CONTINUE, WANTED
 from leasegate.settings import Settings
 
 # Answers given, after the one in flight, to requests read ahead in one read from the
@@ -50,12 +47,10 @@ MAX_QUEUED = 8
 def install(settings: Settings) -> None:
     """Make hypercorn's HTTP/1.1 connections use :class:`GatewayH11` with these
     settings' limits (hypercorn has no setting for its protocol class, nor a hook for
-    its 100 or its writes: ``_send_h11_event`` is private; the names relied on are
+    its 100: ``_send_h11_event`` is private; the names relied on are
     checked by tests/test_framework_internals.py, and pyproject.toml bounds hypercorn)."""
 
     class GatewayH11(H11Protocol):
-        _hold_head = False  # the next head is of a sized response: wait for its body
-        _held = b""  # that head, as h11 wrote it
         _answered = 0  # final answers since the last read from the socket
 
         async def handle(self, event: ConnectionEvent) -> None:
@@ -65,14 +60,11 @@ def install(settings: Settings) -> None:
 
         async def stream_send(self, event: Event) -> None:
             if isinstance(event, Response) and event.status_code >= 200:
-                self._hold_head = _sized(event.headers)
                 self._answered += 1
                 if self._answered > MAX_QUEUED and self.connection.trailing_data[0]:
                     event = Response(stream_id=event.stream_id, status_code=event.status_code,
                                      headers=[*_closing(event.headers),
                                               (b"connection", b"close")])
-            elif isinstance(event, StreamClosed) and self._held:
-                await self._write(b"")  # a body that never came: the head still goes
             await super().stream_send(event)
 
         async def _send_h11_event(self, event: H11SendableEvent) -> None:
@@ -87,17 +79,7 @@ def install(settings: Settings) -> None:
                     scope[SEND_CONTINUE] = partial(self._continue, weakref.ref(self.stream),
                                                    event)
                     return
-            hold, self._hold_head = (self._hold_head and isinstance(event, h11.Response)), False
-            try:
-                data = self.connection.send(event)
-            except h11.LocalProtocolError:
-                if self.connection.their_state != h11.ERROR:
-                    raise
-                data = None
-            if hold and data is not None:
-                self._held = data
-            elif data or self._held:  # an empty end of message is not worth a write
-                await self._write(data or b"")
+            await super()._send_h11_event(event)
 
         async def _continue(self, stream: weakref.ref[HTTPStream],
                             event: h11.InformationalResponse) -> None:
@@ -106,16 +88,9 @@ def install(settings: Settings) -> None:
                     and self.connection.they_are_waiting_for_100_continue):
                 await self._send_h11_event(event)
 
-        async def _write(self, data: bytes) -> None:
-            data, self._held = self._held + data, b""
-            await self.send(RawData(data=data))
-
     hypercorn.protocol.H11Protocol = GatewayH11  # type: ignore[attr-defined]
 
 
 def _closing(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     return [(name, value) for name, value in headers if name.lower() != b"connection"]
 
-
-def _sized(headers: list[tuple[bytes, bytes]]) -> bool:
-    return any(name.lower() == b"content-length" for name, _ in headers)

@@ -1,5 +1,5 @@
 """Accepting connections: a bound per client address and in all, quiet through
-EMFILE, and memory given back once a flood is over.
+EMFILE.
 
 hypercorn's trio worker accepts with ``trio.serve_listeners``, which takes every
 connection it can and, once the process is out of file descriptors, logs each
@@ -17,9 +17,6 @@ connection handler (``TCPServer``: HTTP/1.1 and HTTP/2 as before):
 * EMFILE, ENFILE, ENOMEM or ENOBUFS at accept pause accepting for
   ``ACCEPT_PAUSE`` seconds (what is pending waits in the backlog) and are logged
   in one line at most once per ``error_log_window``, without a traceback.
-* Once a flood is over (open connections down to a quarter of a peak of at least
-  ``FLOOD_CONNECTIONS``), the memory its connections took is given back to the
-  system (see :func:`give_back_memory`).
 * A connection whose client is gone (an answer could not be sent: reset, or closed
   with answers still owed) ends at once, with whatever it still had queued: hypercorn
   would go on answering its pipelined requests into the void, and hold the descriptor
@@ -35,10 +32,7 @@ connection handler (``TCPServer``: HTTP/1.1 and HTTP/2 as before):
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
-import gc
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -62,8 +56,6 @@ log = logging.getLogger("leasegate.http")
 # (trio.serve_listeners' list): wait, then accept again.
 OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 ACCEPT_PAUSE = 0.1
-FLOOD_CONNECTIONS = 1000
-AFTERMATHS = 3  # give-backs after the first, one each ``aftermath`` seconds
 # Descriptors kept for what is not a connection: the database's files, artifacts
 # being written or read, logs; at least FD_RESERVE, and a tenth of the limit.
 FD_RESERVE = 64
@@ -78,16 +70,12 @@ class ConnectionGate:
     """Open connections, per client address and in all (``per_address`` 0: no bound
     per address), and what was refused or gone wrong at accept."""
 
-    def __init__(self, total: int, per_address: int, error_log_window: float = 600.0,
-                 aftermath: float = 30.0) -> None:
+    def __init__(self, total: int, per_address: int, error_log_window: float = 600.0) -> None:
         self.total = total
-        self.aftermath = aftermath  # when what a flood set going has surely ended
         self.per_address = per_address
         self.open = 0
         self._by_address: dict[str, int] = {}
         self.refused = {"address": 0, "total": 0}
-        self.peak = 0  # most open at once since memory was last given back
-        self._flood_over = trio.Event()
         self._out_of_resources = Throttled(log, error_log_window)
 
     def admit(self, address: str) -> bool:
@@ -101,7 +89,6 @@ class ConnectionGate:
             return False
         self._by_address[address] = held + 1
         self.open += 1
-        self.peak = max(self.peak, self.open)
         return True
 
     def release(self, address: str) -> None:
@@ -111,8 +98,6 @@ class ConnectionGate:
         else:
             del self._by_address[address]
         self.open -= 1
-        if self.peak >= FLOOD_CONNECTIONS and self.open <= self.peak // 4:
-            self._flood_over.set()
 
     def out_of_resources(self, exc: OSError) -> None:
         """accept(2) failed for want of descriptors or memory: one line, at most once
@@ -122,67 +107,6 @@ class ConnectionGate:
             trio.current_time(), "accept failed: %s (%s) with %d connections open; "
             "accepting again in %g s", name, os.strerror(exc.errno or 0), self.open,
             ACCEPT_PAUSE)
-
-    async def give_back_after_floods(self, settle: float = 1.0) -> None:
-        """Forever: once a flood is over, wait for the rest of it to close (until the
-        open connections stop falling for ``settle`` seconds, at most ten times that),
-        then give its memory back; and again every ``aftermath`` seconds, three
-        times, unless another flood has begun: what the flood set going frees some
-        time after it (bench/flood.py: 79 -> 70 MiB a minute later, against 65 at the
-        start). Cancel to stop."""
-        while True:
-            await self._flood_over.wait()
-            self._flood_over = trio.Event()
-            peak, self.peak = self.peak, self.open  # the next flood is counted afresh
-            for _ in range(10):
-                falling = self.open
-                await trio.sleep(settle)
-                if self.open >= falling:
-                    break
-            self._give_back(f"{peak} connections at the peak, {self.open} open now")
-            for n in range(1, AFTERMATHS + 1):
-                await trio.sleep(self.aftermath)
-                if self.peak >= FLOOD_CONNECTIONS:
-                    break  # another flood: counted afresh
-                self._give_back(f"{n * self.aftermath:g} s after the flood")
-
-    def _give_back(self, when: str) -> None:
-        before = give_back_memory()
-        log.info("%s: memory given back (RSS %s -> %s MiB)", when, before, _rss_mib())
-
-
-def give_back_memory() -> str:
-    """Collect garbage, then have glibc return the free pages of its heaps to the
-    system (``malloc_trim``: free memory between live blocks stays in the process
-    otherwise, and a flood leaves its heap full of holes; ``serve`` runs on glibc's
-    allocator for this, see :mod:`leasegate.allocator`); a no-op where there is no
-    glibc. Returns the RSS before, in MiB, as text."""
-    before = _rss_mib()
-    gc.collect()
-    if _malloc_trim is not None:
-        _malloc_trim(0)
-    return before
-
-
-def _load_malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError, TypeError):
-        return None
-    return trim
-
-
-_malloc_trim = _load_malloc_trim()
-
-
-def _rss_mib() -> str:
-    try:
-        with open("/proc/self/statm") as statm:
-            pages = int(statm.read().split()[1])
-    except (OSError, IndexError, ValueError):
-        return "?"
-    return f"{pages * os.sysconf('SC_PAGE_SIZE') / 2**20:.0f}"
 
 
 async def serve_http(app: AppWrapper, config: Config, sockets: Sockets, gate: ConnectionGate,
@@ -208,7 +132,6 @@ async def serve_http(app: AppWrapper, config: Config, sockets: Sockets, gate: Co
             try:
                 async with trio.open_nursery() as accepting:
                     accepting.start_soon(_cancel_when, shutdown_trigger, accepting.cancel_scope)
-                    accepting.start_soon(gate.give_back_after_floods)
                     for sock in sockets.insecure_sockets:
                         listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
                         accepting.start_soon(_accept, listener, gate, connections, handler)

@@ -1,6 +1,6 @@
 """What every request goes through before its route: the request id, the drain,
 misrouted paths, query names, the key, the route's roles, path ids; once they pass,
-the ``100 Continue`` a client may wait for before it sends its body (``continuation``).
+the ``100 Continue`` a client may wait for before it sends its body (``context.continue_body``).
 
 What a route needs checked is worked out once per route (its :class:`RoutePlan`:
 public or not, the roles it was marked for, its path ids, whether it takes query
@@ -11,15 +11,14 @@ parameters), not on every request::
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import secrets
 import time
 from dataclasses import dataclass
 
-from quart import Quart, Request
-from quart.globals import _cv_app, _cv_request
-from quart_schema.validation import QUART_SCHEMA_QUERYSTRING_ATTRIBUTE
+from quart import Quart, Request, g, request
 
 from leasegate.actors.keys.views import Principal
 from leasegate.actors.runtime.mailbox import request_id
@@ -27,8 +26,7 @@ from leasegate.errors import Forbidden, InvalidRequest, Unavailable
 from leasegate.http.openapi import docs
 from leasegate.http.server import errors
 from leasegate.http.server.auth import Authenticator
-from leasegate.http.server.context import header
-from leasegate.http.server.continuation import continue_body, continues_body_itself
+from leasegate.http.server.context import continue_body, continues_body_itself, header
 from leasegate.ids import ID_RULE, is_id
 from leasegate.system import System
 
@@ -83,7 +81,7 @@ class Preflight:
         return RoutePlan(
             public=endpoint is None or endpoint in PUBLIC_ENDPOINTS or metrics_public,
             console=endpoint is not None and endpoint.startswith(f"{CONSOLE_BLUEPRINT}."),
-            takes_query=getattr(view, QUART_SCHEMA_QUERYSTRING_ATTRIBUTE, None) is not None,
+            takes_query=_takes_query(view),
             roles=getattr(view, "allowed_roles", None),
             id_args=tuple(name for name in ID_ARGS if name in arguments),
             continues_body_itself=continues_body_itself(view))
@@ -91,9 +89,6 @@ class Preflight:
     async def check(self) -> None:
         """The before-request hook (a coroutine function: Quart runs any other kind
         on a thread)."""
-        # The contexts themselves, not through Quart's proxies (request, g), which
-        # cost a lookup each time they are read.
-        request = _cv_request.get().request
         plan = await self._check(request)
         # No route (a 404 or 405 follows): no body is wanted either.
         if request.endpoint is not None and not plan.continues_body_itself:
@@ -101,7 +96,6 @@ class Preflight:
 
     async def _check(self, request: Request) -> RoutePlan:
         """What must pass before the body is wanted; the route's plan."""
-        g = _cv_app.get().g
         g.started = time.perf_counter()
         if self.system.draining:
             _refuse_while_draining(self.system)
@@ -138,6 +132,13 @@ class Preflight:
                 if name in view_args and not is_id(view_args[name]):
                     raise InvalidRequest(f"{name} must be {ID_RULE}")
         return plan
+
+
+def _takes_query(view: object) -> bool:
+    """Whether ``view`` validates its query string: quart-schema's
+    ``validate_querystring`` hands it ``query_args`` (its signature, through the
+    decorators' ``functools.wraps``, is the view's own)."""
+    return callable(view) and "query_args" in inspect.signature(view).parameters
 
 
 def check_roles(principal: Principal, marked: Roles) -> None:
