@@ -21,6 +21,7 @@ from leasegate.actors.queue.elsewhere import (
     payloads,
 )
 from leasegate.actors.queue.event_hub import (
+    IDLE_SECONDS,
     TAIL_FALLBACK_SECONDS,
     EventFilter,
     EventHub,
@@ -166,6 +167,10 @@ class Table:
         await trio.sleep(0.001)  # a database round trip
         return [e for e in self.rows if e.event_id > event_id][:limit], False
 
+    async def head(self) -> int:
+        await trio.sleep(0.001)
+        return max((e.event_id for e in self.rows), default=0)
+
 
 async def test_a_tailing_hub_streams_every_gateways_events_in_id_order_once(
         autojump_clock: trio.testing.MockClock) -> None:
@@ -216,6 +221,57 @@ async def test_a_last_event_id_from_another_gateway_resumes_once_the_table_is_re
         reset = await unknown.next(1)
         assert isinstance(reset, Reset) and reset.event_id == 13
         assert "not handed out" in reset.reason
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_tailing_hub_nobody_streams_from_reads_nothing_and_catches_up_for_a_reader(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """No stream open: no read of the table, whatever the gateways commit (this gateway's
+    metrics still count its own events); the next stream waits for the catch-up, so
+    one from now starts at the table's end and a Last-Event-ID resumes exactly."""
+    table = Table()
+    hub = EventHub(capacity=100, max_readers=10, tail=table.after, head=table.head)
+    ours: list[int] = []
+    hub.own_listeners.append(lambda e: ours.append(e.event_id))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.run)
+        for n in range(1, 51):
+            table.rows.append(_event(n))
+            if n % 2:
+                hub.publish(_event(n))  # ours
+            else:
+                hub.poke()  # another gateway's notice
+            await trio.sleep(1)
+        assert table.reads == 0
+        assert ours == list(range(1, 51, 2))  # told as published, not read back
+        now = hub.subscribe(EventFilter(), after=None)
+        resumed = hub.subscribe(EventFilter(), after=40)
+        for reader in (now, resumed):
+            await reader.begin()
+        assert (now.cursor, resumed.cursor) == (50, 40)
+        table.rows.append(_event(51))
+        hub.poke()
+        for reader, ids in ((now, [51]), (resumed, [41, 42, 43, 44, 45, 46, 47, 48, 49,
+                                                    50, 51])):
+            got = await reader.next(1)
+            assert isinstance(got, list) and [e.event_id for e in got] == ids
+        assert ours == list(range(1, 51, 2))  # not counted again from the table
+        # The streams end: the hub stops reading a while after.
+        await trio.sleep(IDLE_SECONDS + TAIL_FALLBACK_SECONDS * 2)
+        reads = table.reads
+        for n in range(52, 400):  # the ring's capacity and more, while nobody reads
+            table.rows.append(_event(n))
+            hub.poke()
+        await trio.sleep(60)
+        assert table.reads == reads
+        behind = hub.subscribe(EventFilter(), after=250)  # gone past the ring
+        kept = hub.subscribe(EventFilter(), after=350)
+        reset = await behind.next(1)
+        assert isinstance(reset, Reset) and reset.event_id == 399
+        assert "older than the events kept" in reset.reason
+        got = await kept.next(1)
+        assert isinstance(got, list) and [e.event_id for e in got] == list(range(351, 400))
+        assert table.reads - reads <= 3  # the catch-up read only the ring's worth
         nursery.cancel_scope.cancel()
 
 
