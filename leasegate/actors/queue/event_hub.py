@@ -374,7 +374,11 @@ class Reader:
         if self._deferred:
             self._deferred = False
             hub = self.hub
-            await hub.caught_up(AHEAD_WAIT_SECONDS if hub.current else CATCH_UP_SECONDS)
+            with trio.CancelScope() as self._waiting:  # end() ends the wait too
+                if not self._ended:
+                    await hub.caught_up(AHEAD_WAIT_SECONDS if hub.current
+                                        else CATCH_UP_SECONDS)
+            self._waiting = None
             self.cursor = hub.last_event_id
             if self._after is not None:
                 self._resume(self._after)
