@@ -28,6 +28,7 @@ from leasegate.actors.queue.event_hub import (
     Reset,
 )
 from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.queue.leases import DryFilters, left_for_others
 from leasegate.actors.runtime.turn import Turn
 from leasegate.storage.keys_sql import REVOKED_NOTICE
 from leasegate.storage.notices_sql import MAX_PAYLOAD
@@ -273,6 +274,20 @@ async def test_a_tailing_hub_nobody_streams_from_reads_nothing_and_catches_up_fo
         assert isinstance(got, list) and [e.event_id for e in got] == list(range(351, 400))
         assert table.reads - reads <= 3  # the catch-up read only the ring's worth
         nursery.cancel_scope.cancel()
+
+
+def test_a_site_whose_work_a_lease_parked_here_took_whole_is_left_out_of_the_notices(
+        ) -> None:
+    dry = DryFilters()
+    dry.add(7, ("north",))  # in turn 7 a lease for north got fewer than its max
+    topics: set[Hashable] = {("site", "north"), ("site", "*"), ("site", "south"),
+                             ("job", "t1")}
+    assert left_for_others(topics, dry, 7) == {("site", "south"), ("site", "*"),
+                                               ("job", "t1")}
+    assert left_for_others({("site", "north"), ("site", "*")}, dry, 7) == set()
+    assert left_for_others(topics, dry, 8) == topics  # another turn's filters say nothing
+    dry.add(7, None)  # one for every site: nothing is left anywhere
+    assert left_for_others(topics, dry, 7) == {("job", "t1")}
 
 
 def test_a_notice_is_small_json() -> None:

@@ -199,11 +199,15 @@ class Elsewhere:
 
     def announcer(self, actor: str) -> Callable[[Turn], None]:
         """What the actor ``actor`` calls before each commit (``Actor.announce``): the
-        turn's topics are queued to go once it has committed."""
+        turn's topics are queued to go once it has committed, but those whose work its
+        own parked requests took to the last job (``Turn.left_for_others``)."""
         outgoing = self._outgoing[actor]
 
         def announce(turn: Turn) -> None:
-            topics, everything = set(turn.announce), turn.announce_all
+            everything = turn.announce_all
+            topics = set(turn.announce) if everything else turn.left_for_others()
+            if not (topics or everything):
+                return
 
             def committed() -> None:
                 outgoing.topics |= topics
