@@ -9,10 +9,12 @@ import json
 from collections.abc import Hashable
 from functools import partial
 
+import pytest
 import trio
 import trio.testing
 
 from leasegate.actors.queue.elsewhere import (
+    JOB_NOTICE_GAP_SECONDS,
     MAX_NOTICES,
     NOTICE_GAP_SECONDS,
     Elsewhere,
@@ -171,6 +173,49 @@ class Table:
     async def head(self) -> int:
         await trio.sleep(0.001)
         return max((e.event_id for e in self.rows), default=0)
+
+
+async def test_notices_that_wake_no_lease_wait_longer_for_company(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """A job's change (a GET ?wait_seconds elsewhere may wait on it) goes within
+    JOB_NOTICE_GAP_SECONDS, with every other change of that time; a site's new work
+    cuts the wait short."""
+    sent: list[tuple[float, list[str]]] = []
+
+    async def send(notices: list[str]) -> None:
+        sent.append((trio.current_time(), notices))
+
+    elsewhere = Elsewhere("gw-a", {"tasks": FakeQueue(), "queries": FakeQueue()})
+    elsewhere.send_with(send, error_log_window=600)
+    announce = elsewhere.announcer("tasks")
+
+    def commit(*topics: Hashable) -> None:
+        turn = Turn("tasks")
+        turn.work_may_be_available(*topics)
+        announce(turn)
+        for effect in turn.effects:
+            effect()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(elsewhere.run)
+        began = trio.current_time()
+        for n in range(20):
+            commit(("job", f"t{n}"))
+            await trio.sleep(JOB_NOTICE_GAP_SECONDS / 10)
+        await trio.sleep(1)
+        assert [round(at - began, 3) for at, _ in sent] == [0.05, 0.105]  # 20 in 2 sends
+        heard = [decode(n) for _, notices in sent for n in notices]
+        assert sorted(t for n in heard if n is not None for t in n.topics) == sorted(
+            ("job", f"t{n}") for n in range(20))
+        sent.clear()
+        began = trio.current_time()
+        commit(("job", "t99"))
+        await trio.sleep(JOB_NOTICE_GAP_SECONDS / 5)
+        commit(("site", "shop"))  # a lease may wait for it: within NOTICE_GAP_SECONDS
+        await trio.sleep(1)
+        assert [at - began for at, _ in sent] == [
+            pytest.approx(JOB_NOTICE_GAP_SECONDS / 5 + NOTICE_GAP_SECONDS)]
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_tailing_hub_streams_every_gateways_events_in_id_order_once(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Collection, Hashable
-from typing import Final
+from typing import Final, TypeGuard
 
 from leasegate.actors.runtime.parking import Wait
 from leasegate.errors import Forbidden
@@ -78,6 +78,11 @@ def new_work(site: str) -> tuple[Hashable, ...]:
 ALL_SITES: Final = ("site", "*")
 
 
+def wakes_leases(topic: Hashable) -> TypeGuard[tuple[str, str]]:
+    """Whether ``topic`` is one of :func:`new_work`'s (the others name a job)."""
+    return isinstance(topic, tuple) and len(topic) == 2 and topic[0] == "site"
+
+
 def left_for_others(topics: Collection[Hashable], dry: DryFilters, turn: int
                     ) -> set[Hashable]:
     """Of the topics a turn woke, those other gateways' parked requests still need
@@ -89,7 +94,7 @@ def left_for_others(topics: Collection[Hashable], dry: DryFilters, turn: int
     left: set[Hashable] = set()
     sites_woken = False
     for topic in topics:
-        if not (isinstance(topic, tuple) and len(topic) == 2 and topic[0] == "site"):
+        if not wakes_leases(topic):
             left.add(topic)
         elif topic != ALL_SITES:
             sites_woken = True
