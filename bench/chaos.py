@@ -79,7 +79,6 @@ ENV = {
     "LEASEGATE_LEDGER_RECOVER_INTERVAL": "2",
     "LEASEGATE_DRAIN_SECONDS": "0.2",
 }
-FAST = Retry(attempts=2, backoff=0.1, max_backoff=1.0)
 # A producer's failover is its retry: a gateway that does not answer is left at once.
 ONCE = Retry(attempts=1)
 DOWN_SECONDS = 0.5  # a gateway that refused a producer is tried again after this
@@ -89,6 +88,9 @@ BATCH = 20  # jobs a worker leases in one call and runs side by side
 # or a start whose reply was lost ends the task "failed (not executed)", as the SDK's
 # protocol says it must.
 PATIENT = Retry(attempts=60, backoff=0.1, max_backoff=1.0)
+# The checks after the run: a 503 (a deadlock between the gateways' turns, aborted by
+# PostgreSQL) is tried again, not taken for the run's failure.
+CHECKS = Retry(attempts=10, backoff=0.2, max_backoff=2.0)
 
 
 @dataclass
@@ -243,19 +245,19 @@ def workers(urls: list[str], key: str, per_gateway: int, tally: Tally) -> Iterat
 
 
 def statuses(url: str, key: str, task_ids: set[str]) -> dict[str, str]:
-    with Client(url, key, timeout=10, retry=FAST) as client, ThreadPoolExecutor(8) as pool:
+    with Client(url, key, timeout=10, retry=CHECKS) as client, ThreadPoolExecutor(8) as pool:
         return dict(pool.map(lambda task_id: (task_id, client.get_task(task_id)["status"]),
                              sorted(task_ids)))
 
 
 def unfinished(url: str, key: str) -> int:
-    with Client(url, key, timeout=10, retry=FAST) as client:
+    with Client(url, key, timeout=10, retry=CHECKS) as client:
         return sum(len(client.list_tasks(status=status, limit=500)["items"])
                    for status in ("queued", "leased", "running"))
 
 
 def ledger(url: str, admin: str) -> tuple[bool, int]:
-    with Client(url, admin, timeout=30, retry=FAST) as client:
+    with Client(url, admin, timeout=30, retry=CHECKS) as client:
         audit = client._http.call("GET", "/v1/ledger/audit")
         holds = client._http.call("GET", "/v1/ledger/holds",
                                   params={"status": "open", "limit": 500})
