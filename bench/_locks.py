@@ -187,6 +187,11 @@ def report_locks(runs: list[LockRun]) -> None:
                 if len(mine) > 1 and first[3] else "")
         say(f"    gateways' CPU per job by gateways: {cpus}{flat}")
         _projection(first)
+    over = [f"{lock} ({label}, {gateways} gateway(s): {table.held_fraction(lock):.0%})"
+            for label, gateways, _, _, _, table in runs for lock in table.locks
+            if table.held_fraction(lock) > HOT_PATH_LIMIT]
+    say("  " + (f"held more than {HOT_PATH_LIMIT:.0%} of a run: {'; '.join(over)}" if over
+                else f"no lock on the hot path held more than {HOT_PATH_LIMIT:.0%} of the run"))
 
 
 def _projection(run: LockRun) -> None:

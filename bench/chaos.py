@@ -4,13 +4,25 @@
     .venv/bin/python bench/chaos.py                    # 20 cycles, one every 3 s
     .venv/bin/python bench/chaos.py --cycles 5 --every 2 --server postgresql://...
 
-A fresh database is made on ``--server`` (and dropped after). Producers submit tasks
-with their own ids and a ``max_cost``, each to one gateway and, when that one is down,
-the same id to the other (a replay, never a second job); a submit is *acknowledged*
-once a gateway answered it. Workers (the SDK's ``Worker``, two per gateway) run a
-handler that counts each run per task. After the last cycle the producers stop and
-every acknowledged task must end ``succeeded``. It prints:
+A fresh database is made on ``--server`` (and dropped after). Producers (4 at 25 tasks/s
+by default, ``--per-call`` 5 a call) submit tasks with their own ids and a
+``max_cost``, each to one gateway and,
+when that one is down, the same id to the other at once (a replay, never a second
+job); a gateway that refused a connection is passed over for ``DOWN_SECONDS``. Each
+producer keeps to its rate by the clock (the n-th submit is due n / rate seconds after
+its first) with up to ``IN_FLIGHT`` submits under way, so neither a slow answer nor a
+failover lowers the rate asked for (only a gateway that cannot take it does). A submit
+is *acknowledged* once a gateway answered it. Workers (the SDK's ``Worker`` with
+``batch`` 20, four per gateway) are given both gateways, their own first: a worker
+whose gateway is killed goes on through the other (its start or result sent again
+there with the same lease token). Each runs a handler that counts each run per task. After
+the last cycle the producers stop and every acknowledged task must end ``succeeded``.
+It prints:
 
+* jobs/s: acknowledged tasks / seconds from the first submit until every one had
+  ended (kills, restarts and the settling after the last cycle all count), beside the
+  rate the producers were asked for and the rate at which they were acknowledged
+  (acknowledged / seconds the producers ran);
 * acknowledged: tasks some gateway acknowledged;
 * lost: acknowledged tasks that did not succeed (0 expected; their statuses shown);
 * executed twice: tasks whose handler ran more than once (0 expected: at most once);
@@ -56,7 +68,9 @@ SITE = "chaos"
 KIND = "order"
 MAX_COST = 5
 COST = 3
-LANES = 64
+# Accounts the tasks are spread over: one task in flight per lane, each held from its
+# lease to its result (a few round trips), so 64 lanes capped the run near 40 tasks/s.
+LANES = 1000
 CREDIT = 10**9
 ENV = {
     "LEASEGATE_RATE_LIMIT_PER_SECOND": "0",
@@ -64,11 +78,18 @@ ENV = {
     "LEASEGATE_LEDGER_RECOVER_INTERVAL": "2",
     "LEASEGATE_DRAIN_SECONDS": "0.2",
 }
-FAST = Retry(attempts=2, backoff=0.1, max_backoff=1.0)
-# A worker talks to one gateway: its retries must outlast that gateway's restart (a few
-# seconds, more on a busy machine), or a start whose reply was lost ends the task
-# "failed (not executed)", as the SDK's protocol says it must.
+# A producer's failover is its retry: a gateway that does not answer is left at once.
+ONCE = Retry(attempts=1)
+DOWN_SECONDS = 0.5  # a gateway that refused a producer is tried again after this
+IN_FLIGHT = 16  # submits a producer has under way at most
+BATCH = 20  # jobs a worker leases in one call and runs side by side
+# A worker's retries (through either gateway) must outlast both being down for a moment,
+# or a start whose reply was lost ends the task "failed (not executed)", as the SDK's
+# protocol says it must.
 PATIENT = Retry(attempts=60, backoff=0.1, max_backoff=1.0)
+# The checks after the run: a 503 (a deadlock between the gateways' turns, aborted by
+# PostgreSQL) is tried again, not taken for the run's failure.
+CHECKS = Retry(attempts=10, backoff=0.2, max_backoff=2.0)
 
 
 @dataclass
@@ -78,6 +99,7 @@ class Tally:
     runs: Counter[str] = field(default_factory=Counter)
     retried_elsewhere: int = 0
     refused: Counter[str] = field(default_factory=Counter)
+    first_submit: float | None = None  # time.monotonic() of the first submit sent
 
     def ran(self, task_id: str) -> None:
         with self.lock:
@@ -113,41 +135,84 @@ class Gateways:
             stop(served)
 
 
-def produce(urls: list[str], key: str, number: int, rate: float, tally: Tally,
-            stopping: threading.Event) -> None:
-    clients = [Client(url, key, timeout=5, retry=FAST) for url in urls]
+def produce(urls: list[str], key: str, number: int, args: argparse.Namespace,
+            tally: Tally, stopping: threading.Event) -> None:
+    clients = [Client(url, key, timeout=5, retry=ONCE) for url in urls]
+    down_until = [0.0] * len(clients)
+    slots = threading.Semaphore(IN_FLIGHT)
+
+    def submit(items: list[tuple[str, int]]) -> None:
+        try:
+            _submit(clients, down_until, items, tally)
+        finally:
+            slots.release()
+
     n = 0
+    began = time.monotonic()
+    with tally.lock:
+        tally.first_submit = min(tally.first_submit or began, began)
     try:
-        while not stopping.is_set():
-            task_id = f"p{number}-{n}"
-            _submit(clients, task_id, n, tally)
-            n += 1
-            stopping.wait(1 / rate)
+        with ThreadPoolExecutor(IN_FLIGHT) as pool:
+            while not stopping.is_set():
+                slots.acquire()
+                pool.submit(submit, [(f"p{number}-{n + i}", number + n + i)
+                                     for i in range(args.per_call)])
+                n += args.per_call
+                stopping.wait(max(0.0, began + n / args.rate - time.monotonic()))
     finally:
         for client in clients:
             client.close()
 
 
-def _submit(clients: list[Client], task_id: str, n: int, tally: Tally) -> None:
-    """Until a gateway answers: the first choice, then the other with the same id."""
-    for attempt in range(200):
-        client = clients[(n + attempt) % len(clients)]
+def _submit(clients: list[Client], down_until: list[float], items: list[tuple[str, int]],
+            tally: Tally) -> None:
+    """Until a gateway answers each of ``items`` (task id, n): the n-th gateway in turn
+    (the other while it is marked down), then the other with the same ids at once; after
+    a round of failures, 0.1 s."""
+    start = items[0][1] % len(clients)
+    if down_until[start] > time.monotonic():
+        start += 1
+    for attempt in range(400):
+        at = (start + attempt) % len(clients)
         try:
-            client.submit_task(SITE, KIND, {"n": n}, task_id=task_id,
-                               account=f"lane-{n % LANES}", max_cost=MAX_COST)
+            answers = _send(clients[at], items)
         except TransportError:
-            pass
+            down_until[at] = time.monotonic() + DOWN_SECONDS
         except LeasegateError as error:
             if error.status != 503:
                 with tally.lock:
-                    tally.refused[f"{error.status} {error.type}"] += 1
+                    tally.refused[f"{error.status} {error.type}"] += len(items)
                 return
         else:
+            again = []
             with tally.lock:
-                tally.acknowledged.add(task_id)
-                tally.retried_elsewhere += attempt > 0
-            return
-        time.sleep(0.1)
+                for item, answer in zip(items, answers, strict=True):
+                    if answer is None:
+                        tally.acknowledged.add(item[0])
+                        tally.retried_elsewhere += attempt > 0
+                    elif answer.status == 503:
+                        again.append(item)
+                    else:
+                        tally.refused[f"{answer.status} {answer.type}"] += 1
+            if not again:
+                return
+            items = again
+        if attempt % len(clients) == len(clients) - 1:
+            time.sleep(0.1)
+
+
+def _send(client: Client, items: list[tuple[str, int]]) -> list[LeasegateError | None]:
+    """Submit ``items``: one alone, several in one batch call; each one's error, if any."""
+    if len(items) == 1:
+        ((task_id, n),) = items
+        client.submit_task(SITE, KIND, {"n": n}, task_id=task_id, account=f"lane-{n % LANES}",
+                           max_cost=MAX_COST)
+        return [None]
+    bodies = [{"site": SITE, "kind": KIND, "params": {"n": n}, "task_id": task_id,
+               "account": f"lane-{n % LANES}", "max_cost": MAX_COST}
+              for task_id, n in items]
+    return [answer if isinstance(answer, LeasegateError) else None
+            for answer in client.submit_many_tasks(bodies)]
 
 
 def handler_for(tally: Tally) -> Any:
@@ -162,9 +227,9 @@ def handler_for(tally: Tally) -> Any:
 
 @contextmanager
 def workers(urls: list[str], key: str, per_gateway: int, tally: Tally) -> Iterator[None]:
-    running = [Worker(url, key, f"chaos-{g}-{w}", sites=[SITE], wait_seconds=5,
-                      retry=PATIENT, timeout=10)
-               for g, url in enumerate(urls) for w in range(per_gateway)]
+    running = [Worker(urls[g:] + urls[:g], key, f"chaos-{g}-{w}", sites=[SITE],
+                      wait_seconds=5, retry=PATIENT, timeout=10, batch=BATCH)
+               for g in range(len(urls)) for w in range(per_gateway)]
     threads = [threading.Thread(target=worker.run, args=(handler_for(tally),), daemon=True)
                for worker in running]
     for thread in threads:
@@ -179,19 +244,19 @@ def workers(urls: list[str], key: str, per_gateway: int, tally: Tally) -> Iterat
 
 
 def statuses(url: str, key: str, task_ids: set[str]) -> dict[str, str]:
-    with Client(url, key, timeout=10, retry=FAST) as client, ThreadPoolExecutor(8) as pool:
+    with Client(url, key, timeout=10, retry=CHECKS) as client, ThreadPoolExecutor(8) as pool:
         return dict(pool.map(lambda task_id: (task_id, client.get_task(task_id)["status"]),
                              sorted(task_ids)))
 
 
 def unfinished(url: str, key: str) -> int:
-    with Client(url, key, timeout=10, retry=FAST) as client:
+    with Client(url, key, timeout=10, retry=CHECKS) as client:
         return sum(len(client.list_tasks(status=status, limit=500)["items"])
                    for status in ("queued", "leased", "running"))
 
 
 def ledger(url: str, admin: str) -> tuple[bool, int]:
-    with Client(url, admin, timeout=30, retry=FAST) as client:
+    with Client(url, admin, timeout=30, retry=CHECKS) as client:
         audit = client._http.call("GET", "/v1/ledger/audit")
         holds = client._http.call("GET", "/v1/ledger/holds",
                                   params={"status": "open", "limit": 500})
@@ -228,9 +293,8 @@ def _chaos(gateways: Gateways, args: argparse.Namespace, tally: Tally) -> int:
         admin.credit("default", CREDIT, "chaos")
     stopping = threading.Event()
     producers = [threading.Thread(target=produce, args=(
-        gateways.urls, keys["client"], p, args.rate, tally, stopping))
+        gateways.urls, keys["client"], p, args, tally, stopping))
         for p in range(args.producers)]
-    began = time.monotonic()
     with workers(gateways.urls, keys["worker"], args.workers, tally):
         for producer in producers:
             producer.start()
@@ -243,16 +307,29 @@ def _chaos(gateways: Gateways, args: argparse.Namespace, tally: Tally) -> int:
         stopping.set()
         for producer in producers:
             producer.join()
-        settle(gateways, time.monotonic() + args.settle)
-    return report(gateways, tally, time.monotonic() - began, describe(args))
+        produced = time.monotonic()
+        settle(gateways, produced + args.settle)
+        ended = time.monotonic()
+    began = tally.first_submit or produced
+    rates = Rates(args.producers * args.rate, len(tally.acknowledged) / (produced - began),
+                  len(tally.acknowledged) / (ended - began), ended - began)
+    return report(gateways, tally, rates, describe(args))
+
+
+@dataclass(frozen=True)
+class Rates:
+    asked: float  # producers x rate
+    acknowledged: float  # acknowledged / seconds the producers ran
+    jobs: float  # acknowledged / seconds from the first submit until all had ended
+    seconds: float
 
 
 def describe(args: argparse.Namespace) -> str:
     return (f"{args.cycles} cycles every {args.every:g} s, {args.producers} producers "
-            f"at {args.rate:g}/s, {args.workers} workers per gateway")
+            f"at {args.rate:g}/s ({args.per_call} a call), {args.workers} workers per gateway")
 
 
-def report(gateways: Gateways, tally: Tally, seconds: float, what: str) -> int:
+def report(gateways: Gateways, tally: Tally, rates: Rates, what: str) -> int:
     keys = gateways.keys
     found = statuses(gateways.urls[1], keys["admin"], tally.acknowledged)
     ended = Counter(found.values())
@@ -264,7 +341,9 @@ def report(gateways: Gateways, tally: Tally, seconds: float, what: str) -> int:
     open_holds = books[0][1]
     say()
     say(f"chaos: {what}")
-    say(f"  run time            {seconds:.0f} s")
+    say(f"  jobs/s              {rates.jobs:.0f} (acknowledged / {rates.seconds:.0f} s from "
+        f"the first submit until every one had ended); producers asked for "
+        f"{rates.asked:.0f}/s, acknowledged {rates.acknowledged:.0f}/s while they ran")
     say(f"  acknowledged        {len(tally.acknowledged)} (sent again to the other gateway "
         f"after a failure: {tally.retried_elsewhere})")
     say(f"  succeeded           {ended.get('succeeded', 0)}")
@@ -288,11 +367,14 @@ def main() -> int:
                         help="the PostgreSQL server (a fresh database is made on it)")
     parser.add_argument("--cycles", type=int, default=20, help="kills (alternating A, B)")
     parser.add_argument("--every", type=float, default=3.0, help="seconds between kills")
-    parser.add_argument("--producers", type=int, default=2)
-    parser.add_argument("--rate", type=float, default=10.0,
+    parser.add_argument("--producers", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=25.0,
                         help="submits per second per producer")
-    parser.add_argument("--workers", type=int, default=2, help="SDK workers per gateway")
-    parser.add_argument("--settle", type=float, default=90.0,
+    parser.add_argument("--workers", type=int, default=4, help="SDK workers per gateway")
+    parser.add_argument("--per-call", type=int, default=5,
+                        help="tasks a producer submits in one call (1: submit_task; more: "
+                             "submit_many_tasks), at the same rate of tasks")
+    parser.add_argument("--settle", type=float, default=300.0,
                         help="seconds allowed after the last cycle for every task to end")
     parser.add_argument("--keep-log", default=None, help="write the gateways' log here")
     args = parser.parse_args()

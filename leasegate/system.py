@@ -151,6 +151,7 @@ class System:
         self._commit_order = events_sql.CommitOrder()
         self.events = EventHub(settings.event_ring_size, settings.event_max_streams,
                                tail=self._tail_events if shared else None,
+                               head=self._head_event_id if shared else None,
                                error_log_window=settings.error_log_window)
         artifacts_dir = (Path(settings.artifacts_dir) if settings.artifacts_dir
                          else db_path.parent / "artifacts")
@@ -247,6 +248,10 @@ class System:
         assert self._events_db is not None
         order = self._commit_order
         return await self._events_db.run(lambda conn: committed_after(conn, order, after, limit))
+
+    async def _head_event_id(self) -> int:
+        assert self._events_db is not None
+        return await self._events_db.run(events_sql.last_event_id)
 
     def _database(self, user: str) -> Database:
         """A connection of its own for ``user`` (an actor, or the system's set-up), to
@@ -379,7 +384,8 @@ class System:
                 await db.start()
             await self._admit_storage(self._setup)  # opened as all the others are
             await self._setup.run(migrate)
-            self.events.start(await self._setup.run(events_sql.committed_last_event_id))
+            if not self.events.tailing:  # on PostgreSQL its first reader waits instead
+                self.events.start(await self._setup.run(events_sql.last_event_id))
             await self._audit_ledger()
             async with trio.open_nursery() as actors:
                 for actor in self.actors:

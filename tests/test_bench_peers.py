@@ -79,3 +79,8 @@ def test_the_lock_table_bounds_capacity_by_exclusive_holds_only(
     assert "1: 2.00 ms, 2: 2.10 ms (1.05x with 2)" in out
     # N x 500 jobs/s (1 / 2 ms), capped at the lock's 500 jobs/s
     assert "projected: 1: 500 jobs/s (0.2 db cores); 2: 500 jobs/s" in out
+    assert ("held more than 10% of a run: advisory: ledger account (tasks, unbatched, 1 "
+            "gateway(s): 20%)") in out
+    del table.held["advisory: ledger account"]
+    _locks.report_locks([one, two])
+    assert "no lock on the hot path held more than 10% of the run" in capsys.readouterr().out

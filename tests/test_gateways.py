@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from leasegate.actors.keys.records import CreateKey
+from leasegate.actors.queue.elsewhere import Notice, decode
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from tests.conftest import Gateway, start_gateway
@@ -293,3 +294,47 @@ async def test_a_query_waiting_for_its_retry_is_leased_through_another_gateway_o
         "worker_id": "w2", "wait_seconds": 30, "sites": ["shop"]})
     assert [i["query_id"] for i in reply["items"]] == ["q2"]
     assert trio.current_time() - began <= 2.2
+
+
+async def test_work_a_gateways_own_parked_lease_took_is_not_announced_to_the_others(
+        nursery: trio.Nursery, tmp_path: Path, settings: Settings, clock: Clock,
+        engine: str, autojump_clock: trio.testing.MockClock) -> None:
+    """A submit that a lease parked on the same gateway takes whole (fewer than its max
+    came) tells the other gateways nothing of its site; one that no lease took there
+    tells them, and wakes the lease parked on another gateway."""
+    if engine == "sqlite":
+        pytest.skip("one gateway per SQLite file: nothing crosses")
+    autojump_clock.autojump_threshold = 0.1  # PostgreSQL: the notification's real time
+    a, b = await two(nursery, tmp_path, settings, clock)
+    heard: list[Notice] = []
+    listener = b.system.elsewhere.listener
+    assert listener is not None
+    deliver = listener.deliver
+
+    def spy(raw: list[str]) -> None:
+        heard.extend(n for payload in raw if (n := decode(payload)) is not None)
+        deliver(raw)
+
+    listener.deliver = spy
+
+    def sites_heard() -> set[tuple[str, ...]]:
+        return {t for n in heard for t in n.topics if t[0] == "site"}
+
+    got: list[list[Json]] = []
+
+    async def poll(gw: Gateway, worker_id: str) -> None:
+        got.append(await lease(gw, worker_id, wait_seconds=20, sites=["shop"], max=5))
+
+    async with trio.open_nursery() as polls:
+        polls.start_soon(poll, a, "w1")
+        await trio.sleep(1)
+        await submit(a, task_id="t1")
+        await trio.sleep(1)
+        assert [[i["task_id"] for i in items] for items in got] == [["t1"]]
+        assert heard and sites_heard() == set()  # the job's change went; its site did not
+        polls.start_soon(poll, b, "w2")
+        await trio.sleep(1)
+        await submit(a, task_id="t2", account="acct-2")  # nobody parked on A
+        await trio.sleep(1)
+        assert [i["task_id"] for i in got[1]] == ["t2"]  # B's parked lease woke
+        assert sites_heard() == {("site", "shop"), ("site", "*")}

@@ -122,7 +122,6 @@ def test_a_tail_hands_out_no_id_a_lower_one_can_follow(postgres_url: str) -> Non
     rows, held_back = read
     assert [r["event_id"] for r in rows] == [last] and not held_back
     assert lost < last
-    assert events_sql.committed_last_event_id(reader) == last
     for conn in (first, second, reader):
         conn.close()
 

@@ -9,10 +9,12 @@ import json
 from collections.abc import Hashable
 from functools import partial
 
+import pytest
 import trio
 import trio.testing
 
 from leasegate.actors.queue.elsewhere import (
+    JOB_NOTICE_GAP_SECONDS,
     MAX_NOTICES,
     NOTICE_GAP_SECONDS,
     Elsewhere,
@@ -21,12 +23,14 @@ from leasegate.actors.queue.elsewhere import (
     payloads,
 )
 from leasegate.actors.queue.event_hub import (
+    IDLE_SECONDS,
     TAIL_FALLBACK_SECONDS,
     EventFilter,
     EventHub,
     Reset,
 )
 from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.queue.leases import DryFilters, left_for_others
 from leasegate.actors.runtime.turn import Turn
 from leasegate.storage.keys_sql import REVOKED_NOTICE
 from leasegate.storage.notices_sql import MAX_PAYLOAD
@@ -166,6 +170,53 @@ class Table:
         await trio.sleep(0.001)  # a database round trip
         return [e for e in self.rows if e.event_id > event_id][:limit], False
 
+    async def head(self) -> int:
+        await trio.sleep(0.001)
+        return max((e.event_id for e in self.rows), default=0)
+
+
+async def test_notices_that_wake_no_lease_wait_longer_for_company(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """A job's change (a GET ?wait_seconds elsewhere may wait on it) goes within
+    JOB_NOTICE_GAP_SECONDS, with every other change of that time; a site's new work
+    cuts the wait short."""
+    sent: list[tuple[float, list[str]]] = []
+
+    async def send(notices: list[str]) -> None:
+        sent.append((trio.current_time(), notices))
+
+    elsewhere = Elsewhere("gw-a", {"tasks": FakeQueue(), "queries": FakeQueue()})
+    elsewhere.send_with(send, error_log_window=600)
+    announce = elsewhere.announcer("tasks")
+
+    def commit(*topics: Hashable) -> None:
+        turn = Turn("tasks")
+        turn.work_may_be_available(*topics)
+        announce(turn)
+        for effect in turn.effects:
+            effect()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(elsewhere.run)
+        began = trio.current_time()
+        for n in range(20):
+            commit(("job", f"t{n}"))
+            await trio.sleep(JOB_NOTICE_GAP_SECONDS / 10)
+        await trio.sleep(1)
+        assert [round(at - began, 3) for at, _ in sent] == [0.05, 0.105]  # 20 in 2 sends
+        heard = [decode(n) for _, notices in sent for n in notices]
+        assert sorted(t for n in heard if n is not None for t in n.topics) == sorted(
+            ("job", f"t{n}") for n in range(20))
+        sent.clear()
+        began = trio.current_time()
+        commit(("job", "t99"))
+        await trio.sleep(JOB_NOTICE_GAP_SECONDS / 5)
+        commit(("site", "shop"))  # a lease may wait for it: within NOTICE_GAP_SECONDS
+        await trio.sleep(1)
+        assert [at - began for at, _ in sent] == [
+            pytest.approx(JOB_NOTICE_GAP_SECONDS / 5 + NOTICE_GAP_SECONDS)]
+        nursery.cancel_scope.cancel()
+
 
 async def test_a_tailing_hub_streams_every_gateways_events_in_id_order_once(
         autojump_clock: trio.testing.MockClock) -> None:
@@ -217,6 +268,71 @@ async def test_a_last_event_id_from_another_gateway_resumes_once_the_table_is_re
         assert isinstance(reset, Reset) and reset.event_id == 13
         assert "not handed out" in reset.reason
         nursery.cancel_scope.cancel()
+
+
+async def test_a_tailing_hub_nobody_streams_from_reads_nothing_and_catches_up_for_a_reader(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """No stream open: no read of the table, whatever the gateways commit (this gateway's
+    metrics still count its own events); the next stream waits for the catch-up, so
+    one from now starts at the table's end and a Last-Event-ID resumes exactly."""
+    table = Table()
+    hub = EventHub(capacity=100, max_readers=10, tail=table.after, head=table.head)
+    ours: list[int] = []
+    hub.own_listeners.append(lambda e: ours.append(e.event_id))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hub.run)
+        for n in range(1, 51):
+            table.rows.append(_event(n))
+            if n % 2:
+                hub.publish(_event(n))  # ours
+            else:
+                hub.poke()  # another gateway's notice
+            await trio.sleep(1)
+        assert table.reads == 0
+        assert ours == list(range(1, 51, 2))  # told as published, not read back
+        now = hub.subscribe(EventFilter(), after=None)
+        resumed = hub.subscribe(EventFilter(), after=40)
+        for reader in (now, resumed):
+            await reader.begin()
+        assert (now.cursor, resumed.cursor) == (50, 40)
+        table.rows.append(_event(51))
+        hub.poke()
+        for reader, ids in ((now, [51]), (resumed, [41, 42, 43, 44, 45, 46, 47, 48, 49,
+                                                    50, 51])):
+            got = await reader.next(1)
+            assert isinstance(got, list) and [e.event_id for e in got] == ids
+        assert ours == list(range(1, 51, 2))  # not counted again from the table
+        # The streams end: the hub stops reading a while after.
+        await trio.sleep(IDLE_SECONDS + TAIL_FALLBACK_SECONDS * 2)
+        reads = table.reads
+        for n in range(52, 400):  # the ring's capacity and more, while nobody reads
+            table.rows.append(_event(n))
+            hub.poke()
+        await trio.sleep(60)
+        assert table.reads == reads
+        behind = hub.subscribe(EventFilter(), after=250)  # gone past the ring
+        kept = hub.subscribe(EventFilter(), after=350)
+        reset = await behind.next(1)
+        assert isinstance(reset, Reset) and reset.event_id == 399
+        assert "older than the events kept" in reset.reason
+        got = await kept.next(1)
+        assert isinstance(got, list) and [e.event_id for e in got] == list(range(351, 400))
+        assert table.reads - reads <= 3  # the catch-up read only the ring's worth
+        nursery.cancel_scope.cancel()
+
+
+def test_a_site_whose_work_a_lease_parked_here_took_whole_is_left_out_of_the_notices(
+        ) -> None:
+    dry = DryFilters()
+    dry.add(7, ("north",))  # in turn 7 a lease for north got fewer than its max
+    topics: set[Hashable] = {("site", "north"), ("site", "*"), ("site", "south"),
+                             ("job", "t1")}
+    assert left_for_others(topics, dry, 7) == {("site", "south"), ("site", "*"),
+                                               ("job", "t1")}
+    assert left_for_others({("site", "north"), ("site", "*")}, dry, 7) == set()
+    assert left_for_others(topics, dry, 8) == topics  # another turn's filters say nothing
+    dry.add(7, None)  # one for every site: nothing is left anywhere
+    assert left_for_others(topics, dry, 7) == {("job", "t1")}
 
 
 def test_a_notice_is_small_json() -> None:

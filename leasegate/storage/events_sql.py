@@ -28,7 +28,6 @@ is deleted (retention purge), in that same transaction, whoever deletes it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -185,8 +184,6 @@ _AFTER_PG: Final = _AFTER.replace(
     ", pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS in_flight_from, "
     "pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS begun_before "
     "FROM job_events AS e")
-_SNAPSHOT: Final = ("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, "
-                    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
 
 
 class CommitOrder:
@@ -232,19 +229,3 @@ class CommitOrder:
             return 0
         below, begun_before = self._drawn_below
         return below if in_flight_from >= begun_before else 0
-
-
-def committed_last_event_id(conn: Connection, *, patience: float = 5.0) -> int:
-    """The last id handed out, once every transaction that may hold a lower one has
-    ended (on PostgreSQL: waits for the transactions in flight at the call, at most
-    ``patience`` seconds). Where a gateway's tail starts."""
-    last = last_event_id(conn)
-    if dialect(conn) == "sqlite":
-        return last
-    begun_before = int(conn.execute(_SNAPSHOT).fetchone()[1])
-    give_up = time.monotonic() + patience
-    while int(conn.execute(_SNAPSHOT).fetchone()[0]) < begun_before:
-        if time.monotonic() > give_up:  # a long transaction elsewhere in the cluster
-            break
-        time.sleep(0.005)
-    return last

@@ -10,7 +10,10 @@ holds one lock for the whole server while a transaction that notified commits (i
 notification queue's), so every committing turn would take turns with every other
 gateway's. The topics of every turn of the last ``NOTICE_GAP_SECONDS`` go together, in
 one short transaction of their own (on a connection of their own): notices grow with
-time, not with jobs. Each gateway's listener hands the notices to
+time, not with jobs. Topics that wake no lease (a job's change, for a ``GET
+?wait_seconds`` parked elsewhere) wait up to ``JOB_NOTICE_GAP_SECONDS`` for company:
+every transition of every job names its job, and a notice a transition costs both the
+sender and every listener a turn of their loops. Each gateway's listener hands the notices to
 :meth:`Elsewhere.deliver`, which tells the named actor :class:`WorkElsewhere` through
 its ref; the actor offers the work to its parked messages in a turn of its own, as if
 its own write had woken them, and that turn also recomputes its timers (a claim made
@@ -36,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 import trio
 
 from leasegate.actors.channels import JobQueue
+from leasegate.actors.queue.leases import wakes_leases
 from leasegate.actors.runtime.background import storage_failures_logged
 from leasegate.actors.runtime.mailbox import Tell
 from leasegate.actors.runtime.turn import Turn
@@ -52,6 +56,8 @@ MAX_NOTICES: Final = 8  # per turn; a turn that woke more says "everything" once
 # How long the notices of committed turns gather before they go, together: a wake-up
 # elsewhere comes this much later, and a gateway sends at most ~100 a second.
 NOTICE_GAP_SECONDS: Final = 0.01
+# The same for notices that only name jobs (no lease waits on them): ~20 a second at most.
+JOB_NOTICE_GAP_SECONDS: Final = 0.05
 
 
 @dataclass(frozen=True)
@@ -170,6 +176,7 @@ class Elsewhere:
         # This gateway's committed topics, by actor, until they go (see send_notices).
         self._outgoing = {name: _Pending() for name in queues}
         self._out_ready = trio.Event()
+        self._urgent = trio.Event()  # a topic that wakes leases is among them
         self._send: Callable[[list[str]], Awaitable[object]] | None = None
         self._send_log = Throttled(log, 600.0)
         self._heard_any = heard_any
@@ -199,29 +206,39 @@ class Elsewhere:
 
     def announcer(self, actor: str) -> Callable[[Turn], None]:
         """What the actor ``actor`` calls before each commit (``Actor.announce``): the
-        turn's topics are queued to go once it has committed."""
+        turn's topics are queued to go once it has committed, but those whose work its
+        own parked requests took to the last job (``Turn.left_for_others``)."""
         outgoing = self._outgoing[actor]
 
         def announce(turn: Turn) -> None:
-            topics, everything = set(turn.announce), turn.announce_all
+            everything = turn.announce_all
+            topics = set(turn.announce) if everything else turn.left_for_others()
+            if not (topics or everything):
+                return
+            urgent = everything or any(wakes_leases(topic) for topic in topics)
 
             def committed() -> None:
                 outgoing.topics |= topics
                 outgoing.everything = outgoing.everything or everything
                 self._out_ready.set()
+                if urgent:
+                    self._urgent.set()
 
             turn.after_commit(committed)
 
         return announce
 
     async def _send_notices(self, send: Callable[[list[str]], Awaitable[object]]) -> None:
-        """Every ``NOTICE_GAP_SECONDS`` at most, what the committed turns woke, in one
-        write. One that fails (the database unreachable) is dropped: the other gateways'
-        deadline polls and event reads meet the work a moment later."""
+        """Every ``NOTICE_GAP_SECONDS`` at most (``JOB_NOTICE_GAP_SECONDS`` while no topic
+        wakes a lease), what the committed turns woke, in one write. One that fails (the
+        database unreachable) is dropped: the other gateways' deadline polls and event
+        reads meet the work a moment later."""
         while True:
             await self._out_ready.wait()
+            with trio.move_on_after(JOB_NOTICE_GAP_SECONDS - NOTICE_GAP_SECONDS):
+                await self._urgent.wait()
             await trio.sleep(NOTICE_GAP_SECONDS)
-            self._out_ready = trio.Event()
+            self._out_ready, self._urgent = trio.Event(), trio.Event()
             notices: list[str] = []
             for actor, outgoing in self._outgoing.items():
                 if outgoing.topics or outgoing.everything:

@@ -19,7 +19,15 @@ effects never ran) is skipped.
 
 Several gateways on one PostgreSQL database: the hub is given a ``tail`` (a read of
 the events table after an id) and fills the ring from the table alone, every
-gateway's events in id order. The tail hands out only ids no lower one can follow
+gateway's events in id order, but only while someone reads the stream: a stream open,
+one that ended less than ``IDLE_SECONDS`` ago (an EventSource reconnects within a
+second), or a ring listener. Otherwise it reads nothing, so a gateway that streams to
+nobody does no work for the other gateways' jobs. The first stream after that waits
+for the hub to catch up: it reads from where it stopped, or from ``capacity`` ids
+below the last one handed out (``head``) when it stopped further back than that, the
+ring being emptied then (an older ``Last-Event-ID`` is told it missed events, as when
+the ring has passed it). A gateway starts that way too, so it waits for no
+transaction at start-up. The tail hands out only ids no lower one can follow
 (``events_sql.CommitOrder``: it holds back what lies behind an id still in flight,
 and says so; the hub then reads again after ``HELD_BACK_SECONDS``), so a tail never
 skips one, and the holes it hands out past (rolled-back ids) are never filled. A local commit's
@@ -31,6 +39,8 @@ reads are at least ``TAIL_GAP_SECONDS`` apart: under load the reads grow with ti
 not with commits.
 A ``Last-Event-ID`` handed out by another gateway may be ahead of this one's ring
 for a moment: the reader waits for one read of the table before it judges it.
+This gateway's metrics (``own_listeners``) are told of its own commits' events as they
+are published, not from the table: they need no order, and no read.
 """
 
 from __future__ import annotations
@@ -66,11 +76,18 @@ HELD_BACK_SECONDS: Final = 0.05
 # per notice of every other gateway) would grow with the jobs; this way it grows with
 # time, each read taking what the commits of the gap left.
 TAIL_GAP_SECONDS: Final = 0.01
+# A tailing hub stops reading the table once no stream has been open, nor subscribed,
+# for this long; the first stream after that waits (at most CATCH_UP_SECONDS) for it
+# to catch up.
+IDLE_SECONDS: Final = 30.0
+CATCH_UP_SECONDS: Final = 10.0
 
 Tail = Callable[[int, int], Awaitable[tuple[list[JobEvent], bool]]]
 """``tail(after, limit)``: up to ``limit`` committed events with ids above ``after``, in
 id order, that no lower id can follow, and whether more are held back
 (``history.committed_after``)."""
+Head = Callable[[], Awaitable[int]]
+"""``head()``: the last event id handed out, committed or not (``events_sql.last_event_id``)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +119,7 @@ class Reset:
 
 class EventHub:
     def __init__(self, capacity: int, max_readers: int, tail: Tail | None = None, *,
-                 error_log_window: float = 600.0) -> None:
+                 head: Head | None = None, error_log_window: float = 600.0) -> None:
         self.capacity = capacity
         self.max_readers = max_readers
         # One slot per id, from the oldest kept to _end: an id that never came (a hole
@@ -125,7 +142,12 @@ class EventHub:
         self.own_listeners: list[Callable[[JobEvent], None]] = []
         # Several gateways: the ring is filled from the table (see the module docstring).
         self._tail = tail
-        self._own: set[int] = set()  # tailing: ids published here, not read back yet
+        self._head = head
+        # Tailing: whether the ring is up to date with the table (False until the first
+        # read, unless start() said where the table ends, and while nobody reads).
+        self.current = False
+        self._touched = -math.inf  # when a reader last subscribed, waited or ended
+        self._wanted = trio.Event()  # set when a reader comes to a hub that reads nothing
         self._poke = trio.Event()
         self._tailed = trio.Event()  # set once the read under way (or the next) is over
         self._tail_log = Throttled(log, error_log_window)
@@ -139,8 +161,11 @@ class EventHub:
         return self._last
 
     def start(self, last_event_id: int) -> None:
-        """Before any event: the last id the database handed out (resumable from)."""
+        """Before any event: the last id the database handed out (resumable from; none
+        below it still to commit). A tailing hub need not be told: its first reader
+        waits for it to catch up instead."""
         self._last = self._end = last_event_id
+        self.current = True
 
     # ---- the writers' side (after each commit, on the trio thread) ----
 
@@ -151,7 +176,9 @@ class EventHub:
         """:meth:`publish` of each of ``events`` (one commit's), the readers woken once
         for them all."""
         if self._tail is not None:  # the table brings them, in order with the others'
-            self._own.update(e.event_id for e in events if e.event_id > self._last)
+            for event in events:
+                for listener in self.own_listeners:
+                    listener(event)
             self._poke.set()
             return
         added = False
@@ -188,8 +215,7 @@ class EventHub:
         self._ring.append(event)
         for listener in self.listeners:
             listener(event)
-        if self._tail is None or event.event_id in self._own:
-            self._own.discard(event.event_id)
+        if self._tail is None:
             for listener in self.own_listeners:
                 listener(event)
 
@@ -207,9 +233,20 @@ class EventHub:
         if self._tail is None:
             return
         tailed = self._tailed
+        self.touch()
         self._poke.set()
         with trio.move_on_after(wait):
             await tailed.wait()
+
+    def touch(self) -> None:
+        """A reader came, waits or ended: a tailing hub reads the table (again) for at
+        least ``IDLE_SECONDS``."""
+        self._touched = trio.current_time()
+        self._wanted.set()
+
+    def _read_for_someone(self) -> bool:
+        return bool(self.readers or self.listeners
+                    or trio.current_time() < self._touched + IDLE_SECONDS)
 
     async def run(self) -> None:
         """Skip a hole in the ids that stays open longer than ``GAP_SECONDS``: asleep
@@ -232,16 +269,24 @@ class EventHub:
                 self._flush()
 
     async def _run_tail(self, tail: Tail) -> None:
-        held_back = False
+        held_back = failed = False
         while True:
             await trio.sleep(TAIL_GAP_SECONDS)
+            if not self._read_for_someone():
+                self.current = held_back = failed = False
+                self._wanted = trio.Event()
+                await self._wanted.wait()
             with trio.move_on_after(HELD_BACK_SECONDS if held_back else TAIL_FALLBACK_SECONDS):
-                await self._poke.wait()
+                if self.current or failed:  # else a reader waits for the catch-up
+                    await self._poke.wait()
             self._poke = trio.Event()
             tailed, self._tailed = self._tailed, trio.Event()
+            failed = True
             with storage_failures_logged(
                     self._tail_log, "live events: cannot read the events table, trying again",
                     "live events: reading the events table again"):
+                if not self.current and self._head is not None:
+                    self._skip_to(await self._head() - self.capacity)
                 while True:
                     events, held_back = await tail(self._last, TAIL_BATCH)
                     for event in events:
@@ -249,11 +294,17 @@ class EventHub:
                             self._append(event)
                     if events:
                         self._moved()
-                        # Ours that the table no longer has (purged before read).
-                        self._own = {n for n in self._own if n > self._last}
                     if len(events) < TAIL_BATCH or held_back:
                         break
+                self.current, failed = True, False
             tailed.set()
+
+    def _skip_to(self, event_id: int) -> None:
+        """Catching up: read on from ``event_id`` if the ring stopped before it (the
+        ring emptied: what lay between is not in it, nor resumable)."""
+        if event_id > self._last:
+            self._ring.clear()
+            self._last = self._end = event_id
 
     def close(self) -> None:
         """End every stream (the gateway drains); new ones are refused."""
@@ -295,7 +346,12 @@ class Reader:
         self._after = after
         self._ended = False
         self._waiting: trio.CancelScope | None = None  # while next() waits for events
-        if after is not None and not (hub.tailing and after > hub.last_event_id):
+        # Judged in begin(), after a read of the table: a tailing hub that is not up to
+        # date (nobody read the stream a while), or an id ahead of it.
+        self._deferred = hub.tailing and (not hub.current or (
+            after is not None and after > hub.last_event_id))
+        hub.touch()
+        if after is not None and not self._deferred:
             self._resume(after)
 
     def _resume(self, after: int) -> None:
@@ -312,12 +368,20 @@ class Reader:
             self.cursor = after
 
     async def begin(self) -> None:
-        """Before the stream says where it starts: a ``Last-Event-ID`` ahead of this
-        gateway's ring (another gateway handed it out, tailing) is judged after one
-        read of the table."""
-        if self._after is not None:
-            await self.hub.caught_up(AHEAD_WAIT_SECONDS)
-            self._resume(self._after)
+        """Before the stream says where it starts (tailing): once the hub has caught up
+        with the table if it had stopped reading it; and a ``Last-Event-ID`` ahead of
+        this gateway's ring (another gateway handed it out) is judged after one read."""
+        if self._deferred:
+            self._deferred = False
+            hub = self.hub
+            with trio.CancelScope() as self._waiting:  # end() ends the wait too
+                if not self._ended:
+                    await hub.caught_up(AHEAD_WAIT_SECONDS if hub.current
+                                        else CATCH_UP_SECONDS)
+            self._waiting = None
+            self.cursor = hub.last_event_id
+            if self._after is not None:
+                self._resume(self._after)
 
     @contextlib.contextmanager
     def streaming(self) -> Iterator[bool]:
@@ -332,6 +396,7 @@ class Reader:
             yield True
         finally:
             hub.readers -= 1
+            hub.touch()
 
     def end(self) -> None:
         """End this stream now (its key was revoked): :meth:`next` returns None."""
@@ -343,8 +408,8 @@ class Reader:
         """The next events for this reader, waiting up to ``wait`` seconds for some
         (an empty list when none came); a :class:`Reset`; None once the hub closed or
         :meth:`end` was called."""
-        if self._after is not None:
-            await self.begin()
+        await self.begin()
+        self.hub.touch()
         deadline = trio.current_time() + wait
         while True:
             if self.hub.closed or self._ended:

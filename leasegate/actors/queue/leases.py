@@ -9,7 +9,8 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
+from typing import Final, TypeGuard
 
 from leasegate.actors.runtime.waiters import Wait
 from leasegate.errors import Forbidden
@@ -49,6 +50,10 @@ class DryFilters:
             return True
         return sites is not None and all((site,) in self._dry for site in sites)
 
+    def found(self, turn: int, sites: tuple[str, ...] | None) -> bool:
+        """:meth:`known`, without forgetting an earlier turn's filters."""
+        return turn == self._turn and self.known(turn, sites)
+
     def add(self, turn: int, sites: tuple[str, ...] | None) -> None:
         if turn != self._turn:
             self._turn, self._dry = turn, set()
@@ -67,7 +72,37 @@ def lease_wait(sites: tuple[str, ...] | None) -> Wait:
 
 def new_work(site: str) -> tuple[Hashable, ...]:
     """The topics of a job that became leasable at ``site``."""
-    return (("site", site), ("site", "*"))
+    return (("site", site), ALL_SITES)
+
+
+ALL_SITES: Final = ("site", "*")
+
+
+def wakes_leases(topic: Hashable) -> TypeGuard[tuple[str, str]]:
+    """Whether ``topic`` is one of :func:`new_work`'s (the others name a job)."""
+    return isinstance(topic, tuple) and len(topic) == 2 and topic[0] == "site"
+
+
+def left_for_others(topics: Collection[Hashable], dry: DryFilters, turn: int
+                    ) -> set[Hashable]:
+    """Of the topics a turn woke, those other gateways' parked requests still need
+    (``elsewhere``): a site where a lease parked here found nothing, after the turn's
+    writes and in its transaction, has no work left that the turn made, so a lease
+    parked elsewhere would find nothing there either; all sites, when one for every
+    site found nothing. The other topics (a job's change) are left as they are."""
+    everywhere_dry = dry.found(turn, None)
+    left: set[Hashable] = set()
+    sites_woken = False
+    for topic in topics:
+        if not wakes_leases(topic):
+            left.add(topic)
+        elif topic != ALL_SITES:
+            sites_woken = True
+            if not everywhere_dry and not dry.found(turn, (topic[1],)):
+                left.update((topic, ALL_SITES))
+    if ALL_SITES in topics and not sites_woken and not everywhere_dry:
+        left.add(ALL_SITES)
+    return left
 
 
 def job_wait(job_id: str) -> Wait:

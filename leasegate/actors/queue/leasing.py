@@ -261,12 +261,13 @@ def waiting_for_work(lease: Callable[[QT, LA], tuple[L, ...]],
     """How a lease call that found nothing waits: woken by new work at its sites, it
     tries again unless a waiter with the same sites found nothing in this turn
     already; at shutdown it gets nothing; leases its caller never received are given
-    back."""
+    back. One that got fewer than its ``max`` took all there was: its sites are dry too
+    (no later waiter looks, and other gateways are not told of that work)."""
     def serve(turn: QT, m: LA) -> tuple[L, ...] | None:
         if turn.dry.known(turn.number, m.sites):
             return None
         leases = lease(turn, m)
-        if not leases:
+        if len(leases) < m.max:
             turn.dry.add(turn.number, m.sites)
         return leases or None
 

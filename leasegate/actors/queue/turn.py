@@ -4,13 +4,14 @@ sends the ledger once a job with a hold has ended."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from leasegate.actors.channels import Channel
 from leasegate.actors.ledger.holds import Settle
 from leasegate.actors.queue.history import JobHistory
-from leasegate.actors.queue.leases import DryFilters
+from leasegate.actors.queue.leases import DryFilters, left_for_others
 from leasegate.actors.queue.sites import SiteGate
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import LeasegateError
@@ -62,6 +63,14 @@ class QueueTurn(Turn, Generic[V]):
     def view(self, row: Row) -> V:
         """The job of ``row`` as the API shows it (each queue's turn says how)."""
         raise NotImplementedError
+
+    def left_for_others(self) -> set[Hashable]:
+        """A site whose new work this turn's own parked leases took to the last job is
+        not announced (``leases.left_for_others``); with a site paused or throttled,
+        everything is (each gateway admits its own throttled leases)."""
+        if not self.sites.idle:
+            return super().left_for_others()
+        return left_for_others(self.announce, self.dry, self.number)
 
     def visible(self, job_id: str, tenant: str | None) -> Row:
         """The job, if it exists and the tenant (None: any, the admin) may see it."""

@@ -135,6 +135,12 @@ class Turn:
         else:
             self.wake_all = True
 
+    def left_for_others(self) -> set[Hashable]:
+        """Of :attr:`announce`, what other gateways' parked requests still need to hear
+        of once this turn commits: all of it here; a kind of turn that knows what its
+        own parked requests took says less."""
+        return set(self.announce)
+
     def after_commit(self, effect: Callable[[], None]) -> None:
         """Run ``effect`` on the trio thread once the current message's commit is
         durable (with the commit pipeline: after its WAL sync, between two turns), just
