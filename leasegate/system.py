@@ -38,6 +38,7 @@ import trio
 
 from leasegate.actors.devices import Devices, DevicesRef
 from leasegate.actors.devices.actor import open_devices
+from leasegate.actors.event_stream import EventHub, JobEvent
 from leasegate.actors.jobs import Jobs
 from leasegate.actors.keys import KeysRef
 from leasegate.actors.keys.actor import open_keys
@@ -47,11 +48,10 @@ from leasegate.actors.ledger import Ledger, LedgerRef
 from leasegate.actors.ledger.actor import open_ledger
 from leasegate.actors.ledger.audit import LedgerUnbalanced, audit
 from leasegate.actors.ledger.views import AuditReport
+from leasegate.actors.other_gateways import OtherGateways
 from leasegate.actors.queries import Queries, QueriesRef
 from leasegate.actors.queries.actor import open_queries
-from leasegate.actors.queue.elsewhere import Elsewhere
-from leasegate.actors.queue.event_hub import EventHub
-from leasegate.actors.queue.history import JobEvent, committed_after
+from leasegate.actors.queue.history import committed_after
 from leasegate.actors.runtime.actor import Actor, ActorStatistics, Inbox
 from leasegate.actors.runtime.background import BackgroundJob
 from leasegate.actors.runtime.periodic import (
@@ -209,10 +209,10 @@ class System:
         # disk under load must not write a line per request.
         self._disk = Throttled(log, settings.error_log_window)
 
-    def _open_elsewhere(self, settings: Settings, inline_storage: bool) -> Elsewhere:
+    def _open_elsewhere(self, settings: Settings, inline_storage: bool) -> OtherGateways:
         """Several gateways on one database: wake-ups and events cross between them (on
         SQLite, one gateway: nothing crosses)."""
-        elsewhere = Elsewhere(f"{self.gateway}/{secrets.token_hex(4)}", {
+        elsewhere = OtherGateways(f"{self.gateway}/{secrets.token_hex(4)}", {
             "tasks": self.tasks, "queries": self.queries}, heard_any=self.events.poke,
             others={"keys": self.revocations.poke})
         if settings.database_url is not None:

@@ -12,8 +12,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from leasegate.actors.queue.event_hub import GAP_SECONDS, EventFilter, EventHub, Reset
-from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.event_stream import GAP_SECONDS, EventFilter, EventHub, JobEvent, Reset
 from leasegate.actors.tasks.fenced import RenewTask
 from leasegate.clock import Clock
 from leasegate.settings import Settings

@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from leasegate.actors.keys.records import CreateKey
-from leasegate.actors.queue.elsewhere import Notice, decode
+from leasegate.actors.other_gateways import Notice, decode
 from leasegate.clock import Clock
 from leasegate.settings import Settings
 from tests.conftest import Gateway, start_gateway

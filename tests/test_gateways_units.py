@@ -13,24 +13,24 @@ import pytest
 import trio
 import trio.testing
 
-from leasegate.actors.queue.elsewhere import (
-    JOB_NOTICE_GAP_SECONDS,
-    MAX_NOTICES,
-    NOTICE_GAP_SECONDS,
-    Elsewhere,
-    WorkElsewhere,
-    decode,
-    payloads,
-)
-from leasegate.actors.queue.event_hub import (
+from leasegate.actors.event_stream import (
     IDLE_SECONDS,
     TAIL_FALLBACK_SECONDS,
     EventFilter,
     EventHub,
+    JobEvent,
     Reset,
 )
-from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.other_gateways import (
+    JOB_NOTICE_GAP_SECONDS,
+    MAX_NOTICES,
+    NOTICE_GAP_SECONDS,
+    OtherGateways,
+    decode,
+    payloads,
+)
 from leasegate.actors.queue.leases import DryFilters, left_for_others
+from leasegate.actors.queue.reads import NoticedWork
 from leasegate.actors.runtime.turn import Turn
 from leasegate.storage.keys_sql import REVOKED_NOTICE
 from leasegate.storage.notices_sql import MAX_PAYLOAD
@@ -62,10 +62,10 @@ def test_a_turns_topics_travel_in_notices_under_the_payload_limit() -> None:
 
 class FakeQueue:
     def __init__(self) -> None:
-        self.told: list[WorkElsewhere] = []
+        self.told: list[NoticedWork] = []
         self.gate = trio.Event()  # the actor is busy until set
 
-    async def tell(self, message: WorkElsewhere, /) -> None:
+    async def tell(self, message: NoticedWork, /) -> None:
         await self.gate.wait()
         self.told.append(message)
 
@@ -74,7 +74,7 @@ async def test_other_gateways_notices_reach_the_named_actor_coalesced_and_never_
         autojump_clock: trio.testing.MockClock) -> None:
     tasks, queries = FakeQueue(), FakeQueue()
     pokes: list[int] = []
-    here = Elsewhere("gw-b", {"tasks": tasks, "queries": queries},
+    here = OtherGateways("gw-b", {"tasks": tasks, "queries": queries},
                      heard_any=lambda: pokes.append(1))
     mine = payloads("gw-b", "tasks", {("site", "own")}, everything=False)
     async with trio.open_nursery() as nursery:
@@ -91,7 +91,7 @@ async def test_other_gateways_notices_reach_the_named_actor_coalesced_and_never_
         await trio.testing.wait_all_tasks_blocked()
         assert [m.topics for m in tasks.told] == [frozenset({("site", "shop")}),
                                                    frozenset({("job", "t1")})]
-        assert queries.told == [WorkElsewhere(frozenset({("site", "eu")}))]
+        assert queries.told == [NoticedWork(frozenset({("site", "eu")}))]
         assert len(pokes) == 2 and here.notices == 3
         here.resync()  # the listener reconnected: notices may have been lost
         await trio.testing.wait_all_tasks_blocked()
@@ -104,7 +104,7 @@ def test_a_revocations_notice_and_a_resync_make_the_keys_look_again() -> None:
     keys' watch and nothing else; so does a resync, since notices may have been lost."""
     looks: list[int] = []
     pokes: list[int] = []
-    here = Elsewhere("gw-b", {}, heard_any=lambda: pokes.append(1),
+    here = OtherGateways("gw-b", {}, heard_any=lambda: pokes.append(1),
                      others={"keys": lambda: looks.append(1)})
     here.deliver([REVOKED_NOTICE])
     assert (len(looks), pokes, here.notices) == (1, [], 0)
@@ -125,7 +125,7 @@ async def test_notices_go_once_their_turns_committed_gathered_in_one_send(
         sent.append(notices)
         arrived.set()
 
-    elsewhere = Elsewhere("gw-a", {"tasks": FakeQueue(), "queries": FakeQueue()})
+    elsewhere = OtherGateways("gw-a", {"tasks": FakeQueue(), "queries": FakeQueue()})
     elsewhere.send_with(send, error_log_window=600)
     announce = elsewhere.announcer("tasks")
     async with trio.open_nursery() as nursery:
@@ -185,7 +185,7 @@ async def test_notices_that_wake_no_lease_wait_longer_for_company(
     async def send(notices: list[str]) -> None:
         sent.append((trio.current_time(), notices))
 
-    elsewhere = Elsewhere("gw-a", {"tasks": FakeQueue(), "queries": FakeQueue()})
+    elsewhere = OtherGateways("gw-a", {"tasks": FakeQueue(), "queries": FakeQueue()})
     elsewhere.send_with(send, error_log_window=600)
     announce = elsewhere.announcer("tasks")
 
@@ -347,7 +347,7 @@ async def test_another_gateways_work_costs_a_turn_only_where_something_waits_for
     actor = gateway.system.task_actor
     await trio.testing.wait_all_tasks_blocked()
     before = actor.statistics().commits
-    await gateway.system.tasks.tell(WorkElsewhere(frozenset({("site", "shop")})))
+    await gateway.system.tasks.tell(NoticedWork(frozenset({("site", "shop")})))
     await trio.testing.wait_all_tasks_blocked()
     assert actor.statistics().commits == before  # nobody parked: no turn
     async with trio.open_nursery() as nursery:
@@ -355,10 +355,10 @@ async def test_another_gateways_work_costs_a_turn_only_where_something_waits_for
         await trio.testing.wait_all_tasks_blocked()
         assert actor.statistics().waiting == 1
         parked_at = actor.statistics().commits
-        await gateway.system.tasks.tell(WorkElsewhere(frozenset({("site", "elsewhere")})))
+        await gateway.system.tasks.tell(NoticedWork(frozenset({("site", "elsewhere")})))
         await trio.testing.wait_all_tasks_blocked()
         assert actor.statistics().commits == parked_at  # not its site
-        await gateway.system.tasks.tell(WorkElsewhere(frozenset({("site", "shop")})))
+        await gateway.system.tasks.tell(NoticedWork(frozenset({("site", "shop")})))
         await trio.testing.wait_all_tasks_blocked()
         assert actor.statistics().commits == parked_at + 1  # offered: nothing there yet
         nursery.cancel_scope.cancel()

@@ -35,7 +35,7 @@ def no_fallback_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """One gateway per database here: its own commits tell its event hub to read the
     events table (PostgreSQL), and no other gateway's notice can be lost, so the hub's
     fallback read every 2 s only ticks, some 10,000 times in a test's virtual hours."""
-    monkeypatch.setattr("leasegate.actors.queue.event_hub.TAIL_FALLBACK_SECONDS", 3600.0)
+    monkeypatch.setattr("leasegate.actors.event_stream.TAIL_FALLBACK_SECONDS", 3600.0)
 
 
 # A test that lets virtual hours pass and purges nothing: the housekeeping jobs (purges of

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.event_stream import JobEvent
 from leasegate.http.metrics.jobs import METRIC_KINDS, OTHER_KINDS, JobEventMetrics
 from tests.conftest import EPOCH, Gateway
 from tests.test_http_tasks import control, finish, lease_one, start, submit

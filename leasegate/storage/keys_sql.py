@@ -14,7 +14,7 @@ ROLES = ("client", "worker", "admin")
 
 REVOCATIONS: Final = "keys revocations"  # the lock that numbers revocations in order
 # What a revocation tells every gateway of a PostgreSQL database (in the notice format
-# of ``actors.queue.elsewhere``: from no gateway, so that every one hears it, the one
+# of ``actors.other_gateways``: from no gateway, so that every one hears it, the one
 # that revoked too): look for keys revoked since you last looked.
 REVOKED_NOTICE: Final = '{"g":"","a":"keys","t":"*"}'
 

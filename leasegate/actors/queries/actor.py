@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from leasegate.actors.event_stream import EventHub
 from leasegate.actors.ledger import LedgerRef
 from leasegate.actors.queries import Queries, deadlines, lease, operator, reads, results, submit
 from leasegate.actors.queries.turn import QUERIES, QUERY_KIND, QueryTurn
-from leasegate.actors.queue.event_hub import EventHub
 from leasegate.actors.queue.leasing import TELL_PRESENCE_EVERY, PresenceTeller, SeenOnQueries
 from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.runtime.turn import Receiver

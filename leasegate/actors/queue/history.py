@@ -3,7 +3,7 @@
 A queue actor's handler calls :meth:`JobHistory.record` once per transition,
 inside the turn: the row is written in the same transaction (durable before the
 reply acknowledges anything) and handed to the live
-:class:`~leasegate.actors.queue.event_hub.EventHub` only after the commit (a
+:class:`~leasegate.actors.event_stream.EventHub` only after the commit (a
 rolled-back message publishes nothing)::
 
     turn.history.record(task_id, "started", worker_id=m.worker_id, attempt=2)
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leasegate.actors.channels import Channel
+from leasegate.actors.event_stream import JobEvent
 from leasegate.actors.payloads import compact_json, stored_loads
 from leasegate.actors.queue.leases import job_changed
 from leasegate.actors.runtime.turn import Turn
@@ -34,7 +35,7 @@ from leasegate.storage import events_sql, webhooks_sql
 from leasegate.storage.engine import Connection, Row
 
 if TYPE_CHECKING:
-    from leasegate.actors.queue.event_hub import EventHub
+    from leasegate.actors.event_stream import EventHub
 
 
 # Events recorded on a job that stays as it was (its status is no transition's).
@@ -43,23 +44,6 @@ NOT_TRANSITIONS = frozenset({"settled"})
 # A detail value larger than this (as JSON) is recorded by its size only: a progress
 # checkpoint may be 64 KiB, and a job keeps 200 events, the live ring 10,000.
 DETAIL_VALUE_MAX = 2048
-
-
-@dataclass(frozen=True)
-class JobEvent:
-    """One thing that happened to a job; ``status`` is the job's status after it."""
-
-    event_id: int
-    channel: Channel
-    job_id: str
-    tenant: str
-    site: str
-    device_id: str | None
-    kind: str
-    status: str
-    at: Instant
-    detail: dict[str, Any]
-    job_kind: str = ""  # the job's own kind (``kind`` is the event's)
 
 
 @dataclass(frozen=True)

@@ -11,24 +11,44 @@ derives from :class:`GetJob`) and registers these handlers for them::
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 from leasegate.actors.channels import JobQueue, RecordSettled
 from leasegate.actors.checks import check_flag, check_id
 from leasegate.actors.queue.activity import ReadActivity, read_activity
-from leasegate.actors.queue.elsewhere import WorkElsewhere, heard
 from leasegate.actors.queue.history import History
 from leasegate.actors.queue.leases import job_wait
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.handlers import Handlers, Waiting
-from leasegate.actors.runtime.mailbox import Ask
+from leasegate.actors.runtime.mailbox import Ask, Tell
+from leasegate.actors.runtime.turn import Turn
 from leasegate.actors.runtime.waiters import NOT_YET, NotYet
 
 A_contra = TypeVar("A_contra", contravariant=True)
 Q = TypeVar("Q", bound=JobQueue)
 QT = TypeVar("QT", bound=QueueTurn[Any])
 V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class NoticedWork(Tell[JobQueue]):
+    """Another gateway's commit may have made work for ``topics`` (``everything``: any
+    parked message); offer it to the parked messages here."""
+
+    topics: frozenset[Hashable] = frozenset()
+    everything: bool = False
+    # The runtime applies no turn for it when nothing parked waits on its topics.
+    wakes_only: ClassVar[bool] = True
+
+
+def heard(turn: Turn, m: NoticedWork) -> None:
+    if m.everything:
+        turn.heard_elsewhere()
+    elif m.topics:
+        turn.heard_elsewhere(*m.topics)
+
 
 
 @dataclass(frozen=True)
@@ -101,4 +121,4 @@ def serve_reads(handlers: Handlers[Q, QT], get: type[GetJob[Q, Any]]) -> None:
     handlers.on(GetHistory)(read_history)
     handlers.on(ReadActivity)(read_activity)
     handlers.on(RecordSettled)(record_settled)
-    handlers.on(WorkElsewhere)(heard)  # another gateway's work (several gateways)
+    handlers.on(NoticedWork)(heard)  # another gateway's work (several gateways)

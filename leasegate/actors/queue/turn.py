@@ -21,8 +21,8 @@ from leasegate.storage.engine import Row
 from leasegate.storage.jobs_sql import JobTable
 
 if TYPE_CHECKING:
+    from leasegate.actors.event_stream import EventHub
     from leasegate.actors.ledger import LedgerRef
-    from leasegate.actors.queue.event_hub import EventHub
 
 V = TypeVar("V")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from leasegate.actors.event_stream import EventHub
 from leasegate.actors.ledger import LedgerRef
-from leasegate.actors.queue.event_hub import EventHub
 from leasegate.actors.runtime.actor import Actor, Inbox
 from leasegate.actors.tasks import (
     Tasks,

@@ -20,8 +20,8 @@ from leasegate.storage.artifacts import ArtifactStore
 from leasegate.storage.engine import Row
 
 if TYPE_CHECKING:
+    from leasegate.actors.event_stream import EventHub
     from leasegate.actors.ledger import LedgerRef
-    from leasegate.actors.queue.event_hub import EventHub
 
 SETTLED: Final = (*sql.TERMINAL, "stale", "paused")
 """Where a task waits for nobody but a person: a ``GET ?wait_seconds`` returns there."""

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from leasegate.actors.queue.history import JobEvent
+from leasegate.actors.event_stream import JobEvent
 
 FINISHED: Final = frozenset({"succeeded", "failed", "canceled", "expired"})
 # Events recorded on a job that has already ended (the ledger's settlement).

@@ -27,9 +27,9 @@ from pydantic import Field
 from quart import Blueprint, Response, request
 from quart_schema import validate_querystring
 
+from leasegate.actors.event_stream import EventFilter, JobEvent, Reset
 from leasegate.actors.payloads import compact_json
-from leasegate.actors.queue.event_hub import EventFilter, Reset
-from leasegate.actors.queue.history import History, JobEvent
+from leasegate.actors.queue.history import History
 from leasegate.errors import InvalidRequest
 from leasegate.http.models.jobs import Id, Strict
 from leasegate.http.models.numbers import ASCII_DIGITS, whole_number

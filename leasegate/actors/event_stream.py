@@ -33,7 +33,7 @@ and says so; the hub then reads again after ``HELD_BACK_SECONDS``), so a tail ne
 skips one, and the holes it hands out past (rolled-back ids) are never filled. A local commit's
 :meth:`EventHub.publish` only says "read now" (the row comes with the others', never
 twice); another gateway's commit says it through its notification
-(:meth:`EventHub.poke`, from ``elsewhere.Elsewhere``); and every
+(:meth:`EventHub.poke`, from ``elsewhere.OtherGateways``); and every
 ``TAIL_FALLBACK_SECONDS`` the hub reads anyway, in case a notification was lost. Two
 reads are at least ``TAIL_GAP_SECONDS`` apart: under load the reads grow with time,
 not with commits.
@@ -51,13 +51,13 @@ import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import trio
 
 from leasegate.actors.channels import Channel
-from leasegate.actors.queue.history import JobEvent
 from leasegate.actors.runtime.background import storage_failures_logged
+from leasegate.actors.views import Instant
 from leasegate.errors import Unavailable
 from leasegate.logs import Throttled
 
@@ -81,6 +81,23 @@ TAIL_GAP_SECONDS: Final = 0.01
 # to catch up.
 IDLE_SECONDS: Final = 30.0
 CATCH_UP_SECONDS: Final = 10.0
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One thing that happened to a job; ``status`` is the job's status after it."""
+
+    event_id: int
+    channel: Channel
+    job_id: str
+    tenant: str
+    site: str
+    device_id: str | None
+    kind: str
+    status: str
+    at: Instant
+    detail: dict[str, Any]
+    job_kind: str = ""  # the job's own kind (``kind`` is the event's)
+
 
 Tail = Callable[[int, int], Awaitable[tuple[list[JobEvent], bool]]]
 """``tail(after, limit)``: up to ``limit`` committed events with ids above ``after``, in

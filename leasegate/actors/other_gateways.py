@@ -3,7 +3,7 @@
 Several gateways on one PostgreSQL database each park their own long-polls (a worker's
 lease, a client's ``GET ?wait_seconds``). A queue actor's turn that makes work
 available calls ``turn.work_may_be_available(topics)`` as on one gateway; with
-:class:`Elsewhere` wired in, the actor's :meth:`Elsewhere.announcer` also sends those
+:class:`OtherGateways` wired in, the actor's :meth:`OtherGateways.announcer` also sends those
 topics to the other gateways (``NOTIFY``), once the turn has committed: never for work
 that is not visible yet, nor for a rollback. Not in the turn's transaction: PostgreSQL
 holds one lock for the whole server while a transaction that notified commits (its
@@ -14,18 +14,18 @@ time, not with jobs. Topics that wake no lease (a job's change, for a ``GET
 ?wait_seconds`` parked elsewhere) wait up to ``JOB_NOTICE_GAP_SECONDS`` for company:
 every transition of every job names its job, and a notice a transition costs both the
 sender and every listener a turn of their loops. Each gateway's listener hands the notices to
-:meth:`Elsewhere.deliver`, which tells the named actor :class:`WorkElsewhere` through
+:meth:`OtherGateways.deliver`, which tells the named actor :class:`NoticedWork` through
 its ref; the actor offers the work to its parked messages in a turn of its own, as if
 its own write had woken them, and that turn also recomputes its timers (a claim made
 on another gateway has a deadline here too). A notice never echoes back: what a
-:class:`WorkElsewhere` wakes is not announced again (``turn.heard_elsewhere``).
+:class:`NoticedWork` wakes is not announced again (``turn.heard_elsewhere``).
 
 A payload is small JSON, ``{"g": gateway, "a": actor, "t": [[topic...], ...]}`` (``"t":
 "*"``: everything), split under PostgreSQL's 8000-byte limit, a handful per turn at
 most (past that one ``"*"``). Notices of one actor are coalesced while its inbox is
 busy: one message carries every topic heard since the last, so a burst costs a turn,
 not a turn per notice. After the listener (re)connects, notices may have been lost:
-:meth:`Elsewhere.resync` wakes everything once.
+:meth:`OtherGateways.resync` wakes everything once.
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
-from leasegate.actors.channels import JobQueue
 from leasegate.actors.queue.leases import wakes_leases
+from leasegate.actors.queue.reads import NoticedWork
 from leasegate.actors.runtime.background import storage_failures_logged
-from leasegate.actors.runtime.mailbox import Tell
 from leasegate.actors.runtime.turn import Turn
 from leasegate.errors import LeasegateError
 from leasegate.logs import Throttled
@@ -58,24 +57,6 @@ MAX_NOTICES: Final = 8  # per turn; a turn that woke more says "everything" once
 NOTICE_GAP_SECONDS: Final = 0.01
 # The same for notices that only name jobs (no lease waits on them): ~20 a second at most.
 JOB_NOTICE_GAP_SECONDS: Final = 0.05
-
-
-@dataclass(frozen=True)
-class WorkElsewhere(Tell[JobQueue]):
-    """Another gateway's commit may have made work for ``topics`` (``everything``: any
-    parked message); offer it to the parked messages here."""
-
-    topics: frozenset[Hashable] = frozenset()
-    everything: bool = False
-    # The runtime applies no turn for it when nothing parked waits on its topics.
-    wakes_only: ClassVar[bool] = True
-
-
-def heard(turn: Turn, m: WorkElsewhere) -> None:
-    if m.everything:
-        turn.heard_elsewhere()
-    elif m.topics:
-        turn.heard_elsewhere(*m.topics)
 
 
 @dataclass(frozen=True)
@@ -142,7 +123,7 @@ def decode(payload: str) -> Notice | None:
 class Teller(Protocol):
     """A queue actor's ref, as far as this module uses it."""
 
-    async def tell(self, message: WorkElsewhere, /) -> None: ...
+    async def tell(self, message: NoticedWork, /) -> None: ...
 
 
 @dataclass
@@ -151,17 +132,17 @@ class _Pending:
     everything: bool = False
     ready: trio.Event = field(default_factory=trio.Event)
 
-    def take(self) -> WorkElsewhere:
-        message = WorkElsewhere(frozenset(self.topics), self.everything)
+    def take(self) -> NoticedWork:
+        message = NoticedWork(frozenset(self.topics), self.everything)
         self.topics, self.everything, self.ready = set(), False, trio.Event()
         return message
 
 
-class Elsewhere:
+class OtherGateways:
     """This gateway's side of the wake-ups between gateways (see the module docstring).
 
     ``gateway``: this gateway's id (its own notices are skipped); ``queues``: the
-    actors that take :class:`WorkElsewhere`, by name; ``heard_any``: called on the trio
+    actors that take :class:`NoticedWork`, by name; ``heard_any``: called on the trio
     thread for every batch of other gateways' notices, and at a resync (the live event
     stream tails the events table then); ``others``: what to call, by actor, for the
     notices of an actor that parks nothing (the keys: a revocation), and at a resync."""
