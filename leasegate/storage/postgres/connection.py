@@ -105,18 +105,23 @@ class Row(_RowBase):
         return f"Row({dict(zip(self._names, self._values, strict=True))!r})"
 
 
-@lru_cache(maxsize=256)
-def _index(names: tuple[str, ...]) -> Mapping[str, int]:
+@lru_cache(maxsize=1024)
+def _layout(raw: tuple[bytes | None, ...]) -> tuple[tuple[str, ...], Mapping[str, int]]:
+    """A result's column names, and each name's first position."""
+    names = tuple((name or b"").decode() for name in raw)
     index: dict[str, int] = {}
     for position, name in enumerate(names):
         index.setdefault(name, position)
-    return index
+    return names, index
 
 
 def rows(cursor: BaseCursor[Any, Any]) -> RowMaker[Row]:
-    """psycopg's row factory for :class:`Row`."""
-    names = tuple(column.name for column in cursor.description or ())
-    index = _index(names)
+    """psycopg's row factory for :class:`Row`. The names are read from the result
+    itself (``PQfname``), not from ``cursor.description``, which builds a ``Column``
+    (and looks up its type) for every column of every statement."""
+    result = cursor.pgresult
+    names, index = _layout(() if result is None else
+                           tuple(result.fname(n) for n in range(result.nfields)))
 
     def make(values: Sequence[Any]) -> Row:
         return Row(names, index, tuple(values))
@@ -131,7 +136,8 @@ class Cursor(psycopg.Cursor[Row]):
 
     @property
     def lastrowid(self) -> int | None:
-        if self.description is None:
+        result = self.pgresult
+        if result is None or result.status != pq.ExecStatus.TUPLES_OK:
             return None
         row = self.fetchone()
         return None if row is None else int(row[0])
