@@ -161,6 +161,10 @@ def to_psycopg(sql: str) -> str:
     return _TOKENS.sub(token, sql)
 
 
+# A whole transaction's end: every savepoint is released (or undone) by it.
+_ENDS: Final = frozenset({"COMMIT", "ROLLBACK"})
+
+
 def _statement(sql: str) -> str:
     return to_psycopg(sql.postgresql if isinstance(sql, Spelled) else sql)
 
@@ -183,12 +187,37 @@ class PgConnection:
     def __init__(self, raw: psycopg.Connection[Row]) -> None:
         self.raw = raw
         self._changes = 0  # sqlite3's total_changes: rows our statements wrote
+        self._later: list[str] = []  # RELEASEs not sent yet (see later)
+
+    def later(self, sql: str) -> None:
+        """Send ``sql`` (a ``RELEASE``: no parameters, no rows) with the next statement
+        that needs it: in the same round trip as a ``SAVEPOINT``; not at all before a
+        ``COMMIT`` or ``ROLLBACK`` of the whole transaction (which release every
+        savepoint); alone before any other statement."""
+        self._later.append(sql)
+
+    def _flush_later(self, sql: str) -> str | None:
+        """The text to send for ``sql`` (parameterless) with what waits, or None."""
+        later, self._later = self._later, []
+        if sql in _ENDS:
+            return sql
+        if sql.startswith("SAVEPOINT "):
+            return "; ".join([*later, sql])
+        self._run(lambda cursor: cursor.execute("; ".join(later)))
+        return None
 
     # Typed as engine.Cursor (rows are Any), as sqlite3's are.
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> engine.Cursor:
+        if self._later:
+            if not parameters and (joined := self._flush_later(sql)) is not None:
+                return self._run(lambda cursor: cursor.execute(joined))
+            if self._later:
+                self._flush_later("")
         return self._run(lambda cursor: cursor.execute(_statement(sql), parameters))
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> engine.Cursor:
+        if self._later:
+            self._flush_later("")
         return self._run(lambda cursor: cursor.executemany(_statement(sql), parameters))
 
     def _run(self, statement: Callable[[Cursor], object]) -> engine.Cursor:
