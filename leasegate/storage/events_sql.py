@@ -110,11 +110,19 @@ def append_many(conn: Connection, channel: Channel, kind: str, at: float,
                             flat).lastrowid
         assert last is not None
         ids = list(range(last - len(rows) + 1, last + 1))
+        if kind != "submitted":
+            _trim_many(conn, channel, [job_id for job_id, _, _ in events])
     else:
-        by_job = {r[1]: r[0] for r in conn.execute(_insert_many_pg(values), flat)}
+        # The insert and which jobs to trim, in one round trip (as append's); a job's
+        # first event has nothing to trim.
+        counted = kind != "submitted"
+        inserted = conn.execute(*((_insert_many_counted(values), [*flat, channel]) if counted
+                                  else (_insert_many_pg(values), flat))).fetchall()
+        by_job = {r[1]: r[0] for r in inserted}
         ids = [by_job[job_id] for job_id, _, _ in events]
-    if kind != "submitted":
-        _trim_many(conn, channel, [job_id for job_id, _, _ in events])
+        for row in inserted if counted else ():
+            if row[2]:
+                _trim(conn, channel, row[1])
     return [{"event_id": event_id, "tenant": row[2], "site": row[3], "device_id": row[4],
              "status": row[6], "kind": job["kind"]}
             for event_id, row, (_, _, job) in zip(ids, rows, events, strict=True)]
@@ -125,6 +133,14 @@ def _insert_many_pg(values: str) -> str:
     event ids returned with their jobs."""
     return (f"INSERT INTO job_events ({_COLUMNS}) SELECT v.* FROM {_XID_FIRST} "
             f"CROSS JOIN (VALUES {values}) AS v ({_COLUMNS}) RETURNING event_id, job_id")
+
+
+def _insert_many_counted(values: str) -> str:
+    """:func:`_insert_many_pg`, each new row with whether its job's history is now
+    over the cap (the count's snapshot does not see the rows inserted)."""
+    return (f"WITH new AS ({_insert_many_pg(values)}) SELECT new.event_id, new.job_id, "
+            f"(SELECT count(*) FROM job_events AS e WHERE e.channel = ? "
+            f"AND e.job_id = new.job_id) >= {HISTORY_CAP} AS over FROM new")
 
 
 def _trim_many(conn: Connection, channel: str, job_ids: Sequence[str]) -> None:
