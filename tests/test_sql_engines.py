@@ -136,7 +136,7 @@ def test_the_job_history_appends_trims_and_counts(conn: Connection) -> None:
     assert events_sql.last_event_id(conn) == second["event_id"]
 
 
-def test_a_history_appended_many_at_once_keeps_its_first_and_latest_at_the_cap(
+def test_a_history_keeps_its_first_and_latest_at_the_cap(
         conn: Connection) -> None:
     cap, first = events_sql.HISTORY_CAP, events_sql.KEEP_FIRST
     with transaction(conn):
@@ -156,6 +156,10 @@ def test_a_history_appended_many_at_once_keeps_its_first_and_latest_at_the_cap(
     assert kept[first]["at"] == NOW + cap + 4 - (cap - first - 1)  # the oldest after the first
     assert kept[-1]["at"] == NOW + cap + 4
     assert len(events_sql.history(conn, "task", "t2")) == 3
+    with transaction(conn):  # one at a time: the same cap
+        for n in range(cap + 2):
+            events_sql.append(conn, "task", "t2", "renewed", "{}", NOW + n, job=row)
+    assert len(events_sql.history(conn, "task", "t2")) == cap
 
 
 def test_the_ledger_holds_settles_once_and_audits(conn: Connection) -> None:

@@ -56,11 +56,16 @@ _XID_FIRST: Final = "(SELECT pg_current_xact_id()) AS xid_first"
 _INSERT: Final = Spelled(_INSERT_TEXT, (
     "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
     f"detail) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? FROM {_XID_FIRST} RETURNING event_id"))
-# PostgreSQL: the insert, and whether the job's history is now over the cap (the
-# count's snapshot is the statement's: it does not see the row inserted).
-_INSERT_COUNTED: Final = (
-    f"WITH new AS ({_INSERT.postgresql}) SELECT new.event_id, (SELECT count(*) FROM "
-    f"job_events WHERE channel = ? AND job_id = ?) >= {HISTORY_CAP} AS over FROM new")
+# PostgreSQL: whether a job's history is now over the cap (the statement's snapshot
+# does not see the row it inserts): a row at the cap's offset in the job's own index
+# order. Asked as a count, a generic plan made while the table was small filtered
+# the channel's whole time index (job_events_by_time) for the job, a scan growing
+# with the history.
+_OVER: Final = ("EXISTS (SELECT 1 FROM job_events AS e WHERE e.channel = ? "
+                "AND e.job_id = {job} ORDER BY e.event_id OFFSET " f"{HISTORY_CAP - 1})")
+# PostgreSQL: the insert, and whether the job's history is over the cap.
+_INSERT_COUNTED: Final = (f"WITH new AS ({_INSERT.postgresql}) SELECT new.event_id, "
+                          f"{_OVER.format(job='?')} AS over FROM new")
 _LAST_ID: Final = Spelled("SELECT seq FROM sqlite_sequence WHERE name = 'job_events'",
                           "SELECT last_value FROM job_events_event_id_seq WHERE is_called")
 
@@ -139,8 +144,7 @@ def _insert_many_counted(values: str) -> str:
     """:func:`_insert_many_pg`, each new row with whether its job's history is now
     over the cap (the count's snapshot does not see the rows inserted)."""
     return (f"WITH new AS ({_insert_many_pg(values)}) SELECT new.event_id, new.job_id, "
-            f"(SELECT count(*) FROM job_events AS e WHERE e.channel = ? "
-            f"AND e.job_id = new.job_id) >= {HISTORY_CAP} AS over FROM new")
+            f"{_OVER.format(job='new.job_id')} AS over FROM new")
 
 
 def _trim_many(conn: Connection, channel: str, job_ids: Sequence[str]) -> None:
