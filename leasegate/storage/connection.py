@@ -16,8 +16,8 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Protocol, cast
 from pathlib import Path
+from typing import Protocol, cast
 
 from leasegate.storage.durability import Durability
 from leasegate.storage.engine import Connection, Spelled
