@@ -137,6 +137,32 @@ def test_the_job_history_appends_trims_and_counts(conn: Connection) -> None:
     assert events_sql.last_event_id(conn) == second["event_id"]
 
 
+def test_a_history_keeps_its_first_and_latest_at_the_cap(
+        conn: Connection) -> None:
+    cap, first = events_sql.HISTORY_CAP, events_sql.KEEP_FIRST
+    with transaction(conn):
+        submit(conn, "t1")
+        submit(conn, "t2")
+        row = {"tenant": "ten", "site": "s", "device_id": None, "status": "queued",
+               "kind": "k"}
+        events_sql.append_many(conn, "task", "submitted", NOW,
+                               [("t1", "{}", row), ("t2", "{}", row)])
+        for n in range(1, cap + 5):
+            events_sql.append_many(conn, "task", "renewed", NOW + n,
+                                   [("t1", f'{{"n": {n}}}', row)] +
+                                   ([("t2", f'{{"n": {n}}}', row)] if n < 3 else []))
+    kept = events_sql.history(conn, "task", "t1")
+    assert len(kept) == cap
+    assert [r["kind"] for r in kept[:2]] == ["submitted", "renewed"]
+    assert kept[first]["at"] == NOW + cap + 4 - (cap - first - 1)  # the oldest after the first
+    assert kept[-1]["at"] == NOW + cap + 4
+    assert len(events_sql.history(conn, "task", "t2")) == 3
+    with transaction(conn):  # one at a time: the same cap
+        for n in range(cap + 2):
+            events_sql.append(conn, "task", "t2", "renewed", "{}", NOW + n, job=row)
+    assert len(events_sql.history(conn, "task", "t2")) == cap
+
+
 def test_the_ledger_holds_settles_once_and_audits(conn: Connection) -> None:
     with transaction(conn):
         txn = ledger_sql.post(conn, "credit", "c1", "top-up", NOW,

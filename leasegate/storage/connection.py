@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol, cast
 
 from leasegate.storage.durability import Durability
 from leasegate.storage.engine import Connection, Spelled
@@ -152,9 +153,18 @@ def savepoint(conn: Connection, name: str) -> None:
     conn.execute(f"SAVEPOINT {name}")
 
 
+class _Deferring(Protocol):
+    def later(self, sql: str) -> None: ...
+
+
 def release(conn: Connection, name: str) -> None:
-    """Keep what was done since the savepoint ``name``."""
-    conn.execute(f"RELEASE {name}")
+    """Keep what was done since the savepoint ``name``. On PostgreSQL the RELEASE is
+    sent with the next SAVEPOINT, in one round trip, or dropped by the COMMIT (which
+    releases every savepoint): what it changes is seen by nobody before then."""
+    if isinstance(conn, sqlite3.Connection):
+        conn.execute(f"RELEASE {name}")
+    else:
+        cast(_Deferring, conn).later(f"RELEASE {name}")
 
 
 def undo(conn: Connection, name: str) -> None:

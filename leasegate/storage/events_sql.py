@@ -55,11 +55,16 @@ _XID_FIRST: Final = "(SELECT pg_current_xact_id()) AS xid_first"
 _INSERT: Final = Spelled(_INSERT_TEXT, (
     "INSERT INTO job_events (channel, job_id, tenant, site, device_id, kind, status, at, "
     f"detail) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? FROM {_XID_FIRST} RETURNING event_id"))
-# PostgreSQL: the insert, and whether the job's history is now over the cap (the
-# count's snapshot is the statement's: it does not see the row inserted).
-_INSERT_COUNTED: Final = (
-    f"WITH new AS ({_INSERT.postgresql}) SELECT new.event_id, (SELECT count(*) FROM "
-    f"job_events WHERE channel = ? AND job_id = ?) >= {HISTORY_CAP} AS over FROM new")
+# PostgreSQL: whether a job's history is now over the cap (the statement's snapshot
+# does not see the row it inserts): a row at the cap's offset in the job's own index
+# order. Asked as a count, a generic plan made while the table was small filtered
+# the channel's whole time index (job_events_by_time) for the job, a scan growing
+# with the history.
+_OVER: Final = ("EXISTS (SELECT 1 FROM job_events AS e WHERE e.channel = ? "
+                "AND e.job_id = {job} ORDER BY e.event_id OFFSET " f"{HISTORY_CAP - 1})")
+# PostgreSQL: the insert, and whether the job's history is over the cap.
+_INSERT_COUNTED: Final = (f"WITH new AS ({_INSERT.postgresql}) SELECT new.event_id, "
+                          f"{_OVER.format(job='?')} AS over FROM new")
 _LAST_ID: Final = Spelled("SELECT seq FROM sqlite_sequence WHERE name = 'job_events'",
                           "SELECT last_value FROM job_events_event_id_seq WHERE is_called")
 
@@ -109,11 +114,19 @@ def append_many(conn: Connection, channel: Channel, kind: str, at: float,
                             flat).lastrowid
         assert last is not None
         ids = list(range(last - len(rows) + 1, last + 1))
+        if kind != "submitted":
+            _trim_many(conn, channel, [job_id for job_id, _, _ in events])
     else:
-        by_job = {r[1]: r[0] for r in conn.execute(_insert_many_pg(values), flat)}
+        # The insert and which jobs to trim, in one round trip (as append's); a job's
+        # first event has nothing to trim.
+        counted = kind != "submitted"
+        inserted = conn.execute(*((_insert_many_counted(values), [*flat, channel]) if counted
+                                  else (_insert_many_pg(values), flat))).fetchall()
+        by_job = {r[1]: r[0] for r in inserted}
         ids = [by_job[job_id] for job_id, _, _ in events]
-    if kind != "submitted":
-        _trim_many(conn, channel, [job_id for job_id, _, _ in events])
+        for row in inserted if counted else ():
+            if row[2]:
+                _trim(conn, channel, row[1])
     return [{"event_id": event_id, "tenant": row[2], "site": row[3], "device_id": row[4],
              "status": row[6], "kind": job["kind"]}
             for event_id, row, (_, _, job) in zip(ids, rows, events, strict=True)]
@@ -124,6 +137,13 @@ def _insert_many_pg(values: str) -> str:
     event ids returned with their jobs."""
     return (f"INSERT INTO job_events ({_COLUMNS}) SELECT v.* FROM {_XID_FIRST} "
             f"CROSS JOIN (VALUES {values}) AS v ({_COLUMNS}) RETURNING event_id, job_id")
+
+
+def _insert_many_counted(values: str) -> str:
+    """:func:`_insert_many_pg`, each new row with whether its job's history is now
+    over the cap (the count's snapshot does not see the rows inserted)."""
+    return (f"WITH new AS ({_insert_many_pg(values)}) SELECT new.event_id, new.job_id, "
+            f"{_OVER.format(job='new.job_id')} AS over FROM new")
 
 
 def _trim_many(conn: Connection, channel: str, job_ids: Sequence[str]) -> None:

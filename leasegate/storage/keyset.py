@@ -21,6 +21,10 @@ from typing import Any
 from leasegate.storage.engine import Connection, Row, spelling
 
 MAX_PAGE = 512
+PAGE = "{page}"
+"""Where a ``select`` takes its page (``WHERE ... ORDER BY ... LIMIT ?``) when that is
+not at its end: inside a subquery, so that the page is read from one table's index
+before a join (the rows are then ordered by ``order`` again, outside)."""
 
 
 def ordered(conn: Connection, select: str, where: str, args: Sequence[Any],
@@ -31,6 +35,7 @@ def ordered(conn: Connection, select: str, where: str, args: Sequence[Any],
     ``order`` is a list of ascending expressions, unique together, that are
     also the last columns of ``select`` (the next page starts after the last
     row's values); pages start at ``page`` rows and double up to ``MAX_PAGE``.
+    A ``select`` holding :data:`PAGE` takes the page there.
     """
     select = spelling(conn, select)
     columns = ", ".join(order)
@@ -41,8 +46,10 @@ def ordered(conn: Connection, select: str, where: str, args: Sequence[Any],
         if after is not None:
             condition += f" AND ({columns}) > ({', '.join('?' for _ in order)})"
             values += after
-        rows = conn.execute(f"{select} WHERE {condition} ORDER BY {columns} LIMIT ?",
-                            [*values, size]).fetchall()
+        page_sql = f"WHERE {condition} ORDER BY {columns} LIMIT ?"
+        sql = (select.replace(PAGE, page_sql) + f" ORDER BY {columns}" if PAGE in select
+               else f"{select} {page_sql}")
+        rows = conn.execute(sql, [*values, size]).fetchall()
         yield from rows
         if len(rows) < size:
             return

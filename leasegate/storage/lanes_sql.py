@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from leasegate.storage.engine import Connection, Row, respelled
-from leasegate.storage.keyset import merged, ordered
+from leasegate.storage.keyset import PAGE, merged, ordered
 
 IN_FLIGHT = ("leased", "running", "stale")
 
@@ -40,13 +40,19 @@ def in_flight(column: str = "status") -> str:
 # The lease's reads: a page of free lanes in head order with their heads' times,
 # and the best leasable task of one lane when its head is not (yet) leasable.
 # On SQLite the index is named (and CROSS JOIN fixes the join order) so that no
-# statistics can turn the plan into a walk of the queue; PostgreSQL has neither
-# (its tasks have a real rowid column, tasks_lane_queue ends with it).
+# statistics can turn the plan into a walk of the queue. PostgreSQL has neither: the
+# page of lanes is read in a subquery (keyset.PAGE), whose LIMIT makes every plan
+# take it in index order before the join. Joined directly, the generic plan of a
+# statement prepared while the tables were small hashed the whole tasks table and
+# sorted the free lanes, on every lease (its tasks have a real rowid column,
+# tasks_lane_queue ends with it).
 _LANES = ("SELECT l.site, l.account, l.head_task AS task_id, t.not_before, t.expires_at, "
           "l.head_rank, l.head_created, l.head_seq FROM task_lanes AS l INDEXED BY {index} "
           "CROSS JOIN tasks AS t ON t.task_id = l.head_task")
 _ALL_LANES, _SITE_LANES = (
-    respelled(_LANES.format(index=index), (f" INDEXED BY {index}", ""), ("CROSS JOIN", "JOIN"))
+    respelled(_LANES.format(index=index), (
+        f"FROM task_lanes AS l INDEXED BY {index} CROSS JOIN",
+        f"FROM (SELECT * FROM task_lanes AS l {PAGE}) AS l JOIN"))
     for index in ("task_lanes_ready", "task_lanes_ready_by_site"))
 _FREE = "l.blocked_by IS NULL AND l.head_task IS NOT NULL"
 _ORDER = ("l.head_rank", "l.head_created", "l.head_seq")

@@ -105,18 +105,23 @@ class Row(_RowBase):
         return f"Row({dict(zip(self._names, self._values, strict=True))!r})"
 
 
-@lru_cache(maxsize=256)
-def _index(names: tuple[str, ...]) -> Mapping[str, int]:
+@lru_cache(maxsize=1024)
+def _layout(raw: tuple[bytes | None, ...]) -> tuple[tuple[str, ...], Mapping[str, int]]:
+    """A result's column names, and each name's first position."""
+    names = tuple((name or b"").decode() for name in raw)
     index: dict[str, int] = {}
     for position, name in enumerate(names):
         index.setdefault(name, position)
-    return index
+    return names, index
 
 
 def rows(cursor: BaseCursor[Any, Any]) -> RowMaker[Row]:
-    """psycopg's row factory for :class:`Row`."""
-    names = tuple(column.name for column in cursor.description or ())
-    index = _index(names)
+    """psycopg's row factory for :class:`Row`. The names are read from the result
+    itself (``PQfname``), not from ``cursor.description``, which builds a ``Column``
+    (and looks up its type) for every column of every statement."""
+    result = cursor.pgresult
+    names, index = _layout(() if result is None else
+                           tuple(result.fname(n) for n in range(result.nfields)))
 
     def make(values: Sequence[Any]) -> Row:
         return Row(names, index, tuple(values))
@@ -131,7 +136,8 @@ class Cursor(psycopg.Cursor[Row]):
 
     @property
     def lastrowid(self) -> int | None:
-        if self.description is None:
+        result = self.pgresult
+        if result is None or result.status != pq.ExecStatus.TUPLES_OK:
             return None
         row = self.fetchone()
         return None if row is None else int(row[0])
@@ -153,6 +159,10 @@ def to_psycopg(sql: str) -> str:
         return "%s" if text == "?" else text.replace("%", "%%")
 
     return _TOKENS.sub(token, sql)
+
+
+# A whole transaction's end: every savepoint is released (or undone) by it.
+_ENDS: Final = frozenset({"COMMIT", "ROLLBACK"})
 
 
 def _statement(sql: str) -> str:
@@ -177,12 +187,37 @@ class PgConnection:
     def __init__(self, raw: psycopg.Connection[Row]) -> None:
         self.raw = raw
         self._changes = 0  # sqlite3's total_changes: rows our statements wrote
+        self._later: list[str] = []  # RELEASEs not sent yet (see later)
+
+    def later(self, sql: str) -> None:
+        """Send ``sql`` (a ``RELEASE``: no parameters, no rows) with the next statement
+        that needs it: in the same round trip as a ``SAVEPOINT``; not at all before a
+        ``COMMIT`` or ``ROLLBACK`` of the whole transaction (which release every
+        savepoint); alone before any other statement."""
+        self._later.append(sql)
+
+    def _flush_later(self, sql: str) -> str | None:
+        """The text to send for ``sql`` (parameterless) with what waits, or None."""
+        later, self._later = self._later, []
+        if sql in _ENDS:
+            return sql
+        if sql.startswith("SAVEPOINT "):
+            return "; ".join([*later, sql])
+        self._run(lambda cursor: cursor.execute("; ".join(later)))
+        return None
 
     # Typed as engine.Cursor (rows are Any), as sqlite3's are.
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> engine.Cursor:
+        if self._later:
+            if not parameters and (joined := self._flush_later(sql)) is not None:
+                return self._run(lambda cursor: cursor.execute(joined))
+            if self._later:
+                self._flush_later("")
         return self._run(lambda cursor: cursor.execute(_statement(sql), parameters))
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> engine.Cursor:
+        if self._later:
+            self._flush_later("")
         return self._run(lambda cursor: cursor.executemany(_statement(sql), parameters))
 
     def _run(self, statement: Callable[[Cursor], object]) -> engine.Cursor:
