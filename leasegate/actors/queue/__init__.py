@@ -11,10 +11,12 @@ read-only and redelivered), and share everything else, written once here:
   settle notices: what a queue tells the ledger once a job with a hold ended;
 - ``reads.py``: reading one job (``GetJob``, waiting until it settles with ``wait``)
   and a job's history;
-- ``history.py``: the history recorder and live job events;
+- ``history.py``: the history recorder;
 - ``leases.py``: lease tokens, site limits, dry filters, what waiting leases wait for;
 - ``submissions.py``: idempotent submits (replays, tombstones, 6004);
 - ``reports.py``: workers' results, judged and written set-based, and the checks of
-  what a worker reports;
-- ``event_hub.py``: the live event stream's ring and readers.
+  what a worker reports.
+
+The live event stream the queues publish to is ``actors/event_stream.py``; the
+wake-ups between gateways, ``actors/other_gateways.py``.
 """

@@ -151,7 +151,7 @@ def committed_after(conn: Connection, order: events_sql.CommitOrder, after: int,
                     limit: int) -> tuple[list[JobEvent], bool]:
     """Up to ``limit`` committed events with ids above ``after``, every gateway's, in id
     order, none of which a lower id can follow, and whether more are held back behind
-    one still in flight: what a hub tails on PostgreSQL (``event_hub.Tail``, on a
+    one still in flight: what a hub tails on PostgreSQL (``event_stream.Tail``, on a
     database thread)."""
     rows, held_back = order.read(conn, after, limit)
     return [JobEvent(r["event_id"], r["channel"], r["job_id"], r["tenant"], r["site"],
