@@ -36,16 +36,24 @@ RECLAIM: Json = {"action": "requeue", "reason": "checked the site: nothing happe
 
 # ---- plans ---------------------------------------------------------------------------
 
-class Recorder:
-    """A connection that remembers every statement run through it."""
+class Recorder(sqlite3.Connection):
+    """A second connection to the test's database that remembers every statement run
+    through it: a real sqlite3 connection, so the storage spells each one as it does
+    for SQLite (a wrapper would be taken for PostgreSQL's connection)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.statements: list[tuple[str, list[Any]]] = []
+    statements: list[tuple[str, list[Any]]]
 
-    def execute(self, sql: str, args: Any = ()) -> sqlite3.Cursor:
+    def execute(self, sql: str, args: Any = (), /) -> sqlite3.Cursor:
         self.statements.append((sql, list(args)))
-        return self.conn.execute(sql, args)
+        return super().execute(sql, args)
+
+
+def recording(conn: sqlite3.Connection) -> Recorder:
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    recorder = sqlite3.connect(path, factory=Recorder, isolation_level=None)
+    recorder.row_factory = conn.row_factory
+    recorder.statements = []
+    return recorder
 
 
 def plan(conn: sqlite3.Connection, sql: str, args: list[Any]) -> list[str]:
@@ -88,8 +96,8 @@ def test_the_task_lease_seeks_free_lanes_only(conn: sqlite3.Connection,
     add_task(conn, "never", "s1", "c", priority=5, not_before=EPOCH + 60)
     for n in range(6):
         add_task(conn, f"t{n}", f"s{1 + n % 2}", f"b{n}", at=EPOCH + 2 + n)
-    recorder = Recorder(conn)
-    picked = tasks_sql.next_queued(recorder, sites, EPOCH + 10, 3)  # type: ignore[arg-type]
+    recorder = recording(conn)
+    picked = tasks_sql.next_queued(recorder, sites, EPOCH + 10, 3)
     assert [row["task_id"] for row in picked] == (
         ["now", "t0", "t2"] if sites == ["s1"] else ["now", "t0", "t1"])
     kinds = {sql for sql, _ in recorder.statements}
@@ -108,8 +116,8 @@ def test_the_query_lease_reads_queued_rows_only(conn: sqlite3.Connection,
             query_id=f"q{n}", tenant="t1", site=site, kind="k", params="{}", fingerprint="f",
             status="succeeded" if n < 4 else "queued", created_at=EPOCH, expires_at=EPOCH + 60,
             updated_at=EPOCH)])
-    recorder = Recorder(conn)
-    picked = queries_sql.next_queued(recorder, sites, EPOCH, 3)  # type: ignore[arg-type]
+    recorder = recording(conn)
+    picked = queries_sql.next_queued(recorder, sites, EPOCH, 3)
     assert [row["query_id"] for row in picked] == ["q4", "q5", "q6"]
     # Two sites: two pages of s1's stream, the second by keyset.
     assert any(") > (" in sql for sql, _ in recorder.statements) == (sites == ["s1", "s2"])
@@ -128,8 +136,8 @@ def test_a_sites_backlog_is_index_seeks_never_a_walk_of_the_queue(
             status="queued", created_at=EPOCH + n, expires_at=EPOCH + 600, updated_at=EPOCH,
             available_at=EPOCH + n, next_attempt_at=EPOCH + 60 if n < 2 else None)])
     for read in (queries_sql.backlog, lanes_sql.backlog):
-        recorder = Recorder(conn)
-        read(recorder, "s1")  # type: ignore[arg-type]
+        recorder = recording(conn)
+        read(recorder, "s1")
         for sql, args in recorder.statements:
             steps = [line for line in plan(conn, sql, args)
                      if line.startswith(("SCAN", "SEARCH"))]
