@@ -156,17 +156,19 @@ class BaseJob:
     @property
     def task_id(self) -> str:
         """A task's ``id``, by the API's name for it."""
-        if self.channel != "tasks":
-            raise AttributeError(f"a query has no task_id: its id is job.id "
-                                 f"(or job.query_id), {self.id!r}")
-        return self.id
+        return self._id_named("task")
 
     @property
     def query_id(self) -> str:
         """A query's ``id``, by the API's name for it."""
-        if self.channel != "queries":
-            raise AttributeError(f"a task has no query_id: its id is job.id "
-                                 f"(or job.task_id), {self.id!r}")
+        return self._id_named("query")
+
+    def _id_named(self, noun: str) -> str:
+        """The ``id`` as ``<noun>_id``, which only a job of that channel has."""
+        mine = "task" if self.channel == "tasks" else "query"
+        if noun != mine:
+            raise AttributeError(f"a {mine} has no {noun}_id: its id is job.id "
+                                 f"(or job.{mine}_id), {self.id!r}")
         return self.id
 
     @property

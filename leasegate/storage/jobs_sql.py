@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from leasegate.storage.engine import Connection, Row
-from leasegate.storage.rows import insert_rows, known_ids, rows_by_key
+from leasegate.storage.rows import insert_rows, known_ids, rows_by_key, update_rows
 from leasegate.storage.turn_locks import Shared, lock_scopes
 
 
@@ -63,6 +63,24 @@ class JobTable:
         """Of ``job_ids``, those of a job or a tombstone (``fingerprint``, ``status``)."""
         return known_ids(conn, self.table, self.tombstones, self.key, job_ids)
 
+    def finish_many(self, conn: Connection, finishes: Sequence[Outcome],
+                    columns: Mapping[str, str], changes: str, unfinished: str, where: str,
+                    now: float) -> list[Row]:
+        """Each of ``finishes`` onto its job's row, in one UPDATE (``update_rows``): what
+        both channels write (:data:`OUTCOME`, the lease ended, ``updated_at``, and
+        ``completed_at`` unless the status is ``unfinished``), then the channel's own
+        ``columns`` (name: SQL type) as ``changes`` sets them; a row ``where`` refuses
+        (the fence, reading ``v``) is left as it was. The rows, as they are now."""
+        every = {**OUTCOME, **columns}
+        return update_rows(conn, self.table, self.key, every,
+                           [finish.values(every) for finish in finishes], (
+            "status = v.status, lease_expires_at = NULL, result = v.result, "
+            "error_code = v.error_code, error_message = v.error_message, cost = v.cost, "
+            "outcome_digest = v.outcome_digest, error_type = v.error_type, "
+            f"error_traceback = v.error_traceback, {changes}, updated_at = ?, "
+            f"completed_at = CASE WHEN v.status = '{unfinished}' THEN NULL ELSE ? END"),
+            [now, now], where)
+
     def purge_completed_before(self, conn: Connection, cutoff: float, now: float,
                                limit: int = 1000) -> list[str]:
         """Delete finished jobs past retention, leaving a tombstone for each in the
@@ -99,3 +117,9 @@ class Outcome:
     def values(self, columns: Iterable[str]) -> tuple[Any, ...]:
         """The job's id, then the value of each of ``columns``: a row of ``VALUES``."""
         return (self.job_id, *(getattr(self, column) for column in columns))
+
+
+OUTCOME: Final = {"lease_token": "TEXT", "status": "TEXT", "result": "TEXT",
+                  "error_code": "BIGINT", "error_message": "TEXT", "cost": "BIGINT",
+                  "outcome_digest": "TEXT", "error_type": "TEXT", "error_traceback": "TEXT"}
+"""The columns of an :class:`Outcome` (beside its id) and their SQL types."""

@@ -14,7 +14,7 @@ from typing import Any, Final
 from leasegate.storage.engine import Connection, Row, respelled, skip_locked
 from leasegate.storage.jobs_sql import JobTable, Outcome
 from leasegate.storage.keyset import merged, ordered
-from leasegate.storage.rows import expire_each, lease_rows, marks, update_rows
+from leasegate.storage.rows import expire_each, lease_rows, marks
 
 TERMINAL = ("succeeded", "failed", "expired")
 
@@ -102,26 +102,18 @@ class QueryFinish(Outcome):
     refund: int
 
 
-FINISH: Final = {"lease_token": "TEXT", "status": "TEXT", "result": "TEXT",
-                 "error_code": "BIGINT", "error_message": "TEXT", "cost": "BIGINT",
-                 "outcome_digest": "TEXT", "error_type": "TEXT", "error_traceback": "TEXT",
-                 "next_attempt_at": "DOUBLE PRECISION", "errors": "TEXT",
-                 "refund": "BIGINT"}
-"""The columns a :class:`QueryFinish` writes, and their SQL types."""
+FINISH: Final = {"next_attempt_at": "DOUBLE PRECISION", "errors": "TEXT", "refund": "BIGINT"}
+"""The columns a :class:`QueryFinish` writes beside its outcome's, and their SQL types."""
 
 
 def finish_many(conn: Connection, finishes: Sequence[QueryFinish], now: float) -> list[Row]:
     """leased → an outcome for each query, in one UPDATE; a query whose lease is not
-    that token is left as it was. The rows, as they are now (in no order)."""
-    return update_rows(conn, "queries", "query_id", FINISH,
-                       [finish.values(FINISH) for finish in finishes], (
-        "status = v.status, lease_expires_at = NULL, result = v.result, "
-        "error_code = v.error_code, error_message = v.error_message, cost = v.cost, "
-        "outcome_digest = v.outcome_digest, error_type = v.error_type, "
-        "error_traceback = v.error_traceback, next_attempt_at = v.next_attempt_at, "
-        "errors = v.errors, attempts = queries.attempts - v.refund, updated_at = ?, "
-        "completed_at = CASE WHEN v.status = 'queued' THEN NULL ELSE ? END"), [now, now],
-        "queries.status = 'leased' AND queries.lease_token = v.lease_token")
+    that token is left as it was (``queued``, a retry, is not finished). The rows, as
+    they are now (in no order)."""
+    return JOBS.finish_many(
+        conn, finishes, FINISH, "next_attempt_at = v.next_attempt_at, errors = v.errors, "
+        "attempts = queries.attempts - v.refund", "queued",
+        "queries.status = 'leased' AND queries.lease_token = v.lease_token", now)
 
 
 def expire_past_ttl(conn: Connection, now: float) -> list[Row]:

@@ -181,11 +181,8 @@ class TaskFinish(Outcome):
     late_result: int
 
 
-FINISH: Final = {"from_status": "TEXT", "lease_token": "TEXT", "status": "TEXT",
-                 "result": "TEXT", "error_code": "BIGINT", "error_message": "TEXT",
-                 "cost": "BIGINT", "progress": "TEXT", "outcome_digest": "TEXT",
-                 "late_result": "SMALLINT", "error_type": "TEXT", "error_traceback": "TEXT"}
-"""The columns a :class:`TaskFinish` writes, and their SQL types."""
+FINISH: Final = {"from_status": "TEXT", "progress": "TEXT", "late_result": "SMALLINT"}
+"""The columns a :class:`TaskFinish` writes beside its outcome's, and their SQL types."""
 
 
 def finish_many(conn: Connection, finishes: Sequence[TaskFinish], now: float) -> list[Row]:
@@ -196,17 +193,12 @@ def finish_many(conn: Connection, finishes: Sequence[TaskFinish], now: float) ->
     The lease owner and token stay on the row so an identical retry is
     recognised; ``paused`` leaves the task unfinished (no ``completed_at``).
     """
-    return update_rows(conn, "tasks", "task_id", FINISH,
-                       [finish.values(FINISH) for finish in finishes], (
-        "status = v.status, claim_expires_at = NULL, lease_expires_at = NULL, "
-        "result = v.result, error_code = v.error_code, error_message = v.error_message, "
-        "cost = v.cost, progress = coalesce(v.progress, tasks.progress), "
-        "outcome_digest = v.outcome_digest, late_result = v.late_result, "
-        "error_type = v.error_type, error_traceback = v.error_traceback, "
+    return JOBS.finish_many(
+        conn, finishes, FINISH, "claim_expires_at = NULL, "
+        "progress = coalesce(v.progress, tasks.progress), late_result = v.late_result, "
         "pause_requested = CASE WHEN v.status = 'paused' THEN 0 ELSE tasks.pause_requested "
-        "END, updated_at = ?, "
-        "completed_at = CASE WHEN v.status = 'paused' THEN NULL ELSE ? END"), [now, now],
-        "tasks.status = v.from_status AND tasks.lease_token = v.lease_token")
+        "END", "paused", "tasks.status = v.from_status AND tasks.lease_token = v.lease_token",
+        now)
 
 
 def cancel_unleased(conn: Connection, task_id: str, from_status: str,

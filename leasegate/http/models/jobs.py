@@ -220,11 +220,21 @@ SNOOZE_RULE = ConfigDict(extra="forbid", json_schema_extra={"allOf": [
      "else": {"properties": {"snooze_seconds": {"type": "null"}}}}]})
 
 
-class QueryResultBody(Strict):
+Token = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class FencedBody(Strict):
+    worker_id: Id
+    lease_token: Token
+
+
+# A result's outcome fields are written once per channel and serve the single result
+# and the batch item alike. Each of those lists its fence (the worker's or the job's id,
+# and the token) as the last base: pydantic orders fields from the last base to the
+# first, so the fence stays first in the body and in the document.
+class QueryOutcomeBody(Strict):
     model_config = SNOOZE_RULE
 
-    worker_id: Id
-    lease_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     outcome: QueryOutcome
     result: Any = Field(default=None, description=PAYLOAD)
     error: QueryErrorBody | None = None
@@ -232,21 +242,24 @@ class QueryResultBody(Strict):
     snooze_seconds: SnoozeSeconds | None = None
 
 
-class FencedBody(Strict):
-    worker_id: Id
-    lease_token: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+class QueryResultBody(QueryOutcomeBody, FencedBody):
+    pass
+
+
+class TaskOutcomeBody(Strict):
+    outcome: TaskOutcome
+    result: Any = Field(default=None, description=PAYLOAD)
+    error: ErrorBody | None = None
+    cost: Amount | None = None
+    progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
 
 
 class RenewBody(FencedBody):
     progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
 
 
-class TaskResultBody(FencedBody):
-    outcome: TaskOutcome
-    result: Any = Field(default=None, description=PAYLOAD)
-    error: ErrorBody | None = None
-    cost: Amount | None = None
-    progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
+class TaskResultBody(TaskOutcomeBody, FencedBody):
+    pass
 
 
 # ---- batches: the envelope is checked here (1..100 objects); each item on its own by
@@ -277,9 +290,6 @@ class SubmitQueriesBody(Strict):
     items: batch_of(SubmitQueryBody)  # type: ignore[valid-type]
 
 
-Token = Annotated[str, StringConstraints(min_length=1, max_length=128)]
-
-
 class StartItem(Strict):
     task_id: Id
     lease_token: Token
@@ -290,14 +300,8 @@ class StartTasksBody(Strict):
     items: batch_of(StartItem)  # type: ignore[valid-type]
 
 
-class TaskResultItem(Strict):
-    task_id: Id
-    lease_token: Token
-    outcome: TaskOutcome
-    result: Any = Field(default=None, description=PAYLOAD)
-    error: ErrorBody | None = None
-    cost: Amount | None = None
-    progress: dict[str, Any] | None = Field(default=None, description=PAYLOAD)
+class TaskResultItem(TaskOutcomeBody, StartItem):  # StartItem: the task and its token
+    pass
 
 
 class TaskResultsBody(Strict):
@@ -305,16 +309,13 @@ class TaskResultsBody(Strict):
     items: batch_of(TaskResultItem)  # type: ignore[valid-type]
 
 
-class QueryResultItem(Strict):
-    model_config = SNOOZE_RULE
-
+class QueryFence(Strict):
     query_id: Id
     lease_token: Token
-    outcome: QueryOutcome
-    result: Any = Field(default=None, description=PAYLOAD)
-    error: QueryErrorBody | None = None
-    cost: Amount | None = None
-    snooze_seconds: SnoozeSeconds | None = None
+
+
+class QueryResultItem(QueryOutcomeBody, QueryFence):
+    pass
 
 
 class QueryResultsBody(Strict):

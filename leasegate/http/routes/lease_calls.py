@@ -17,10 +17,13 @@ from typing import Any, TypeVar
 
 from leasegate.actors.channels import JobQueue
 from leasegate.actors.jobs.channel import JobChannel, JobView
+from leasegate.actors.keys.views import Principal
 from leasegate.actors.queue.leasing import LeaseCall
 from leasegate.actors.runtime.mailbox import Ask, Message, Tell
 from leasegate.errors import LeasegateError
+from leasegate.http.models.jobs import LeaseBody
 from leasegate.http.routes import batches
+from leasegate.http.server.auth import worker_sites
 from leasegate.http.server.long_poll import lease_reply
 from leasegate.http.server.render import to_json
 
@@ -34,11 +37,16 @@ After = Callable[[tuple[M, ...], LeaseCall[A, L]],
 
 
 async def lease_after_results(
-        noun: str, channel: JobChannel[A, Any, V], lease: LeaseCall[A, L],
-        results: Sequence[M | LeasegateError] | None, after: After[M, A, L, V],
-        wait_seconds: float, give_back: Callable[[tuple[L, ...]], Tell[A] | None],
+        noun: str, channel: JobChannel[A, Any, V], call: Callable[..., LeaseCall[A, L]],
+        data: LeaseBody, principal: Principal, results: Sequence[M | LeasegateError] | None,
+        after: After[M, A, L, V], give_back: Callable[[tuple[L, ...]], Tell[A] | None],
         ) -> dict[str, Any]:
-    """``POST /v1/<jobs>/lease``, with ``results`` (None: a plain lease call)."""
+    """``POST /v1/<jobs>/lease``: ``data`` asked by the worker key ``principal`` as the
+    channel's ``call``, with ``results`` (None: a plain lease call)."""
+    wait_seconds = data.wait_seconds
+    lease = call(worker_id=data.worker_id, sites=worker_sites(principal, data.sites),
+                 max=data.max, request_id=data.request_id, wait=wait_seconds > 0,
+                 key_id=principal.key_id)
     if results is None:
         return await lease_reply(channel.queue, lease, wait_seconds, give_back)
     taken = [item for item in results if not isinstance(item, LeasegateError)]

@@ -34,7 +34,7 @@ from leasegate.http.models.workers import QueryLeaseBody, QueryLeaseReply
 from leasegate.http.routes import batches
 from leasegate.http.routes.jobs import job_reply, search_reply
 from leasegate.http.routes.lease_calls import lease_after_results
-from leasegate.http.server.auth import allow, require, worker_sites
+from leasegate.http.server.auth import allow, require
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
 
@@ -118,10 +118,8 @@ async def lease_queries(data: QueryLeaseBody) -> Any:
     results = None if data.results is None else batches.each_body(
         QueryResultItem, data.results,
         lambda item, limit: _result_message(item.query_id, data.worker_id, sites, item, limit))
-    return await lease_after_results("query", system().jobs.queries, LeaseQueries(
-        worker_id=data.worker_id, sites=worker_sites(principal, data.sites), max=data.max,
-        request_id=data.request_id, wait=data.wait_seconds > 0, key_id=principal.key_id),
-        results, LeaseQueriesAfterResults, data.wait_seconds, release_message)
+    return await lease_after_results("query", system().jobs.queries, LeaseQueries, data, principal,
+                                     results, LeaseQueriesAfterResults, release_message)
 
 
 @bp.post("/v1/queries/<query_id>/result")

@@ -61,7 +61,7 @@ from leasegate.http.routes import batches
 from leasegate.http.routes.jobs import job_reply, search_reply
 from leasegate.http.routes.lease_calls import lease_after_results
 from leasegate.http.routes.operator import optional_reason, signed
-from leasegate.http.server.auth import allow, require, require_tenant, worker_sites
+from leasegate.http.server.auth import allow, require, require_tenant
 from leasegate.http.server.context import system
 from leasegate.http.server.render import to_json
 
@@ -188,10 +188,8 @@ async def lease_tasks(data: TaskLeaseBody) -> Any:
     results = None if data.results is None else batches.each_body(
         TaskResultItem, data.results,
         lambda item, limit: _result_message(item.task_id, data.worker_id, sites, item, limit))
-    return await lease_after_results("task", system().jobs.tasks, LeaseTasks(
-        worker_id=data.worker_id, sites=worker_sites(principal, data.sites), max=data.max,
-        request_id=data.request_id, wait=data.wait_seconds > 0, key_id=principal.key_id),
-        results, LeaseTasksAfterResults, data.wait_seconds, release_message)
+    return await lease_after_results("task", system().jobs.tasks, LeaseTasks, data, principal,
+                                     results, LeaseTasksAfterResults, release_message)
 
 
 @bp.post("/v1/tasks/start")
