@@ -17,7 +17,7 @@ from leasegate.storage.connection import connect
 from leasegate.storage.migrations import migrate
 from tests.conftest import Gateway, start_gateway
 from tests.test_console_operator import signed_in
-from tests.test_query_plans import Recorder, plan
+from tests.test_query_plans import plan, recording
 
 pytestmark = pytest.mark.both_engines
 
@@ -82,10 +82,9 @@ def test_the_activity_reads_are_ranges_of_the_time_index(tmp_path: Path) -> None
     """Each read is a range of ``job_events_by_time``: never a walk of the history."""
     conn = connect(tmp_path / "plans.db", synchronous="OFF")
     migrate(conn)
-    recorder = Recorder(conn)
-    activity_sql.per_minute(recorder, "task", 0.0, 3600.0)  # type: ignore[arg-type]
-    activity_sql.failures_by_site(recorder, "task", 0.0, 82_800.0, 86_400.0,  # type: ignore[arg-type]
-                                  20)
+    recorder = recording(conn)
+    activity_sql.per_minute(recorder, "task", 0.0, 3600.0)
+    activity_sql.failures_by_site(recorder, "task", 0.0, 82_800.0, 86_400.0, 20)
     assert len(recorder.statements) == 2
     for sql, args in recorder.statements:
         lines = plan(conn, sql, args)
