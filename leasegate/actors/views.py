@@ -13,7 +13,7 @@ in seconds, rendered as an ISO 8601 UTC timestamp::
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeAlias
 
 from leasegate.actors.payloads import stored_loads
@@ -68,6 +68,14 @@ class Receipt:
 
     status: str
     created: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSubmitted(Receipt):
+    """A submit's receipt on either channel: a job waits queued on a paused site."""
+
+    site_paused: bool = field(default=False, metadata={"description": (
+        "true when the site is paused: the job waits queued (left out otherwise).")})
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from leasegate.actors.views import (
     Billing,
     Instant,
     JobError,
+    JobSubmitted,
     JSONObject,
     JSONValue,
-    Receipt,
     billing,
     job_error,
     loads,
@@ -20,10 +20,8 @@ from leasegate.storage.engine import Row
 
 
 @dataclass(frozen=True)
-class QuerySubmitted(Receipt):
+class QuerySubmitted(JobSubmitted):
     query_id: str
-    site_paused: bool = field(default=False, metadata={"description": (
-        "true when the site is paused: the query waits queued (left out otherwise).")})
 
 
 @dataclass(frozen=True)

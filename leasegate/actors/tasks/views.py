@@ -10,9 +10,9 @@ from leasegate.actors.views import (
     Billing,
     Instant,
     JobError,
+    JobSubmitted,
     JSONObject,
     JSONValue,
-    Receipt,
     billing,
     job_error,
     loads,
@@ -21,10 +21,8 @@ from leasegate.storage.engine import Row
 
 
 @dataclass(frozen=True)
-class TaskSubmitted(Receipt):
+class TaskSubmitted(JobSubmitted):
     task_id: str
-    site_paused: bool = field(default=False, metadata={"description": (
-        "true when the site is paused: the task waits queued (left out otherwise).")})
 
 
 @dataclass(frozen=True)
