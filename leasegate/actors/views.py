@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, TypeAlias
 
 from leasegate.actors.payloads import stored_loads
 
@@ -56,6 +56,18 @@ class JobError:
     message: str
     type: str | None = None
     traceback: str | None = None
+
+
+class OfOneJob:
+    """A reply about one job, its id under the channel's name (``id_field``:
+    ``task_id``): ``job_id`` reads it whatever the channel."""
+
+    id_field: ClassVar[str]
+
+    @property
+    def job_id(self) -> str:
+        job_id: str = getattr(self, self.id_field)
+        return job_id
 
 
 @dataclass(frozen=True, kw_only=True)

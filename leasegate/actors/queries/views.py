@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from leasegate.actors.attempts import AttemptError, attempt_errors
 from leasegate.actors.views import (
@@ -12,6 +13,7 @@ from leasegate.actors.views import (
     JobSubmitted,
     JSONObject,
     JSONValue,
+    OfOneJob,
     billing,
     job_error,
     loads,
@@ -25,9 +27,10 @@ class QuerySubmitted(JobSubmitted):
 
 
 @dataclass(frozen=True)
-class QueryView:
+class QueryView(OfOneJob):
     """The query object."""
 
+    id_field: ClassVar[str] = "query_id"
     query_id: str
     tenant: str
     site: str
@@ -49,15 +52,12 @@ class QueryView:
     errors: tuple[AttemptError, ...] = field(default=(), metadata={"description": (
         "The last 20 attempts' errors, oldest first.")})
 
-    @property
-    def job_id(self) -> str:
-        return self.query_id
-
 
 @dataclass(frozen=True)
-class QueryLease:
+class QueryLease(OfOneJob):
     """A query handed to a worker, to be answered before ``lease_expires_at``."""
 
+    id_field: ClassVar[str] = "query_id"
     query_id: str
     site: str
     kind: str
@@ -65,10 +65,6 @@ class QueryLease:
     attempt: int
     lease_token: str
     lease_expires_at: Instant
-
-    @property
-    def job_id(self) -> str:
-        return self.query_id
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from leasegate.actors.attempts import MAX_ERRORS, AttemptError, attempt_errors, outcome_error
 from leasegate.actors.views import (
@@ -13,6 +13,7 @@ from leasegate.actors.views import (
     JobSubmitted,
     JSONObject,
     JSONValue,
+    OfOneJob,
     billing,
     job_error,
     loads,
@@ -36,9 +37,10 @@ class Reclaim:
 
 
 @dataclass(frozen=True)
-class TaskView:
+class TaskView(OfOneJob):
     """The task object, plus ``late_result`` (a stale task's last lease reported)."""
 
+    id_field: ClassVar[str] = "task_id"
     task_id: str
     tenant: str
     site: str
@@ -68,15 +70,12 @@ class TaskView:
     errors: tuple[AttemptError, ...] = field(default=(), metadata={"description": (
         "The last 20 attempts' errors, oldest first (kept across operator retries).")})
 
-    @property
-    def job_id(self) -> str:
-        return self.task_id
-
 
 @dataclass(frozen=True)
-class TaskLease:
+class TaskLease(OfOneJob):
     """A claim as handed to a worker: to be started before ``claim_expires_at``."""
 
+    id_field: ClassVar[str] = "task_id"
     task_id: str
     site: str
     account: str
@@ -86,10 +85,6 @@ class TaskLease:
     attempt: int
     lease_token: str
     claim_expires_at: Instant
-
-    @property
-    def job_id(self) -> str:
-        return self.task_id
 
 
 @dataclass(frozen=True)
