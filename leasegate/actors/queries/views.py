@@ -30,7 +30,6 @@ class QuerySubmitted(JobSubmitted):
 class QueryView(OfOneJob):
     """The query object."""
 
-    id_field: ClassVar[str] = "query_id"
     query_id: str
     tenant: str
     site: str
@@ -51,13 +50,13 @@ class QueryView(OfOneJob):
         "While the query waits for a retry (queued): when it is leasable again.")})
     errors: tuple[AttemptError, ...] = field(default=(), metadata={"description": (
         "The last 20 attempts' errors, oldest first.")})
+    id_field: ClassVar[str] = "query_id"
 
 
 @dataclass(frozen=True)
 class QueryLease(OfOneJob):
     """A query handed to a worker, to be answered before ``lease_expires_at``."""
 
-    id_field: ClassVar[str] = "query_id"
     query_id: str
     site: str
     kind: str
@@ -65,6 +64,7 @@ class QueryLease(OfOneJob):
     attempt: int
     lease_token: str
     lease_expires_at: Instant
+    id_field: ClassVar[str] = "query_id"
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,6 @@ class Reclaim:
 class TaskView(OfOneJob):
     """The task object, plus ``late_result`` (a stale task's last lease reported)."""
 
-    id_field: ClassVar[str] = "task_id"
     task_id: str
     tenant: str
     site: str
@@ -69,13 +68,13 @@ class TaskView(OfOneJob):
     late_result: bool
     errors: tuple[AttemptError, ...] = field(default=(), metadata={"description": (
         "The last 20 attempts' errors, oldest first (kept across operator retries).")})
+    id_field: ClassVar[str] = "task_id"
 
 
 @dataclass(frozen=True)
 class TaskLease(OfOneJob):
     """A claim as handed to a worker: to be started before ``claim_expires_at``."""
 
-    id_field: ClassVar[str] = "task_id"
     task_id: str
     site: str
     account: str
@@ -85,6 +84,7 @@ class TaskLease(OfOneJob):
     attempt: int
     lease_token: str
     claim_expires_at: Instant
+    id_field: ClassVar[str] = "task_id"
 
 
 @dataclass(frozen=True)
