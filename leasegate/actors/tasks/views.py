@@ -121,16 +121,17 @@ class WorkerView:
 
 @dataclass(frozen=True)
 class ArtifactStored:
+    """A task's artifact as stored: its name, size and digest."""
+
     name: str
     size: int
     sha256: str
 
 
 @dataclass(frozen=True)
-class ArtifactInfo:
-    name: str
-    size: int
-    sha256: str
+class ArtifactInfo(ArtifactStored):
+    """A stored artifact, and when it was stored (an item of the task's list)."""
+
     created_at: Instant
 
 
