@@ -82,8 +82,10 @@ def check_flag(name: str, value: object) -> None:
         raise InvalidRequest(f"{name} must be true or false (got {value!r:.40})")
 
 
-def check_choice(name: str, value: object, choices: Any) -> None:
+def check_choice(name: str, value: object, choices: Any, *, optional: bool = False) -> None:
     """``choices`` is a ``Literal`` type: the one definition the HTTP models use too."""
+    if value is None and optional:
+        return
     allowed = get_args(choices)
     if value not in allowed:
         raise InvalidRequest(f"{name} must be one of {', '.join(map(str, allowed))} "

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from leasegate.actors.checks import check_int
+from leasegate.actors.checks import check_id, check_int
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.errors import InvalidRequest
 from leasegate.storage.engine import Row
@@ -83,3 +83,14 @@ class ListPage(Ask[A_contra, Paged[T]]):
 
     def check(self) -> None:
         check_page(self.page)
+
+
+@dataclass(frozen=True)
+class TenantPage(ListPage[A_contra, T]):
+    """One page of a tenant's ``T``s (``tenant`` None: every tenant's)."""
+
+    tenant: str | None = None
+
+    def check(self) -> None:
+        super().check()
+        check_id("tenant", self.tenant, optional=True)

@@ -13,8 +13,8 @@ in seconds, rendered as an ISO 8601 UTC timestamp::
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Final, TypeAlias
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, TypeAlias
 
 from leasegate.actors.payloads import stored_loads
 
@@ -58,6 +58,18 @@ class JobError:
     traceback: str | None = None
 
 
+class OfOneJob:
+    """A reply about one job, its id under the channel's name (``id_field``:
+    ``task_id``): ``job_id`` reads it whatever the channel."""
+
+    id_field: ClassVar[str]
+
+    @property
+    def job_id(self) -> str:
+        job_id: str = getattr(self, self.id_field)
+        return job_id
+
+
 @dataclass(frozen=True, kw_only=True)
 class Receipt:
     """What a request that creates something under an id did (a submit, a hold):
@@ -68,6 +80,14 @@ class Receipt:
 
     status: str
     created: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSubmitted(Receipt):
+    """A submit's receipt on either channel: a job waits queued on a paused site."""
+
+    site_paused: bool = field(default=False, metadata={"description": (
+        "true when the site is paused: the job waits queued (left out otherwise).")})
 
 
 @dataclass(frozen=True)

@@ -17,20 +17,20 @@ class TaskSubmitted(TypedDict):
     """Reply of ``POST /v1/tasks``."""
 
     task_id: str
-    # true when the site is paused: the task waits queued (left out otherwise).
-    site_paused: NotRequired[bool]
     status: str
     created: bool
+    # true when the site is paused: the job waits queued (left out otherwise).
+    site_paused: NotRequired[bool]
 
 
 class QuerySubmitted(TypedDict):
     """Reply of ``POST /v1/queries``."""
 
     query_id: str
-    # true when the site is paused: the query waits queued (left out otherwise).
-    site_paused: NotRequired[bool]
     status: str
     created: bool
+    # true when the site is paused: the job waits queued (left out otherwise).
+    site_paused: NotRequired[bool]
 
 
 class JobError(TypedDict):

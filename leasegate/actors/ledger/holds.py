@@ -258,8 +258,7 @@ class ListHolds(Ask[Ledger, Paged[HoldView]]):
 
     def check(self) -> None:
         check_id("account", self.account, optional=True)
-        if self.status is not None:
-            check_choice("status", self.status, HoldStatus)
+        check_choice("status", self.status, HoldStatus, optional=True)
         check_page(self.page)
 
 

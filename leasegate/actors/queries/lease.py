@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from leasegate.actors.checks import check_id
 from leasegate.actors.queries import Queries
 from leasegate.actors.queries.results import QueryResult, result, result_all
 from leasegate.actors.queries.turn import QUERIES, QueryTurn
@@ -47,12 +46,6 @@ release_message = give_back_with(ReleaseQueryLeases)
 @dataclass(frozen=True)
 class LeaseQueries(LeaseCall[Queries, QueryLease]):
     """Up to ``max`` queries, each leased until ``query_lease_ttl`` from now."""
-
-    key_id: str | None = None  # the worker key's id: bounds the workers one key creates
-
-    def check(self) -> None:
-        super().check()
-        check_id("key_id", self.key_id, optional=True)
 
 
 def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:

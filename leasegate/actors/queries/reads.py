@@ -35,8 +35,7 @@ class ListQueries(SearchJobs[Queries, QueryView]):
     status: QueryStatus | None = None
 
     def check(self) -> None:
-        if self.status is not None:
-            check_choice("status", self.status, QueryStatus)
+        check_choice("status", self.status, QueryStatus, optional=True)
         super().check()
 
 

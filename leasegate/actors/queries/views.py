@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from leasegate.actors.attempts import AttemptError, attempt_errors
 from leasegate.actors.views import (
     Billing,
     Instant,
     JobError,
+    JobSubmitted,
     JSONObject,
     JSONValue,
-    Receipt,
+    OfOneJob,
     billing,
     job_error,
     loads,
@@ -20,14 +22,12 @@ from leasegate.storage.engine import Row
 
 
 @dataclass(frozen=True)
-class QuerySubmitted(Receipt):
+class QuerySubmitted(JobSubmitted):
     query_id: str
-    site_paused: bool = field(default=False, metadata={"description": (
-        "true when the site is paused: the query waits queued (left out otherwise).")})
 
 
 @dataclass(frozen=True)
-class QueryView:
+class QueryView(OfOneJob):
     """The query object."""
 
     query_id: str
@@ -50,14 +50,11 @@ class QueryView:
         "While the query waits for a retry (queued): when it is leasable again.")})
     errors: tuple[AttemptError, ...] = field(default=(), metadata={"description": (
         "The last 20 attempts' errors, oldest first.")})
-
-    @property
-    def job_id(self) -> str:
-        return self.query_id
+    id_field: ClassVar[str] = "query_id"
 
 
 @dataclass(frozen=True)
-class QueryLease:
+class QueryLease(OfOneJob):
     """A query handed to a worker, to be answered before ``lease_expires_at``."""
 
     query_id: str
@@ -67,10 +64,7 @@ class QueryLease:
     attempt: int
     lease_token: str
     lease_expires_at: Instant
-
-    @property
-    def job_id(self) -> str:
-        return self.query_id
+    id_field: ClassVar[str] = "query_id"
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ class LeaseCall(Ask[A_contra, tuple[L_co, ...]]):
     max: int = 1  # 1–100 (tasks: distinct lanes)
     request_id: str | None = None
     wait: bool = False  # wait until work appears
+    key_id: str | None = None  # the worker key's id: bounds the workers one key creates
 
     def check(self) -> None:
         check_id("worker_id", self.worker_id)
@@ -64,6 +65,7 @@ class LeaseCall(Ask[A_contra, tuple[L_co, ...]]):
         check_int("max", self.max, 1, MAX_LEASES)
         check_id("request_id", self.request_id, optional=True)
         check_flag("wait", self.wait)
+        check_id("key_id", self.key_id, optional=True)
 
 
 class Queued(Protocol):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from leasegate.actors.checks import check_choice, check_flag, check_id
-from leasegate.actors.pages import ListPage, Paged, paged
+from leasegate.actors.pages import Paged, TenantPage, paged
 from leasegate.actors.payloads import canonical_json
 from leasegate.actors.queries.submit import SubmitQuery
 from leasegate.actors.queue.submissions import Submit
@@ -151,14 +151,8 @@ def get(turn: ScheduleTurn, m: GetSchedule) -> ScheduleView:
 
 
 @dataclass(frozen=True)
-class ListSchedules(ListPage[Schedules, ScheduleView]):
+class ListSchedules(TenantPage[Schedules, ScheduleView]):
     """A tenant's schedules (None: everyone's), newest first."""
-
-    tenant: str | None = None
-
-    def check(self) -> None:
-        super().check()
-        check_id("tenant", self.tenant, optional=True)
 
 
 @SCHEDULES.on(ListSchedules)

@@ -11,7 +11,6 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from leasegate.actors.checks import check_id
 from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.leasing import (
     LeaseAfterResults,
@@ -64,12 +63,6 @@ release_message = give_back_with(ReleaseTaskLeases)
 class LeaseTasks(LeaseCall[Tasks, TaskLease]):
     """Claims of up to ``max`` tasks on distinct lanes, to start within
     ``task_claim_window``."""
-
-    key_id: str | None = None  # the worker key's id: bounds the workers one key creates
-
-    def check(self) -> None:
-        super().check()
-        check_id("key_id", self.key_id, optional=True)
 
 
 def lease(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:

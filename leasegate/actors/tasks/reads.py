@@ -36,8 +36,7 @@ class ListTasks(SearchJobs[Tasks, TaskView]):
     account: str | None = None
 
     def check(self) -> None:
-        if self.status is not None:
-            check_choice("status", self.status, TaskStatus)
+        check_choice("status", self.status, TaskStatus, optional=True)
         check_id("account", self.account, optional=True)
         super().check()
 

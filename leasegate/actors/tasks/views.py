@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from leasegate.actors.attempts import MAX_ERRORS, AttemptError, attempt_errors, outcome_error
 from leasegate.actors.views import (
     Billing,
     Instant,
     JobError,
+    JobSubmitted,
     JSONObject,
     JSONValue,
-    Receipt,
+    OfOneJob,
     billing,
     job_error,
     loads,
@@ -21,10 +22,8 @@ from leasegate.storage.engine import Row
 
 
 @dataclass(frozen=True)
-class TaskSubmitted(Receipt):
+class TaskSubmitted(JobSubmitted):
     task_id: str
-    site_paused: bool = field(default=False, metadata={"description": (
-        "true when the site is paused: the task waits queued (left out otherwise).")})
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class Reclaim:
 
 
 @dataclass(frozen=True)
-class TaskView:
+class TaskView(OfOneJob):
     """The task object, plus ``late_result`` (a stale task's last lease reported)."""
 
     task_id: str
@@ -69,14 +68,11 @@ class TaskView:
     late_result: bool
     errors: tuple[AttemptError, ...] = field(default=(), metadata={"description": (
         "The last 20 attempts' errors, oldest first (kept across operator retries).")})
-
-    @property
-    def job_id(self) -> str:
-        return self.task_id
+    id_field: ClassVar[str] = "task_id"
 
 
 @dataclass(frozen=True)
-class TaskLease:
+class TaskLease(OfOneJob):
     """A claim as handed to a worker: to be started before ``claim_expires_at``."""
 
     task_id: str
@@ -88,10 +84,7 @@ class TaskLease:
     attempt: int
     lease_token: str
     claim_expires_at: Instant
-
-    @property
-    def job_id(self) -> str:
-        return self.task_id
+    id_field: ClassVar[str] = "task_id"
 
 
 @dataclass(frozen=True)
@@ -128,16 +121,17 @@ class WorkerView:
 
 @dataclass(frozen=True)
 class ArtifactStored:
+    """A task's artifact as stored: its name, size and digest."""
+
     name: str
     size: int
     sha256: str
 
 
 @dataclass(frozen=True)
-class ArtifactInfo:
-    name: str
-    size: int
-    sha256: str
+class ArtifactInfo(ArtifactStored):
+    """A stored artifact, and when it was stored (an item of the task's list)."""
+
     created_at: Instant
 
 

@@ -13,7 +13,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from leasegate.actors.checks import check_flag, check_id, check_text
-from leasegate.actors.pages import ListPage, Paged, paged
+from leasegate.actors.pages import Paged, TenantPage, paged
 from leasegate.actors.runtime.mailbox import Ask
 from leasegate.actors.webhooks import EVENT_TYPES, ROTATION_OVERLAP, Webhooks
 from leasegate.actors.webhooks.turn import WEBHOOKS, WebhookTurn
@@ -97,14 +97,8 @@ def create(turn: WebhookTurn, m: CreateEndpoint) -> CreatedEndpoint:
 
 
 @dataclass(frozen=True)
-class ListEndpoints(ListPage[Webhooks, EndpointView]):
+class ListEndpoints(TenantPage[Webhooks, EndpointView]):
     """A tenant's endpoints (None: every tenant's), newest first."""
-
-    tenant: str | None = None
-
-    def check(self) -> None:
-        super().check()
-        check_id("tenant", self.tenant, optional=True)
 
 
 @WEBHOOKS.on(ListEndpoints)
