@@ -14,16 +14,19 @@ from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.leasing import (
     LeaseAfterResults,
     LeaseCall,
-    Leasing,
     ReleaseLeases,
+    admitted_sites,
+    claims,
     give_back_with,
     handle_results_then_lease,
     leases_or_not_yet,
-    take_leases,
+    record_leased,
     waiting_for_work,
+    within,
 )
 from leasegate.actors.runtime.waiters import NotYet
 from leasegate.storage import queries_sql as sql
+from leasegate.storage.engine import Row
 
 
 @dataclass(frozen=True)
@@ -52,13 +55,31 @@ def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:
     """Up to ``m.max`` queries, each leased until ``query_lease_ttl`` from now (an
     attempt is counted at each lease)."""
     turn.presence.saw(turn, m.worker_id, m.sites, m.key_id)
-    return take_leases(turn, m, LEASING, turn.now + turn.settings.query_lease_ttl)
+    replay = (sql.leased_by_request(turn.conn, m.worker_id, m.request_id, *within(m))
+              if m.request_id is not None else [])  # a retry after a lost response
+    if replay:
+        return tuple(map(query_lease, replay))
+    return take_new(turn, m, turn.now + turn.settings.query_lease_ttl)
 
 
-LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
-                         take=sql.take_leases, view=query_lease,
-                         attempt=lambda row: row["attempts"],
-                         waiting_since=lambda row: row["available_at"] or row["created_at"])
+def attempt(row: Row) -> int:
+    """The attempt a lease is: counted at each lease, this one included."""
+    return int(row["attempts"])
+
+
+def waiting_since(row: Row) -> float:
+    """Since when a leased query waited: back in line (``available_at``), else its submit."""
+    return float(row["available_at"] or row["created_at"])
+
+
+def take_new(turn: QueryTurn, m: LeaseQueries, expires_at: float) -> tuple[QueryLease, ...]:
+    # New leases until expires_at: picked at the sites the lease may take from, taken in
+    # one UPDATE, their history in one insert.
+    with admitted_sites(turn, m) as (sites, admit):
+        queued = sql.next_queued(turn.conn, sites, turn.now, m.max, admit=admit)
+    leased = sql.take_leases(turn.conn, *claims(turn, m, queued, expires_at)) if queued else []
+    return tuple(map(query_lease, record_leased(turn, m, leased, attempt, waiting_since)))
+
 
 WAIT_FOR_WORK: Final = waiting_for_work(lease, release_message)
 """A lease that waits: woken by new work at its sites; at shutdown, nothing."""

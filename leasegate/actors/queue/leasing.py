@@ -2,15 +2,16 @@
 the same ones again, for a retry with its ``request_id``), a lease call that waits
 until work appears, and the give-back of leases nobody received.
 
-Each queue says what differs (:class:`Leasing`: its SQL, its lease view, how long a
-lease holds, the attempt it is and since when the job waited); the difference
-between the channels on purpose (a task's lease is a claim to start, a query's is
-the run itself) stays in its own handlers.
+Each channel's lease handler is plain code that calls the steps here, passing its
+own SQL's rows, its lease view, how long a lease holds, the attempt it is and since
+when the job waited; the difference between the channels on purpose (a task's
+lease is a claim to start, a query's is the run itself) stays in its own handlers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
@@ -24,6 +25,7 @@ from leasegate.actors.checks import (
     check_number,
 )
 from leasegate.actors.queue.leases import lease_wait, new_lease_token
+from leasegate.actors.queue.sites import Admission
 from leasegate.actors.queue.turn import QueueTurn
 from leasegate.actors.runtime.batches import MAX_BATCH, check_messages
 from leasegate.actors.runtime.handlers import Handlers, Waiting
@@ -31,7 +33,7 @@ from leasegate.actors.runtime.mailbox import Ask, Message, Tell
 from leasegate.actors.runtime.turn import Receiver, SetBased
 from leasegate.actors.runtime.waiters import NOT_YET, NotYet
 from leasegate.errors import InvalidRequest, LeasegateError, Unavailable
-from leasegate.storage.engine import Connection, Row
+from leasegate.storage.engine import Row
 
 A_contra = TypeVar("A_contra", contravariant=True)
 L = TypeVar("L", bound="Lease")
@@ -66,14 +68,6 @@ class LeaseCall(Ask[A_contra, tuple[L_co, ...]]):
         check_id("request_id", self.request_id, optional=True)
         check_flag("wait", self.wait)
         check_id("key_id", self.key_id, optional=True)
-
-
-class Queued(Protocol):
-    """A channel's next leasable jobs: of ``sites`` (None: all), up to ``limit``, each
-    of a site ``admit`` lets through (None: every site)."""
-
-    def __call__(self, conn: Connection, sites: list[str] | None, now: float, limit: int,
-                 *, admit: Callable[[str], bool] | None = None) -> Sequence[Row]: ...
 
 
 @dataclass(frozen=True)
@@ -118,21 +112,6 @@ class ReleaseLeases(Tell[A_contra]):
 
     def check(self) -> None:
         check_leases(self.leases)
-
-
-@dataclass(frozen=True)
-class Leasing(Generic[L]):
-    """A channel's leases: its SQL module's lease queries, its lease view, and from
-    its row the attempt a lease is and since when the job waited for it."""
-
-    replay: Callable[[Connection, str, str, list[str] | None, int], Sequence[Row]]
-    queued: Queued
-    # (conn, [(job_id, token)], worker_id, request_id, expires_at, now): the leased rows
-    take: Callable[[Connection, Sequence[tuple[str, str]], str, str | None, float, float],
-                   Sequence[Row]]
-    view: Callable[[Row], L]
-    attempt: Callable[[Row], int]
-    waiting_since: Callable[[Row], float]
 
 
 @dataclass(frozen=True)
@@ -190,36 +169,54 @@ class PresenceTeller:
                                "a query worker's presence waits for its next lease call")
 
 
-def take_leases(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leasing: Leasing[L],
-                expires_at: float) -> tuple[L, ...]:
-    """Up to ``m.max`` jobs of ``m.sites`` leased to the worker until ``expires_at``."""
-    conn, now = turn.conn, turn.now
-    sites = list(m.sites) if m.sites is not None else None
-    if m.request_id is not None:
-        # A retry after a lost response: the same leases, the same tokens (never
-        # beyond this call's sites and max, whoever else used the same ids).
-        replay = leasing.replay(conn, m.worker_id, m.request_id, sites, m.max)
-        if replay:
-            return tuple(leasing.view(row) for row in replay)
+def lease_sites(m: LeaseCall[Any, Any]) -> list[str] | None:
+    """A lease call's sites as its SQL takes them (None: every site)."""
+    return list(m.sites) if m.sites is not None else None
+
+
+def within(m: LeaseCall[Any, Any]) -> tuple[list[str] | None, int]:
+    """The bounds of a retry's leases after a lost response (the same leases, the same
+    tokens): never beyond this call's sites and max, whoever else used the same ids."""
+    return lease_sites(m), m.max
+
+
+@contextmanager
+def admitted_sites(turn: QueueTurn[Any], m: LeaseCall[Any, Any],
+                   ) -> Iterator[tuple[list[str] | None, Admission | None]]:
+    """The sites a lease call may pick from and what admits their jobs (None: every
+    job): a paused site is never leased, a throttled one as its tokens allow. The
+    tokens the pick drew are written back when it ends."""
     gate = turn.sites
     if gate.idle:
-        queued = leasing.queued(conn, sites, now, m.max)
-    else:  # a paused site is never leased, a throttled one as its tokens allow
-        admit = gate.admission(conn, now)
-        queued = leasing.queued(conn, gate.unpaused(m.sites), now, m.max, admit=admit)
-        admit.spend()
-    if not queued:
-        return ()
-    # One UPDATE for them all, each with a token of its own; their history in one insert.
+        yield lease_sites(m), None
+        return
+    admit = gate.admission(turn.conn, turn.now)
+    yield gate.unpaused(m.sites), admit
+    admit.spend()
+
+
+def claims(turn: QueueTurn[Any], m: LeaseCall[Any, Any], queued: Sequence[Row],
+           expires_at: float,
+           ) -> tuple[list[tuple[str, str]], str, str | None, float, float]:
+    """What takes the picked jobs in one UPDATE of them all: each with a lease token of
+    its own, for the worker (and its ``request_id``) until ``expires_at``."""
     id_column = turn.kind.id_column
-    leased = leasing.take(conn, [(row[id_column], new_lease_token()) for row in queued],
-                          m.worker_id, m.request_id, expires_at, now)
-    # waited: from submit (or not_before) to this lease, the dispatch latency
+    return ([(row[id_column], new_lease_token()) for row in queued], m.worker_id,
+            m.request_id, expires_at, turn.now)
+
+
+def record_leased(turn: QueueTurn[Any], m: LeaseCall[Any, Any], leased: Sequence[Row],
+                  attempt: Callable[[Row], int], waiting_since: Callable[[Row], float],
+                  ) -> Sequence[Row]:
+    """``leased`` (returned), their history in one insert, each with the attempt it is
+    and since when its job waited, by the channel's named functions; waited: from
+    submit (or not_before) to this lease, the dispatch latency."""
+    id_column, now = turn.kind.id_column, turn.now
     turn.history.record_many("leased", [
-        (row[id_column], row, {"worker_id": m.worker_id, "attempt": leasing.attempt(row),
-                               "waited": round(now - leasing.waiting_since(row), 3)})
+        (row[id_column], row, {"worker_id": m.worker_id, "attempt": attempt(row),
+                               "waited": round(now - waiting_since(row), 3)})
         for row in leased])
-    return tuple(leasing.view(row) for row in leased)
+    return leased
 
 
 def leases_or_not_yet(turn: QT, m: LA, lease: Callable[[QT, LA], tuple[L, ...]],

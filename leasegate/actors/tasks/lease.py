@@ -15,13 +15,15 @@ from leasegate.actors.queue.leases import new_work
 from leasegate.actors.queue.leasing import (
     LeaseAfterResults,
     LeaseCall,
-    Leasing,
     ReleaseLeases,
+    admitted_sites,
+    claims,
     give_back_with,
     handle_results_then_lease,
     leases_or_not_yet,
-    take_leases,
+    record_leased,
     waiting_for_work,
+    within,
 )
 from leasegate.actors.runtime.waiters import NotYet
 from leasegate.actors.tasks import Tasks, presence
@@ -30,6 +32,7 @@ from leasegate.actors.tasks.turn import TASKS, TaskTurn, requeue_status
 from leasegate.actors.tasks.views import TaskLease, TaskView, task_lease
 from leasegate.logs import escape
 from leasegate.storage import tasks_sql as sql
+from leasegate.storage.engine import Row
 
 log = logging.getLogger("leasegate.tasks")
 
@@ -68,7 +71,11 @@ class LeaseTasks(LeaseCall[Tasks, TaskLease]):
 def lease(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
     """Up to ``m.max`` tasks on distinct lanes, each a claim to start within
     ``task_claim_window`` (its attempt is counted when it starts)."""
-    return take_leases(turn, m, LEASING, turn.now + turn.settings.task_claim_window)
+    replay = (sql.leased_by_request(turn.conn, m.worker_id, m.request_id, *within(m))
+              if m.request_id is not None else [])  # a retry after a lost response
+    if replay:
+        return tuple(map(task_lease, replay))
+    return take_new(turn, m, turn.now + turn.settings.task_claim_window)
 
 
 def _lease_seen(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
@@ -79,11 +86,24 @@ def _lease_seen(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
     return leases
 
 
-LEASING: Final = Leasing(replay=sql.leased_by_request, queued=sql.next_queued,
-                         take=sql.take_leases, view=task_lease,
-                         attempt=lambda row: row["attempts"] + 1,
-                         waiting_since=lambda row: max(row["created_at"],
-                                                       row["not_before"] or 0.0))
+def attempt(row: Row) -> int:
+    """The attempt a claim is: the next start's (attempts count at start)."""
+    return int(row["attempts"]) + 1
+
+
+def waiting_since(row: Row) -> float:
+    """Since when a claimed task waited: its submit, or its ``not_before``."""
+    return float(max(row["created_at"], row["not_before"] or 0.0))
+
+
+def take_new(turn: TaskTurn, m: LeaseTasks, expires_at: float) -> tuple[TaskLease, ...]:
+    # New claims until expires_at: picked at the sites the lease may take from, claimed
+    # in one UPDATE, their history in one insert.
+    with admitted_sites(turn, m) as (sites, admit):
+        queued = sql.next_queued(turn.conn, sites, turn.now, m.max, admit=admit)
+    leased = sql.take_leases(turn.conn, *claims(turn, m, queued, expires_at)) if queued else []
+    return tuple(map(task_lease, record_leased(turn, m, leased, attempt, waiting_since)))
+
 
 WAIT_FOR_WORK: Final = waiting_for_work(_lease_seen, release_message)
 """A lease that waits: woken by new work at its sites; at shutdown, nothing."""
