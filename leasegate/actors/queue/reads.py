@@ -50,7 +50,6 @@ def heard(turn: Turn, m: NoticedWork) -> None:
         turn.heard_elsewhere(*m.topics)
 
 
-
 @dataclass(frozen=True)
 class GetJob(Ask[A_contra, V]):
     """A job by id; one of another tenant is not found. With ``wait``, waiting until the

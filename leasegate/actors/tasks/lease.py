@@ -37,7 +37,6 @@ from leasegate.storage.engine import Row
 log = logging.getLogger("leasegate.tasks")
 
 
-
 @dataclass(frozen=True)
 class ReleaseTaskLeases(ReleaseLeases[Tasks]):
     """Claims handed to a caller that was already gone: back to ``queued``."""

@@ -97,7 +97,6 @@ class BodyLimits:
         self.drain_bytes = max(DRAIN_FLOOR, settings.max_artifact_bytes)
 
 
-
 class Guarded:
     """The app, with an :class:`Exchange` between it and each HTTP/1.x request
     (HTTP/2 streams end on their own, and forbid a Connection header); and, for every
