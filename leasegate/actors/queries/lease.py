@@ -19,10 +19,10 @@ from leasegate.actors.queue.leasing import (
     claims,
     give_back_with,
     handle_results_then_lease,
+    lease_sites,
     leases_or_not_yet,
     record_leased,
     waiting_for_work,
-    within,
 )
 from leasegate.actors.runtime.waiters import NotYet
 from leasegate.storage import queries_sql as sql
@@ -55,7 +55,7 @@ def lease(turn: QueryTurn, m: LeaseQueries) -> tuple[QueryLease, ...]:
     """Up to ``m.max`` queries, each leased until ``query_lease_ttl`` from now (an
     attempt is counted at each lease)."""
     turn.presence.saw(turn, m.worker_id, m.sites, m.key_id)
-    replay = (sql.leased_by_request(turn.conn, m.worker_id, m.request_id, *within(m))
+    replay = (sql.leased_by_request(turn.conn, m.worker_id, m.request_id, lease_sites(m), m.max)
               if m.request_id is not None else [])  # a retry after a lost response
     if replay:
         return tuple(map(query_lease, replay))

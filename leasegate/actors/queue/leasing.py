@@ -174,12 +174,6 @@ def lease_sites(m: LeaseCall[Any, Any]) -> list[str] | None:
     return list(m.sites) if m.sites is not None else None
 
 
-def within(m: LeaseCall[Any, Any]) -> tuple[list[str] | None, int]:
-    """The bounds of a retry's leases after a lost response (the same leases, the same
-    tokens): never beyond this call's sites and max, whoever else used the same ids."""
-    return lease_sites(m), m.max
-
-
 @contextmanager
 def admitted_sites(turn: QueueTurn[Any], m: LeaseCall[Any, Any],
                    ) -> Iterator[tuple[list[str] | None, Admission | None]]:

@@ -20,10 +20,10 @@ from leasegate.actors.queue.leasing import (
     claims,
     give_back_with,
     handle_results_then_lease,
+    lease_sites,
     leases_or_not_yet,
     record_leased,
     waiting_for_work,
-    within,
 )
 from leasegate.actors.runtime.waiters import NotYet
 from leasegate.actors.tasks import Tasks, presence
@@ -70,7 +70,7 @@ class LeaseTasks(LeaseCall[Tasks, TaskLease]):
 def lease(turn: TaskTurn, m: LeaseTasks) -> tuple[TaskLease, ...]:
     """Up to ``m.max`` tasks on distinct lanes, each a claim to start within
     ``task_claim_window`` (its attempt is counted when it starts)."""
-    replay = (sql.leased_by_request(turn.conn, m.worker_id, m.request_id, *within(m))
+    replay = (sql.leased_by_request(turn.conn, m.worker_id, m.request_id, lease_sites(m), m.max)
               if m.request_id is not None else [])  # a retry after a lost response
     if replay:
         return tuple(map(task_lease, replay))
